@@ -1,0 +1,214 @@
+"""The scalar-context contract: one method vocabulary, on whole arrays, in every context.
+
+A *context* gives meaning to arithmetic.  Every package above ``scalars`` (the IR fold,
+the tape, IBP, the experiments) is written only against the methods listed here, so the
+same graph or program runs exactly, in MPFR, in any IEEE binary format, over intervals or
+over duals by passing another context.
+
+Value representations (``ctx.shape(v)`` works on all of them):
+
+* float64, binary formats: ``numpy.ndarray`` of float64 (binary-format entries are exactly
+  representable in the format); complex128: complex ndarray.
+* rational (gmpy2 ``mpq``), mpmath (``mpf``), fp32-real (``mpfr``): ``ndarray(dtype=object)``.
+* intervals: :class:`scalars.interval.Interval` ``(lo, hi)`` of base-context arrays.
+* duals: :class:`scalars.dual.Dual` ``(primal, tangent)`` of base-context arrays.
+
+Scalars are 0-d arrays (shape ``()``).  Broadcasting follows numpy's rules; a shape that
+does not broadcast is a :class:`ContextError` naming the op, the context and both shapes.
+"""
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from .errors import ContextError
+
+# Every method name of the vocabulary, grouped as DESIGN.md lists them.  Tests iterate
+# over these; ``Context.supports(op)`` answers whether a context can do one honestly.
+ELEMENTWISE_BINARY = ("add", "sub", "mul", "div", "maximum", "minimum")
+ELEMENTWISE_UNARY = ("neg", "abs", "sqrt", "square", "exp", "log", "tanh", "sigmoid",
+                     "softplus", "sin", "cos", "erf")
+TRANSCENDENTAL = ("exp", "log", "tanh", "sigmoid", "softplus", "sin", "cos", "erf")
+VOCABULARY = (
+    "convert", "to_float64", "format", "zeros", "ones", "full",
+    *ELEMENTWISE_BINARY, *ELEMENTWISE_UNARY, "fma",
+    "sum", "amax", "matmul", "heaviside", "sign", "where", "less", "argmax",
+    "reshape", "transpose", "concat", "stack", "take", "broadcast_to", "shape",
+)
+
+
+class Context:
+    """Base class of all scalar contexts.  Subclasses override the arithmetic.
+
+    Capability flags (read these instead of ``isinstance``):
+
+    ``name``               registry name (``"binary32"``, ``"interval:mpmath:200"``, ...)
+    ``exact``              results are exact (rational)
+    ``is_interval``        values are :class:`Interval` enclosures
+    ``is_dual``            values are :class:`Dual` pairs
+    ``fmt``                the :class:`scalars.formats.Format` of the values, or ``None``
+    ``correctly_rounded``  frozenset of op names whose results are correctly rounded
+    ``reduction``          ``"sequential"``, ``"pairwise"`` or ``"native"``
+    ``fma_dot``            dot products round once per multiply-add (fma) instead of twice
+    ``kind``               short family label used in listings
+    """
+
+    name: str = "?"
+    kind: str = "?"
+    exact: bool = False
+    is_interval: bool = False
+    is_dual: bool = False
+    fmt = None
+    correctly_rounded: frozenset = frozenset()
+    reduction: str = "native"
+    fma_dot: bool = False
+    description: str = ""
+
+    # ------------------------------------------------------------------ helpers
+    def fail(self, op: str, why: str) -> ContextError:
+        """Build the standard error: names the context and the op."""
+        return ContextError(f"context {self.name}: {op}: {why}")
+
+    def unsupported(self, op: str, why: str = "") -> ContextError:
+        extra = f" ({why})" if why else ""
+        return ContextError(f"context {self.name} cannot compute {op} honestly{extra}")
+
+    def supports(self, op: str) -> bool:
+        """True when ``op`` can be computed in this context without raising by design."""
+        return op in VOCABULARY
+
+    def properties(self) -> dict:
+        """A JSON-able description used by ``scalarlab contexts``."""
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "exact": self.exact,
+            "interval": self.is_interval,
+            "dual": self.is_dual,
+            "format": None if self.fmt is None else self.fmt.name,
+            "reduction": self.reduction + ("+fma" if self.fma_dot else ""),
+            "correctly_rounded": sorted(self.correctly_rounded),
+            "description": self.description,
+        }
+
+    def __repr__(self) -> str:
+        return f"<context {self.name}>"
+
+    # ------------------------------------------------------------- vocabulary
+    # Conversion.  ``convert`` accepts float64 arrays, Python/numpy ints and floats,
+    # ``Fraction``/``mpq``, decimal strings and nested lists of these; each entry is
+    # converted with ONE correct rounding into the context.
+    def convert(self, x: Any): raise self.unsupported("convert")
+    def to_float64(self, v) -> np.ndarray: raise self.unsupported("to_float64")
+    def format(self, v, digits: int = 6) -> str: raise self.unsupported("format")
+    def zeros(self, shape): raise self.unsupported("zeros")
+    def ones(self, shape): raise self.unsupported("ones")
+    def full(self, shape, value): raise self.unsupported("full")
+
+    # Elementwise arithmetic (numpy broadcasting).
+    def add(self, a, b): raise self.unsupported("add")
+    def sub(self, a, b): raise self.unsupported("sub")
+    def mul(self, a, b): raise self.unsupported("mul")
+    def div(self, a, b): raise self.unsupported("div")
+    def fma(self, a, b, c): raise self.unsupported("fma")           # a*b + c, one rounding
+    def neg(self, a): raise self.unsupported("neg")
+    def abs(self, a): raise self.unsupported("abs")
+    def sqrt(self, a): raise self.unsupported("sqrt")
+    def square(self, a): raise self.unsupported("square")            # a*a (tight for intervals)
+    def maximum(self, a, b): raise self.unsupported("maximum")
+    def minimum(self, a, b): raise self.unsupported("minimum")
+    def exp(self, a): raise self.unsupported("exp")
+    def log(self, a): raise self.unsupported("log")
+    def tanh(self, a): raise self.unsupported("tanh")
+    def sigmoid(self, a): raise self.unsupported("sigmoid")
+    def softplus(self, a): raise self.unsupported("softplus")
+    def sin(self, a): raise self.unsupported("sin")
+    def cos(self, a): raise self.unsupported("cos")
+    def erf(self, a): raise self.unsupported("erf")
+
+    # Piecewise helpers, as context values: heaviside(x) = 1 where x > 0 else 0;
+    # sign(x) in {-1, 0, 1}.  Interval contexts return enclosures ([0, 1] across 0).
+    def heaviside(self, a): raise self.unsupported("heaviside")
+    def sign(self, a): raise self.unsupported("sign")
+    # Comparisons return plain numpy bool arrays (point contexts only).
+    def less(self, a, b) -> np.ndarray: raise self.unsupported("less")
+    def where(self, cond, a, b): raise self.unsupported("where")
+
+    # Reductions.  ``sum`` follows ``self.reduction`` (sequential = left to right, one
+    # rounding per addition).  ``axis`` is an int, a tuple of ints or None (all axes).
+    def sum(self, a, axis=None, keepdims: bool = False): raise self.unsupported("sum")
+    def amax(self, a, axis=None, keepdims: bool = False): raise self.unsupported("amax")
+    def argmax(self, a, axis: int) -> np.ndarray: raise self.unsupported("argmax")
+    # matmul follows numpy.matmul's shape rules (batched, 1-d promotion); dot products
+    # round each product and each addition (sequential) unless ``fma_dot``.
+    def matmul(self, a, b): raise self.unsupported("matmul")
+
+    # Shape operations: never round, work on every value representation.
+    def shape(self, v) -> tuple: raise self.unsupported("shape")
+    def reshape(self, a, shape): raise self.unsupported("reshape")
+    def transpose(self, a, axes=None): raise self.unsupported("transpose")
+    def concat(self, xs: Sequence, axis: int = 0): raise self.unsupported("concat")
+    def stack(self, xs: Sequence, axis: int = 0): raise self.unsupported("stack")
+    def take(self, a, indices, axis: int): raise self.unsupported("take")
+    def broadcast_to(self, a, shape): raise self.unsupported("broadcast_to")
+
+
+def is_decimal_string(x) -> bool:
+    return isinstance(x, str)
+
+
+def to_fraction(x) -> Fraction:
+    """Exact rational value of a Python number, numpy scalar, mpq or decimal string."""
+    if isinstance(x, Fraction):
+        return x
+    if isinstance(x, str):
+        try:
+            return Fraction(x.strip())
+        except (ValueError, ZeroDivisionError) as exc:
+            raise ContextError(f"cannot read {x!r} as an exact decimal or fraction") from exc
+    if isinstance(x, (bool, np.bool_)):
+        return Fraction(int(x))
+    if isinstance(x, (int, np.integer)):
+        return Fraction(int(x))
+    if isinstance(x, (float, np.floating)):
+        xf = float(x)
+        if xf != xf or xf in (float("inf"), float("-inf")):
+            raise ContextError(f"{xf} has no exact rational value")
+        return Fraction(xf)
+    # gmpy2 mpq / mpz / mpfr and anything with numerator/denominator
+    num = getattr(x, "numerator", None)
+    den = getattr(x, "denominator", None)
+    if num is not None and den is not None:
+        return Fraction(int(num), int(den))
+    try:
+        import gmpy2
+        if isinstance(x, type(gmpy2.mpfr(0))):
+            return Fraction(*map(int, gmpy2.mpq(x).as_integer_ratio()))
+    except ImportError:  # pragma: no cover
+        pass
+    raise ContextError(f"cannot convert {type(x).__name__} value {x!r} to an exact number")
+
+
+def as_object_array(x: Any, leaf) -> np.ndarray:
+    """Nested lists / arrays / scalars -> object ndarray with ``leaf`` applied per entry."""
+    if isinstance(x, np.ndarray) and x.dtype != object:
+        arr = x
+    else:
+        arr = np.asarray(x, dtype=object) if not isinstance(x, np.ndarray) else x
+    out = np.empty(arr.shape, dtype=object)
+    flat_in = arr.reshape(-1)
+    flat_out = out.reshape(-1)
+    for i in range(flat_in.size):
+        flat_out[i] = leaf(flat_in[i].item() if isinstance(flat_in[i], np.generic) else flat_in[i])
+    return out
+
+
+def check_broadcast(ctx: Context, op: str, *shapes: Iterable[int]) -> tuple:
+    """Broadcast shapes or raise a ContextError naming op, context and all shapes."""
+    try:
+        return np.broadcast_shapes(*[tuple(s) for s in shapes])
+    except ValueError:
+        shown = " vs ".join(str(list(s)) for s in shapes)
+        raise ContextError(f"context {ctx.name}: {op}: shapes do not broadcast: {shown}") from None

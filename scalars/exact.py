@@ -1,0 +1,679 @@
+"""Exact rationals (``rational``) and the rounded-real FP32 (``fp32-real``).
+
+Both keep their values in ``ndarray(dtype=object)``: gmpy2 ``mpq`` for ``rational``,
+gmpy2 ``mpfr`` for ``fp32-real``.  Arithmetic runs through numpy's object loops (one C
+loop calling the gmpy2 operation per entry), so there is no Python loop per element.
+
+``rational`` is exact; an operation whose result is not rational (``tanh``, non-square
+``sqrt``) raises :class:`ContextError` instead of approximating.
+
+``fp32-real`` is the seeds' rounded-real FP32: binary32's 24-bit significand and gradual
+underflow (subnormal grid 2^-149) but no upper exponent cutoff, so it never overflows
+(up to MPFR's own exponent range, about 2^(2^30); beyond that a ContextError, never inf).
+Every operation rounds once, to nearest-even, through an MPFR context.
+"""
+from __future__ import annotations
+
+import operator
+from fractions import Fraction
+
+import gmpy2
+import numpy as np
+
+from .arrayshape import ArrayShapeOps
+from .base import as_object_array, check_broadcast
+from .errors import ContextError
+from .registry import register_name
+
+MPQ = type(gmpy2.mpq(0))
+MPZ = type(gmpy2.mpz(0))
+MPFR = type(gmpy2.mpfr(0))
+
+# binary64 as an MPFR context: the exact route from a rational/mpfr to the nearest double
+# (subnormalize makes MPFR round on the subnormal grid once, using its ternary value).
+_F64 = gmpy2.context(precision=53, emin=-1073, emax=1024, subnormalize=True)
+
+# MPFR's default exponent range (gmpy2 cannot go past it): the "unbounded" exponent.
+_EMAX = (1 << 30) - 1
+_EMIN = 1 - (1 << 30)
+
+
+def describe_value(v) -> str:
+    """Name the kind of a value (and the context it belongs to) for error messages."""
+    if isinstance(v, np.ndarray):
+        if v.dtype == object:
+            if v.size == 0:
+                return "an empty object ndarray"
+            t = type(v.flat[0])
+            owner = {MPQ: "rational", MPFR: "fp32-real"}.get(t)
+            if owner is None and t.__name__ in ("mpf", "_mpf") or "mpmath" in t.__module__:
+                owner = "mpmath"
+            if owner is None:
+                return f"an object ndarray of {t.__name__} (not a context value; use convert)"
+            return f"an object ndarray of {t.__name__} (a {owner} value)"
+        if v.dtype.kind == "c":
+            return f"a {v.dtype} ndarray (a complex128 value)"
+        if v.dtype.kind in "fiub":
+            return f"a {v.dtype} ndarray (a float64/binary-format value)"
+        return f"a {v.dtype} ndarray"
+    cls = type(v).__name__
+    if hasattr(v, "lo") and hasattr(v, "hi"):
+        return f"an {cls} (an interval-context value)"
+    if hasattr(v, "primal") and hasattr(v, "tangent"):
+        return f"a {cls} (a dual-context value)"
+    return f"a {cls} {v!r:.60}"
+
+
+def _object_result(r) -> np.ndarray:
+    """numpy returns a bare object for 0-d object results; keep values as ndarrays."""
+    if isinstance(r, np.ndarray):
+        return r
+    out = np.empty((), dtype=object)
+    out[()] = r
+    return out
+
+
+class ObjectArrayContext(ArrayShapeOps):
+    """Shared machinery of contexts whose values are object arrays of one scalar type.
+
+    Subclasses set ``leaf_type`` (the scalar class), ``leaf_label`` and implement
+    ``_leaf(x)`` (one exact-or-once-rounded conversion) and ``_to_mpq(x)`` (exact value).
+    """
+
+    leaf_type: type = object
+    leaf_label: str = "?"
+    format_label: str = ""
+
+    # ------------------------------------------------------------ value checks
+    def _arr(self, v, op: str) -> np.ndarray:
+        if isinstance(v, self.leaf_type):
+            return _object_result(v)
+        if (isinstance(v, np.ndarray) and v.dtype == object
+                and (v.size == 0 or isinstance(v.flat[0], self.leaf_type))):
+            # Arrays are homogeneous by construction (every op returns leaf_type entries),
+            # so the first entry identifies the context without a pass over all entries.
+            return v
+        raise ContextError(
+            f"context {self.name}: {op}: got {describe_value(v)}, not a {self.name} value "
+            f"(expected ndarray(dtype=object) of {self.leaf_label}; use "
+            f"scalars.get({self.name!r}).convert(...))")
+
+    def _leaf_array(self, x) -> np.ndarray:
+        return as_object_array(x, self._leaf)
+
+    def properties(self) -> dict:
+        p = super().properties()
+        p["format"] = self.format_label
+        return p
+
+    # -------------------------------------------------------------- conversion
+    def convert(self, x):
+        if isinstance(x, np.ndarray) and x.dtype.kind == "c" or isinstance(x, complex):
+            raise ContextError(f"context {self.name}: convert: complex values have no "
+                               f"{self.name} value")
+        if hasattr(x, "lo") and hasattr(x, "hi") or hasattr(x, "primal"):
+            raise ContextError(f"context {self.name}: convert: got {describe_value(x)}; "
+                               f"convert its components explicitly")
+        if isinstance(x, np.ndarray) and x.dtype.kind == "f":
+            bad = ~np.isfinite(x)
+            if bad.any():
+                raise self._nonfinite("convert", x[bad].reshape(-1)[0])
+            return _object_result(np.frompyfunc(self._leaf, 1, 1)(x.astype(np.float64)))
+        return self._leaf_array(x)
+
+    def _nonfinite(self, op, value) -> ContextError:
+        return ContextError(f"context {self.name}: {op}: {value} is not a real number; "
+                            f"{self.name} holds finite values only")
+
+    def to_float64(self, v) -> np.ndarray:
+        """Nearest double to each exact value: one rounding, subnormals and overflow via MPFR."""
+        a = self._arr(v, "to_float64")
+        with _F64:
+            r = np.frompyfunc(self._float_of, 1, 1)(a)
+        return np.asarray(r, dtype=np.float64).reshape(a.shape)
+
+    def _float_of(self, t) -> float:
+        """float64 of one entry; runs inside the ``_F64`` context."""
+        return float(gmpy2.mpfr(self._to_mpq(t)))
+
+    def format(self, v, digits: int = 6) -> str:
+        """Exact decimal rounding (half-even) of each value, ``%.{digits}f`` layout."""
+        a = self._arr(v, "format")
+        digits = int(digits)
+        texts = [_fixed(self._to_mpq(t), digits) for t in a.reshape(-1)]
+        if a.ndim == 0:
+            return texts[0]
+        return "[" + ", ".join(texts) + "]"
+
+    def zeros(self, shape):
+        return np.full(_shape(shape), self._leaf(0), dtype=object)
+
+    def ones(self, shape):
+        return np.full(_shape(shape), self._leaf(1), dtype=object)
+
+    def full(self, shape, value):
+        v = self.convert(value)
+        if v.shape != ():
+            raise ContextError(f"context {self.name}: full: fill value must be a scalar, "
+                               f"got shape {list(v.shape)}")
+        return np.full(_shape(shape), v[()], dtype=object)
+
+    # -------------------------------------------------------- generic helpers
+    def _binary(self, op, f, a, b):
+        a = self._arr(a, op); b = self._arr(b, op)
+        check_broadcast(self, op, a.shape, b.shape)
+        return _object_result(f(a, b))
+
+    def _unary(self, op, f, a):
+        a = self._arr(a, op)
+        return _object_result(f(a))
+
+    def _first_bad(self, op, mask, *arrays, why: str) -> ContextError:
+        """Error naming the op, the context and the operand values at the first bad entry."""
+        mask = np.asarray(mask, dtype=bool)
+        idx = tuple(int(i) for i in np.argwhere(mask)[0]) if mask.ndim else ()
+        shown = ", ".join(self._show(np.broadcast_to(x, mask.shape)[idx]) for x in arrays)
+        where = f" at index {list(idx)}" if idx else ""
+        return ContextError(f"context {self.name}: {op}({shown}){where}: {why}")
+
+    def _show(self, t) -> str:
+        return str(t)
+
+    # ---------------------------------------------------------- order and such
+    def maximum(self, a, b): return self._binary("maximum", np.maximum, a, b)
+    def minimum(self, a, b): return self._binary("minimum", np.minimum, a, b)
+    def neg(self, a): return self._unary("neg", np.negative, a)
+    def abs(self, a): return self._unary("abs", np.absolute, a)
+
+    def less(self, a, b):
+        a = self._arr(a, "less"); b = self._arr(b, "less")
+        check_broadcast(self, "less", a.shape, b.shape)
+        return np.asarray(np.less(a, b), dtype=bool)
+
+    def heaviside(self, a):
+        a = self._arr(a, "heaviside")
+        pos = np.asarray(np.greater(a, 0), dtype=bool)
+        return _object_result(np.where(pos, self._leaf(1), self._leaf(0)).astype(object))
+
+    def sign(self, a):
+        a = self._arr(a, "sign")
+        pos = np.asarray(np.greater(a, 0), dtype=bool)
+        neg = np.asarray(np.less(a, 0), dtype=bool)
+        out = np.where(pos, self._leaf(1), np.where(neg, self._leaf(-1), self._leaf(0)))
+        return _object_result(out.astype(object))
+
+    def where(self, cond, a, b):
+        cond = np.asarray(cond, dtype=bool)
+        a = self._arr(a, "where"); b = self._arr(b, "where")
+        check_broadcast(self, "where", cond.shape, a.shape, b.shape)
+        return _object_result(np.where(cond, a, b).astype(object))
+
+    def amax(self, a, axis=None, keepdims=False):
+        a = self._arr(a, "amax")
+        if a.size == 0:
+            raise ContextError(f"context {self.name}: amax of an empty array {list(a.shape)}")
+        try:
+            return _object_result(np.max(a, axis=axis, keepdims=keepdims))
+        except np.exceptions.AxisError as exc:
+            raise ContextError(f"context {self.name}: amax axis={axis}: {exc}") from None
+
+    def argmax(self, a, axis):
+        a = self._arr(a, "argmax")
+        if a.size == 0:
+            raise ContextError(f"context {self.name}: argmax of an empty array "
+                               f"{list(a.shape)}")
+        try:
+            return np.asarray(np.argmax(a, axis=axis))
+        except np.exceptions.AxisError as exc:
+            raise ContextError(f"context {self.name}: argmax axis={axis}: {exc}") from None
+
+    # ------------------------------------------------------------- reductions
+    def _add_reduce_last(self, a: np.ndarray) -> np.ndarray:
+        """Left-to-right sum over the last axis of a C-contiguous array (one rounding each)."""
+        return np.add.reduce(a, axis=-1)
+
+    def sum(self, a, axis=None, keepdims=False):
+        """Sequential sum: reduced axes are visited in C order, left to right."""
+        a = self._arr(a, "sum")
+        nd = a.ndim
+        if axis is None:
+            axes = tuple(range(nd))
+        else:
+            raw = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+            try:
+                axes = tuple(sorted({_norm_axis(int(x), nd, self.name) for x in raw}))
+            except TypeError:
+                raise ContextError(f"context {self.name}: sum: bad axis {axis!r}") from None
+        keep = [i for i in range(nd) if i not in axes]
+        moved = np.transpose(a, keep + list(axes))
+        rest = tuple(a.shape[i] for i in keep)
+        n = int(np.prod([a.shape[i] for i in axes], dtype=np.int64))
+        flat = np.ascontiguousarray(moved).reshape(rest + (n,))
+        if n == 0:
+            out = np.full(rest, self._leaf(0), dtype=object)
+        else:
+            out = _object_result(self._add_reduce_last(flat))
+        if keepdims:
+            out = out.reshape(tuple(1 if i in axes else a.shape[i] for i in range(nd)))
+        return _object_result(out)
+
+    def _matmul_raw(self, a, b):
+        return np.matmul(a, b)
+
+    def matmul(self, a, b):
+        """numpy.matmul shape rules; each dot product summed left to right."""
+        a = self._arr(a, "matmul"); b = self._arr(b, "matmul")
+        if a.ndim == 0 or b.ndim == 0:
+            raise ContextError(f"context {self.name}: matmul: operands must have at least "
+                               f"one axis, got shapes {list(a.shape)} and {list(b.shape)}")
+        ka = a.shape[-1]
+        kb = b.shape[0] if b.ndim == 1 else b.shape[-2]
+        if ka != kb:
+            raise ContextError(f"context {self.name}: matmul: shapes {list(a.shape)} and "
+                               f"{list(b.shape)} do not contract ({ka} != {kb})")
+        try:
+            if ka == 0:
+                shape = np.matmul(np.zeros(a.shape), np.zeros(b.shape)).shape
+                return np.full(shape, self._leaf(0), dtype=object)
+            return _object_result(self._matmul_raw(a, b))
+        except ValueError:
+            raise ContextError(f"context {self.name}: matmul: shapes {list(a.shape)} and "
+                               f"{list(b.shape)} do not broadcast") from None
+
+
+def _shape(shape) -> tuple:
+    """A shape given as an int or a sequence of ints."""
+    if isinstance(shape, (int, np.integer)):
+        return (int(shape),)
+    return tuple(int(s) for s in shape)
+
+
+def _norm_axis(ax: int, nd: int, name: str) -> int:
+    if not -nd <= ax < max(nd, 1) or (nd == 0):
+        raise ContextError(f"context {name}: sum: axis {ax} out of range for {nd}-d array")
+    return ax % nd
+
+
+def _fixed(q, digits: int) -> str:
+    """``q`` rounded half-even to ``digits`` decimals, as ``"%.{digits}f"`` prints a float."""
+    scaled = q * (MPZ(10) ** digits)
+    n = int(gmpy2.mpz(gmpy2.f_div(scaled.numerator, scaled.denominator)))
+    rem = scaled - n  # in [0, 1)
+    if rem > gmpy2.mpq(1, 2) or (rem == gmpy2.mpq(1, 2) and n % 2 == 1):
+        n += 1
+    sign = "-" if (n < 0 or (n == 0 and q < 0)) else ""
+    n = abs(n)
+    s = str(n).rjust(digits + 1, "0")
+    body = s[:len(s) - digits] + ("." + s[len(s) - digits:] if digits > 0 else "")
+    return sign + body
+
+
+# ====================================================================== rational
+def _mpq_leaf(x):
+    """Exact rational value of one entry (ints, Fractions, mpq, floats, decimal strings)."""
+    if isinstance(x, MPQ):
+        return x
+    if isinstance(x, (bool, np.bool_)):
+        return gmpy2.mpq(int(x))
+    if isinstance(x, (int, np.integer, MPZ)):
+        return gmpy2.mpq(int(x))
+    if isinstance(x, Fraction):
+        return gmpy2.mpq(x.numerator, x.denominator)
+    if isinstance(x, (float, np.floating)):
+        xf = float(x)
+        if xf != xf or xf in (float("inf"), float("-inf")):
+            raise ContextError(f"context rational: convert: {xf} is not a rational number")
+        return gmpy2.mpq(xf)  # every finite double is a dyadic rational: exact
+    if isinstance(x, str):
+        s = x.strip()
+        try:
+            return gmpy2.mpq(s)
+        except (ValueError, ZeroDivisionError):
+            pass
+        try:
+            f = Fraction(s)
+        except (ValueError, ZeroDivisionError):
+            raise ContextError(f"context rational: convert: cannot read {x!r} as an exact "
+                               f"decimal or fraction") from None
+        return gmpy2.mpq(f.numerator, f.denominator)
+    if isinstance(x, MPFR):
+        if not gmpy2.is_finite(x):
+            raise ContextError(f"context rational: convert: {x} is not a rational number")
+        return gmpy2.mpq(x)
+    if hasattr(x, "man_exp") or type(x).__name__ == "mpf":  # mpmath mpf: exact dyadic
+        return _mpf_to_mpq(x, "rational")
+    num, den = getattr(x, "numerator", None), getattr(x, "denominator", None)
+    if num is not None and den is not None:
+        return gmpy2.mpq(int(num), int(den))
+    raise ContextError(f"context rational: convert: cannot convert {type(x).__name__} "
+                       f"value {x!r} to an exact rational")
+
+
+def _mpf_to_mpq(x, name):
+    import mpmath
+    if not mpmath.isfinite(x):
+        raise ContextError(f"context {name}: convert: {x} is not a finite real number")
+    man, exp = x.man_exp
+    if man == 0:
+        return gmpy2.mpq(0)
+    return gmpy2.mpq(int(man)) * (gmpy2.mpq(2) ** int(exp))
+
+
+# Rational values of the transcendental functions.  By Lindemann-Weierstrass, exp, sin,
+# cos, tanh and sigmoid of a nonzero rational are irrational, and log of a rational other
+# than 1 is irrational; softplus (log(1+e^x)) is irrational for every rational x.  So the
+# only exact results are at these points, and every other argument raises.  erf(0) = 0 is
+# supported; we claim nothing about erf elsewhere: it raises.
+_EXACT_POINTS = {
+    "exp": (0, 1), "log": (1, 0), "tanh": (0, 0), "sin": (0, 0), "cos": (0, 1),
+    "sigmoid": (0, gmpy2.mpq(1, 2)), "erf": (0, 0),
+}
+
+
+class RationalContext(ObjectArrayContext):
+    """Exact arithmetic on gmpy2 ``mpq``: no rounding anywhere, order is irrelevant."""
+
+    name = "rational"
+    kind = "exact"
+    exact = True
+    reduction = "sequential"
+    leaf_type = MPQ
+    leaf_label = "gmpy2.mpq"
+    format_label = "exact rational (gmpy2 mpq)"
+    correctly_rounded = frozenset({"add", "sub", "mul", "div", "fma", "neg", "abs", "square",
+                                   "maximum", "minimum", "sum", "matmul"})
+    description = ("exact rationals (gmpy2 mpq); sqrt only of perfect squares; "
+                   "transcendental functions raise except at their rational points "
+                   "(exp 0, log 1, tanh/sin/erf 0, cos 0, sigmoid 0)")
+
+    def _leaf(self, x):
+        return _mpq_leaf(x)
+
+    def _to_mpq(self, t):
+        return t
+
+    def exact_string(self, v) -> str:
+        """Each entry as ``p/q`` (lowest terms, q > 0), in the bracket layout of format."""
+        a = self._arr(v, "exact_string")
+        texts = [f"{int(t.numerator)}/{int(t.denominator)}" for t in a.reshape(-1)]
+        if a.ndim == 0:
+            return texts[0]
+        return "[" + ", ".join(texts) + "]"
+
+    def add(self, a, b): return self._binary("add", np.add, a, b)
+    def sub(self, a, b): return self._binary("sub", np.subtract, a, b)
+    def mul(self, a, b): return self._binary("mul", np.multiply, a, b)
+    def square(self, a): return self._unary("square", lambda x: x * x, a)
+
+    def div(self, a, b):
+        a = self._arr(a, "div"); b = self._arr(b, "div")
+        check_broadcast(self, "div", a.shape, b.shape)
+        try:
+            return _object_result(np.divide(a, b))
+        except ZeroDivisionError:
+            zero = np.broadcast_to(np.asarray(np.equal(b, 0), dtype=bool),
+                                   np.broadcast_shapes(a.shape, b.shape))
+            raise self._first_bad("div", zero, a, b, why="division by zero") from None
+
+    def fma(self, a, b, c):
+        a = self._arr(a, "fma"); b = self._arr(b, "fma"); c = self._arr(c, "fma")
+        check_broadcast(self, "fma", a.shape, b.shape, c.shape)
+        return _object_result(a * b + c)
+
+    def sqrt(self, a):
+        a = self._arr(a, "sqrt")
+        neg = np.asarray(np.less(a, 0), dtype=bool)
+        if neg.any():
+            raise self._first_bad("sqrt", neg, a, why="negative argument has no real sqrt")
+        # mpq is kept in lowest terms, so sqrt(p/q) is rational iff p and q are squares.
+        square = np.asarray(np.frompyfunc(
+            lambda q: gmpy2.is_square(q.numerator) and gmpy2.is_square(q.denominator),
+            1, 1)(a), dtype=bool)
+        if not square.all():
+            raise ContextError(
+                f"context rational cannot compute sqrt honestly: sqrt({self._show_at(a, ~square)})"
+                f" is irrational (only perfect rational squares have an exact sqrt)")
+        root = np.frompyfunc(lambda q: gmpy2.mpq(gmpy2.isqrt(q.numerator),
+                                                 gmpy2.isqrt(q.denominator)), 1, 1)
+        return _object_result(root(a))
+
+    def _show_at(self, a, mask):
+        mask = np.asarray(mask, dtype=bool)
+        idx = tuple(int(i) for i in np.argwhere(mask)[0]) if mask.ndim else ()
+        where = f" at index {list(idx)}" if idx else ""
+        return f"{a[idx]}{where}"
+
+    def _transcendental(self, op, a):
+        a = self._arr(a, op)
+        point, value = _EXACT_POINTS.get(op, (None, None))
+        if point is not None:
+            at = np.asarray(np.equal(a, point), dtype=bool)
+            if at.all():
+                return np.full(a.shape, gmpy2.mpq(value), dtype=object)
+            where = f"{op}({self._show_at(a, ~at)}) is irrational"
+            only = f"; only {op}({point}) = {value} is exact"
+        else:
+            where, only = f"{op} of a rational is irrational", ""
+        raise ContextError(f"context rational cannot compute {op} honestly: {where}{only}")
+
+    def exp(self, a): return self._transcendental("exp", a)
+    def log(self, a):
+        a = self._arr(a, "log")
+        bad = np.asarray(np.less_equal(a, 0), dtype=bool)
+        if bad.any():
+            raise self._first_bad("log", bad, a, why="log of a non-positive value")
+        return self._transcendental("log", a)
+    def tanh(self, a): return self._transcendental("tanh", a)
+    def sigmoid(self, a): return self._transcendental("sigmoid", a)
+    def softplus(self, a): return self._transcendental("softplus", a)
+    def sin(self, a): return self._transcendental("sin", a)
+    def cos(self, a): return self._transcendental("cos", a)
+    def erf(self, a): return self._transcendental("erf", a)
+
+    def _matmul_raw(self, a, b):
+        # Exact, so the order does not matter; numpy's object matmul is one C loop of
+        # mpq multiply-adds (no Python loop per entry).
+        return np.matmul(a, b)
+
+
+# ===================================================================== fp32-real
+# binary32's significand and subnormal grid, MPFR's whole exponent range above.
+# subnormalize=True makes gmpy2 call mpfr_subnormalize with the ternary value of the
+# operation, so results below 2^-126 are rounded once onto the 2^-149 grid (no double
+# rounding).  trap_overflow turns the far end of MPFR's range into an exception.
+FP32_REAL = gmpy2.context(precision=24, emin=-148, emax=_EMAX, subnormalize=True,
+                          round=gmpy2.RoundToNearest, trap_overflow=True)
+
+
+def _working(prec: int, rnd):
+    """Wide, directed working context for the Ziv loop (no subnormals, full range)."""
+    return gmpy2.context(precision=prec, emin=_EMIN, emax=_EMAX, round=rnd,
+                         subnormalize=False)
+
+
+def _ufunc(f, nin):
+    return np.frompyfunc(f, nin, 1)
+
+
+class Fp32RealContext(ObjectArrayContext):
+    """binary32 precision and gradual underflow on unbounded-exponent reals (MPFR)."""
+
+    name = "fp32-real"
+    kind = "rounded-real"
+    reduction = "sequential"
+    leaf_type = MPFR
+    leaf_label = "gmpy2.mpfr (24-bit)"
+    format_label = "fp32-real (p=24, subnormals to 2^-149, no overflow)"
+    correctly_rounded = frozenset({"add", "sub", "mul", "div", "fma", "sqrt", "square",
+                                   "neg", "abs", "maximum", "minimum", "exp", "log", "tanh",
+                                   "sigmoid", "softplus", "sin", "cos", "erf"})
+    description = ("binary32 significand and gradual underflow, unbounded exponent (never "
+                   "overflows); every op correctly rounded (MPFR; sigmoid/softplus by a "
+                   "Ziv loop); sum/matmul sequential")
+
+    def __init__(self):
+        c = FP32_REAL
+        self._add = _ufunc(c.add, 2)
+        self._sub = _ufunc(c.sub, 2)
+        self._mul = _ufunc(c.mul, 2)
+        self._div = _ufunc(c.div, 2)
+        self._fma = _ufunc(c.fma, 3)
+        self._sqrt = _ufunc(c.sqrt, 1)
+        self._square = _ufunc(c.square, 1)
+        self._round = _ufunc(c.plus, 1)
+        self._fn = {op: _ufunc(getattr(c, op), 1)
+                    for op in ("exp", "log", "tanh", "sin", "cos", "erf")}
+        self._zero, self._one = c.plus(0), c.plus(1)
+
+    def _leaf(self, x):
+        if isinstance(x, (float, np.floating)):
+            xf = float(x)
+            if xf != xf or xf in (float("inf"), float("-inf")):
+                raise self._nonfinite("convert", xf)
+            return self._guard("convert", lambda: FP32_REAL.plus(gmpy2.mpfr(xf, 53)))
+        if isinstance(x, MPFR):
+            if not gmpy2.is_finite(x):
+                raise self._nonfinite("convert", x)
+            return self._guard("convert", lambda: FP32_REAL.plus(x))  # exact input, one rounding
+        q = _mpq_leaf(x)
+
+        def once():
+            # mpfr_set_q rounds the exact rational once to 24 bits; gmpy2 then subnormalizes
+            # with the ternary value, so the 2^-149 grid is reached without double rounding.
+            with FP32_REAL:
+                return gmpy2.mpfr(q)
+        return self._guard("convert", once)
+
+    def _float_of(self, t) -> float:
+        return float(_F64.plus(t))  # t is exact at 24 bits: one rounding to binary64
+
+    def _guard(self, op, thunk):
+        try:
+            return thunk()
+        except gmpy2.OverflowResultError:
+            raise ContextError(f"context {self.name}: {op}: result exceeds MPFR's exponent "
+                               f"range (about 2^(2^30)); fp32-real cannot represent it") from None
+
+    def _to_mpq(self, t):
+        return gmpy2.mpq(t)
+
+    def _show(self, t) -> str:
+        return t.__format__(".9g") if isinstance(t, MPFR) else str(t)
+
+    def _binary(self, op, f, a, b):
+        a = self._arr(a, op); b = self._arr(b, op)
+        check_broadcast(self, op, a.shape, b.shape)
+        return _object_result(self._guard(op, lambda: f(a, b)))
+
+    def _unary(self, op, f, a):
+        a = self._arr(a, op)
+        return _object_result(self._guard(op, lambda: f(a)))
+
+    def add(self, a, b): return self._binary("add", self._add, a, b)
+    def sub(self, a, b): return self._binary("sub", self._sub, a, b)
+    def mul(self, a, b): return self._binary("mul", self._mul, a, b)
+    def square(self, a): return self._unary("square", self._square, a)
+
+    def div(self, a, b):
+        a = self._arr(a, "div"); b = self._arr(b, "div")
+        shape = check_broadcast(self, "div", a.shape, b.shape)
+        zero = np.broadcast_to(np.asarray(np.equal(b, 0), dtype=bool), shape)
+        if zero.any():
+            raise self._first_bad("div", zero, a, b, why="division by zero")
+        return _object_result(self._guard("div", lambda: self._div(a, b)))
+
+    def fma(self, a, b, c):
+        a = self._arr(a, "fma"); b = self._arr(b, "fma"); c = self._arr(c, "fma")
+        check_broadcast(self, "fma", a.shape, b.shape, c.shape)
+        return _object_result(self._guard("fma", lambda: self._fma(a, b, c)))
+
+    def sqrt(self, a):
+        a = self._arr(a, "sqrt")
+        neg = np.asarray(np.less(a, 0), dtype=bool)
+        if neg.any():
+            raise self._first_bad("sqrt", neg, a, why="negative argument has no real sqrt")
+        return _object_result(self._sqrt(a))
+
+    def _mpfr_fn(self, op, a):
+        return self._unary(op, self._fn[op], a)
+
+    def exp(self, a): return self._mpfr_fn("exp", a)
+    def tanh(self, a): return self._mpfr_fn("tanh", a)
+    def sin(self, a): return self._mpfr_fn("sin", a)
+    def cos(self, a): return self._mpfr_fn("cos", a)
+    def erf(self, a): return self._mpfr_fn("erf", a)
+
+    def log(self, a):
+        a = self._arr(a, "log")
+        bad = np.asarray(np.less_equal(a, 0), dtype=bool)
+        if bad.any():
+            raise self._first_bad("log", bad, a, why="log of a non-positive value")
+        return self._mpfr_fn("log", a)
+
+    # sigmoid and softplus are compositions, so no single MPFR call rounds them.  Ziv's
+    # strategy: at working precision p compute a lower and an upper bound of the exact
+    # value with directed rounding at every step, round both to fp32-real; where they agree
+    # the correctly rounded result is decided (rounding is monotone), elsewhere retry at 2p.
+    # Only a value lying exactly on a rounding boundary could loop forever; sigmoid(0)=1/2
+    # is computed exactly (lo == hi), and by Lindemann-Weierstrass no other sigmoid or
+    # softplus value of a dyadic argument is rational, so every entry is decided.
+    def _ziv(self, op, bounds, a):
+        a = self._arr(a, op)
+        flat = a.reshape(-1)
+        out = np.empty(flat.size, dtype=object)
+        todo = np.arange(flat.size)
+        prec = 64
+        while todo.size:
+            if prec > 1 << 16:  # pragma: no cover - unreachable for non-boundary values
+                raise ContextError(f"context {self.name}: {op}({flat[todo[0]]}): rounding "
+                                   f"not decided at {prec // 2} bits")
+            x = flat[todo]
+            lo, hi = bounds(x, prec)
+            rlo = self._guard(op, lambda: self._round(lo))
+            rhi = self._guard(op, lambda: self._round(hi))
+            done = np.asarray(np.equal(rlo, rhi), dtype=bool)
+            out[todo[done]] = rlo[done]
+            todo = todo[~done]
+            prec *= 2
+        return out.reshape(a.shape)
+
+    @staticmethod
+    def _sigmoid_bounds(x, prec):
+        down, up = _working(prec, gmpy2.RoundDown), _working(prec, gmpy2.RoundUp)
+        negx = -x  # exact
+        # lo = RD(1 / RU(1 + RU(exp(-x)))),  hi = RU(1 / RD(1 + RD(exp(-x))))
+        d_up = _ufunc(up.add, 2)(1, _ufunc(up.exp, 1)(negx))
+        d_dn = _ufunc(down.add, 2)(1, _ufunc(down.exp, 1)(negx))
+        lo = _ufunc(down.div, 2)(1, d_up)
+        hi = _ufunc(up.div, 2)(1, d_dn)
+        return lo, hi
+
+    @staticmethod
+    def _softplus_bounds(x, prec):
+        # softplus(x) = max(x, 0) + log1p(exp(-|x|)): no overflow for any x, and
+        # log1p/exp are increasing, so directed rounding at each step bounds the result.
+        down, up = _working(prec, gmpy2.RoundDown), _working(prec, gmpy2.RoundUp)
+        negabs = -np.absolute(x)
+        pos = np.asarray(np.greater(x, 0), dtype=bool)
+        base = np.where(pos, x, gmpy2.mpfr(0)).astype(object)
+        lo = _ufunc(down.add, 2)(base, _ufunc(down.log1p, 1)(_ufunc(down.exp, 1)(negabs)))
+        hi = _ufunc(up.add, 2)(base, _ufunc(up.log1p, 1)(_ufunc(up.exp, 1)(negabs)))
+        return lo, hi
+
+    def sigmoid(self, a): return self._ziv("sigmoid", self._sigmoid_bounds, a)
+    def softplus(self, a): return self._ziv("softplus", self._softplus_bounds, a)
+
+    def _add_reduce_last(self, a):
+        # numpy's object reduce is a plain left-to-right loop (never pairwise) and each
+        # addition is the context's rounded add.
+        return self._add.reduce(a, axis=-1) if a.shape[-1] > 1 else a[..., 0].copy()
+
+    def _matmul_raw(self, a, b):
+        # Sequential dot products, product rounded then sum rounded: run numpy's object
+        # matmul (a C loop doing s = a0*b0; s = s + ai*bi) inside the fp32-real context.
+        with gmpy2.context(FP32_REAL):
+            return self._guard("matmul", lambda: np.matmul(a, b))
+
+
+register_name("rational", RationalContext)
+register_name("fp32-real", Fp32RealContext)

@@ -1,0 +1,113 @@
+"""``scalarlab compare``: the discrepancy table of one graph across scalar contexts."""
+from __future__ import annotations
+
+import sys
+
+from .. import compare as C
+from .. import tables
+
+NAME = "compare"
+HELP = ("evaluate a graph in several contexts against an oracle: per node x context max/mean "
+        "absolute, relative, ULP and bits of error, and where divergence starts")
+
+
+def add_graph_and_input_arguments(p, *, samples_default=None, radius_default=0.05) -> None:
+    """GRAPH, --input, --samples, --radius, --seed (shared with gaps and reduction-order)."""
+    p.add_argument("graph", nargs="?", default=None, metavar="GRAPH",
+                   help="built-in graph name (default: six-node) or a graph file")
+    p.add_argument("--input", default=None, metavar="X",
+                   help="input as comma-separated exact decimals (e.g. '0.3,-0.2,0.1,0.4') "
+                        "or a .npy file of one input or a batch; default: the graph's x0")
+    p.add_argument("--samples", type=int, default=samples_default, metavar="N",
+                   help="draw N inputs uniformly from the box of --radius around the input "
+                        f"(default: {samples_default or 'no sampling: the input itself'})")
+    p.add_argument("--radius", type=float, default=radius_default, metavar="R",
+                   help=f"l-inf radius of the sampling box (default {radius_default})")
+    p.add_argument("--seed", type=int, default=0, metavar="S",
+                   help="random seed of the sampling (default 0)")
+
+
+def add_reference_arguments(p) -> None:
+    p.add_argument("--reference", default=C.DEFAULT_REFERENCE, metavar="CTX",
+                   help=f"oracle context (default {C.DEFAULT_REFERENCE})")
+    p.add_argument("--oracle-limit", type=int, default=C.DEFAULT_ORACLE_LIMIT, metavar="N",
+                   help="above N samples a float64 reference replaces the oracle, but only "
+                        "after it reproduces the oracle's correctly rounded values on "
+                        f"--check-samples samples (default {C.DEFAULT_ORACLE_LIMIT})")
+    p.add_argument("--check-samples", type=int, default=C.DEFAULT_CHECK_SAMPLES, metavar="K",
+                   help=f"samples used for that check (default {C.DEFAULT_CHECK_SAMPLES})")
+
+
+def add_output_arguments(p, *, plot=True) -> None:
+    p.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
+    p.add_argument("--out", default=None, metavar="FILE",
+                   help="also write the table to FILE (.csv, .md or .json)")
+    if plot:
+        p.add_argument("--plot", default=None, metavar="FILE.png", help="write a PNG plot")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+
+
+def add_arguments(p) -> None:
+    add_graph_and_input_arguments(p)
+    p.add_argument("--contexts", default=",".join(C.DEFAULT_CONTEXTS), metavar="A,B,...",
+                   help=f"contexts to compare (default {','.join(C.DEFAULT_CONTEXTS)})")
+    add_reference_arguments(p)
+    p.add_argument("--threshold", type=float, default=C.DEFAULT_THRESHOLD_BITS, metavar="BITS",
+                   help="divergence = first node whose max bits of error exceeds BITS "
+                        f"(default {C.DEFAULT_THRESHOLD_BITS:g})")
+    add_output_arguments(p)
+
+
+def batch_from_args(case, args):
+    """The input batch and a one-line description of it, from --input/--samples/--radius."""
+    center = C.center_of(case, args.input)
+    src = "--input" if args.input is not None else "x0"
+    if args.samples is None:
+        if center.shape[0] == 1:
+            shown = ", ".join(str(v) for v in center.reshape(-1)[:8])
+            more = ", ..." if center.size > 8 else ""
+            return center, f"{src} = ({shown}{more})"
+        return center, f"{center.shape[0]} inputs from {args.input}"
+    if center.shape[0] != 1:
+        raise C.ExperimentError("--samples needs a single centre input, but --input holds "
+                                f"{center.shape[0]}")
+    x = C.box_samples(center, args.radius, args.samples, args.seed)
+    return x, (f"{args.samples} samples uniform in the l-inf box of radius {args.radius:g} "
+               f"around {src} (seed {args.seed})")
+
+
+def run(args) -> int:
+    case = C.load_case(args.graph)
+    contexts = C.parse_contexts(args.contexts)
+    x, desc = batch_from_args(case, args)
+    res = C.compare(case, contexts, x, reference=args.reference, threshold=args.threshold,
+                    input_desc=desc, quiet=args.quiet, oracle_limit=args.oracle_limit,
+                    check_samples=args.check_samples, seed=args.seed)
+    verdicts = [v for v in res.verdicts.values()]
+    if args.out:
+        md_verdicts = "## Verdicts\n\n" + "\n".join(f"- **{v['context']}** "
+                                                    f"[{v['reduction']}]: {v['text']}"
+                                                    for v in verdicts)
+        tables.write_table(args.out, "compare", res.meta(), res.rows,
+                           title=f"scalarlab compare: {case.name}", extra_md=md_verdicts,
+                           verdicts=verdicts)
+    if args.plot:
+        C.plot_bits(res, args.plot)
+    notes = [f"wrote {p}" for p in (args.out, args.plot) if p]
+    if args.json:
+        print(tables.dumps(tables.json_document("compare", res.meta(), res.rows,
+                                                verdicts=verdicts)))
+        for n in notes:
+            print(n, file=sys.stderr)
+        return 0
+    print("\n".join(C.header_lines(res)))
+    print()
+    print(tables.render(C.display_frame(res.rows)))
+    print()
+    print("verdict:")
+    width = max(len(v["context"]) for v in verdicts)
+    for v in verdicts:
+        print(f"  {v['context']:<{width}}  {v['text']}")
+    for n in notes:
+        print(n)
+    return 0

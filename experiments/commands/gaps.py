@@ -1,0 +1,79 @@
+"""``scalarlab gaps``: the distribution of one context's output rounding gap."""
+from __future__ import annotations
+
+import sys
+
+import scalars
+
+from .. import compare as C
+from .. import gaps as G
+from .. import tables
+from .compare import add_output_arguments, add_reference_arguments
+
+NAME = "gaps"
+HELP = ("distribution of a context's output rounding gap over sampled inputs: percentiles, "
+        "max and mean of ULPs and bits of error, with a histogram plot")
+
+
+def add_arguments(p) -> None:
+    p.add_argument("graph", nargs="?", default=None, metavar="GRAPH",
+                   help="built-in graph name (default: six-node) or a graph file")
+    p.add_argument("--context", default="binary32", metavar="CTX",
+                   help="context whose gap is measured (default binary32)")
+    p.add_argument("--samples", type=int, default=2000, metavar="N",
+                   help="number of sampled inputs (default 2000)")
+    p.add_argument("--sampling", choices=G.SAMPLINGS, default="box",
+                   help="box: uniform in the box, rounded to the format; bitpattern: "
+                        "uniform over the format's values in the box (default box)")
+    p.add_argument("--input", default=None, metavar="X",
+                   help="centre of the box as comma-separated decimals (default: the graph's x0)")
+    p.add_argument("--radius", type=float, default=0.05, metavar="R",
+                   help="l-inf radius of the sampling box (default 0.05)")
+    p.add_argument("--seed", type=int, default=0, metavar="S", help="random seed (default 0)")
+    p.add_argument("--node", type=int, default=None, metavar="ID",
+                   help="node whose gap is measured (default: the graph's output)")
+    add_reference_arguments(p)
+    add_output_arguments(p)
+
+
+def run(args) -> int:
+    case = C.load_case(args.graph)
+    ctx = scalars.get(args.context)
+    center = C.center_of(case, args.input)
+    if center.shape[0] != 1:
+        raise C.ExperimentError("--input must be a single centre input for gaps")
+    res = G.gaps(case, ctx, samples=args.samples, sampling=args.sampling, radius=args.radius,
+                 seed=args.seed, center=center, reference=args.reference, node=args.node,
+                 quiet=args.quiet, oracle_limit=args.oracle_limit,
+                 check_samples=args.check_samples)
+    hist = res.histogram()
+    if args.out:
+        hist_md = "## Histogram (ULP distance: output entries)\n\n" + \
+            ", ".join(f"{k}: {v}" for k, v in hist.items())
+        tables.write_table(args.out, "gaps", res.meta(), res.summary,
+                           title=f"scalarlab gaps: {case.name} in {ctx.name}",
+                           extra_md=hist_md, histogram=hist)
+    if args.plot:
+        G.plot_histogram(res, args.plot)
+    notes = [f"wrote {p}" for p in (args.out, args.plot) if p]
+    if args.json:
+        print(tables.dumps(tables.json_document("gaps", res.meta(), res.summary,
+                                                histogram=hist)))
+        for n in notes:
+            print(n, file=sys.stderr)
+        return 0
+    print("\n".join(G.header_lines(res)))
+    print()
+    view = res.summary[["metric", "mean", "p50", "p90", "p99", "p99.9", "max"]]
+    print(tables.render(view))
+    print()
+    shown = list(hist.items())
+    more = f", ... ({len(shown) - 12} more)" if len(shown) > 12 else ""
+    print("histogram (ULP: entries): " + ", ".join(f"{k}: {v}" for k, v in shown[:12]) + more)
+    exact = hist.get("0", 0) / max(1, res.ulps.size)
+    print(f"verdict: {exact:.1%} of outputs correctly rounded; worst "
+          f"{tables.fmt_number(res.summary.loc[0, 'max'])} ULP "
+          f"({res.summary.loc[1, 'max']:.2f} bits)")
+    for n in notes:
+        print(n)
+    return 0

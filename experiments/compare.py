@@ -1,0 +1,470 @@
+"""The discrepancy table: one graph evaluated in several contexts against a reference.
+
+For every node and every context the table holds the max and mean absolute, relative,
+ULP and bits-of-error metrics of :mod:`experiments.metrics`, computed over all samples
+and all entries of the node's value.  Evaluation is batched: each context evaluates all
+samples in one ``graph.denote_all`` call per chunk.
+
+Inputs: the reference evaluates the input exactly as given (decimal strings or float64
+samples); each context rounds it once on conversion, so the input node's row shows the
+input quantisation (0 ULPs by construction: it IS the correctly rounded input).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+import scalars
+from scalars.errors import ScalarLabError
+
+from . import metrics
+from .tables import progress
+
+DEFAULT_CONTEXTS = ("float64", "binary32", "bfloat16", "binary16", "e4m3")
+DEFAULT_REFERENCE = "mpmath:200"
+DEFAULT_THRESHOLD_BITS = 2.0
+#: Above this many samples a float64 reference may replace the oracle, once checked.
+DEFAULT_ORACLE_LIMIT = 20_000
+DEFAULT_CHECK_SAMPLES = 256
+#: The cheap float64 reference is only allowed for formats with at most this many
+#: significand bits (it then carries >= 27 spare bits beyond the format's precision).
+CHEAP_REFERENCE_MAX_PRECISION = 26
+
+
+class ExperimentError(ScalarLabError):
+    """A user error in an experiment's request (graph, input, context, sampling)."""
+
+
+# --------------------------------------------------------------------------- graph in
+@dataclass
+class GraphCase:
+    """A graph to study: its display name, the IR, its payload and its default input."""
+    name: str
+    graph: object
+    payload: object
+    x0: object = None
+
+    @property
+    def nodes(self):
+        return list(self.graph.nodes)
+
+    @property
+    def output_id(self) -> int:
+        out = getattr(self.graph, "output", None)
+        if out is None:
+            out = getattr(self.graph, "output_id", None)
+        return int(out) if out is not None else len(self.nodes) - 1
+
+    def input_shape(self) -> tuple:
+        return tuple(int(s) for s in self.nodes[0].out_shape)
+
+
+def node_op(node) -> str:
+    kind = node.kind
+    return str(getattr(kind, "op", kind))
+
+
+def node_shape(node) -> str:
+    return "[" + ", ".join(str(int(s)) for s in node.out_shape) + "]"
+
+
+def load_case(arg: str | None) -> GraphCase:
+    """A built-in graph name (default ``six-node``) or a graph file, with its x0."""
+    import graph.examples as examples
+    spec = arg or "six-node"
+    got = examples.resolve(spec)
+    if isinstance(got, GraphCase):
+        return got
+    got = tuple(got)
+    if len(got) == 3:
+        g, payload, x0 = got
+    elif len(got) == 2:
+        (g, payload), x0 = got, None
+    else:  # pragma: no cover - contract guard
+        raise ExperimentError(f"graph {spec!r}: graph.examples.resolve returned {len(got)} "
+                              f"items, expected (graph, payload[, x0])")
+    name = spec if not Path(spec).suffix else Path(spec).name
+    return GraphCase(name, g, payload, x0)
+
+
+# -------------------------------------------------------------------------- contexts
+def parse_contexts(spec) -> list:
+    """Comma-separated context names -> contexts (point contexts with real values only)."""
+    names = [s.strip() for s in (spec.split(",") if isinstance(spec, str) else spec)]
+    names = [n for n in names if n]
+    if not names:
+        raise ExperimentError("--contexts: no context named")
+    if len(set(names)) != len(names):
+        dup = sorted({n for n in names if names.count(n) > 1})
+        raise ExperimentError(f"--contexts: {', '.join(dup)} given more than once")
+    out = []
+    for n in names:
+        ctx = scalars.get(n)                      # unknown names: ContextError with the list
+        check_point_context(ctx, "--contexts")
+        out.append(ctx)
+    return out
+
+
+def check_point_context(ctx, flag: str) -> None:
+    if ctx.is_interval or ctx.is_dual or getattr(ctx, "kind", "") == "complex":
+        what = "interval" if ctx.is_interval else "dual" if ctx.is_dual else "complex"
+        raise ExperimentError(f"{flag}: context {ctx.name} is a{'n' if what[0] == 'i' else ''} "
+                              f"{what} context; error tables compare real point values")
+    if ctx.name.startswith("complex"):
+        raise ExperimentError(f"{flag}: context {ctx.name} is complex; error tables compare "
+                              f"real point values")
+
+
+def reduction_label(ctx) -> str:
+    return str(getattr(ctx, "reduction", "?")) + ("+fma" if getattr(ctx, "fma_dot", False) else "")
+
+
+# ----------------------------------------------------------------------------- inputs
+def parse_input(text: str, shape: tuple):
+    """``--input``: comma-separated exact decimals, or a ``.npy`` file of one or N inputs.
+
+    Returns an array with a leading batch axis: object (decimal strings, kept exact for
+    the reference) or float64 (from a file).
+    """
+    path = Path(text)
+    if text.endswith(".npy"):
+        if not path.exists():
+            raise ExperimentError(f"--input {text}: no such file")
+        try:
+            arr = np.load(path, allow_pickle=False)
+        except (OSError, ValueError) as exc:
+            raise ExperimentError(f"--input {text}: not a readable .npy array: {exc}") from None
+        arr = np.asarray(arr, dtype=np.float64)
+        if arr.shape == shape:
+            arr = arr[None]
+        if arr.shape[1:] != shape:
+            raise ExperimentError(f"--input {text}: array shape {list(arr.shape)} does not "
+                                  f"match the input node's shape {list(shape)} "
+                                  f"(or [N, {', '.join(map(str, shape))}])")
+        return arr
+    parts = [p.strip() for p in text.replace(";", ",").split(",") if p.strip()]
+    from fractions import Fraction
+    for p in parts:
+        try:
+            Fraction(p)
+        except (ValueError, ZeroDivisionError):
+            raise ExperimentError(f"--input: {p!r} is not a decimal number") from None
+    need = int(np.prod(shape)) if shape else 1
+    if len(parts) != need:
+        raise ExperimentError(f"--input: got {len(parts)} numbers, the input node has shape "
+                              f"{list(shape)} ({need} numbers)")
+    return np.array(parts, dtype=object).reshape((1, *shape))
+
+
+def center_of(case: GraphCase, text: str | None):
+    """The input (batch of 1) named by ``--input``, or the graph's built-in x0."""
+    shape = case.input_shape()
+    if text is not None:
+        return parse_input(text, shape)
+    if case.x0 is None:
+        raise ExperimentError(f"graph {case.name} has no built-in input; give --input "
+                              f"(shape {list(shape)}) or --samples with --input as centre")
+    x0 = case.x0
+    arr = np.asarray(x0, dtype=object if _is_exact(x0) else np.float64)
+    return arr.reshape((1, *shape))
+
+
+def _is_exact(x0) -> bool:
+    arr = np.asarray(x0, dtype=object).reshape(-1)
+    return any(isinstance(v, str) or hasattr(v, "denominator") for v in arr)
+
+
+def as_float64(x) -> np.ndarray:
+    """Float64 view of an input batch (decimal strings rounded once, correctly)."""
+    arr = np.asarray(x)
+    if arr.dtype != object:
+        return arr.astype(np.float64)
+    from fractions import Fraction
+    return np.array([float(Fraction(str(v)) if isinstance(v, str) else Fraction(v))
+                     for v in arr.reshape(-1)]).reshape(arr.shape)
+
+
+def box_samples(center, radius: float, n: int, seed: int) -> np.ndarray:
+    """``n`` inputs uniform in the l-inf box of ``radius`` around ``center`` (seeded)."""
+    if n < 1:
+        raise ExperimentError(f"--samples must be >= 1, got {n}")
+    if not np.isfinite(radius) or radius < 0:
+        raise ExperimentError(f"--radius must be a finite number >= 0, got {radius}")
+    c = as_float64(center)[0]
+    rng = np.random.default_rng(seed)
+    return c + rng.uniform(-radius, radius, size=(n, *c.shape))
+
+
+# --------------------------------------------------------------------------- evaluation
+def _chunk_size(ctx) -> int:
+    # Object-valued contexts (mpmath, rationals) cost microseconds per scalar op: small
+    # chunks keep the progress bar moving; array contexts take big batches.
+    return 256 if getattr(ctx, "fmt", None) is None and ctx.name != "float64" else 65536
+
+
+def evaluate_split(case: GraphCase, x, ctx, *, quiet=True, desc=None) -> list:
+    """Evaluate all samples of ``x`` in ``ctx``; per node a double-double (hi, lo) pair.
+
+    Batched: one ``denote_all`` call per chunk of samples (the whole batch when small).
+    """
+    import graph as G
+    n = x.shape[0]
+    step = _chunk_size(ctx)
+    his: list[list] = []
+    los: list[list] = []
+    starts = range(0, n, step)
+    bar = progress(starts, total=len(starts), desc=desc or ctx.name,
+                   quiet=quiet or len(starts) < 2)
+    for s in bar:
+        values = G.denote_all(case.graph, case.payload, x[s:s + step], ctx)
+        for i, v in enumerate(values):
+            hi, lo = split_values(ctx, v)
+            if not his or len(his) <= i:
+                his.append([]); los.append([])
+            his[i].append(hi); los[i].append(lo)
+    return [(np.concatenate(h), np.concatenate(l)) for h, l in zip(his, los)]
+
+
+def split_values(ctx, v):
+    """A context's value array as float64 (hi, lo): exact for binary formats."""
+    arr = np.asarray(v)
+    if arr.dtype == object:
+        return metrics.exact_split(arr)
+    if arr.dtype.kind == "c":
+        raise ExperimentError(f"context {ctx.name} produced complex values")
+    hi = arr.astype(np.float64)
+    return hi, np.zeros_like(hi)
+
+
+# --------------------------------------------------------------------------- reference
+@dataclass
+class Reference:
+    """The values every context is measured against, and an honest label for them."""
+    name: str                  # context used for the whole batch
+    oracle: str                # the oracle asked for
+    label: str                 # one line for headers and reports
+    values: list               # per node (hi, lo)
+    check: dict = field(default_factory=dict)
+
+
+def compute_reference(case, x, oracle_name, contexts, *, oracle_limit=DEFAULT_ORACLE_LIMIT,
+                      check_samples=DEFAULT_CHECK_SAMPLES, seed=0, quiet=True) -> Reference:
+    """The oracle on every sample, or a float64 reference checked against it on a subset.
+
+    The float64 shortcut is taken only when there are more than ``oracle_limit`` samples,
+    no compared context is float64 itself or wider than ``CHEAP_REFERENCE_MAX_PRECISION``
+    significand bits, and on ``check_samples`` random samples float64 gives, at every
+    node and in every compared format, exactly the same correctly rounded values as the
+    oracle.  Otherwise the oracle runs on everything and the label says why.
+    """
+    oracle = scalars.get(oracle_name)
+    check_point_context(oracle, "--reference")
+    n = x.shape[0]
+    why = ""
+    if n > oracle_limit:
+        fmts = [metrics.format_of(c) for c in contexts]
+        wide = [c.name for c, f in zip(contexts, fmts)
+                if f is None or f.man_bits + 1 > CHEAP_REFERENCE_MAX_PRECISION]
+        if oracle.name == "float64":
+            why = ""
+        elif wide:
+            why = (f"float64 reference not allowed: {', '.join(wide)} too precise for a "
+                   f"float64 reference")
+        else:
+            rng = np.random.default_rng(seed + 7919)
+            idx = np.sort(rng.choice(n, size=min(check_samples, n), replace=False))
+            sub = x[idx]
+            ref_o = evaluate_split(case, sub, oracle, quiet=quiet, desc=f"check {oracle.name}")
+            f64 = scalars.get("float64")
+            ref_f = evaluate_split(case, sub, f64, quiet=True)
+            mismatches = 0
+            max_rel = 0.0
+            for (oh, ol), (fh, fl) in zip(ref_o, ref_f):
+                e = metrics.entry_errors(fh, fl, oh, ol, None)
+                if e.rel_err.size:
+                    max_rel = max(max_rel, float(np.max(e.rel_err)))
+                for f in set(fmts):
+                    a = metrics.correctly_rounded(fh, fl, f)
+                    b = metrics.correctly_rounded(oh, ol, f)
+                    mismatches += int(np.count_nonzero(~((a == b) | (np.isnan(a) & np.isnan(b)))))
+            check = {"samples": int(idx.size), "max_rel_dev": max_rel,
+                     "rounding_mismatches": mismatches}
+            if mismatches == 0:
+                vals = evaluate_split(case, x, f64, quiet=quiet, desc="float64 reference")
+                label = (f"float64, checked against {oracle.name} on {idx.size} samples "
+                         f"(max rel dev {max_rel:.2g}; identical correctly rounded values "
+                         f"in every compared format)")
+                return Reference("float64", oracle.name, label, vals, check)
+            why = (f"float64 reference failed the check ({mismatches} rounded values "
+                   f"differ on {idx.size} samples)")
+    vals = evaluate_split(case, x, oracle, quiet=quiet, desc=f"reference {oracle.name}")
+    label = f"{oracle.name} (oracle, all samples)" + (f"; {why}" if why else "")
+    return Reference(oracle.name, oracle.name, label, vals)
+
+
+# ----------------------------------------------------------------------------- compare
+ROW_COLUMNS = ("graph", "node", "op", "shape", "context", "format", "reduction", "reference",
+               "samples", "entries", *metrics.SUMMARY_COLUMNS, "exceeds_threshold",
+               "divergence_start")
+
+
+@dataclass
+class CompareResult:
+    case: GraphCase
+    contexts: list
+    reference: Reference
+    samples: int
+    input_desc: str
+    threshold: float
+    rows: pd.DataFrame
+    verdicts: dict          # context name -> dict(verdict fields)
+
+    def meta(self) -> dict:
+        return {
+            "graph": self.case.name,
+            "nodes": len(self.case.nodes),
+            "output_node": self.case.output_id,
+            "reference": self.reference.label,
+            "reference_context": self.reference.name,
+            "oracle": self.reference.oracle,
+            "contexts": [c.name for c in self.contexts],
+            "reduction_orders": {c.name: reduction_label(c) for c in self.contexts},
+            "samples": self.samples,
+            "input": self.input_desc,
+            "threshold_bits": self.threshold,
+        }
+
+
+def compare(case: GraphCase, contexts, x, *, reference=DEFAULT_REFERENCE,
+            threshold=DEFAULT_THRESHOLD_BITS, input_desc="", quiet=True,
+            oracle_limit=DEFAULT_ORACLE_LIMIT, check_samples=DEFAULT_CHECK_SAMPLES,
+            seed=0) -> CompareResult:
+    """Evaluate ``case`` on the batch ``x`` in every context and tabulate the errors."""
+    if not np.isfinite(threshold) or threshold < 0:
+        raise ExperimentError(f"--threshold must be a number of bits >= 0, got {threshold}")
+    ref = compute_reference(case, x, reference, contexts, oracle_limit=oracle_limit,
+                            check_samples=check_samples, seed=seed, quiet=quiet)
+    nodes = case.nodes
+    rows = []
+    verdicts = {}
+    for ctx in progress(contexts, desc="contexts", quiet=quiet or len(contexts) < 2):
+        vals = evaluate_split(case, x, ctx, quiet=quiet)
+        fmt = metrics.format_of(ctx)
+        ctx_rows = []
+        for node, (vh, vl), (rh, rl) in zip(nodes, vals, ref.values):
+            e = metrics.entry_errors(vh, vl, rh, rl, fmt)
+            s = metrics.summarize(e)
+            ctx_rows.append({
+                "graph": case.name, "node": int(node.id), "op": node_op(node),
+                "shape": node_shape(node), "context": ctx.name,
+                "format": getattr(fmt, "name", None) or ("binary64" if ctx.name == "float64"
+                                                         else "-"),
+                "reduction": reduction_label(ctx), "reference": ref.name,
+                "samples": int(x.shape[0]), "entries": int(e.abs_err.size), **s})
+        # Divergence is measured in bits of error, so it needs a binary format: a
+        # format-less context (mpmath, rational) has NaN bits and never "diverges".
+        first = metrics.first_divergence([r["max_bits"] for r in ctx_rows], threshold)
+        for i, r in enumerate(ctx_rows):
+            r["exceeds_threshold"] = bool(r["max_bits"] > threshold)
+            r["divergence_start"] = first is not None and i == first
+        rows.extend(ctx_rows)
+        out = ctx_rows[case.output_id]
+        verdicts[ctx.name] = {
+            "context": ctx.name, "reduction": reduction_label(ctx),
+            "output_max_ulps": out["max_ulps"], "output_max_bits": out["max_bits"],
+            "output_max_rel_err": out["max_rel_err"], "output_mean_bits": out["mean_bits"],
+            "divergence_node": None if first is None else int(nodes[first].id),
+            "divergence_op": None if first is None else node_op(nodes[first]),
+            "divergence_bits": None if first is None else ctx_rows[first]["max_bits"],
+            "text": verdict_text(ctx, out, first, nodes, ctx_rows, threshold),
+        }
+    df = pd.DataFrame(rows, columns=list(ROW_COLUMNS))
+    return CompareResult(case, list(contexts), ref, int(x.shape[0]), input_desc, threshold,
+                         df, verdicts)
+
+
+def verdict_text(ctx, out, first, nodes, ctx_rows, threshold) -> str:
+    from .tables import fmt_number
+    if np.isnan(out["max_ulps"]):
+        head = f"output max rel err {fmt_number(out['max_rel_err'])} (no binary format: no ULPs)"
+    elif out["max_ulps"] == 0:
+        head = "output is the correctly rounded value (0 ULP)"
+    else:
+        ulp = "ULP" if out["max_ulps"] == 1 else "ULPs"
+        head = (f"output off by up to {fmt_number(out['max_ulps'])} {ulp} "
+                f"({out['max_bits']:.2f} bits, rel err {fmt_number(out['max_rel_err'])})")
+    if out["nonfinite"]:
+        head += f"; {out['nonfinite']} non-finite entries"
+    if first is None:
+        tail = f"never above {threshold:g} bits"
+    else:
+        r = ctx_rows[first]
+        tail = (f"diverges at node {int(nodes[first].id)} ({node_op(nodes[first])}): "
+                f"{r['max_bits']:.2f} bits > {threshold:g}")
+    return f"{head}; {tail}"
+
+
+# --------------------------------------------------------------------------- display
+DISPLAY_COLUMNS = {
+    "context": "context", "node": "node", "op": "op", "shape": "shape",
+    "max_abs_err": "max|abs err|", "mean_abs_err": "mean|abs err|",
+    "max_rel_err": "max rel err", "max_ulps": "max ULP", "mean_ulps": "mean ULP",
+    "max_bits": "max bits", "mean_bits": "mean bits",
+}
+
+
+def display_frame(df: pd.DataFrame) -> pd.DataFrame:
+    """The terminal view: fewer columns, a ``*`` marking each context's divergence node."""
+    view = df[list(DISPLAY_COLUMNS)].rename(columns=DISPLAY_COLUMNS).copy()
+    view["max bits"] = [f"{b:.2f}" + ("*" if d else "") if np.isfinite(b) else
+                        ("inf*" if d else ("inf" if b == np.inf else "-"))
+                        for b, d in zip(df["max_bits"], df["divergence_start"])]
+    view["mean bits"] = [f"{b:.2f}" if np.isfinite(b) else ("inf" if b == np.inf else "-")
+                         for b in df["mean_bits"]]
+    # Show each context's name once, on its first row, so the blocks read as groups.
+    ctx = list(view["context"])
+    view["context"] = [c if i == 0 or ctx[i - 1] != c else "" for i, c in enumerate(ctx)]
+    return view
+
+
+def header_lines(res: CompareResult) -> list[str]:
+    case = res.case
+    ctxs = ", ".join(c.name for c in res.contexts)
+    reds = ", ".join(f"{c.name}={reduction_label(c)}" for c in res.contexts)
+    return [
+        f"scalarlab compare: graph {case.name} ({len(case.nodes)} nodes, output node "
+        f"{case.output_id})",
+        f"  reference  : {res.reference.label}",
+        f"  contexts   : {ctxs}",
+        f"  reductions : {reds}",
+        f"  input      : {res.input_desc}",
+        f"  samples    : {res.samples}",
+        f"  metrics    : ULP = distance to the reference correctly rounded into the context's "
+        f"format; bits = log2(1 + ULP)",
+        f"  divergence : first node whose max bits of error > {res.threshold:g} (marked *)",
+    ]
+
+
+def plot_bits(res: CompareResult, path) -> Path:
+    """Max bits of error per node, one line per context, with the threshold line."""
+    from .tables import new_figure, save_figure
+    fig, ax = new_figure()
+    for ctx in res.contexts:
+        sub = res.rows[res.rows["context"] == ctx.name]
+        y = np.where(np.isfinite(sub["max_bits"]), sub["max_bits"], np.nan)
+        ax.plot(sub["node"], y, marker="o", label=f"{ctx.name} [{reduction_label(ctx)}]")
+    ax.axhline(res.threshold, color="grey", linestyle="--", linewidth=1,
+               label=f"threshold {res.threshold:g} bits")
+    nodes = res.case.nodes
+    ax.set_xticks([int(n.id) for n in nodes])
+    ax.set_xticklabels([f"{int(n.id)}\n{node_op(n)}" for n in nodes], fontsize=8)
+    ax.set_xlabel("node")
+    ax.set_ylabel("max bits of error  (log2(1 + ULP))")
+    ax.set_title(f"{res.case.name}: bits of error per node vs {res.reference.name} "
+                 f"({res.samples} sample{'s' if res.samples != 1 else ''})", fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return save_figure(fig, path)

@@ -1,0 +1,196 @@
+"""The output rounding gap of one context: its distribution over sampled inputs.
+
+Inputs are drawn *in the context's format* so that the reference and the context see the
+same input and the gap is what the computation's roundings did, not the quantisation of
+the input:
+
+* ``box``: uniform float64 in the l-inf box around the centre, then rounded to nearest in
+  the format (ties to even);
+* ``bitpattern``: uniform over the format's values inside the box (uniform ordinals, as
+  Herbie samples bit patterns): small magnitudes are as likely as large ones, so the
+  sample reaches subnormals and tiny values that uniform sampling never sees.
+
+The gap at each sample is the ULP distance (and bits of error) of the context's output to
+the reference correctly rounded into the context's format.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from . import compare as C
+from . import metrics
+
+SAMPLINGS = ("box", "bitpattern")
+PERCENTILES = (50, 90, 99, 99.9)
+SUMMARY_COLUMNS = ("graph", "node", "context", "format", "reduction", "reference", "sampling",
+                   "samples", "entries", "metric", "mean", "p50", "p90", "p99", "p99.9", "max")
+
+
+def _fmt_of(ctx):
+    fmt = metrics.format_of(ctx)
+    if fmt is None:
+        raise C.ExperimentError(f"--context {ctx.name}: gaps are measured in ULPs of the "
+                                f"context's binary format, and {ctx.name} has none")
+    return fmt
+
+
+def ordinals(x, fmt) -> np.ndarray:
+    """Signed ordinal of each format value (0 for ±0): sign(x) * ulp_distance(0, x)."""
+    from scalars import formats
+    x = np.asarray(x, dtype=np.float64)
+    d = np.asarray(formats.ulp_distance(np.zeros_like(x), x, fmt)).astype(np.int64)
+    return np.where(np.signbit(x), -d, d)
+
+
+def from_ordinals(k, fmt) -> np.ndarray:
+    """The format values with signed ordinals ``k`` (inverse of :func:`ordinals`)."""
+    from scalars import formats
+    k = np.asarray(k, dtype=np.int64)
+    mag = np.abs(k)
+    if not fmt.subnormals:                 # ordinal 1 is min_normal (code 1 << M)
+        mag = np.where(mag > 0, mag + (1 << fmt.man_bits) - 1, 0)
+    codes = np.where(k < 0, mag | (1 << (fmt.exp_bits + fmt.man_bits)), mag)
+    return formats.decode(codes, fmt)
+
+
+def sample_inputs(center, radius: float, n: int, seed: int, fmt, sampling: str) -> np.ndarray:
+    """``n`` inputs of ``fmt`` inside the box of ``radius`` around ``center`` (seeded)."""
+    from scalars import formats
+    if sampling not in SAMPLINGS:
+        raise C.ExperimentError(f"--sampling {sampling!r}: choose one of {', '.join(SAMPLINGS)}")
+    if sampling == "box":
+        x = C.box_samples(center, radius, n, seed)
+        return formats.round_to_format(x, fmt, "nearest_even")
+    if n < 1:
+        raise C.ExperimentError(f"--samples must be >= 1, got {n}")
+    if not np.isfinite(radius) or radius < 0:
+        raise C.ExperimentError(f"--radius must be a finite number >= 0, got {radius}")
+    c = C.as_float64(center)[0]
+    lo = formats.round_to_format(c - radius, fmt, "up")      # box rounded inward
+    hi = formats.round_to_format(c + radius, fmt, "down")
+    empty = lo > hi
+    if np.any(empty):
+        i = int(np.argwhere(empty.reshape(-1))[0][0])
+        raise C.ExperimentError(f"--radius {radius:g}: the box around input entry {i} "
+                                f"({c.reshape(-1)[i]!r}) holds no {fmt.name} value")
+    olo, ohi = ordinals(lo, fmt), ordinals(hi, fmt)
+    rng = np.random.default_rng(seed)
+    k = rng.integers(olo, ohi, size=(n, *c.shape), endpoint=True)
+    return from_ordinals(k, fmt)
+
+
+@dataclass
+class GapsResult:
+    case: C.GraphCase
+    ctx: object
+    fmt: object
+    reference: C.Reference
+    sampling: str
+    samples: int
+    radius: float
+    seed: int
+    node: int
+    ulps: np.ndarray
+    bits: np.ndarray
+    rel_err: np.ndarray
+    summary: pd.DataFrame
+
+    def meta(self) -> dict:
+        return {"graph": self.case.name, "node": self.node, "context": self.ctx.name,
+                "format": self.fmt.name, "reduction": C.reduction_label(self.ctx),
+                "reference": self.reference.label, "reference_context": self.reference.name,
+                "sampling": self.sampling, "samples": self.samples, "radius": self.radius,
+                "seed": self.seed}
+
+    def histogram(self) -> dict:
+        """ULP distance -> number of output entries with that gap (exact counts)."""
+        finite = self.ulps[np.isfinite(self.ulps)].astype(np.int64)
+        vals, counts = np.unique(finite, return_counts=True)
+        out = {str(int(v)): int(c) for v, c in zip(vals, counts)}
+        n_inf = int(np.count_nonzero(~np.isfinite(self.ulps)))
+        if n_inf:
+            out["inf"] = n_inf
+        return out
+
+
+def distribution_row(values: np.ndarray) -> dict:
+    """mean, percentiles and max of one metric (percentiles by linear interpolation)."""
+    v = np.asarray(values, dtype=np.float64)
+    with np.errstate(all="ignore"):
+        pct = np.percentile(v, PERCENTILES) if v.size else [np.nan] * len(PERCENTILES)
+        return {"mean": float(np.mean(v)), "p50": float(pct[0]), "p90": float(pct[1]),
+                "p99": float(pct[2]), "p99.9": float(pct[3]), "max": float(np.max(v))}
+
+
+def gaps(case: C.GraphCase, ctx, *, samples=2000, sampling="box", radius=0.05, seed=0,
+         center=None, reference=C.DEFAULT_REFERENCE, node=None, quiet=True,
+         oracle_limit=C.DEFAULT_ORACLE_LIMIT, check_samples=C.DEFAULT_CHECK_SAMPLES) -> GapsResult:
+    """Sample, evaluate in ``ctx`` and the reference, and summarise the output gap."""
+    C.check_point_context(ctx, "--context")
+    fmt = _fmt_of(ctx)
+    if center is None:
+        center = C.center_of(case, None)
+    x = sample_inputs(center, radius, samples, seed, fmt, sampling)
+    node = case.output_id if node is None else int(node)
+    if not 0 <= node < len(case.nodes):
+        raise C.ExperimentError(f"--node {node}: graph {case.name} has nodes 0..{len(case.nodes) - 1}")
+    ref = C.compute_reference(case, x, reference, [ctx], oracle_limit=oracle_limit,
+                              check_samples=check_samples, seed=seed, quiet=quiet)
+    vals = C.evaluate_split(case, x, ctx, quiet=quiet)
+    (vh, vl), (rh, rl) = vals[node], ref.values[node]
+    e = metrics.entry_errors(vh, vl, rh, rl, fmt)
+    base = {"graph": case.name, "node": node, "context": ctx.name, "format": fmt.name,
+            "reduction": C.reduction_label(ctx), "reference": ref.name, "sampling": sampling,
+            "samples": int(samples), "entries": int(e.ulps.size)}
+    rows = [{**base, "metric": "ulps", **distribution_row(e.ulps)},
+            {**base, "metric": "bits", **distribution_row(e.bits)},
+            {**base, "metric": "rel_err", **distribution_row(e.rel_err)}]
+    summary = pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))
+    return GapsResult(case, ctx, fmt, ref, sampling, int(samples), float(radius), int(seed),
+                      node, e.ulps, e.bits, e.rel_err, summary)
+
+
+def header_lines(res: GapsResult) -> list[str]:
+    return [
+        f"scalarlab gaps: graph {res.case.name}, node {res.node} "
+        f"({C.node_op(res.case.nodes[res.node])})",
+        f"  context    : {res.ctx.name} (format {res.fmt.name}, reduction "
+        f"{C.reduction_label(res.ctx)})",
+        f"  reference  : {res.reference.label}",
+        f"  sampling   : {res.sampling}, {res.samples} inputs of {res.fmt.name} in the l-inf box "
+        f"of radius {res.radius:g} around x0 (seed {res.seed})",
+        f"  gap        : ULP distance to the reference correctly rounded into {res.fmt.name}; "
+        f"bits = log2(1 + ULP)",
+    ]
+
+
+def plot_histogram(res: GapsResult, path):
+    """Histogram of the ULP gaps (integer bins, log count axis) with mean and p99 marked."""
+    from .tables import new_figure, save_figure
+    fig, ax = new_figure()
+    finite = res.ulps[np.isfinite(res.ulps)]
+    top = int(finite.max()) if finite.size else 0
+    if top <= 64:
+        from matplotlib.ticker import MaxNLocator
+        bins = np.arange(-0.5, top + 1.5, 1.0)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    else:                                   # wide gaps: log-spaced bins from 1 ULP
+        bins = np.concatenate([[-0.5, 0.5], np.geomspace(1.0, top + 1, 48)[1:]])
+        ax.set_xscale("symlog", linthresh=1.0)
+    ax.hist(finite, bins=bins, color="#3b75af", edgecolor="white", linewidth=0.5)
+    ax.set_yscale("log")
+    ax.set_ylim(bottom=0.8)
+    mean = float(np.mean(res.ulps)) if res.ulps.size else 0.0
+    p99 = float(np.percentile(res.ulps, 99)) if res.ulps.size else 0.0
+    ax.axvline(mean, color="#d62728", linestyle="--", linewidth=1, label=f"mean {mean:.3g} ULP")
+    ax.axvline(p99, color="#2ca02c", linestyle=":", linewidth=1.2, label=f"p99 {p99:.3g} ULP")
+    ax.set_xlabel(f"ULP distance to the correctly rounded reference ({res.fmt.name})")
+    ax.set_ylabel("output entries")
+    ax.set_title(f"{res.case.name} node {res.node} in {res.ctx.name}: {res.samples} "
+                 f"{res.sampling} samples vs {res.reference.name}", fontsize=10)
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    return save_figure(fig, path)

@@ -1,0 +1,211 @@
+"""Error metrics of a context's values against a reference, as the literature defines them.
+
+Every metric compares one value array of a context with the reference (the mpmath oracle,
+or a checked cheaper reference) entry by entry:
+
+* absolute error ``|v - r|`` and relative error ``|v - r| / |r|``;  where ``r == 0`` the
+  relative error is 0 when ``v == 0`` too and ``+inf`` otherwise (never hidden, never NaN);
+* ULP distance: the ordinal distance, in the context's OWN format, between the context's
+  value and the reference *correctly rounded to that format* (nearest-even); ``float64``
+  is measured in binary64.  0 means "the context produced the best value its format
+  can hold", 1 means one neighbour away, and so on (``+0`` and ``-0`` are equal);
+* bits of error ``log2(1 + ulp distance)`` (Herbie's definition).
+
+A NaN produced where the reference is a number (or the converse) has infinite error in
+every metric.  The reference is carried as a double-double ``(hi, lo)`` pair: ``hi`` is
+the reference correctly rounded to float64 and ``lo`` the float64-rounded residual, so
+errors far below one float64 ulp of the value are still seen.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+#: Names of the summary columns, in the order every table uses.
+SUMMARY_COLUMNS = ("max_abs_err", "mean_abs_err", "max_rel_err", "mean_rel_err",
+                   "max_ulps", "mean_ulps", "max_bits", "mean_bits", "nonfinite")
+
+
+def _ratio_parts(v):
+    """(numerator, denominator) of an exact scalar, or None for inf/NaN/plain floats."""
+    mpf_ = getattr(v, "_mpf_", None)
+    if mpf_ is not None:                               # mpmath mpf: (sign, man, exp, bc)
+        sign, man, exp, _ = mpf_
+        if not man:
+            return None if exp else (0, 1)             # inf / nan have man == 0, exp != 0
+        man = int(man) * (-1 if sign else 1)
+        return (man << exp, 1) if exp >= 0 else (man, 1 << -exp)
+    if hasattr(v, "as_integer_ratio") and not isinstance(v, (float, np.floating)):
+        try:                                           # gmpy2 mpfr / Fraction / int
+            n, d = v.as_integer_ratio()
+            return int(n), int(d)
+        except (OverflowError, ValueError):
+            return None                                # mpfr inf / nan
+    num, den = getattr(v, "numerator", None), getattr(v, "denominator", None)
+    if num is not None and den is not None:            # gmpy2 mpq
+        return int(num), int(den)
+    return None
+
+
+def exact_split(values) -> tuple[np.ndarray, np.ndarray]:
+    """Double-double ``(hi, lo)`` float64 arrays of any context's point values.
+
+    float64 arrays pass through with ``lo = 0``.  Object arrays (mpmath ``mpf``, gmpy2
+    ``mpq``/``mpfr``, ``Fraction``) are split exactly with integer arithmetic: Python's
+    int true division is correctly rounded (subnormals included), so ``hi`` is the value
+    rounded to nearest float64 and ``lo`` the rounded residual.
+    """
+    arr = np.asarray(values)
+    if arr.dtype != object:
+        hi = arr.astype(np.float64)
+        return hi, np.zeros_like(hi)
+    flat = arr.reshape(-1)
+    hi = np.empty(flat.size)
+    lo = np.zeros(flat.size)
+    for i, v in enumerate(flat):                       # exact values: per entry by nature
+        parts = _ratio_parts(v)
+        if parts is None:
+            hi[i] = float(v)
+            continue
+        n, d = parts
+        try:
+            h = n / d                                  # correctly rounded
+        except OverflowError:
+            hi[i] = np.inf if n > 0 else -np.inf
+            continue
+        hi[i] = h
+        if h != 0.0 or n == 0:
+            hn, hd = h.as_integer_ratio()
+            rn = n * hd - hn * d
+            if rn:
+                lo[i] = rn / (d * hd)
+    return hi.reshape(arr.shape), lo.reshape(arr.shape)
+
+
+def round_to_odd_f64(hi: np.ndarray, lo: np.ndarray) -> np.ndarray:
+    """Round the double-double ``hi + lo`` to float64 with round-to-odd.
+
+    ``hi`` is the nearest float64, so the exact value lies between ``hi`` and its
+    neighbour in the direction of ``lo``; round-to-odd picks whichever of the two has an
+    odd last bit when ``lo != 0``.  Rounding that result to nearest in any format with
+    at most 51 significand bits gives the correctly rounded value of ``hi + lo``
+    (Boldo & Melquiond: round-to-odd with two extra bits makes double rounding safe).
+    """
+    hi = np.asarray(hi, dtype=np.float64)
+    lo = np.asarray(lo, dtype=np.float64)
+    bits = np.ascontiguousarray(hi).reshape(-1).view(np.int64).reshape(hi.shape)
+    even = (bits & 1) == 0
+    move = (lo != 0) & even & np.isfinite(hi)
+    toward = np.where(lo > 0, np.inf, -np.inf)
+    return np.where(move, np.nextafter(hi, toward), hi)
+
+
+def _binary64():
+    from scalars import formats
+    return formats.get("binary64")
+
+
+def is_binary64(fmt) -> bool:
+    return fmt is not None and getattr(fmt, "man_bits", None) == 52 and \
+        getattr(fmt, "exp_bits", None) == 11
+
+
+def correctly_rounded(ref_hi, ref_lo, fmt) -> np.ndarray:
+    """The reference ``hi + lo`` correctly rounded (nearest-even) into ``fmt``."""
+    if fmt is None or is_binary64(fmt):
+        return np.asarray(ref_hi, dtype=np.float64)    # hi is already RN64 of the reference
+    from scalars import formats
+    return formats.round_to_format(round_to_odd_f64(ref_hi, ref_lo), fmt, "nearest_even")
+
+
+def format_of(ctx):
+    """The binary format a context's values live in (float64 -> binary64), or None."""
+    fmt = getattr(ctx, "fmt", None)
+    if fmt is not None:
+        return fmt
+    if getattr(ctx, "name", "") == "float64":
+        return _binary64()
+    return None
+
+
+@dataclass
+class EntryErrors:
+    """Per-entry errors of one value array (flattened over samples and elements)."""
+    abs_err: np.ndarray
+    rel_err: np.ndarray
+    ulps: np.ndarray | None       # None when the context has no binary format
+    bits: np.ndarray | None
+    nonfinite: int                # entries where exactly one side is NaN (or inf vs finite)
+
+
+def entry_errors(v_hi, v_lo, ref_hi, ref_lo, fmt) -> EntryErrors:
+    """Absolute, relative, ULP and bits-of-error arrays of ``v`` against the reference.
+
+    ``v`` and the reference are double-double pairs (``v_lo`` is 0 for binary formats).
+    ``fmt`` is the context's format (None: no ULP metrics).
+    """
+    v_hi = np.asarray(v_hi, dtype=np.float64).reshape(-1)
+    v_lo = np.asarray(v_lo, dtype=np.float64).reshape(-1)
+    r_hi = np.asarray(ref_hi, dtype=np.float64).reshape(-1)
+    r_lo = np.asarray(ref_lo, dtype=np.float64).reshape(-1)
+    with np.errstate(all="ignore"):
+        # v_hi - r_hi is exact whenever the two are within a factor of 2 (Sterbenz) and
+        # otherwise carries a relative error of 2^-53 of the error itself: enough for a
+        # metric.  Adding the low parts recovers differences below one float64 ulp.
+        diff = (v_hi - r_hi) + (v_lo - r_lo)
+        same = (v_hi == r_hi) & (v_lo == r_lo)            # also true for inf == inf
+        diff = np.where(same, 0.0, diff)
+        v_nan, r_nan = np.isnan(v_hi), np.isnan(r_hi)
+        broken = (v_nan != r_nan) | (np.isinf(v_hi) & ~np.isinf(r_hi)) | \
+                 (~np.isinf(v_hi) & np.isinf(r_hi) & ~v_nan)
+        both_nan = v_nan & r_nan
+        abs_err = np.abs(diff)
+        abs_err = np.where(both_nan, 0.0, np.where(broken, np.inf, abs_err))
+        r_abs = np.abs(r_hi + r_lo)
+        rel = np.where(r_abs == 0, np.where(abs_err == 0, 0.0, np.inf), abs_err / r_abs)
+        rel = np.where(both_nan, 0.0, np.where(broken, np.inf, rel))
+    ulps = bits = None
+    if fmt is not None:
+        from scalars import formats
+        target = correctly_rounded(r_hi, r_lo, fmt)
+        finite_pair = ~(v_nan | r_nan)
+        d = np.zeros(v_hi.shape)
+        if finite_pair.any():
+            d[finite_pair] = np.asarray(
+                formats.ulp_distance(v_hi[finite_pair], target[finite_pair], fmt),
+                dtype=np.float64)
+        d = np.where(both_nan, 0.0, np.where(v_nan != r_nan, np.inf, d))
+        ulps = d
+        bits = np.log2(1.0 + d)                            # Herbie: bits of error
+    return EntryErrors(abs_err, rel, ulps, bits, int(np.count_nonzero(broken)))
+
+
+def _max(a):
+    return float(np.max(a)) if a is not None and a.size else float("nan")
+
+
+def _mean(a):
+    if a is None or not a.size:
+        return float("nan")
+    with np.errstate(all="ignore"):
+        return float(np.mean(a))
+
+
+def summarize(e: EntryErrors) -> dict:
+    """Max and mean of every metric (NaN for ULP metrics of a format-less context)."""
+    return {
+        "max_abs_err": _max(e.abs_err), "mean_abs_err": _mean(e.abs_err),
+        "max_rel_err": _max(e.rel_err), "mean_rel_err": _mean(e.rel_err),
+        "max_ulps": _max(e.ulps), "mean_ulps": _mean(e.ulps),
+        "max_bits": _max(e.bits), "mean_bits": _mean(e.bits),
+        "nonfinite": e.nonfinite,
+    }
+
+
+def first_divergence(max_bits_by_node, threshold: float):
+    """Index of the first entry whose max bits of error exceeds ``threshold``, or None."""
+    for i, b in enumerate(max_bits_by_node):
+        if b is not None and not np.isnan(b) and b > threshold:
+            return i
+    return None

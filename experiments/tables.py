@@ -1,0 +1,224 @@
+"""Output machinery of the experiments: terminal tables, CSV/Markdown/JSON files, PNG plots
+and progress bars.
+
+Every experiment produces a pandas DataFrame plus a small metadata dict; the writers here
+turn that pair into the file named by ``--out`` (format chosen by the suffix) so all
+commands share one schema discipline: CSV = the rows only, JSON = ``{"format", "version",
+"meta", "rows"}``, Markdown = a metadata list followed by the table.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from scalars.errors import ScalarLabError
+
+#: Pixel size of every PNG the lab writes (figsize inches x dpi), stated in the README.
+PLOT_SIZE_IN = (8.0, 4.5)
+PLOT_DPI = 100
+
+
+class OutputError(ScalarLabError):
+    """A requested output file cannot be written (unknown suffix, unwritable path)."""
+
+
+# ----------------------------------------------------------------------------- progress
+def progress(iterable=None, *, total=None, desc="", quiet=False):
+    """A tqdm progress bar on stderr, silent with ``quiet`` or when stderr is not a TTY."""
+    from tqdm.auto import tqdm
+    disable = bool(quiet) or not _stderr_is_tty()
+    return tqdm(iterable, total=total, desc=desc, disable=disable, leave=False,
+                file=sys.stderr, dynamic_ncols=True)
+
+
+def _stderr_is_tty() -> bool:
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+# ------------------------------------------------------------------------ number format
+def fmt_number(x, digits: int = 3) -> str:
+    """Compact human number: integers as integers, else 3 significant digits."""
+    if x is None:
+        return "-"
+    if isinstance(x, (bool, np.bool_)):
+        return "yes" if x else "no"
+    if isinstance(x, (int, np.integer)):
+        return str(int(x))
+    try:
+        f = float(x)
+    except (TypeError, ValueError):
+        return str(x)
+    if math.isnan(f):
+        return "-"
+    if math.isinf(f):
+        return "inf" if f > 0 else "-inf"
+    if f == 0:
+        return "0"
+    if f == int(f) and abs(f) < 1e15:
+        return str(int(f))
+    if 1e-3 <= abs(f) < 1e5:
+        return f"{f:.{digits}g}" if abs(f) >= 1 else f"{f:.{digits}g}"
+    return f"{f:.{digits - 1}e}"
+
+
+def render(df: pd.DataFrame, digits: int = 3) -> str:
+    """The DataFrame as a readable fixed-width terminal table (no index column)."""
+    if df.empty:
+        return "(no rows)"
+    shown = df.copy()
+    for col in shown.columns:
+        if shown[col].dtype.kind in "fiub" or shown[col].dtype == object:
+            shown[col] = [fmt_number(v, digits) if not isinstance(v, str) else v
+                          for v in shown[col]]
+    return shown.to_string(index=False)
+
+
+# ---------------------------------------------------------------------------- markdown
+def _md_cell(v) -> str:
+    s = v if isinstance(v, str) else fmt_number(v, 4)
+    return s.replace("|", "\\|").replace("\n", " ")
+
+
+def markdown_table(df: pd.DataFrame) -> str:
+    """A GitHub-flavoured Markdown table (numbers right-aligned)."""
+    cols = list(df.columns)
+    head = "| " + " | ".join(str(c) for c in cols) + " |"
+    align = "|" + "|".join("---:" if df[c].dtype.kind in "fiu" else ":---" for c in cols) + "|"
+    body = ["| " + " | ".join(_md_cell(v) for v in row) + " |"
+            for row in df.itertuples(index=False, name=None)]
+    return "\n".join([head, align, *body])
+
+
+def markdown_meta(meta: dict) -> str:
+    lines = []
+    for k, v in meta.items():
+        if isinstance(v, (list, tuple)):
+            v = ", ".join(str(t) for t in v)
+        elif isinstance(v, dict):
+            v = ", ".join(f"{a}={b}" for a, b in v.items())
+        lines.append(f"- **{k}**: {v}")
+    return "\n".join(lines)
+
+
+# -------------------------------------------------------------------------------- JSON
+def json_value(v):
+    """A JSON-safe scalar: NaN -> null, +-inf -> "inf"/"-inf", numpy -> Python."""
+    if isinstance(v, (np.bool_, bool)):
+        return bool(v)
+    if isinstance(v, (np.integer,)):
+        return int(v)
+    if isinstance(v, (float, np.floating)):
+        f = float(v)
+        if math.isnan(f):
+            return None
+        if math.isinf(f):
+            return "inf" if f > 0 else "-inf"
+        return f
+    if isinstance(v, dict):
+        return {str(k): json_value(t) for k, t in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [json_value(t) for t in v]
+    if v is pd.NA or v is None:
+        return None
+    return v
+
+
+def json_rows(df: pd.DataFrame) -> list[dict]:
+    return [{str(k): json_value(v) for k, v in zip(df.columns, row)}
+            for row in df.itertuples(index=False, name=None)]
+
+
+def json_document(kind: str, meta: dict, df: pd.DataFrame, version: int = 1, **extra) -> dict:
+    doc = {"format": f"scalarlab-{kind}", "version": version, "meta": json_value(meta),
+           "rows": json_rows(df)}
+    for k, v in extra.items():
+        doc[k] = json_value(v)
+    return doc
+
+
+def dumps(doc: dict) -> str:
+    return json.dumps(doc, indent=2, allow_nan=False)
+
+
+# ------------------------------------------------------------------------------ writers
+OUT_SUFFIXES = (".csv", ".md", ".json")
+
+
+def write_table(path, kind: str, meta: dict, df: pd.DataFrame, *, title: str = "",
+                extra_md: str = "", **json_extra) -> Path:
+    """Write ``df`` (+ ``meta``) to ``path``; the suffix picks CSV, Markdown or JSON."""
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix not in OUT_SUFFIXES:
+        raise OutputError(f"--out {path}: unknown file type {suffix or '(none)'!r}; "
+                          f"use one of {', '.join(OUT_SUFFIXES)}")
+    try:
+        if path.parent and not path.parent.exists():
+            raise OutputError(f"--out {path}: directory {path.parent} does not exist")
+        if suffix == ".csv":
+            df.to_csv(path, index=False, na_rep="")
+        elif suffix == ".json":
+            path.write_text(dumps(json_document(kind, meta, df, **json_extra)) + "\n")
+        else:
+            parts = [f"# {title or 'scalarlab ' + kind}", "", markdown_meta(meta), "",
+                     markdown_table(df), ""]
+            if extra_md:
+                parts += [extra_md, ""]
+            path.write_text("\n".join(parts))
+    except OSError as exc:
+        raise OutputError(f"--out {path}: cannot write: {exc.strerror or exc}") from None
+    return path
+
+
+# -------------------------------------------------------------------------------- plots
+def new_figure(nrows: int = 1, ncols: int = 1):
+    """A matplotlib figure on the Agg backend at the lab's fixed PNG size."""
+    import matplotlib
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(nrows, ncols, figsize=PLOT_SIZE_IN, dpi=PLOT_DPI)
+    return fig, ax
+
+
+def save_figure(fig, path) -> Path:
+    """Save ``fig`` as PNG at exactly PLOT_SIZE_IN x PLOT_DPI pixels, then close it."""
+    import matplotlib.pyplot as plt
+    path = Path(path)
+    if path.suffix.lower() != ".png":
+        plt.close(fig)
+        raise OutputError(f"--plot {path}: plots are written as PNG; name the file *.png")
+    if path.parent and not path.parent.exists():
+        plt.close(fig)
+        raise OutputError(f"--plot {path}: directory {path.parent} does not exist")
+    try:
+        fig.tight_layout()
+        fig.savefig(path, format="png", dpi=PLOT_DPI)   # no bbox='tight': size stays fixed
+    except OSError as exc:
+        raise OutputError(f"--plot {path}: cannot write: {exc.strerror or exc}") from None
+    finally:
+        plt.close(fig)
+    return path
+
+
+def plot_pixels() -> tuple[int, int]:
+    """(width, height) in pixels of every PNG written by :func:`save_figure`."""
+    return int(round(PLOT_SIZE_IN[0] * PLOT_DPI)), int(round(PLOT_SIZE_IN[1] * PLOT_DPI))
+
+
+def ensure_dir(path) -> Path:
+    path = Path(path)
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as exc:
+        raise OutputError(f"--out {path}: cannot create directory: {exc.strerror or exc}") \
+            from None
+    return path

@@ -1,0 +1,243 @@
+"""Elementwise op records: binary arithmetic with numpy broadcasting and unary maps.
+
+Binary ops broadcast per numpy's rules on the PER-EXAMPLE shapes (batch axes are aligned
+first).  Unary derivatives are expressed as ``dy/dx`` in context ops so VJP and JVP share
+them and run over intervals and duals too.
+"""
+from __future__ import annotations
+
+import mpmath
+import numpy as np
+
+from scalars.errors import ContextError
+
+from .axes import add_opt, align, broadcast_shapes, unbroadcast
+from .optable import OpDataError, OpRecord, register
+
+# Constants for gelu, as decimal strings with ~1060 bits so every context (mpmath at high
+# precision included) converts them with its own single correct rounding.
+with mpmath.workdps(320):
+    INV_SQRT2 = mpmath.nstr(1 / mpmath.sqrt(2), 318, strip_zeros=False)
+    INV_SQRT_2PI = mpmath.nstr(1 / mpmath.sqrt(2 * mpmath.pi), 318, strip_zeros=False)
+
+#: ``safe_log(x) = log(max(x, SAFE_LOG_TINY))``.  1e-12 (converted once per context) is
+#: far below any activation scale yet a normal number in binary32/bfloat16; in formats
+#: whose range ends above it (binary16, fp8) it rounds to 0 and the context's log(0) rule
+#: applies.
+SAFE_LOG_TINY = "1e-12"
+
+
+# ----------------------------------------------------------------------------- binary
+def _binary_shape(name):
+    def shape(in_shapes, attrs, declared=None):
+        return broadcast_shapes(name, in_shapes[0], in_shapes[1])
+    return shape
+
+
+def _aligned(ctx, a, b, nb):
+    r = max(len(ctx.shape(a)), len(ctx.shape(b))) - nb
+    return align(ctx, a, nb, r), align(ctx, b, nb, r)
+
+
+def _binary(name, f, da, db, jvp, *, linear=False, doc=""):
+    """Record for ``f(a, b)``; ``da(ctx, g, a, b, y)``/``db`` give unreduced cotangents."""
+    def forward(ctx, args, attrs, nb):
+        a, b = _aligned(ctx, args[0], args[1], nb)
+        return f(ctx, a, b)
+
+    def vjp(ctx, g, args, y, attrs, nb):
+        a, b = _aligned(ctx, args[0], args[1], nb)
+        return [unbroadcast(ctx, da(ctx, g, a, b, y), ctx.shape(args[0]), nb),
+                unbroadcast(ctx, db(ctx, g, a, b, y), ctx.shape(args[1]), nb)]
+
+    def jvp_rule(ctx, args, tans, y, attrs, nb):
+        if tans[0] is None and tans[1] is None:
+            return None
+        a, b = _aligned(ctx, args[0], args[1], nb)
+        r = len(ctx.shape(y)) - nb
+        ta = None if tans[0] is None else align(ctx, tans[0], nb, r)
+        tb = None if tans[1] is None else align(ctx, tans[1], nb, r)
+        t = jvp(ctx, a, b, ta, tb, y)
+        ys = ctx.shape(y)
+        return t if ctx.shape(t) == ys else ctx.broadcast_to(t, ys)
+
+    return register(OpRecord(name=name, arity=(2, 2), shape=_binary_shape(name),
+                             forward=forward, vjp=vjp, jvp=jvp_rule,
+                             capsule=f"reference.{name}", elementwise=True, linear=linear,
+                             doc=doc))
+
+
+def _mul_opt(ctx, t, v):
+    return None if t is None else ctx.mul(t, v)
+
+
+_binary("add", lambda c, a, b: c.add(a, b),
+        lambda c, g, a, b, y: g, lambda c, g, a, b, y: g,
+        lambda c, a, b, ta, tb, y: add_opt(c, ta, tb), linear=True, doc="a + b")
+_binary("sub", lambda c, a, b: c.sub(a, b),
+        lambda c, g, a, b, y: g, lambda c, g, a, b, y: c.neg(g),
+        lambda c, a, b, ta, tb, y: (c.neg(tb) if ta is None else ta if tb is None
+                                    else c.sub(ta, tb)), linear=True, doc="a - b")
+_binary("mul", lambda c, a, b: c.mul(a, b),
+        lambda c, g, a, b, y: c.mul(g, b), lambda c, g, a, b, y: c.mul(g, a),
+        lambda c, a, b, ta, tb, y: add_opt(c, _mul_opt(c, ta, b), _mul_opt(c, tb, a)),
+        doc="a * b")
+
+
+def _div_jvp(c, a, b, ta, tb, y):
+    # d(a/b) = (da - y db) / b
+    num = add_opt(c, ta, None if tb is None else c.neg(c.mul(y, tb)))
+    return c.div(num, b)
+
+
+_binary("div", lambda c, a, b: c.div(a, b),
+        lambda c, g, a, b, y: c.div(g, b),
+        lambda c, g, a, b, y: c.neg(c.div(c.mul(g, y), b)), _div_jvp, doc="a / b")
+
+
+def _tie_split(c, a, b):
+    """Weight of ``a`` in max(a, b): 1 where a > b, 0 where a < b, 1/2 at ties (torch)."""
+    ha = c.heaviside(c.sub(a, b))
+    hb = c.heaviside(c.sub(b, a))
+    half = c.convert("0.5")
+    return c.add(ha, c.mul(half, c.sub(c.sub(c.ones(()), ha), hb)))
+
+
+def _minmax(name, f, first_wins):
+    def wa(c, a, b):
+        return _tie_split(c, a, b) if first_wins else _tie_split(c, b, a)
+
+    def wb(c, a, b):
+        return c.sub(c.ones(()), wa(c, a, b))
+
+    _binary(name, f,
+            lambda c, g, a, b, y: c.mul(g, wa(c, a, b)),
+            lambda c, g, a, b, y: c.mul(g, wb(c, a, b)),
+            lambda c, a, b, ta, tb, y: add_opt(c, _mul_opt(c, ta, wa(c, a, b)),
+                                               _mul_opt(c, tb, wb(c, a, b))),
+            doc=f"elementwise {name}; the derivative splits ties equally (as torch)")
+
+
+_minmax("max", lambda c, a, b: c.maximum(a, b), True)
+_minmax("min", lambda c, a, b: c.minimum(a, b), False)
+
+
+# ------------------------------------------------------------------------------ unary
+def _same_shape(in_shapes, attrs, declared=None):
+    return tuple(in_shapes[0])
+
+
+def _unary(name, f, dydx, *, monotone=None, linear=False, doc=""):
+    """Record for ``y = f(x)`` with derivative ``dydx(ctx, x, y)`` (a context value)."""
+    def forward(ctx, args, attrs, nb):
+        return f(ctx, args[0])
+
+    def vjp(ctx, g, args, y, attrs, nb):
+        return [ctx.mul(g, dydx(ctx, args[0], y))]
+
+    def jvp(ctx, args, tans, y, attrs, nb):
+        return None if tans[0] is None else ctx.mul(tans[0], dydx(ctx, args[0], y))
+
+    return register(OpRecord(name=name, arity=(1, 1), shape=_same_shape, forward=forward,
+                             vjp=vjp, jvp=jvp, capsule=f"reference.{name}",
+                             elementwise=True, monotone=monotone, linear=linear, doc=doc))
+
+
+def check_domain(ctx, x, op: str, strict: bool) -> None:
+    """Point contexts: raise OpDataError unless every entry is > 0 (strict) or >= 0.
+
+    Interval contexts decide with their own rules (a ContextError that IBP can turn into
+    "no bound"); contexts without comparisons are left to their own log/sqrt.
+    """
+    if ctx.is_interval:
+        return
+    try:
+        zero = ctx.zeros(())
+        ok = ctx.less(zero, x) if strict else np.logical_not(ctx.less(x, zero))
+        ok = np.asarray(ok, dtype=bool)
+    except ContextError:
+        return
+    if ok.all():
+        return
+    idx = tuple(int(i) for i in np.argwhere(~ok)[0]) if ok.ndim else ()
+    try:
+        shown = repr(float(np.asarray(ctx.to_float64(x))[idx]))
+    except (ContextError, TypeError, ValueError, IndexError):
+        shown = "?"
+    what = "non-positive" if strict else "negative"
+    raise OpDataError(f"{op} of a {what} value: x{list(idx)} = {shown}")
+
+
+def _neg_record():
+    def forward(ctx, args, attrs, nb):
+        return ctx.neg(args[0])
+
+    def vjp(ctx, g, args, y, attrs, nb):
+        return [ctx.neg(g)]
+
+    def jvp(ctx, args, tans, y, attrs, nb):
+        return None if tans[0] is None else ctx.neg(tans[0])
+
+    register(OpRecord(name="neg", arity=(1, 1), shape=_same_shape, forward=forward, vjp=vjp,
+                      jvp=jvp, capsule="reference.neg", elementwise=True,
+                      monotone="decreasing", linear=True, doc="-x"))
+
+
+_neg_record()
+
+
+def _log(ctx, x):
+    check_domain(ctx, x, "log", strict=True)
+    return ctx.log(x)
+
+
+def _sqrt(ctx, x):
+    check_domain(ctx, x, "sqrt", strict=False)
+    return ctx.sqrt(x)
+
+
+def _safe_log(ctx, x):
+    return ctx.log(ctx.maximum(x, ctx.convert(SAFE_LOG_TINY)))
+
+
+def _safe_log_d(ctx, x, y):
+    # 1/x where x > tiny, 0 where the clamp is active (the clamp's derivative).
+    tiny = ctx.convert(SAFE_LOG_TINY)
+    return ctx.div(ctx.heaviside(ctx.sub(x, tiny)), ctx.maximum(x, tiny))
+
+
+def _gelu(ctx, x):
+    # Exact (erf) GELU: x * 0.5 * (1 + erf(x / sqrt 2)), torch's evaluation order.
+    half = ctx.convert("0.5")
+    cdf = ctx.add(ctx.ones(()), ctx.erf(ctx.mul(x, ctx.convert(INV_SQRT2))))
+    return ctx.mul(ctx.mul(x, half), cdf)
+
+
+def _gelu_d(ctx, x, y):
+    # Phi(x) + x phi(x), phi(x) = exp(-x^2/2) / sqrt(2 pi)
+    half = ctx.convert("0.5")
+    cdf = ctx.mul(half, ctx.add(ctx.ones(()), ctx.erf(ctx.mul(x, ctx.convert(INV_SQRT2)))))
+    pdf = ctx.mul(ctx.exp(ctx.neg(ctx.mul(half, ctx.square(x)))), ctx.convert(INV_SQRT_2PI))
+    return ctx.add(cdf, ctx.mul(x, pdf))
+
+
+_unary("abs", lambda c, x: c.abs(x), lambda c, x, y: c.sign(x), doc="|x|; derivative sign(x)")
+_unary("sqrt", _sqrt, lambda c, x, y: c.div(c.convert("0.5"), y), monotone="increasing",
+       doc="sqrt(x); a negative entry is an error naming the node (point contexts)")
+_unary("exp", lambda c, x: c.exp(x), lambda c, x, y: y, monotone="increasing", doc="e^x")
+_unary("log", _log, lambda c, x, y: c.div(c.ones(()), x), monotone="increasing",
+       doc="natural log; a non-positive entry is an error naming the node (point contexts)")
+_unary("safe_log", _safe_log, _safe_log_d, monotone="increasing",
+       doc=f"log(max(x, {SAFE_LOG_TINY}))")
+_unary("relu", lambda c, x: c.maximum(x, c.zeros(())), lambda c, x, y: c.heaviside(x),
+       monotone="increasing", doc="max(x, 0); derivative heaviside(x) (0 at x = 0)")
+_unary("tanh", lambda c, x: c.tanh(x), lambda c, x, y: c.sub(c.ones(()), c.square(y)),
+       monotone="increasing", doc="tanh x; derivative 1 - y^2")
+_unary("sigmoid", lambda c, x: c.sigmoid(x),
+       lambda c, x, y: c.mul(y, c.sub(c.ones(()), y)), monotone="increasing",
+       doc="1/(1+e^-x); derivative y(1-y)")
+_unary("softplus", lambda c, x: c.softplus(x), lambda c, x, y: c.sigmoid(x),
+       monotone="increasing", doc="log(1+e^x); derivative sigmoid(x)")
+_unary("sin", lambda c, x: c.sin(x), lambda c, x, y: c.cos(x), doc="sin x")
+_unary("cos", lambda c, x: c.cos(x), lambda c, x, y: c.neg(c.sin(x)), doc="cos x")
+_unary("gelu", _gelu, _gelu_d, doc="exact GELU x*Phi(x) with erf")

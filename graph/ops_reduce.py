@@ -1,0 +1,324 @@
+"""Reduction and normalisation op records: sum, reduce_sum/mean, softmax, log_softmax,
+layernorm, batchnorm_eval.
+
+Sums go through ``ctx.sum`` so the context's reduction order (sequential, pairwise,
+native) is the one used.  softmax subtracts ``ctx.amax`` first (stable; an interval
+context's endpointwise amax keeps the result an enclosure).
+"""
+from __future__ import annotations
+
+from .axes import add_opt, norm_axes, norm_axis, scalar
+from .optable import REQUIRED, OpRecord, ShapeRuleError, register
+
+
+def _b(nb, axes):
+    return tuple(nb + a for a in axes)
+
+
+def _count(shape, axes) -> int:
+    n = 1
+    for a in axes:
+        n *= int(shape[a])
+    return n
+
+
+def _expand_back(ctx, g, x_shape, axes_full):
+    """Broadcast a reduced (keepdims=False) cotangent back over the reduced axes."""
+    keep = tuple(1 if i in axes_full else d for i, d in enumerate(x_shape))
+    return ctx.broadcast_to(ctx.reshape(g, keep), tuple(x_shape))
+
+
+def _keep_flag(op, attrs):
+    k = attrs["keepdims"]
+    if not isinstance(k, bool):
+        raise ShapeRuleError(f"{op}: attribute keepdims must be true or false, got {k!r}")
+    return k
+
+
+# ------------------------------------------------------------------------- full / axis sums
+def _sum_shape(in_shapes, attrs, declared=None):
+    return ()
+
+
+def _sum_all(ctx, x, nb):
+    r = len(ctx.shape(x)) - nb
+    if r == 0:
+        return x
+    return ctx.sum(x, axis=tuple(range(nb, nb + r)))
+
+
+def _sum_vjp(ctx, g, args, y, attrs, nb):
+    xs = ctx.shape(args[0])
+    return [_expand_back(ctx, g, xs, set(range(nb, len(xs))))]
+
+
+register(OpRecord(
+    name="sum", arity=(1, 1), shape=_sum_shape,
+    forward=lambda ctx, args, attrs, nb: _sum_all(ctx, args[0], nb), vjp=_sum_vjp,
+    jvp=lambda ctx, args, tans, y, attrs, nb: None if tans[0] is None else _sum_all(ctx, tans[0], nb),
+    capsule="reference.reduce_sum", linear=True,
+    doc="sum of all per-example entries -> shape []"))
+
+
+def _axis_red_shape(op):
+    def shape(in_shapes, attrs, declared=None):
+        s = tuple(in_shapes[0])
+        axes = norm_axes(op, attrs["axis"], len(s))
+        if _keep_flag(op, attrs):
+            return tuple(1 if i in axes else d for i, d in enumerate(s))
+        return tuple(d for i, d in enumerate(s) if i not in axes)
+    return shape
+
+
+def _axis_red(op, mean):
+    def axes_of(ctx, x, attrs, nb):
+        r = len(ctx.shape(x)) - nb
+        return _b(nb, norm_axes(op, attrs["axis"], r))
+
+    def forward(ctx, args, attrs, nb):
+        x = args[0]
+        ax = axes_of(ctx, x, attrs, nb)
+        if not ax:
+            return x
+        y = ctx.sum(x, axis=ax, keepdims=attrs["keepdims"])
+        if mean:
+            y = ctx.div(y, ctx.convert(_count(ctx.shape(x), ax)))
+        return y
+
+    def vjp(ctx, g, args, y, attrs, nb):
+        x = args[0]
+        ax = axes_of(ctx, x, attrs, nb)
+        if mean and ax:
+            g = ctx.div(g, ctx.convert(_count(ctx.shape(x), ax)))
+        return [_expand_back(ctx, g, ctx.shape(x), set(ax))]
+
+    def jvp(ctx, args, tans, y, attrs, nb):
+        return None if tans[0] is None else forward(ctx, [tans[0]], attrs, nb)
+
+    register(OpRecord(name=op, arity=(1, 1), shape=_axis_red_shape(op), forward=forward,
+                      vjp=vjp, jvp=jvp, attrs={"axis": REQUIRED, "keepdims": False},
+                      capsule=f"reference.{op}", linear=True,
+                      doc=f"{'mean' if mean else 'sum'} over per-example axis (int or list)"))
+
+
+_axis_red("reduce_sum", mean=False)
+_axis_red("reduce_mean", mean=True)
+
+
+# ------------------------------------------------------------------------------- softmax
+def _axis_shape(op):
+    def shape(in_shapes, attrs, declared=None):
+        s = tuple(in_shapes[0])
+        if not s:
+            raise ShapeRuleError(f"{op}: input must have rank >= 1, got []")
+        norm_axis(op, attrs["axis"], len(s))
+        return s
+    return shape
+
+
+def _ax(op, ctx, x, attrs, nb):
+    return nb + norm_axis(op, attrs["axis"], len(ctx.shape(x)) - nb)
+
+
+def _shifted(ctx, x, a):
+    return ctx.sub(x, ctx.amax(x, axis=a, keepdims=True))
+
+
+def _softmax_forward(ctx, args, attrs, nb):
+    a = _ax("softmax", ctx, args[0], attrs, nb)
+    e = ctx.exp(_shifted(ctx, args[0], a))
+    return ctx.div(e, ctx.sum(e, axis=a, keepdims=True))
+
+
+def _softmax_vjp(ctx, g, args, y, attrs, nb):
+    a = _ax("softmax", ctx, args[0], attrs, nb)
+    dot = ctx.sum(ctx.mul(g, y), axis=a, keepdims=True)
+    return [ctx.mul(y, ctx.sub(g, dot))]
+
+
+def _softmax_jvp(ctx, args, tans, y, attrs, nb):
+    if tans[0] is None:
+        return None
+    return _softmax_vjp(ctx, tans[0], args, y, attrs, nb)[0]   # the Jacobian is symmetric
+
+
+register(OpRecord(name="softmax", arity=(1, 1), shape=_axis_shape("softmax"),
+                  forward=_softmax_forward, vjp=_softmax_vjp, jvp=_softmax_jvp,
+                  attrs={"axis": REQUIRED}, capsule="reference.softmax",
+                  doc="exp(x - max) / sum exp(x - max) along a per-example axis"))
+
+
+def _log_softmax_forward(ctx, args, attrs, nb):
+    a = _ax("log_softmax", ctx, args[0], attrs, nb)
+    z = _shifted(ctx, args[0], a)
+    return ctx.sub(z, ctx.log(ctx.sum(ctx.exp(z), axis=a, keepdims=True)))
+
+
+def _log_softmax_vjp(ctx, g, args, y, attrs, nb):
+    a = _ax("log_softmax", ctx, args[0], attrs, nb)
+    return [ctx.sub(g, ctx.mul(ctx.exp(y), ctx.sum(g, axis=a, keepdims=True)))]
+
+
+def _log_softmax_jvp(ctx, args, tans, y, attrs, nb):
+    if tans[0] is None:
+        return None
+    a = _ax("log_softmax", ctx, args[0], attrs, nb)
+    return ctx.sub(tans[0], ctx.sum(ctx.mul(ctx.exp(y), tans[0]), axis=a, keepdims=True))
+
+
+register(OpRecord(name="log_softmax", arity=(1, 1), shape=_axis_shape("log_softmax"),
+                  forward=_log_softmax_forward, vjp=_log_softmax_vjp, jvp=_log_softmax_jvp,
+                  attrs={"axis": REQUIRED}, capsule="reference.log_softmax",
+                  doc="(x - max) - log sum exp(x - max) along a per-example axis"))
+
+
+# ----------------------------------------------------------------------------- layernorm
+LAYERNORM_EPS = "1e-5"   # torch's default, used when the payload has no eps
+
+
+def _ln_params(in_shapes, attrs, out_shape):
+    s = tuple(in_shapes[0])
+    a = norm_axis("layernorm", attrs["axis"], len(s))
+    return {"gamma": s[a:], "beta": s[a:], "eps": ()}
+
+
+def _ln_stats(ctx, x, eps, attrs, nb):
+    r = len(ctx.shape(x)) - nb
+    a = norm_axis("layernorm", attrs["axis"], r)
+    axes = tuple(range(nb + a, nb + r))
+    n = ctx.convert(_count(ctx.shape(x), axes))
+    mu = ctx.div(ctx.sum(x, axis=axes, keepdims=True), n)
+    d = ctx.sub(x, mu)
+    var = ctx.div(ctx.sum(ctx.square(d), axis=axes, keepdims=True), n)   # biased, as torch
+    inv = ctx.div(ctx.ones(()), ctx.sqrt(ctx.add(var, eps)))
+    return axes, n, d, inv, ctx.mul(d, inv)
+
+
+def _ln_forward(ctx, args, attrs, nb):
+    x, gamma, beta, eps = args
+    _, _, _, _, xhat = _ln_stats(ctx, x, eps, attrs, nb)
+    return ctx.add(ctx.mul(xhat, gamma), beta)
+
+
+def _ln_vjp(ctx, g, args, y, attrs, nb):
+    x, gamma, beta, eps = args
+    axes, n, d, inv, xhat = _ln_stats(ctx, x, eps, attrs, nb)
+    gx_hat = ctx.mul(g, gamma)
+    m1 = ctx.div(ctx.sum(gx_hat, axis=axes, keepdims=True), n)
+    m2 = ctx.div(ctx.sum(ctx.mul(gx_hat, xhat), axis=axes, keepdims=True), n)
+    gx = ctx.mul(inv, ctx.sub(ctx.sub(gx_hat, m1), ctx.mul(xhat, m2)))
+    lead = tuple(range(axes[0]))
+    ggamma = ctx.mul(g, xhat)
+    gbeta = g
+    if lead:
+        ggamma = ctx.sum(ggamma, axis=lead)
+        gbeta = ctx.sum(gbeta, axis=lead)
+    return [gx, ggamma, gbeta, None]
+
+
+def _ln_jvp(ctx, args, tans, y, attrs, nb):
+    x, gamma, beta, eps = args
+    tx, tg, tbeta, _ = tans
+    axes, n, d, inv, xhat = _ln_stats(ctx, x, eps, attrs, nb)
+    t = None
+    if tx is not None:
+        td = ctx.sub(tx, ctx.div(ctx.sum(tx, axis=axes, keepdims=True), n))
+        tvar = ctx.div(ctx.mul(ctx.convert(2), ctx.sum(ctx.mul(d, td), axis=axes, keepdims=True)), n)
+        # d(inv) = -inv^3 * tvar / 2
+        tinv = ctx.neg(ctx.mul(ctx.mul(ctx.convert("0.5"), tvar), ctx.mul(inv, ctx.square(inv))))
+        txhat = ctx.add(ctx.mul(td, inv), ctx.mul(d, tinv))
+        t = ctx.mul(txhat, gamma)
+    if tg is not None:
+        t = add_opt(ctx, t, ctx.mul(xhat, tg))
+    if tbeta is not None:
+        t = ctx.broadcast_to(tbeta, ctx.shape(y)) if t is None else ctx.add(t, tbeta)
+    return t
+
+
+register(OpRecord(
+    name="layernorm", arity=(1, 1), shape=_axis_shape("layernorm"), forward=_ln_forward,
+    vjp=_ln_vjp, jvp=_ln_jvp, attrs={"axis": REQUIRED},
+    params=("gamma", "beta", "eps"), param_shapes=_ln_params,
+    param_defaults={"gamma": "ones", "beta": "zeros", "eps": LAYERNORM_EPS},
+    capsule="reference.layernorm",
+    doc="normalise over per-example axes axis.. (torch normalized_shape = shape[axis:]), "
+        "payload gamma/beta of that shape and eps (default 1e-5)"))
+
+
+# ------------------------------------------------------------------------ batchnorm_eval
+def _bn_params(in_shapes, attrs, out_shape):
+    s = tuple(in_shapes[0])
+    a = norm_axis("batchnorm_eval", attrs["axis"], len(s))
+    c = (s[a],)
+    return {"mean": c, "var": c, "gamma": c, "beta": c, "eps": ()}
+
+
+def _bn_prep(ctx, x, args, attrs, nb):
+    r = len(ctx.shape(x)) - nb
+    a = norm_axis("batchnorm_eval", attrs["axis"], r)
+    tail = (1,) * (r - a - 1)
+
+    def chan(v):
+        return ctx.reshape(v, (ctx.shape(v)[0],) + tail)
+
+    mean, var, gamma, beta, eps = args[1:]
+    inv = ctx.div(ctx.ones(()), ctx.sqrt(ctx.add(var, eps)))
+    others = tuple(i for i in range(len(ctx.shape(x))) if i != nb + a)
+    return chan, inv, others
+
+
+def _bn_forward(ctx, args, attrs, nb):
+    x, mean, var, gamma, beta, eps = args
+    chan, inv, _ = _bn_prep(ctx, x, args, attrs, nb)
+    xhat = ctx.mul(ctx.sub(x, chan(mean)), chan(inv))
+    return ctx.add(ctx.mul(xhat, chan(gamma)), chan(beta))
+
+
+def _bn_vjp(ctx, g, args, y, attrs, nb):
+    x, mean, var, gamma, beta, eps = args
+    chan, inv, others = _bn_prep(ctx, x, args, attrs, nb)
+    s = ctx.mul(gamma, inv)
+    gx = ctx.mul(g, chan(s))
+    d = ctx.sub(x, chan(mean))
+    gbeta = ctx.sum(g, axis=others)
+    gd = ctx.sum(ctx.mul(g, d), axis=others)            # sum g (x - mean) per channel
+    ggamma = ctx.mul(gd, inv)
+    gmean = ctx.neg(ctx.mul(gbeta, s))
+    # d/dvar (var+eps)^(-1/2) = -inv^3 / 2
+    gvar = ctx.neg(ctx.mul(ctx.mul(gd, gamma),
+                           ctx.mul(ctx.convert("0.5"), ctx.mul(inv, ctx.square(inv)))))
+    return [gx, gmean, gvar, ggamma, gbeta, None]
+
+
+def _bn_jvp(ctx, args, tans, y, attrs, nb):
+    x, mean, var, gamma, beta, eps = args
+    tx, tmean, tvar, tgamma, tbeta, _ = tans
+    chan, inv, _ = _bn_prep(ctx, x, args, attrs, nb)
+    s = ctx.mul(gamma, inv)
+    d = ctx.sub(x, chan(mean))
+    t = None
+    if tx is not None:
+        t = ctx.mul(tx, chan(s))
+    if tmean is not None:
+        t = add_opt(ctx, t, ctx.neg(ctx.mul(ctx.broadcast_to(chan(ctx.mul(tmean, s)), ctx.shape(y)),
+                                            ctx.ones(()))))
+    if tvar is not None:
+        k = ctx.neg(ctx.mul(ctx.mul(tvar, gamma),
+                            ctx.mul(ctx.convert("0.5"), ctx.mul(inv, ctx.square(inv)))))
+        t = add_opt(ctx, t, ctx.mul(d, chan(k)))
+    if tgamma is not None:
+        t = add_opt(ctx, t, ctx.mul(ctx.mul(d, chan(inv)), chan(tgamma)))
+    if tbeta is not None:
+        tb = ctx.broadcast_to(chan(tbeta), ctx.shape(y))
+        t = add_opt(ctx, t, tb)
+    return t
+
+
+register(OpRecord(
+    name="batchnorm_eval", arity=(1, 1), shape=_axis_shape("batchnorm_eval"),
+    forward=_bn_forward, vjp=_bn_vjp, jvp=_bn_jvp, attrs={"axis": 0},
+    params=("mean", "var", "gamma", "beta", "eps"), param_shapes=_bn_params,
+    param_defaults={"gamma": "ones", "beta": "zeros", "eps": LAYERNORM_EPS},
+    capsule="reference.batchnorm_eval", linear=True,
+    doc="eval-mode BatchNorm on a per-example channel axis (default 0 of [C, ...]): "
+        "(x - mean)/sqrt(var + eps) * gamma + beta"))

@@ -46,8 +46,9 @@ def describe_value(v) -> str:
                 return "an empty object ndarray"
             t = type(v.flat[0])
             owner = {MPQ: "rational", MPFR: "fp32-real"}.get(t)
-            if owner is None and t.__name__ in ("mpf", "_mpf") or "mpmath" in t.__module__:
-                owner = "mpmath"
+            if owner is None and "mpmath" in t.__module__:
+                ctx = getattr(v.flat[0], "context", None)
+                owner = f"mpmath:{ctx.prec}" if hasattr(ctx, "prec") else "mpmath"
             if owner is None:
                 return f"an object ndarray of {t.__name__} (not a context value; use convert)"
             return f"an object ndarray of {t.__name__} (a {owner} value)"
@@ -82,6 +83,7 @@ class ObjectArrayContext(ArrayShapeOps):
 
     leaf_type: type = object
     leaf_label: str = "?"
+    finite_only: bool = True   # False: +-inf are values too (mpmath)
     format_label: str = ""
 
     # ------------------------------------------------------------ value checks
@@ -115,15 +117,16 @@ class ObjectArrayContext(ArrayShapeOps):
             raise ContextError(f"context {self.name}: convert: got {describe_value(x)}; "
                                f"convert its components explicitly")
         if isinstance(x, np.ndarray) and x.dtype.kind == "f":
-            bad = ~np.isfinite(x)
+            bad = ~np.isfinite(x) if self.finite_only else np.isnan(x)
             if bad.any():
                 raise self._nonfinite("convert", x[bad].reshape(-1)[0])
             return _object_result(np.frompyfunc(self._leaf, 1, 1)(x.astype(np.float64)))
         return self._leaf_array(x)
 
     def _nonfinite(self, op, value) -> ContextError:
+        what = "finite values" if self.finite_only else "real numbers and +-inf"
         return ContextError(f"context {self.name}: {op}: {value} is not a real number; "
-                            f"{self.name} holds finite values only")
+                            f"{self.name} holds {what} only")
 
     def to_float64(self, v) -> np.ndarray:
         """Nearest double to each exact value: one rounding, subnormals and overflow via MPFR."""

@@ -1,0 +1,63 @@
+"""``scalarlab reduction-order``: ULP gaps between accumulation orders, per node."""
+from __future__ import annotations
+
+import sys
+
+from .. import compare as C
+from .. import reduction_order as R
+from .. import tables
+from .compare import (add_graph_and_input_arguments, add_output_arguments,
+                      add_reference_arguments, batch_from_args)
+
+NAME = "reduction-order"
+HELP = ("evaluate a graph in binary32 and bfloat16 under sequential, pairwise, fma and "
+        "native (float64-accumulated) orders: ULP gaps between orders, per node")
+
+
+def add_arguments(p) -> None:
+    add_graph_and_input_arguments(p, samples_default=1000)
+    p.add_argument("--formats", default=",".join(R.DEFAULT_FORMATS), metavar="F,G",
+                   help=f"formats to study (default {','.join(R.DEFAULT_FORMATS)})")
+    add_reference_arguments(p)
+    add_output_arguments(p)
+
+
+def run(args) -> int:
+    case = C.load_case(args.graph)
+    fmts = [f.strip() for f in args.formats.split(",") if f.strip()]
+    if not fmts:
+        raise C.ExperimentError("--formats: no format named")
+    from scalars import formats as F
+    for f in fmts:
+        F.get(f)                                   # unknown format: FormatError with the list
+    x, desc = batch_from_args(case, args)
+    res = R.reduction_order(case, x, formats=fmts, reference=args.reference, input_desc=desc,
+                            quiet=args.quiet, oracle_limit=args.oracle_limit,
+                            check_samples=args.check_samples, seed=args.seed)
+    if args.out:
+        tables.write_table(args.out, "reduction-order", res.meta(), res.rows,
+                           title=f"scalarlab reduction-order: {case.name}")
+    if args.plot:
+        R.plot(res, args.plot)
+    notes = [f"wrote {p}" for p in (args.out, args.plot) if p]
+    if args.json:
+        print(tables.dumps(tables.json_document("reduction-order", res.meta(), res.rows)))
+        for n in notes:
+            print(n, file=sys.stderr)
+        return 0
+    print(f"scalarlab reduction-order: graph {case.name} ({len(case.nodes)} nodes)")
+    print(f"  reference : {res.reference}")
+    print(f"  input     : {desc}")
+    print("  columns   : '<order> Δseq' = max ULP gap to the sequential order; "
+          "'<order> vs ref' = max ULP to the correctly rounded reference")
+    print("  native    : numpy float64 kernels (pairwise sum, BLAS), one rounding per op")
+    for f, ctxs in res.contexts.items():
+        print()
+        names = ", ".join(f"{o}={c.name}" for o, c in ctxs.items())
+        print(f"{f}: {names}")
+        for o, why in res.missing[f].items():
+            print(f"  ({o} order left out: {why})")
+        print(tables.render(R.pivot(res, f)))
+    for n in notes:
+        print(n)
+    return 0

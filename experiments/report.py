@@ -1,0 +1,147 @@
+"""The standard report: the lab's experiments on the built-in graphs, as Markdown + PNG + CSV.
+
+``write_report(dir)`` runs, with fixed seeds so the report is reproducible:
+
+1. ``compare`` at the built-in input of every built-in graph that has one (default contexts);
+2. ``compare`` on the six-node graph over sampled inputs around x0;
+3. ``gaps`` of binary32 and bfloat16 on the six-node output (box and bit-pattern sampling);
+4. ``reduction-order`` on the six-node graph (binary32 and bfloat16);
+
+and writes ``report.md`` beside one CSV per table and one PNG per plot.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+import scalars
+
+from . import compare as C
+from . import gaps as G
+from . import reduction_order as R
+from . import tables
+
+REPORT_NAME = "report.md"
+COMPARE_VIEW = ["context", "reduction", "node", "op", "shape", "max_abs_err", "max_rel_err",
+                "max_ulps", "mean_ulps", "max_bits", "mean_bits", "divergence_start"]
+
+
+@dataclass
+class Report:
+    directory: Path
+    sections: list = field(default_factory=list)      # Markdown chunks
+    files: list = field(default_factory=list)         # paths written (relative names)
+
+    def add(self, text: str) -> None:
+        self.sections.append(text)
+
+    def table(self, name: str, df: pd.DataFrame, view=None) -> None:
+        path = self.directory / f"{name}.csv"
+        df.to_csv(path, index=False)
+        self.files.append(path.name)
+        shown = df if view is None else df[view]
+        self.add(tables.markdown_table(shown) + f"\n\n(full table: [{path.name}]({path.name}))")
+
+    def image(self, name: str, writer) -> None:
+        path = self.directory / f"{name}.png"
+        writer(path)
+        self.files.append(path.name)
+        self.add(f"![{name}]({path.name})")
+
+
+def builtin_graphs() -> list[str]:
+    """Names of the built-in example graphs (six-node first)."""
+    import graph.examples as ex
+    names = list(ex.names()) if hasattr(ex, "names") else ["six-node"]
+    return sorted(names, key=lambda n: (n != "six-node", n))
+
+
+def _safe(name: str) -> str:
+    return "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in name)
+
+
+def write_report(directory, *, samples: int = 1000, gap_samples: int = 2000, seed: int = 0,
+                 quiet: bool = True, graphs=None) -> Report:
+    """Run the standard experiments and write ``report.md`` (+ CSV, PNG) into ``directory``."""
+    d = tables.ensure_dir(directory)
+    rep = Report(d)
+    contexts = C.parse_contexts(list(C.DEFAULT_CONTEXTS))
+    rep.add("# scalarlab report\n\n"
+            f"Reference: the `{C.DEFAULT_REFERENCE}` oracle unless a section says otherwise. "
+            "ULP = ordinal distance between a context's value and the reference correctly "
+            "rounded into that context's format; bits of error = log2(1 + ULP) (Herbie). "
+            f"Seeds: {seed}. Contexts and their reduction orders: "
+            + ", ".join(f"`{c.name}` ({C.reduction_label(c)})" for c in contexts) + ".")
+
+    names = builtin_graphs() if graphs is None else list(graphs)
+    steps = tables.progress(total=len(names) + 4, desc="report", quiet=quiet)
+    # 1. every built-in graph at its own input
+    rep.add("## 1. Discrepancy tables at the built-in inputs")
+    for name in names:
+        case = C.load_case(name)
+        if case.x0 is None:
+            rep.add(f"### {name}\n\n(no built-in input: skipped)")
+            steps.update(1)
+            continue
+        x = C.center_of(case, None)
+        res = C.compare(case, contexts, x, input_desc="built-in x0", quiet=True, seed=seed)
+        rep.add(f"### {name}\n\n" + tables.markdown_meta(
+            {"reference": res.reference.label, "input": "built-in x0"}))
+        rep.table(f"compare_{_safe(name)}", res.rows, COMPARE_VIEW)
+        rep.add("\n".join(f"- **{v['context']}**: {v['text']}" for v in res.verdicts.values()))
+        rep.image(f"compare_{_safe(name)}", lambda p, r=res: C.plot_bits(r, p))
+        steps.update(1)
+
+    six = C.load_case("six-node")
+    center = C.center_of(six, None)
+    # 2. sampled compare
+    x = C.box_samples(center, 0.05, samples, seed)
+    desc = f"{samples} samples uniform in the l-inf box of radius 0.05 around x0 (seed {seed})"
+    res = C.compare(six, contexts, x, input_desc=desc, quiet=quiet, seed=seed)
+    rep.add(f"## 2. six-node over {samples} sampled inputs\n\n"
+            + tables.markdown_meta({"reference": res.reference.label, "input": desc}))
+    rep.table("compare_six-node_sampled", res.rows, COMPARE_VIEW)
+    rep.add("\n".join(f"- **{v['context']}**: {v['text']}" for v in res.verdicts.values()))
+    rep.image("compare_six-node_sampled", lambda p: C.plot_bits(res, p))
+    steps.update(1)
+
+    # 3. gaps
+    rep.add(f"## 3. Output rounding gaps ({gap_samples} samples, radius 0.05)")
+    gap_rows = []
+    for ctx_name in ("binary32", "bfloat16"):
+        ctx = scalars.get(ctx_name)
+        for sampling in G.SAMPLINGS:
+            g = G.gaps(six, ctx, samples=gap_samples, sampling=sampling, radius=0.05,
+                       seed=seed, center=center, quiet=quiet)
+            gap_rows.append(g.summary.assign(reference_label=g.reference.label))
+            rep.image(f"gaps_{ctx_name}_{sampling}", lambda p, r=g: G.plot_histogram(r, p))
+        steps.update(1)
+    gdf = pd.concat(gap_rows, ignore_index=True)
+    rep.table("gaps_six-node", gdf, ["context", "sampling", "samples", "metric", "mean", "p50",
+                                     "p90", "p99", "p99.9", "max"])
+
+    # 4. reduction orders
+    xr = C.box_samples(center, 0.05, samples, seed)
+    ro = R.reduction_order(six, xr, input_desc=desc, quiet=quiet, seed=seed)
+    rep.add(f"## 4. Reduction orders on six-node ({samples} samples)\n\n"
+            + tables.markdown_meta({"reference": ro.reference,
+                                    "orders": {f: ", ".join(f"{o}={c.name}" for o, c in d.items())
+                                               for f, d in ro.contexts.items()}})
+            + "\n\n`native` = numpy float64 kernels (pairwise sum, BLAS matmul) with one "
+              "rounding to the format per op.")
+    for f, miss in ro.missing.items():
+        for o, why in miss.items():
+            rep.add(f"- {f}: `{o}` left out ({why})")
+    rep.table("reduction_order_six-node", ro.rows,
+              ["format", "order", "node", "op", "max_ulps_vs_sequential", "frac_differs",
+               "max_ulps_vs_reference", "mean_ulps_vs_reference"])
+    rep.image("reduction_order_six-node", lambda p: R.plot(ro, p))
+    steps.update(1)
+    steps.close()
+
+    path = d / REPORT_NAME
+    path.write_text("\n\n".join(rep.sections) + "\n")
+    rep.files.insert(0, REPORT_NAME)
+    return rep

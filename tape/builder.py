@@ -1,0 +1,188 @@
+"""Recording a tape: every op comes from the op table, so the tape has no rules of its own.
+
+``TapeBuilder(ctx).apply(op, *ids, **attrs)`` looks the op up in :mod:`graph.optable`,
+checks its parents' shapes with the record's shape rule (an error names the op and the
+shapes), runs the record's forward rule in the builder's context and appends a node whose
+VJP closure calls the record's VJP rule.  Payload parameters (``linear``'s ``W`` and
+``b``) are ordinary tape nodes passed after the parents, so their gradients come out of
+the same reverse loop.  Tape values carry their own full shapes, so rules are called with
+``nb=0`` batch axes: a batched input is simply a larger per-example shape here.
+
+Two nodes are structural rather than ops: leaves (no parents) and ``detach`` (forward is
+the parent's value, reused without a copy; no VJP; never requires a gradient).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from graph.errors import GraphError
+from graph.optable import OPS, REQUIRED, get_op
+from scalars.errors import ContextError
+
+from .backward import as_value, value_shape
+from .errors import TapeError
+from .tape import Tape, TapeNode
+
+
+def to_context(ctx, value):
+    """``value`` as a value of ``ctx``: context-native values pass, others are converted."""
+    if ctx.is_dual and hasattr(value, "primal") and hasattr(value, "tangent"):
+        return value
+    if ctx.is_interval and hasattr(value, "lo") and hasattr(value, "hi"):
+        return value
+    try:
+        return ctx.convert(value)
+    except ContextError as exc:
+        raise TapeError(f"leaf: cannot convert value into context {ctx.name}: {exc}") from None
+
+
+def resolve_attrs(rec, attrs: dict, where: str) -> dict:
+    """The record's attributes with defaults filled; unknown or missing ones are errors."""
+    unknown = sorted(set(attrs) - set(rec.attrs))
+    if unknown:
+        raise TapeError(f"{where}: op {rec.name} has no attribute(s) {', '.join(unknown)}; "
+                        f"it takes: {', '.join(rec.attrs) or 'none'}")
+    full = {}
+    for key, default in rec.attrs.items():
+        if key in attrs:
+            full[key] = attrs[key]
+        elif default is REQUIRED:
+            raise TapeError(f"{where}: op {rec.name} needs attribute {key}")
+        else:
+            full[key] = default
+    return full
+
+
+def check_op_shapes(rec, in_shapes: list, param_shapes: list, attrs: dict, where: str) -> tuple:
+    """Run the record's shape rule (and param-shape rule); return the output shape.
+
+    Shared by the tape builder and the typed graph, so both reject the same programs with
+    the same message: op name, every operand shape, and the rule's own explanation.
+    """
+    lo, hi = rec.arity
+    n = len(in_shapes)
+    if n < lo or (hi is not None and n > hi):
+        want = f"{lo}" if hi == lo else f"{lo}..{'any' if hi is None else hi}"
+        raise TapeError(f"{where}: op {rec.name} takes {want} parent(s) "
+                        f"(+ {len(rec.params)} parameter(s)), got {n}")
+
+    def shown():
+        return ", ".join(str(list(s)) for s in list(in_shapes) + list(param_shapes))
+
+    try:
+        out = tuple(rec.shape(in_shapes, attrs))
+    except (GraphError, ContextError, ValueError, TypeError, IndexError) as exc:
+        raise TapeError(f"{where}: op {rec.name}: incompatible shapes {shown()}: "
+                        f"{exc}") from None
+    if rec.params:
+        try:
+            want = rec.param_shapes(in_shapes, attrs, out)
+        except (GraphError, ContextError, ValueError, TypeError, IndexError) as exc:
+            raise TapeError(f"{where}: op {rec.name}: incompatible shapes {shown()}: "
+                            f"{exc}") from None
+        for pname, got in zip(rec.params, param_shapes):
+            exp = tuple(want[pname])
+            if tuple(got) != exp:
+                raise TapeError(f"{where}: op {rec.name}: parameter {pname} has shape "
+                                f"{list(got)}, expected {list(exp)} (operands: {shown()})")
+    return out
+
+
+def split_args(rec, n_args: int, where: str) -> int:
+    """Number of parents among ``n_args`` arguments (the rest are the record's params)."""
+    k = len(rec.params)
+    if n_args < k:
+        raise TapeError(f"{where}: op {rec.name} needs its parameters "
+                        f"{', '.join(rec.params)} after its parents; got {n_args} argument(s)")
+    return n_args - k
+
+
+class TapeBuilder:
+    """Records onto ``self.tape``; every method appends exactly one node, returns its id."""
+
+    def __init__(self, ctx, tape: Tape | None = None):
+        import scalars
+        self.ctx = scalars.get(ctx)
+        self.tape = tape if tape is not None else Tape(self.ctx)
+        if self.tape.ctx is not self.ctx:
+            raise TapeError(f"tape builder: tape is over {self.tape.ctx.name}, builder over "
+                            f"{self.ctx.name}")
+
+    # ---------------------------------------------------------------- structure
+    def leaf(self, value: Any, name: str = "leaf", requires_grad: bool = True) -> int:
+        v = to_context(self.ctx, value)
+        return self.tape.append(TapeNode(name, (), v, value_shape(self.ctx, v), None,
+                                         bool(requires_grad)))
+
+    def const(self, value: Any, name: str = "const") -> int:
+        """A leaf that never requires a gradient."""
+        return self.leaf(value, name=name, requires_grad=False)
+
+    def detach(self, i: int) -> int:
+        """Stop-gradient: same value (no copy), parent edge kept, no VJP, no gradient."""
+        src = self.tape[self.tape.check_id(i, "detach")]
+        return self.tape.append(TapeNode("detach", (i,), src.value, src.shape, None, False))
+
+    # ---------------------------------------------------------------------- ops
+    def apply(self, op: str, *ids: int, **attrs) -> int:
+        """Append one node computing op-table record ``op`` on the nodes ``ids``."""
+        tape, ctx = self.tape, self.ctx
+        nodes = tape._nodes
+        n = len(nodes)
+        where = f"tape node {n}"
+        rec = OPS.get(op)
+        if rec is None:
+            try:
+                get_op(op)
+            except GraphError as exc:
+                raise TapeError(f"{where}: {exc}") from None
+        if rec.forward is None:
+            raise TapeError(f"{where}: op {op} has no forward rule (use leaf/const instead)")
+        for i in ids:
+            if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < n:
+                tape.check_id(i, f"{where} ({op})")
+        full = resolve_attrs(rec, attrs, where) if (attrs or rec.attrs) else {}
+        k = split_args(rec, len(ids), where)
+        shapes = [tape._nodes[i].shape for i in ids]
+        out_shape = check_op_shapes(rec, shapes[:k], shapes[k:], full, where)
+        args = [tape._nodes[i].value for i in ids]
+        try:
+            y = as_value(rec.forward(ctx, args, full, 0))
+        except (ContextError, GraphError) as exc:
+            raise TapeError(f"{where} ({op}): {exc}") from None
+        got = value_shape(ctx, y)
+        if got != out_shape:
+            raise TapeError(f"{where}: op {op} forward produced shape {list(got)}, its shape "
+                            f"rule says {list(out_shape)}")
+        requires = any(tape._nodes[i].requires_grad for i in ids)
+        vjp = None
+        if requires and rec.vjp is not None:
+            rule = rec.vjp
+
+            def vjp(g, _rule=rule, _args=args, _y=y, _attrs=full):
+                return _rule(ctx, g, _args, _y, _attrs, 0)
+        elif requires and rec.vjp is None:
+            # Differentiating through an op without a VJP rule is an error only if a
+            # gradient actually reaches it; record a closure that says so.
+            def vjp(g, _op=op, _n=n):
+                raise TapeError(f"backward: node {_n} ({_op}) has no VJP rule in the op table")
+        return tape.append(TapeNode(op, tuple(ids), y, out_shape, vjp, requires,
+                                    tuple(sorted(attrs.items()))))
+
+    # ------------------------------------------------------- convenience names
+    def add(self, a, b): return self.apply("add", a, b)
+    def sub(self, a, b): return self.apply("sub", a, b)
+    def mul(self, a, b): return self.apply("mul", a, b)
+    def div(self, a, b): return self.apply("div", a, b)
+    def neg(self, a): return self.apply("neg", a)
+    def relu(self, a): return self.apply("relu", a)
+    def tanh(self, a): return self.apply("tanh", a)
+    def exp(self, a): return self.apply("exp", a)
+    def log(self, a): return self.apply("log", a)
+    def sigmoid(self, a): return self.apply("sigmoid", a)
+    def softplus(self, a): return self.apply("softplus", a)
+    def matmul(self, a, b): return self.apply("matmul", a, b)
+    def linear(self, x, w, b):
+        """``x W^T + b``; ``out_features`` is read from ``W``'s shape ``[out, in]``."""
+        return self.apply("linear", x, w, b, out_features=int(self.tape.shape(w)[0]))
+    def sum(self, a, **attrs): return self.apply("sum", a, **attrs)

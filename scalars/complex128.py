@@ -1,0 +1,178 @@
+"""``complex128``: numpy complex arithmetic as it is (native), for the ops that make sense.
+
+Values are complex128 ndarrays.  Elementwise arithmetic, ``sum``, ``matmul`` and the
+analytic functions (``exp log sqrt tanh sin cos``, and ``sigmoid softplus`` through their
+defining formulas) are numpy's.  Complex numbers have no order, so ``maximum``,
+``heaviside``, ``less``, ``argmax`` and friends raise a ContextError naming the op.
+Only ``add sub neg`` are correctly rounded (componentwise); ``mul div`` and the functions
+are numpy's native formulas.  NaN/inf follow numpy, as in ``float64``.
+"""
+from __future__ import annotations
+
+
+import numpy as np
+
+from .arrayshape import ArrayShapeOps
+from .base import as_object_array, check_broadcast, to_fraction
+from .errors import ContextError
+from .exact import describe_value
+from .registry import register_name
+
+
+def _complex_leaf(x) -> complex:
+    """One entry as a Python complex: real parts through one correct rounding."""
+    if isinstance(x, (complex, np.complexfloating)):
+        return complex(x)
+    if isinstance(x, (float, np.floating)):
+        return complex(float(x))
+    if isinstance(x, str):
+        s = x.strip()
+        try:
+            return complex(float(s))
+        except ValueError:
+            pass
+        try:
+            return complex(s.replace(" ", ""))
+        except ValueError:
+            pass
+        return complex(float(to_fraction(s)))
+    try:
+        return complex(float(to_fraction(x)))  # Fraction.__float__ rounds correctly
+    except OverflowError:
+        raise ContextError(f"context complex128: convert: {x!r} is too large for float64")
+
+
+def _wrap(r) -> np.ndarray:
+    """numpy returns scalars for 0-d operands; values stay complex ndarrays."""
+    return np.asarray(r, dtype=np.complex128)
+
+
+class Complex128Context(ArrayShapeOps):
+    name = "complex128"
+    kind = "hardware"
+    reduction = "native"
+    correctly_rounded = frozenset({"add", "sub", "neg"})
+    description = ("numpy complex128 (native formulas; BLAS matmul); no order, so "
+                   "max/compare/sign/heaviside/argmax raise")
+
+    def properties(self) -> dict:
+        p = super().properties()
+        p["format"] = "complex128 (two binary64)"
+        return p
+
+    def _arr(self, v, op):
+        if isinstance(v, np.complexfloating):
+            return np.asarray(v)
+        if isinstance(v, np.ndarray) and v.dtype == np.complex128:
+            return v
+        raise ContextError(f"context {self.name}: {op}: got {describe_value(v)}, not a "
+                           f"complex128 value (use scalars.get('complex128').convert(...))")
+
+    def _unordered(self, op):
+        return ContextError(f"context complex128 cannot compute {op} honestly: complex "
+                            f"numbers are not ordered")
+
+    # ------------------------------------------------------------ conversion
+    def convert(self, x):
+        if isinstance(x, np.ndarray) and x.dtype.kind in "fiubc":
+            return x.astype(np.complex128)
+        if isinstance(x, (complex, float, int, np.number)) and not isinstance(x, bool):
+            return np.asarray(x, dtype=np.complex128)
+        if hasattr(x, "lo") and hasattr(x, "hi") or hasattr(x, "primal"):
+            raise ContextError(f"context {self.name}: convert: got {describe_value(x)}; "
+                               f"convert its components explicitly")
+        return as_object_array(x, _complex_leaf).astype(np.complex128)
+
+    def to_float64(self, v):
+        a = self._arr(v, "to_float64")
+        imag = a.imag != 0
+        if imag.any():
+            z = a[imag].reshape(-1)[0]
+            raise ContextError(f"context complex128: to_float64: {z} has a non-zero "
+                               f"imaginary part")
+        return np.ascontiguousarray(a.real)
+
+    def format(self, v, digits: int = 6):
+        a = self._arr(v, "format")
+        d = int(digits)
+        texts = [f"({z.real:.{d}f}{z.imag:+.{d}f}j)" for z in a.reshape(-1).tolist()]
+        return texts[0] if a.ndim == 0 else "[" + ", ".join(texts) + "]"
+
+    def zeros(self, shape): return np.zeros(shape, dtype=np.complex128)
+    def ones(self, shape): return np.ones(shape, dtype=np.complex128)
+
+    def full(self, shape, value):
+        v = self.convert(value)
+        if v.shape != ():
+            raise ContextError(f"context {self.name}: full: fill value must be a scalar")
+        return np.full(shape, v[()], dtype=np.complex128)
+
+    # ------------------------------------------------------------ arithmetic
+    def _bin(self, op, f, a, b):
+        a = self._arr(a, op); b = self._arr(b, op)
+        check_broadcast(self, op, a.shape, b.shape)
+        with np.errstate(all="ignore"):
+            return _wrap(f(a, b))
+
+    def _un(self, op, f, a):
+        a = self._arr(a, op)
+        with np.errstate(all="ignore"):
+            return _wrap(f(a))
+
+    def add(self, a, b): return self._bin("add", np.add, a, b)
+    def sub(self, a, b): return self._bin("sub", np.subtract, a, b)
+    def mul(self, a, b): return self._bin("mul", np.multiply, a, b)
+    def div(self, a, b): return self._bin("div", np.divide, a, b)
+
+    def fma(self, a, b, c):
+        a = self._arr(a, "fma"); b = self._arr(b, "fma"); c = self._arr(c, "fma")
+        check_broadcast(self, "fma", a.shape, b.shape, c.shape)
+        with np.errstate(all="ignore"):
+            return _wrap(a * b + c)  # native: product rounded, then the sum
+
+    def neg(self, a): return self._un("neg", np.negative, a)
+    def abs(self, a): return self._un("abs", np.abs, a)  # |z| as a complex value
+    def sqrt(self, a): return self._un("sqrt", np.sqrt, a)  # principal branch
+    def square(self, a): return self._un("square", np.square, a)
+    def exp(self, a): return self._un("exp", np.exp, a)
+    def log(self, a): return self._un("log", np.log, a)  # principal branch
+    def tanh(self, a): return self._un("tanh", np.tanh, a)
+    def sin(self, a): return self._un("sin", np.sin, a)
+    def cos(self, a): return self._un("cos", np.cos, a)
+    def sigmoid(self, a): return self._un("sigmoid", lambda z: 1.0 / (1.0 + np.exp(-z)), a)
+    def softplus(self, a): return self._un("softplus", lambda z: np.log1p(np.exp(z)), a)
+
+    def erf(self, a):
+        self._arr(a, "erf")
+        raise self.unsupported("erf", "numpy has no complex erf")
+
+    # order-based ops: complex numbers are not ordered
+    def maximum(self, a, b): raise self._unordered("maximum")
+    def minimum(self, a, b): raise self._unordered("minimum")
+    def heaviside(self, a): raise self._unordered("heaviside")
+    def sign(self, a): raise self._unordered("sign")
+    def less(self, a, b): raise self._unordered("less")
+    def amax(self, a, axis=None, keepdims=False): raise self._unordered("amax")
+    def argmax(self, a, axis): raise self._unordered("argmax")
+
+    def where(self, cond, a, b):
+        return _wrap(super().where(cond, a, b))
+
+    # ------------------------------------------------------------ reductions
+    def sum(self, a, axis=None, keepdims=False):
+        a = self._arr(a, "sum")
+        try:
+            return _wrap(np.sum(a, axis=axis, keepdims=keepdims))
+        except np.exceptions.AxisError as exc:
+            raise ContextError(f"context {self.name}: sum axis={axis}: {exc}") from None
+
+    def matmul(self, a, b):
+        a = self._arr(a, "matmul"); b = self._arr(b, "matmul")
+        try:
+            return _wrap(np.matmul(a, b))
+        except ValueError:
+            raise ContextError(f"context {self.name}: matmul: shapes {list(a.shape)} and "
+                               f"{list(b.shape)} do not contract") from None
+
+
+register_name("complex128", Complex128Context)

@@ -1,0 +1,489 @@
+"""Exact directed rounding of + - * / sqrt on float64 arrays, onto float64 or a binary grid.
+
+Interval endpoints must be rounded *down* (lower end) and *up* (upper end) exactly, but
+numpy offers neither rounding-mode control nor an fma.  The trick used here: compute the
+round-to-nearest float64 result ``s`` and the exact *sign* of the error ``exact - s`` with
+an error-free transformation (TwoSum, Dekker/Veltkamp TwoProduct, the division and square
+root residuals).  Because ``s`` is a faithful rounding, the exact value lies strictly
+between ``prev(s)`` and ``next(s)``, so
+
+    RD_grid(exact) = RD_grid(s)        if exact >= s   else RD_grid(prev(s))
+    RU_grid(exact) = RU_grid(s)        if exact <= s   else RU_grid(next(s))
+
+for any grid that is a subset of the float64 numbers (every binary format with at most 53
+significand bits and at most 11 exponent bits).  This also fixes the double-rounding trap
+RD_p(RN_53(x)) != RD_p(x): when ``s`` happens to be a p-bit value but the exact value is
+below it, the rule steps to ``prev(s)`` first.
+
+EFT preconditions (no overflow in the Veltkamp split, no underflow of the product error)
+fail only for operands far from 1; such elements are flagged and settled exactly with gmpy2
+rationals, one by one (they are rare, so the loop costs nothing in practice).
+"""
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+
+DBL_MAX = float(np.finfo(np.float64).max)
+_SPLIT = 134217729.0                     # 2^27 + 1, Veltkamp's splitting constant
+# Operands whose magnitude lies in [2^-900, 2^900] (or is 0) never break the EFTs below:
+# the split cannot overflow and product errors stay far above the float64 subnormals.
+_SAFE_LO = 2.0 ** -900
+_SAFE_HI = 2.0 ** 900
+
+
+class Grid:
+    """The finite values of a binary format, as a subset of float64, with RD/RU onto it.
+
+    ``p`` significand bits (hidden bit included), smallest normal exponent ``emin``,
+    largest finite value ``max_finite``; ``subnormals=False`` flushes the gap below
+    ``2^emin`` to {0, 2^emin}.  Infinite endpoints are kept as they are even for formats
+    without infinities (an interval endpoint at +-inf means "unbounded").
+    """
+
+    def __init__(self, p: int, emin: int, max_finite: float, subnormals: bool = True,
+                 name: str = "?"):
+        if not (2 <= p <= 53 and -1022 <= emin):
+            raise ValueError(f"grid {name}: p={p}, emin={emin} is not a subset of float64")
+        self.p, self.emin, self.max_finite = int(p), int(emin), float(max_finite)
+        self.subnormals = bool(subnormals)
+        self.name = name
+        self.is_float64 = (self.p == 53 and self.emin == -1022 and self.max_finite == DBL_MAX
+                           and self.subnormals)
+
+    def __repr__(self) -> str:
+        return f"Grid({self.name}: p={self.p}, emin={self.emin}, max={self.max_finite})"
+
+    def _round(self, x: np.ndarray, floor) -> np.ndarray:
+        x = np.asarray(x, dtype=np.float64)
+        if self.is_float64:
+            return x.copy()
+        with np.errstate(all="ignore"):
+            _, E = np.frexp(x)                       # |x| = f 2^E, f in [0.5, 1)
+            q = np.maximum(E - 1, self.emin) - (self.p - 1)   # exponent of one grid step
+            y = np.ldexp(x, -q)                      # exact: only the exponent changes
+            r = np.ldexp(floor(y), q)                # integer * 2^q, exact (q >= -1074)
+            r = np.where(np.isfinite(x), r, x)
+        return r
+
+    def down(self, x) -> np.ndarray:
+        """Largest grid value <= x (elementwise); -inf below -max_finite."""
+        r = self._round(x, np.floor)
+        if self.is_float64:
+            return r
+        m = self.max_finite
+        r = np.where((x > m) & np.isfinite(x), m, r)
+        r = np.where(x < -m, -np.inf, r)
+        if not self.subnormals:
+            tiny = 2.0 ** self.emin
+            r = np.where((x > 0) & (x < tiny), 0.0, r)
+            r = np.where((x < 0) & (x > -tiny), -tiny, r)
+        return r
+
+    def up(self, x) -> np.ndarray:
+        """Smallest grid value >= x (elementwise); +inf above max_finite."""
+        r = self._round(x, np.ceil)
+        if self.is_float64:
+            return r
+        m = self.max_finite
+        r = np.where(x > m, np.inf, r)
+        r = np.where((x < -m) & np.isfinite(x), -m, r)
+        if not self.subnormals:
+            tiny = 2.0 ** self.emin
+            r = np.where((x > 0) & (x < tiny), tiny, r)
+            r = np.where((x < 0) & (x > -tiny), -0.0, r)
+        return r
+
+    def contains(self, x) -> np.ndarray:
+        """True where x is a grid value (or +-inf/NaN, which pass through)."""
+        x = np.asarray(x, dtype=np.float64)
+        return (self.down(x) == x) | ~np.isfinite(x)
+
+
+FLOAT64 = Grid(53, -1022, DBL_MAX, True, "float64")
+
+
+def grid_of_format(fmt) -> Grid:
+    """Build the :class:`Grid` of a :class:`scalars.formats.Format` (read by attributes)."""
+    p = getattr(fmt, "precision", None) or getattr(fmt, "p", None)
+    if p is None:
+        p = int(fmt.man_bits) + 1
+    emin = getattr(fmt, "emin", None)
+    if emin is None:
+        emin = 2 - 2 ** (int(fmt.exp_bits) - 1)
+    mx = None
+    for attr in ("max_finite", "max_value", "largest", "max"):
+        v = getattr(fmt, attr, None)
+        if v is not None and not callable(v):
+            mx = float(v)
+            break
+    if mx is None:
+        emax = 2 ** (int(fmt.exp_bits) - 1) - 1
+        mx = math.ldexp(2.0 - 2.0 ** (1 - int(p)), emax)
+    sub = bool(getattr(fmt, "subnormals", True))
+    return Grid(int(p), int(emin), mx, sub, getattr(fmt, "name", "?"))
+
+
+# ----------------------------------------------------------------- error-free transforms
+def two_sum(a, b):
+    """s = RN(a+b) and e with a + b = s + e exactly (Knuth; no overflow assumed)."""
+    s = a + b
+    bb = s - a
+    e = (a - (s - bb)) + (b - bb)
+    return s, e
+
+
+def _split(a):
+    c = _SPLIT * a
+    hi = c - (c - a)
+    return hi, a - hi
+
+
+def two_prod(a, b):
+    """p = RN(a*b) and e with a*b = p + e exactly (Dekker; needs the safe range)."""
+    p = a * b
+    ah, al = _split(a)
+    bh, bl = _split(b)
+    e = ((ah * bh - p) + ah * bl + al * bh) + al * bl
+    return p, e
+
+
+def _unsafe(*xs):
+    """Elements where some operand is finite, nonzero and outside [2^-900, 2^900]."""
+    bad = np.zeros(np.broadcast_shapes(*[np.shape(x) for x in xs]), dtype=bool)
+    for x in xs:
+        ax = np.abs(x)
+        bad |= np.isfinite(ax) & (ax != 0) & ((ax < _SAFE_LO) | (ax > _SAFE_HI))
+    return bad
+
+
+def _fraction(x: float) -> Fraction:
+    return Fraction(x)
+
+
+def _settle(s: float, exact: Fraction) -> tuple[float, int]:
+    """(faithful float64 s', sign(exact - s')) for an exact rational; handles overflow."""
+    if not math.isfinite(s):
+        try:
+            s = exact.numerator / exact.denominator      # correctly rounded (int/int)
+        except OverflowError:
+            s = DBL_MAX if exact > 0 else -DBL_MAX
+    if not math.isfinite(s):
+        s = math.copysign(DBL_MAX, s)
+    fs = Fraction(s)
+    return s, (exact > fs) - (exact < fs)
+
+
+def _fallback(s, sgn, mask, exact_of):
+    """Recompute (s, sgn) exactly with rationals where ``mask`` is set."""
+    idx = np.flatnonzero(mask)
+    if idx.size == 0:
+        return s, sgn
+    s = s.copy(); sgn = sgn.copy()
+    fs, fg = s.reshape(-1), sgn.reshape(-1)
+    for i in idx:
+        fs[i], fg[i] = _settle(float(fs[i]), exact_of(int(i)))
+    return s, sgn
+
+
+def _bc(*xs):
+    arrs = np.broadcast_arrays(*[np.asarray(x, dtype=np.float64) for x in xs])
+    return [np.ascontiguousarray(a) for a in arrs]
+
+
+def add_err(a, b):
+    """(s, sign(a + b - s)) elementwise; s is RN(a+b), or +-DBL_MAX on finite overflow."""
+    a, b = _bc(a, b)
+    with np.errstate(all="ignore"):
+        s, e = two_sum(a, b)
+        finite_in = np.isfinite(a) & np.isfinite(b)
+        sgn = np.where(finite_in & np.isfinite(e), np.sign(e), 0.0).astype(np.int8)
+        bad = finite_in & (~np.isfinite(s) | (np.abs(a) > _SAFE_HI) | (np.abs(b) > _SAFE_HI))
+    fa, fb = a.reshape(-1), b.reshape(-1)
+    return _fallback(s, sgn, bad, lambda i: _fraction(fa[i]) + _fraction(fb[i]))
+
+
+def sub_err(a, b):
+    a, b = _bc(a, b)
+    return add_err(a, -b)
+
+
+def mul_err(a, b):
+    """(s, sign(a*b - s)) elementwise, s = RN(a*b) (faithful), exact error sign."""
+    a, b = _bc(a, b)
+    with np.errstate(all="ignore"):
+        s, e = two_prod(a, b)
+        finite_in = np.isfinite(a) & np.isfinite(b)
+        sgn = np.where(finite_in & np.isfinite(e), np.sign(e), 0.0).astype(np.int8)
+        bad = finite_in & (_unsafe(a, b) | ~np.isfinite(s)
+                           | ((s == 0) & (a != 0) & (b != 0))
+                           | ((np.abs(s) < _SAFE_LO) & (s != 0)))
+    fa, fb = a.reshape(-1), b.reshape(-1)
+    return _fallback(s, sgn, bad, lambda i: _fraction(fa[i]) * _fraction(fb[i]))
+
+
+def div_err(a, b):
+    """(s, sign(a/b - s)) elementwise for b != 0; s = RN(a/b).
+
+    The residual r = a - s*b is exact: s*b = ph + pl (TwoProduct), a - ph is exact by
+    Sterbenz's lemma (ph is within a factor 1 +- 2^-52 of a), and sign(t - pl) is the
+    sign of a float subtraction.  sign(a/b - s) = sign(r) * sign(b).
+    """
+    a, b = _bc(a, b)
+    with np.errstate(all="ignore"):
+        s = a / b
+        ph, pl = two_prod(s, b)
+        t = a - ph
+        r = np.sign(t - pl) * np.sign(b)
+        finite_in = np.isfinite(a) & np.isfinite(b) & (b != 0)
+        sgn = np.where(finite_in & (a != 0) & np.isfinite(r), r, 0.0).astype(np.int8)
+        bad = finite_in & (a != 0) & (_unsafe(a, b, s) | ~np.isfinite(s) | (s == 0))
+    fa, fb = a.reshape(-1), b.reshape(-1)
+    return _fallback(s, sgn, bad, lambda i: _fraction(fa[i]) / _fraction(fb[i]))
+
+
+def sqrt_err(a):
+    """(s, sign(sqrt(a) - s)) for a >= 0: the sign of the residual a - s*s."""
+    a = np.ascontiguousarray(np.asarray(a, dtype=np.float64))
+    with np.errstate(all="ignore"):
+        s = np.sqrt(a)
+        ph, pl = two_prod(s, s)
+        r = np.sign((a - ph) - pl)
+        ok = np.isfinite(a) & (a > 0)
+        sgn = np.where(ok & np.isfinite(r), r, 0.0).astype(np.int8)
+        bad = ok & _unsafe(a)
+    idx = np.flatnonzero(bad)
+    if idx.size:
+        sgn = sgn.copy()
+        fa, fs, fg = a.reshape(-1), s.reshape(-1), sgn.reshape(-1)
+        for i in idx:
+            q, ss = _fraction(fa[i]), _fraction(fs[i])
+            fg[i] = (q > ss * ss) - (q < ss * ss)
+    return s, sgn
+
+
+def finish(s, sgn, grid: Grid):
+    """(RD_grid(exact), RU_grid(exact)) from s = faithful(exact) and sign(exact - s)."""
+    s = np.asarray(s, dtype=np.float64)
+    with np.errstate(all="ignore"):
+        below = np.where(sgn < 0, np.nextafter(s, -np.inf), s)
+        above = np.where(sgn > 0, np.nextafter(s, np.inf), s)
+    return grid.down(below), grid.up(above)
+
+
+def add_dir(a, b, grid: Grid = FLOAT64):
+    return finish(*add_err(a, b), grid)
+
+
+def sub_dir(a, b, grid: Grid = FLOAT64):
+    return finish(*sub_err(a, b), grid)
+
+
+def mul_dir(a, b, grid: Grid = FLOAT64):
+    return finish(*mul_err(a, b), grid)
+
+
+def div_dir(a, b, grid: Grid = FLOAT64):
+    return finish(*div_err(a, b), grid)
+
+
+def sqrt_dir(a, grid: Grid = FLOAT64):
+    return finish(*sqrt_err(a), grid)
+
+
+def exact_dir(values, grid: Grid = FLOAT64):
+    """(RD, RU) onto ``grid`` of a flat sequence of exact rationals (Fraction/mpq)."""
+    n = len(values)
+    s = np.empty(n); sgn = np.empty(n, dtype=np.int8)
+    for i, q in enumerate(values):
+        q = q if isinstance(q, Fraction) else Fraction(int(q.numerator), int(q.denominator))
+        try:
+            si = q.numerator / q.denominator
+        except OverflowError:
+            si = DBL_MAX if q > 0 else -DBL_MAX
+        s[i], sgn[i] = _settle(si, q)
+    return finish(s, sgn, grid)
+
+
+# ------------------------------------------------------- elementary functions, directed
+# float64 evaluations used by the fast path (numpy / libm; sigmoid and softplus in the
+# overflow-free forms).  Their error is a few float64 ulps; the fast path below assumes
+# only a relative error < 2^-40 (thousands of ulps), so the assumption is very safe.
+def _sigmoid64(x):
+    e = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
+
+
+def _softplus64(x):
+    return np.maximum(x, 0.0) + np.log1p(np.exp(-np.abs(x)))
+
+
+def _erf64(x):
+    from .kernels import erf_f64
+    return erf_f64(np.ascontiguousarray(x, dtype=np.float64))
+
+
+FUNCS64 = {"exp": np.exp, "log": np.log, "tanh": np.tanh, "sigmoid": _sigmoid64,
+           "softplus": _softplus64, "sin": np.sin, "cos": np.cos, "erf": _erf64}
+
+# The range of each function, used to clamp widened float64 endpoints (sound: the
+# exact value lies in the range, so intersecting with it loses nothing).
+RANGES = {"exp": (0.0, np.inf), "log": (-np.inf, np.inf), "tanh": (-1.0, 1.0),
+          "sigmoid": (0.0, 1.0), "softplus": (0.0, np.inf), "sin": (-1.0, 1.0),
+          "cos": (-1.0, 1.0), "erf": (-1.0, 1.0)}
+
+def _mpfr_bounds(name: str, x: float, wp: int):
+    """(L, U) mpfr with L <= f(x) <= U, each MPFR step rounded in the safe direction."""
+    import gmpy2
+    dn = gmpy2.context(precision=wp, round=gmpy2.RoundDown)
+    up = gmpy2.context(precision=wp, round=gmpy2.RoundUp)
+    X = gmpy2.mpfr(x)                        # exact: wp >= 53
+    if name in ("exp", "log", "tanh", "sin", "cos", "erf"):
+        return getattr(dn, name)(X), getattr(up, name)(X)
+    if name == "sigmoid":
+        if x >= 0:   # 1 / (1 + e^-x)
+            return (dn.div(1, up.add(1, up.exp(-X))), up.div(1, dn.add(1, dn.exp(-X))))
+        # e^x / (1 + e^x): no overflow for very negative x
+        return (dn.div(dn.exp(X), up.add(1, up.exp(X))),
+                up.div(up.exp(X), dn.add(1, dn.exp(X))))
+    if name == "softplus":
+        if x > 0:    # x + log1p(e^-x)
+            return (dn.add(X, dn.log1p(dn.exp(-X))), up.add(X, up.log1p(up.exp(-X))))
+        return dn.log1p(dn.exp(X)), up.log1p(up.exp(X))
+    raise KeyError(name)
+
+
+_CTX53 = {}
+
+
+def _to_f64(v, mode: str) -> float:
+    """Round an mpfr to float64 (with subnormals) downward or upward, exactly."""
+    import gmpy2
+    c = _CTX53.get(mode)
+    if c is None:
+        c = _CTX53[mode] = gmpy2.context(
+            precision=53, emin=-1073, emax=1024, subnormalize=True,
+            round=gmpy2.RoundDown if mode == "down" else gmpy2.RoundUp)
+    with c:
+        return float(+v)
+
+
+def mpfr_func_dir(name: str, x: float, grid: Grid) -> tuple[float, float]:
+    """(RD_grid f(x), RU_grid f(x)) by MPFR with Ziv's strategy (precision 96..1024).
+
+    L <= f(x) <= U holds at every precision, so the answer is always sound; it is the
+    correctly rounded directed value as soon as L and U round to the same grid points,
+    which happens at 96 bits except when f(x) is within ~2^-90 of a grid value
+    (exact cases such as exp(0) = 1 have L = U and resolve at once).
+    """
+    if math.isnan(x):
+        return math.nan, math.nan
+    lo = hi = None
+    for wp in (96, 256, 1024):
+        L, U = _mpfr_bounds(name, x, wp)
+        if L != L or U != U:   # NaN: outside the domain
+            return math.nan, math.nan
+        l1, l2 = grid.down(np.array(_to_f64(L, "down"))), grid.down(np.array(_to_f64(U, "down")))
+        h1, h2 = grid.up(np.array(_to_f64(L, "up"))), grid.up(np.array(_to_f64(U, "up")))
+        lo, hi = float(l1), float(h2)
+        if l1 == l2 and h1 == h2:
+            break
+    return lo, hi
+
+
+def _known_bounds(name: str, x):
+    """Mathematical facts bounding f(x) (lower, strict?, upper, strict?) elementwise.
+
+    They let the fast path settle the saturated and near-identity regions (tanh(20) is
+    just below 1, tanh(1e-9) just below 1e-9, exp(1e-20) just above 1) where the float64
+    value sits on a grid point although the exact value does not.
+    """
+    inf = np.full_like(x, np.inf)
+    pos, neg = x > 0, x < 0
+    T, F = np.ones(x.shape, bool), np.zeros(x.shape, bool)
+    zero = x == 0
+    if name == "exp":        # e^x > 1 for x > 0, 0 < e^x < 1 for x < 0, e^0 = 1
+        return (np.where(pos | zero, 1.0, 0.0), ~zero, np.where(neg | zero, 1.0, np.inf), neg)
+    if name == "tanh":       # |tanh x| < min(1, |x|), same sign as x
+        return (np.where(pos, 0.0, np.maximum(x, -1.0)), ~zero,
+                np.where(neg, 0.0, np.minimum(x, 1.0)), ~zero)
+    if name == "sigmoid":    # 0 < s < 1, s > 1/2 iff x > 0, s(0) = 1/2
+        return (np.where(pos | zero, 0.5, 0.0), ~zero, np.where(neg | zero, 0.5, 1.0), ~zero)
+    if name == "softplus":   # softplus x > max(0, x)
+        return (np.maximum(x, 0.0), T, inf, F)
+    if name == "erf":        # |erf x| < 1, same sign as x
+        return (np.where(pos | zero, 0.0, -1.0), ~zero, np.where(neg | zero, 0.0, 1.0), ~zero)
+    if name == "sin":        # |sin x| < |x| for x != 0
+        return (np.where(neg | zero, np.maximum(x, -1.0), -1.0), neg & (x > -1.0),
+                np.where(pos | zero, np.minimum(x, 1.0), 1.0), pos & (x < 1.0))
+    if name == "cos":        # cos x < 1 for x != 0, cos 0 = 1
+        return (np.where(zero, 1.0, -1.0), F, np.ones_like(x), ~zero)
+    if name == "log":        # log x > 0 iff x > 1, log 1 = 0
+        one = x == 1
+        return (np.where((x > 1) | one, 0.0, -np.inf), x > 1,
+                np.where((x < 1) | one, 0.0, np.inf), x < 1)
+    return (-inf, F, inf, F)
+
+
+def func_dir(name: str, x, grid: Grid):
+    """Correctly rounded (RD_grid f(x), RU_grid f(x)) for a grid coarser than float64.
+
+    Fast path: the float64 value v, with |v - f(x)| <= 2^-40 |v| + 2^-1050; where
+    [v - m, v + m] rounds down and up to single grid values, those are the answers.  The
+    rest (results within ~2^-40 relative of a grid value, infinities, exact cases) go
+    through :func:`mpfr_func_dir`.
+    """
+    x = np.ascontiguousarray(np.asarray(x, dtype=np.float64))
+    with np.errstate(all="ignore"):
+        v = FUNCS64[name](x)
+        m = np.abs(v) * 2.0 ** -40 + 2.0 ** -1050
+        lower, lstrict, upper, ustrict = _known_bounds(name, x)
+        a, b = v - m, v + m
+        # A strict bound c (f(x) > c) lets the downward check start at next(c): no
+        # float64, hence no grid value, lies strictly between c and next(c).
+        a_dn = np.maximum(a, lower)
+        a_up = np.maximum(a, np.where(lstrict, np.nextafter(lower, np.inf), lower))
+        b_dn = np.minimum(b, np.where(ustrict, np.nextafter(upper, -np.inf), upper))
+        b_up = np.minimum(b, upper)
+        d1, d2 = grid.down(a_dn), grid.down(b_dn)
+        u1, u2 = grid.up(a_up), grid.up(b_up)
+    ok = (d1 == d2) & (u1 == u2) & np.isfinite(x)
+    lo = np.where(ok, d1, np.nan)
+    hi = np.where(ok, u2, np.nan)
+    idx = np.flatnonzero(~ok & ~np.isnan(x))
+    if idx.size:
+        fl, fh, fx = lo.reshape(-1), hi.reshape(-1), x.reshape(-1)
+        for i in idx:
+            fl[i], fh[i] = mpfr_func_dir(name, float(fx[i]), grid)
+    return lo, hi
+
+
+# A documented, tested bound on the error of the float64 evaluations above, in float64
+# ulps: numpy/libm exp, log, tanh, sin, cos, erf are within 1-2 ulps, the sigmoid and
+# softplus compositions within 3 (tests/scalars/test_interval_functions.py checks this
+# bound against MPFR on many points, including the hard regions).  Widening each side
+# by WIDEN_ULPS float64 steps therefore encloses f(x).
+WIDEN_ULPS = 4
+
+
+def func_widened_f64(name: str, x):
+    """(lo, hi) float64 enclosure of f(x): the libm value widened by WIDEN_ULPS steps."""
+    x = np.asarray(x, dtype=np.float64)
+    with np.errstate(all="ignore"):
+        v = FUNCS64[name](x)
+        lo, hi = v, v
+        for _ in range(WIDEN_ULPS):
+            lo = np.nextafter(lo, -np.inf)
+            hi = np.nextafter(hi, np.inf)
+        rlo, rhi = RANGES[name]
+        lo = np.maximum(lo, rlo)
+        hi = np.minimum(hi, rhi)
+        if name == "softplus":
+            lo = np.maximum(lo, x)       # softplus(x) > x exactly
+        # Limits at infinite arguments are exact in libm (exp(-inf) = 0, tanh(inf) = 1 ...).
+        exact = ~np.isfinite(x) & ~np.isnan(v)
+        lo = np.where(exact, v, lo)
+        hi = np.where(exact, v, hi)
+    return lo, hi

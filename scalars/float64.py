@@ -6,9 +6,9 @@ matmul use numpy's pairwise summation and BLAS (order unspecified): ``reduction=
 """
 from __future__ import annotations
 
-import math
 from fractions import Fraction
 
+import gmpy2
 import numpy as np
 
 from .arrayshape import ArrayShapeOps
@@ -46,6 +46,89 @@ def float64_array(x, ctx_name: str = "float64") -> np.ndarray:
         raise ContextError(f"context {ctx_name}: convert: value too large for float64: {exc}")
 
 
+# ---------------------------------------------------------------- fused multiply-add
+# numpy has no fma ufunc, so it is emulated with error-free transformations (Boldo &
+# Melquiond, "Emulation of FMA and correctly rounded sums: proved algorithms using
+# rounding to odd", IEEE TC 2008):
+#     (uh, ul) = TwoProduct(a, b)        a*b = uh + ul exactly (Dekker/Veltkamp)
+#     (th, tl) = TwoSum(c, uh)           c + uh = th + tl exactly (Knuth)
+#     v = RO(tl + ul)                    rounded to odd: keeps a sticky bit
+#     z = RN(th + v)                     = RN(a*b + c), the correctly rounded fma
+# Round-to-odd is built from TwoSum: if the sum is inexact and its last significand bit
+# is even, step one ulp toward the error.  The transformations are exact only without
+# overflow/underflow, so the fast path is restricted to operands where every partial
+# result is a normal double (bounds below); the rest (rare) goes to MPFR per element.
+_SPLITTER = 134217729.0  # 2^27 + 1
+_F64_MPFR = gmpy2.context(precision=53, emin=-1073, emax=1024, subnormalize=True)
+
+
+def _two_sum(a, b):
+    s = a + b
+    bv = s - a
+    return s, (a - (s - bv)) + (b - bv)
+
+
+def _split(a):
+    g = _SPLITTER * a
+    hi = g - (g - a)
+    return hi, a - hi
+
+
+def _two_product(a, b):
+    p = a * b
+    ah, al = _split(a)
+    bh, bl = _split(b)
+    return p, ((ah * bh - p) + ah * bl + al * bh) + al * bl
+
+
+def _add_round_odd(a, b):
+    s, e = _two_sum(a, b)
+    even = (s.view(np.int64) & 1) == 0
+    step = (e != 0) & even
+    if step.any():
+        s = np.where(step, np.nextafter(s, np.where(e > 0, np.inf, -np.inf)), s)
+    return s
+
+
+def fma_f64(a, b, c) -> np.ndarray:
+    """Correctly rounded a*b + c on float64 arrays (broadcast), IEEE special cases kept."""
+    shape = np.broadcast_shapes(np.shape(a), np.shape(b), np.shape(c))
+    a, b, c = (np.ascontiguousarray(np.broadcast_to(np.asarray(t, dtype=np.float64), shape))
+               .reshape(-1) for t in (a, b, c))
+    with np.errstate(all="ignore"):
+        aa, ab, ac = np.abs(a), np.abs(b), np.abs(c)
+        # |a|,|b| in [2^-500, 2^500): no overflow in the split or product, and with
+        # |a*b| >= 2^-800 and c = 0 or |c| in [2^-800, 2^1000) every exact partial term is
+        # a multiple of 2^-905, so no intermediate is subnormal and the result is finite.
+        safe = ((aa >= 2.0**-500) & (aa < 2.0**500) & (ab >= 2.0**-500) & (ab < 2.0**500)
+                & (aa * ab >= 2.0**-800)
+                & ((ac == 0) | ((ac >= 2.0**-800) & (ac < 2.0**1000))))
+        out = np.empty(a.shape)
+        uh, ul = _two_product(a[safe], b[safe])
+        th, tl = _two_sum(c[safe], uh)
+        out[safe] = th + _add_round_odd(tl, ul)
+        rest = ~safe
+        if rest.any():
+            ar, br, cr = a[rest], b[rest], c[rest]
+            finite = np.isfinite(ar) & np.isfinite(br) & np.isfinite(cr)
+            zero_prod = (ar == 0) | (br == 0)
+            # a product of zero is exact, so the native sum is the fused result (signs
+            # of zero included); infinite/NaN factors: the native expression is IEEE's.
+            r = ar * br + cr
+            # finite factors with a non-finite addend: the (finite) product cannot matter
+            # even when the native product overflows (inf - inf would be a false NaN).
+            fin_ab = np.isfinite(ar) & np.isfinite(br)
+            r = np.where(fin_ab & ~np.isfinite(cr), cr, r)
+            hard = np.flatnonzero(finite & ~zero_prod)
+            if hard.size:
+                with _F64_MPFR:  # MPFR fma: exact product+sum, one rounding, subnormals
+                    r[hard] = [float(gmpy2.fma(gmpy2.mpfr(x), gmpy2.mpfr(y), gmpy2.mpfr(z)))
+                               for x, y, z in zip(ar[hard].tolist(), br[hard].tolist(),
+                                                  cr[hard].tolist())]
+            out[rest] = r
+    return out.reshape(shape)
+
+
 class Float64Context(ArrayShapeOps):
     name = "float64"
     kind = "hardware"
@@ -53,6 +136,24 @@ class Float64Context(ArrayShapeOps):
     correctly_rounded = frozenset({"add", "sub", "mul", "div", "sqrt", "neg", "abs",
                                    "maximum", "minimum"})
     description = "hardware IEEE binary64 via numpy/BLAS/libm (sums and matmul in native order)"
+
+    def _arr(self, v, op: str) -> np.ndarray:
+        """A float64 value of this context; other contexts' values are named and refused.
+
+        numpy returns scalars for 0-d operands, so numpy float scalars count as 0-d
+        arrays; integer/bool/narrower float arrays are widened to float64.
+        """
+        if isinstance(v, np.ndarray):
+            if v.dtype == np.float64:
+                return v
+            if v.dtype.kind in "iub" or (v.dtype.kind == "f" and v.dtype.itemsize < 8):
+                return v.astype(np.float64)  # (ints beyond 2^53: one rounding, as convert)
+        elif isinstance(v, (np.floating, np.integer)) and not isinstance(v, np.longdouble):
+            return np.asarray(v, dtype=np.float64)
+        from .exact import describe_value
+        raise ContextError(f"context {self.name}: {op}: got {describe_value(v)}, not a "
+                           f"{self.name} value (expected a float64 ndarray; use "
+                           f"scalars.get({self.name!r}).convert(...))")
 
     def convert(self, x):
         return float64_array(x, self.name)
@@ -74,12 +175,12 @@ class Float64Context(ArrayShapeOps):
         a = self._arr(a, op); b = self._arr(b, op)
         check_broadcast(self, op, a.shape, b.shape)
         with np.errstate(all="ignore"):
-            return f(a, b)
+            return np.asarray(f(a, b))
 
     def _un(self, op, f, a):
         a = self._arr(a, op)
         with np.errstate(all="ignore"):
-            return f(a)
+            return np.asarray(f(a))
 
     def add(self, a, b): return self._bin("add", np.add, a, b)
     def sub(self, a, b): return self._bin("sub", np.subtract, a, b)
@@ -89,21 +190,10 @@ class Float64Context(ArrayShapeOps):
     def minimum(self, a, b): return self._bin("minimum", np.minimum, a, b)
 
     def fma(self, a, b, c):
-        # numpy has no fused multiply-add; compute exactly with rationals per element is
-        # too slow, so use the error-free product (Dekker) + one final rounding via
-        # Fraction only where the cheap result could be wrong.  Hardware float64 is
-        # "native": we document that fma here is correctly rounded via exact rationals.
+        """a*b + c with ONE rounding (IEEE fusedMultiplyAdd), vectorised; see ``fma_f64``."""
         a = self._arr(a, "fma"); b = self._arr(b, "fma"); c = self._arr(c, "fma")
-        shape = check_broadcast(self, "fma", a.shape, b.shape, c.shape)
-        a, b, c = (np.broadcast_to(t, shape).reshape(-1) for t in (a, b, c))
-        out = np.empty(a.shape[0])
-        for i in range(out.size):
-            ai, bi, ci = float(a[i]), float(b[i]), float(c[i])
-            if all(math.isfinite(t) for t in (ai, bi, ci)):
-                out[i] = float(Fraction(ai) * Fraction(bi) + Fraction(ci))
-            else:
-                out[i] = ai * bi + ci
-        return out.reshape(shape)
+        check_broadcast(self, "fma", a.shape, b.shape, c.shape)
+        return fma_f64(a, b, c)
 
     def neg(self, a): return self._un("neg", np.negative, a)
     def abs(self, a): return self._un("abs", np.abs, a)
@@ -120,34 +210,34 @@ class Float64Context(ArrayShapeOps):
         with np.errstate(all="ignore"):
             # 1/(1+e^-x) for x >= 0 and e^x/(1+e^x) for x < 0: no overflow either side.
             e = np.exp(-np.abs(a))
-            return np.where(a >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
+            return np.asarray(np.where(a >= 0, 1.0 / (1.0 + e), e / (1.0 + e)))
 
     def softplus(self, a):
         a = self._arr(a, "softplus")
         with np.errstate(all="ignore"):
-            return np.maximum(a, 0.0) + np.log1p(np.exp(-np.abs(a)))
+            return np.asarray(np.maximum(a, 0.0) + np.log1p(np.exp(-np.abs(a))))
 
     def erf(self, a):
         from .kernels import erf_f64
-        return erf_f64(self._arr(a, "erf"))
+        return np.asarray(erf_f64(self._arr(a, "erf")))
 
     def heaviside(self, a): return (self._arr(a, "heaviside") > 0).astype(np.float64)
-    def sign(self, a): return np.sign(self._arr(a, "sign"))
+    def sign(self, a): return np.asarray(np.sign(self._arr(a, "sign")))
     def less(self, a, b): return self._bin("less", np.less, a, b)
 
     def sum(self, a, axis=None, keepdims=False):
-        return np.sum(self._arr(a, "sum"), axis=axis, keepdims=keepdims)
+        return np.asarray(np.sum(self._arr(a, "sum"), axis=axis, keepdims=keepdims))
 
     def amax(self, a, axis=None, keepdims=False):
-        return np.max(self._arr(a, "amax"), axis=axis, keepdims=keepdims)
+        return np.asarray(np.max(self._arr(a, "amax"), axis=axis, keepdims=keepdims))
 
     def argmax(self, a, axis):
-        return np.argmax(self._arr(a, "argmax"), axis=axis)
+        return np.asarray(np.argmax(self._arr(a, "argmax"), axis=axis))
 
     def matmul(self, a, b):
         a = self._arr(a, "matmul"); b = self._arr(b, "matmul")
         try:
-            return np.matmul(a, b)
+            return np.asarray(np.matmul(a, b))
         except ValueError:
             raise ContextError(f"context {self.name}: matmul: shapes {list(a.shape)} and "
                                f"{list(b.shape)} do not contract") from None

@@ -134,7 +134,7 @@ class Float64Context(ArrayShapeOps):
     kind = "hardware"
     reduction = "native"
     correctly_rounded = frozenset({"add", "sub", "mul", "div", "sqrt", "neg", "abs",
-                                   "maximum", "minimum"})
+                                   "square", "fma", "maximum", "minimum"})
     description = "hardware IEEE binary64 via numpy/BLAS/libm (sums and matmul in native order)"
 
     def _arr(self, v, op: str) -> np.ndarray:

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from graph.errors import GraphError
 from graph.optable import OPS, REQUIRED, get_op
 from scalars.errors import ContextError
@@ -89,12 +91,51 @@ def check_op_shapes(rec, in_shapes: list, param_shapes: list, attrs: dict, where
 
 
 def split_args(rec, n_args: int, where: str) -> int:
-    """Number of parents among ``n_args`` arguments (the rest are the record's params)."""
+    """Number of parents among ``n_args`` arguments (the rest are the record's params).
+
+    Fixed-arity ops take exactly their parents first; trailing optional parameters
+    (``param_defaults``, e.g. ``linear``'s ``b``) may be left out.
+    """
+    lo, hi = rec.arity
     k = len(rec.params)
+    if lo == hi and rec.params:
+        given = n_args - lo
+        required = [p for p in rec.params if p not in getattr(rec, "param_defaults", {})]
+        if given < len(required) or given > k:
+            raise TapeError(f"{where}: op {rec.name} takes {lo} parent(s) then parameters "
+                            f"{', '.join(rec.params)} ({', '.join(required) or 'none'} "
+                            f"required); got {n_args} argument(s)")
+        return lo
     if n_args < k:
         raise TapeError(f"{where}: op {rec.name} needs its parameters "
                         f"{', '.join(rec.params)} after its parents; got {n_args} argument(s)")
     return n_args - k
+
+
+def missing_params(rec, k: int, args: list, shapes: list, attrs: dict) -> list:
+    """``[(name, raw value)]`` for omitted optional parameters, in parameter order.
+
+    Raw values are float64 zeros/ones or decimal strings, which every context converts
+    exactly (or with its one correct rounding).
+    """
+    n_given = len(args) - k
+    if not rec.params or n_given >= len(rec.params):
+        return []
+    try:
+        want = rec.param_shapes(shapes[:k], attrs, tuple(rec.shape(shapes[:k], attrs)))
+    except (GraphError, ContextError, ValueError, TypeError, IndexError) as exc:
+        shown = ", ".join(str(list(s)) for s in shapes)
+        raise TapeError(f"op {rec.name}: incompatible shapes {shown}: {exc}") from None
+    out = []
+    for p in rec.params[n_given:]:
+        spec, shape = rec.param_defaults[p], tuple(want[p])
+        if spec == "zeros":
+            out.append((p, np.zeros(shape)))
+        elif spec == "ones":
+            out.append((p, np.ones(shape)))
+        else:
+            out.append((p, np.full(shape, spec, dtype=object)))
+    return out
 
 
 class TapeBuilder:
@@ -144,6 +185,13 @@ class TapeBuilder:
         full = resolve_attrs(rec, attrs, where) if (attrs or rec.attrs) else {}
         k = split_args(rec, len(ids), where)
         shapes = [tape._nodes[i].shape for i in ids]
+        extra = missing_params(rec, k, ids, shapes, full) if rec.params else ()
+        if extra:
+            # omitted optional parameters become constant leaves, visible in the listing
+            ids = tuple(ids) + tuple(self.const(raw, name=f"{op}.{p}") for p, raw in extra)
+            n = len(tape._nodes)
+            where = f"tape node {n}"
+            shapes = [tape._nodes[i].shape for i in ids]
         out_shape = check_op_shapes(rec, shapes[:k], shapes[k:], full, where)
         args = [tape._nodes[i].value for i in ids]
         try:

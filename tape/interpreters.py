@@ -19,7 +19,7 @@ from graph.optable import get_op
 from scalars.errors import ContextError
 
 from .backward import as_value, value_shape
-from .builder import check_op_shapes, resolve_attrs, split_args, to_context
+from .builder import check_op_shapes, missing_params, resolve_attrs, split_args, to_context
 from .errors import TapeError
 from .ops_interface import Ops
 from .session import Handle, Session
@@ -43,6 +43,9 @@ class PlainOps(Ops):
             raise TapeError(f"{where}: {exc}") from None
         full = resolve_attrs(rec, attrs, where)
         k = split_args(rec, len(refs), where)
+        shapes = [value_shape(self.ctx, r) for r in refs]
+        extra = missing_params(rec, k, list(refs), shapes, full)
+        refs = tuple(refs) + tuple(to_context(self.ctx, raw) for _, raw in extra)
         shapes = [value_shape(self.ctx, r) for r in refs]
         check_op_shapes(rec, shapes[:k], shapes[k:], full, where)
         try:

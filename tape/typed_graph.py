@@ -28,7 +28,8 @@ from graph.optable import get_op
 from scalars.errors import ContextError
 
 from .backward import Gradients, as_value, backward, value_shape
-from .builder import TapeBuilder, check_op_shapes, resolve_attrs, split_args, to_context
+from .builder import (TapeBuilder, check_op_shapes, missing_params, resolve_attrs, split_args,
+                      to_context)
 from .errors import TapeError
 
 _GRAPH_IDS = itertools.count(1)
@@ -106,6 +107,10 @@ class TypedGraph:
         full = resolve_attrs(rec, attrs, where)
         k = split_args(rec, len(vs), where)
         shapes = [v.shape for v in vs]
+        for pname, raw in missing_params(rec, k, vs, shapes, full):
+            vs.append(self.const(raw, name=f"{op}.{pname}"))
+            shapes.append(vs[-1].shape)
+            where = f"typed graph node {len(self)}"
         out = check_op_shapes(rec, shapes[:k], shapes[k:], full, where)
         return self._push(GNode(op, tuple(v.index for v in vs), tuple(sorted(full.items())),
                                 out, rec))

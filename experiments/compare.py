@@ -59,7 +59,12 @@ class GraphCase:
         return int(out) if out is not None else len(self.nodes) - 1
 
     def input_shape(self) -> tuple:
-        return tuple(int(s) for s in self.nodes[0].out_shape)
+        """Per-example shape of the graph's single input node."""
+        ids = [n.id for n in self.nodes if node_op(n) == "input"]
+        if len(ids) != 1:
+            raise ExperimentError(f"graph {self.name} has {len(ids)} input nodes "
+                                  f"({ids}); experiments need exactly one")
+        return tuple(int(s) for s in self.nodes[ids[0]].out_shape)
 
 
 def node_op(node) -> str:

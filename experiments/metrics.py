@@ -129,6 +129,18 @@ def format_of(ctx):
     return None
 
 
+def representable(v_hi, v_lo, fmt) -> bool:
+    """True when every value is a value of ``fmt`` (or inf/NaN): ULPs are defined."""
+    from scalars import formats
+    if np.any(np.asarray(v_lo) != 0):
+        return False
+    fin = np.isfinite(v_hi)
+    if not fmt.has_inf and np.any(np.isinf(v_hi)):
+        return False
+    r = formats.round_to_format(np.where(fin, v_hi, 0.0), fmt, "toward_zero")
+    return bool(np.all(r == np.where(fin, v_hi, 0.0)))
+
+
 @dataclass
 class EntryErrors:
     """Per-entry errors of one value array (flattened over samples and elements)."""
@@ -166,6 +178,8 @@ def entry_errors(v_hi, v_lo, ref_hi, ref_lo, fmt) -> EntryErrors:
         rel = np.where(r_abs == 0, np.where(abs_err == 0, 0.0, np.inf), abs_err / r_abs)
         rel = np.where(both_nan, 0.0, np.where(broken, np.inf, rel))
     ulps = bits = None
+    if fmt is not None and not representable(v_hi, v_lo, fmt):
+        fmt = None          # e.g. fp32-real: binary32 precision but unbounded exponent
     if fmt is not None:
         from scalars import formats
         target = correctly_rounded(r_hi, r_lo, fmt)

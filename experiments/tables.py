@@ -66,7 +66,7 @@ def fmt_number(x, digits: int = 3) -> str:
     if f == int(f) and abs(f) < 1e15:
         return str(int(f))
     if 1e-3 <= abs(f) < 1e5:
-        return f"{f:.{digits}g}" if abs(f) >= 1 else f"{f:.{digits}g}"
+        return f"{f:.{digits}g}"
     return f"{f:.{digits - 1}e}"
 
 

@@ -1,0 +1,136 @@
+"""``scalarlab eval GRAPH``: evaluate a graph under one scalar context and print the values."""
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+
+import graph
+import scalars
+from graph import examples
+from graph.errors import GraphError
+from graph.fileformat import exact_str
+
+NAME = "eval"
+HELP = "evaluate a graph (built-in or file) in a scalar context: output or all node values"
+
+
+def add_arguments(p) -> None:
+    p.add_argument("graph", metavar="GRAPH",
+                   help=f"built-in graph ({', '.join(examples.names())}) or a graph file")
+    p.add_argument("--payload", default=None, metavar="P.npz", help="payload .npz to use instead")
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--input", default=None, metavar="X",
+                     help="comma-separated exact decimals, e.g. '0.3,-0.2,0.1,0.4' (a multiple "
+                          "of the input size evaluates a batch)")
+    src.add_argument("--input-file", default=None, metavar="X.npy",
+                     help=".npy input (leading batch axes allowed) or .npz keyed by input id")
+    p.add_argument("--context", default="float64", metavar="NAME",
+                   help="scalar context (default float64; see `scalarlab contexts`)")
+    p.add_argument("--all", action="store_true", help="print every node's value, not only the output")
+    p.add_argument("--json", action="store_true",
+                   help="JSON: per node the float64 view and an exact string per value")
+
+
+def _parse_input(text, g):
+    ids = g.input_ids()
+    if len(ids) != 1:
+        raise GraphError(f"--input: the graph has {len(ids)} inputs; use --input-file X.npz")
+    parts = [t.strip() for t in text.split(",") if t.strip()]
+    if not parts:
+        raise GraphError("--input: no values given")
+    for t in parts:
+        try:
+            scalars.base.to_fraction(t)
+        except scalars.ContextError:
+            raise GraphError(f"--input: {t!r} is not a decimal or p/q number") from None
+    shape = g.nodes[ids[0]].out_shape
+    size = int(np.prod(shape)) if shape else 1
+    if size == 0 or len(parts) % size:
+        raise GraphError(f"--input: {len(parts)} values do not fill the input shape "
+                         f"{graph.fmt_shape(shape)} ({size} values per sample)")
+    arr = np.asarray(parts, dtype=object)
+    lead = () if len(parts) == size else (len(parts) // size,)
+    return arr.reshape(lead + tuple(shape))
+
+
+def _read_input_file(path, g):
+    try:
+        data = np.load(path, allow_pickle=False)
+    except (OSError, ValueError, EOFError) as exc:
+        raise GraphError(f"--input-file {path}: cannot read: {exc}") from None
+    if isinstance(data, np.ndarray):
+        if data.dtype.kind == "U":
+            return data.astype(object)
+        return data
+    with data:
+        out = {}
+        for k in data.files:
+            if not k.isdigit():
+                raise GraphError(f"--input-file {path}: key {k!r} is not an input node id")
+            out[int(k)] = data[k]
+        return out
+
+
+def exact_strings(ctx, v) -> list:
+    """One exact text per entry: p/q (rational), shortest round-trip decimal (binary
+    formats, float64), the context's full precision (mpmath)."""
+    shape = tuple(ctx.shape(v))
+    n = int(np.prod(shape)) if shape else 1
+    flat = ctx.reshape(v, (n,))
+    if hasattr(ctx, "exact_string"):
+        s = ctx.exact_string(flat).strip()
+        parts = [t.strip() for t in s[1:-1].split(",")] if s.startswith("[") else [s]
+        if len(parts) == n:
+            return parts
+    if hasattr(ctx, "mp") and isinstance(flat, np.ndarray) and flat.dtype == object:
+        return [ctx.mp.nstr(t, ctx.mp.dps) for t in flat]
+    if isinstance(flat, np.ndarray) and flat.dtype.kind == "f":
+        return [repr(float(t)) for t in flat]
+    if isinstance(flat, np.ndarray):
+        return [exact_str(t) if not isinstance(t, complex) else repr(t) for t in flat]
+    return [str(t) for t in np.asarray(ctx.to_float64(flat)).reshape(-1)]
+
+
+def _nested(items, shape):
+    return np.asarray(items, dtype=object).reshape(shape).tolist() if shape else items[0]
+
+
+def _node_json(ctx, node, v):
+    if v is None:
+        return {"id": node.id, "op": node.kind.op, "value": None}
+    shape = tuple(ctx.shape(v))
+    f64 = np.asarray(ctx.to_float64(v))
+    fl = [float(t) if np.isfinite(t) else str(float(t)) for t in f64.reshape(-1)] \
+        if f64.dtype.kind == "f" else [str(t) for t in f64.reshape(-1)]
+    return {"id": node.id, "op": node.kind.op, "kind": str(node.kind), "shape": list(shape),
+            "float64": _nested(fl, shape), "exact": _nested(exact_strings(ctx, v), shape)}
+
+
+def run(args) -> int:
+    g, payload, x = examples.resolve(args.graph)
+    if args.payload:
+        payload = graph.fileformat.load_npz(args.payload)
+    if args.input is not None:
+        x = _parse_input(args.input, g)
+    elif args.input_file is not None:
+        x = _read_input_file(args.input_file, g)
+    if x is None and g.input_ids():
+        raise GraphError(f"graph {args.graph} has no default input; give --input or --input-file")
+    ctx = scalars.get(args.context)
+    if args.all:
+        vals = graph.denote_all(g, payload, x, ctx)
+        show = list(g.nodes)
+    else:
+        vals = {g.output: graph.denote(g, payload, x, ctx)}
+        show = [g.nodes[g.output]]
+    if args.json:
+        doc = {"graph": args.graph, "context": ctx.name, "output": g.output,
+               "nodes": [_node_json(ctx, n, vals[n.id]) for n in show]}
+        print(json.dumps(doc, indent=1))
+        return 0
+    print(f"graph {os.path.basename(args.graph)}, context {ctx.name}, output node {g.output}")
+    for n in show:
+        print(f"node {n.id} {n.kind} out={graph.fmt_shape(n.out_shape)}: {ctx.format(vals[n.id])}")
+    return 0

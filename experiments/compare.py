@@ -58,12 +58,15 @@ class GraphCase:
             out = getattr(self.graph, "output_id", None)
         return int(out) if out is not None else len(self.nodes) - 1
 
+    def input_ids(self) -> list:
+        return [int(n.id) for n in self.nodes if node_op(n) == "input"]
+
     def input_shape(self) -> tuple:
         """Per-example shape of the graph's single input node."""
-        ids = [n.id for n in self.nodes if node_op(n) == "input"]
+        ids = self.input_ids()
         if len(ids) != 1:
             raise ExperimentError(f"graph {self.name} has {len(ids)} input nodes "
-                                  f"({ids}); experiments need exactly one")
+                                  f"({ids}); --input takes exactly one")
         return tuple(int(s) for s in self.nodes[ids[0]].out_shape)
 
 
@@ -165,16 +168,29 @@ def parse_input(text: str, shape: tuple):
 
 
 def center_of(case: GraphCase, text: str | None):
-    """The input (batch of 1) named by ``--input``, or the graph's built-in x0."""
-    shape = case.input_shape()
+    """The input (batch of 1) named by ``--input``, or the graph's built-in x0.
+
+    Single-input graphs get an array with a leading batch axis; graphs with several input
+    nodes (built-in x0 only) get ``{input_id: array}`` with the same leading axis.
+    """
+    ids = case.input_ids()
     if text is not None:
-        return parse_input(text, shape)
+        return parse_input(text, case.input_shape())
     if case.x0 is None:
+        shape = case.input_shape()
         raise ExperimentError(f"graph {case.name} has no built-in input; give --input "
-                              f"(shape {list(shape)}) or --samples with --input as centre")
-    x0 = case.x0
+                              f"(shape {list(shape)})")
+    if isinstance(case.x0, dict):
+        return {int(i): _batch_of_one(case.x0[i], case.nodes[int(i)].out_shape)
+                for i in sorted(case.x0)}
+    if len(ids) != 1:
+        case.input_shape()                                  # raises with the input ids
+    return _batch_of_one(case.x0, case.nodes[ids[0]].out_shape)
+
+
+def _batch_of_one(x0, shape) -> np.ndarray:
     arr = np.asarray(x0, dtype=object if _is_exact(x0) else np.float64)
-    return arr.reshape((1, *shape))
+    return arr.reshape((1, *tuple(int(t) for t in shape)))
 
 
 def _is_exact(x0) -> bool:
@@ -192,15 +208,41 @@ def as_float64(x) -> np.ndarray:
                      for v in arr.reshape(-1)]).reshape(arr.shape)
 
 
-def box_samples(center, radius: float, n: int, seed: int) -> np.ndarray:
+# An input batch is an array with a leading sample axis, or {input_id: such array}.
+def batch_size(x) -> int:
+    if isinstance(x, dict):
+        return int(next(iter(x.values())).shape[0])
+    return int(x.shape[0])
+
+
+def batch_take(x, sel):
+    """The samples ``sel`` (a slice or an index array) of a batch."""
+    if isinstance(x, dict):
+        return {i: v[sel] for i, v in x.items()}
+    return x[sel]
+
+
+def batch_map(x, f):
+    """Apply ``f`` to every input array of a batch (inputs in id order)."""
+    if isinstance(x, dict):
+        return {i: f(x[i]) for i in sorted(x)}
+    return f(x)
+
+
+def box_samples(center, radius: float, n: int, seed: int):
     """``n`` inputs uniform in the l-inf box of ``radius`` around ``center`` (seeded)."""
     if n < 1:
         raise ExperimentError(f"--samples must be >= 1, got {n}")
     if not np.isfinite(radius) or radius < 0:
         raise ExperimentError(f"--radius must be a finite number >= 0, got {radius}")
-    c = as_float64(center)[0]
+    if batch_size(center) != 1:
+        raise ExperimentError(f"sampling needs a single centre input, got {batch_size(center)}")
     rng = np.random.default_rng(seed)
-    return c + rng.uniform(-radius, radius, size=(n, *c.shape))
+
+    def draw(c):
+        c = as_float64(c)[0]
+        return c + rng.uniform(-radius, radius, size=(n, *c.shape))
+    return batch_map(center, draw)
 
 
 # --------------------------------------------------------------------------- evaluation
@@ -216,7 +258,7 @@ def evaluate_split(case: GraphCase, x, ctx, *, quiet=True, desc=None) -> list:
     Batched: one ``denote_all`` call per chunk of samples (the whole batch when small).
     """
     import graph as G
-    n = x.shape[0]
+    n = batch_size(x)
     step = _chunk_size(ctx)
     his: list[list] = []
     los: list[list] = []
@@ -224,7 +266,7 @@ def evaluate_split(case: GraphCase, x, ctx, *, quiet=True, desc=None) -> list:
     bar = progress(starts, total=len(starts), desc=desc or ctx.name,
                    quiet=quiet or len(starts) < 2)
     for s in bar:
-        values = G.denote_all(case.graph, case.payload, x[s:s + step], ctx)
+        values = G.denote_all(case.graph, case.payload, batch_take(x, slice(s, s + step)), ctx)
         for i, v in enumerate(values):
             hi, lo = split_values(ctx, v)
             if not his or len(his) <= i:
@@ -267,7 +309,7 @@ def compute_reference(case, x, oracle_name, contexts, *, oracle_limit=DEFAULT_OR
     """
     oracle = scalars.get(oracle_name)
     check_point_context(oracle, "--reference")
-    n = x.shape[0]
+    n = batch_size(x)
     why = ""
     if n > oracle_limit:
         fmts = [metrics.format_of(c) for c in contexts]
@@ -281,7 +323,7 @@ def compute_reference(case, x, oracle_name, contexts, *, oracle_limit=DEFAULT_OR
         else:
             rng = np.random.default_rng(seed + 7919)
             idx = np.sort(rng.choice(n, size=min(check_samples, n), replace=False))
-            sub = x[idx]
+            sub = batch_take(x, idx)
             ref_o = evaluate_split(case, sub, oracle, quiet=quiet, desc=f"check {oracle.name}")
             f64 = scalars.get("float64")
             ref_f = evaluate_split(case, sub, f64, quiet=True)
@@ -368,7 +410,7 @@ def compare(case: GraphCase, contexts, x, *, reference=DEFAULT_REFERENCE,
                 "format": getattr(fmt, "name", None) or ("binary64" if ctx.name == "float64"
                                                          else "-"),
                 "reduction": reduction_label(ctx), "reference": ref.name,
-                "samples": int(x.shape[0]), "entries": int(e.abs_err.size), **s})
+                "samples": batch_size(x), "entries": int(e.abs_err.size), **s})
         # Divergence is measured in bits of error, so it needs a binary format: a
         # format-less context (mpmath, rational) has NaN bits and never "diverges".
         first = metrics.first_divergence([r["max_bits"] for r in ctx_rows], threshold)
@@ -387,7 +429,7 @@ def compare(case: GraphCase, contexts, x, *, reference=DEFAULT_REFERENCE,
             "text": verdict_text(ctx, out, first, nodes, ctx_rows, threshold),
         }
     df = pd.DataFrame(rows, columns=list(ROW_COLUMNS))
-    return CompareResult(case, list(contexts), ref, int(x.shape[0]), input_desc, threshold,
+    return CompareResult(case, list(contexts), ref, batch_size(x), input_desc, threshold,
                          df, verdicts)
 
 
@@ -407,8 +449,8 @@ def verdict_text(ctx, out, first, nodes, ctx_rows, threshold) -> str:
         tail = f"never above {threshold:g} bits"
     else:
         r = ctx_rows[first]
-        tail = (f"diverges at node {int(nodes[first].id)} ({node_op(nodes[first])}): "
-                f"{r['max_bits']:.2f} bits > {threshold:g}")
+        tail = (f"gap first exceeds {threshold:g} bits at node {int(nodes[first].id)} "
+                f"({node_op(nodes[first])}: {r['max_bits']:.2f} bits)")
     return f"{head}; {tail}"
 
 

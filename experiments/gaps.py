@@ -56,30 +56,33 @@ def from_ordinals(k, fmt) -> np.ndarray:
     return formats.decode(codes, fmt)
 
 
-def sample_inputs(center, radius: float, n: int, seed: int, fmt, sampling: str) -> np.ndarray:
+def sample_inputs(center, radius: float, n: int, seed: int, fmt, sampling: str):
     """``n`` inputs of ``fmt`` inside the box of ``radius`` around ``center`` (seeded)."""
     from scalars import formats
     if sampling not in SAMPLINGS:
         raise C.ExperimentError(f"--sampling {sampling!r}: choose one of {', '.join(SAMPLINGS)}")
     if sampling == "box":
         x = C.box_samples(center, radius, n, seed)
-        return formats.round_to_format(x, fmt, "nearest_even")
+        return C.batch_map(x, lambda a: formats.round_to_format(a, fmt, "nearest_even"))
     if n < 1:
         raise C.ExperimentError(f"--samples must be >= 1, got {n}")
     if not np.isfinite(radius) or radius < 0:
         raise C.ExperimentError(f"--radius must be a finite number >= 0, got {radius}")
-    c = C.as_float64(center)[0]
-    lo = formats.round_to_format(c - radius, fmt, "up")      # box rounded inward
-    hi = formats.round_to_format(c + radius, fmt, "down")
-    empty = lo > hi
-    if np.any(empty):
-        i = int(np.argwhere(empty.reshape(-1))[0][0])
-        raise C.ExperimentError(f"--radius {radius:g}: the box around input entry {i} "
-                                f"({c.reshape(-1)[i]!r}) holds no {fmt.name} value")
-    olo, ohi = ordinals(lo, fmt), ordinals(hi, fmt)
     rng = np.random.default_rng(seed)
-    k = rng.integers(olo, ohi, size=(n, *c.shape), endpoint=True)
-    return from_ordinals(k, fmt)
+
+    def draw(center_arr):
+        c = C.as_float64(center_arr)[0]
+        lo = formats.round_to_format(c - radius, fmt, "up")      # box rounded inward
+        hi = formats.round_to_format(c + radius, fmt, "down")
+        empty = lo > hi
+        if np.any(empty):
+            i = int(np.argwhere(empty.reshape(-1))[0][0])
+            raise C.ExperimentError(f"--radius {radius:g}: the box around input entry {i} "
+                                    f"({c.reshape(-1)[i]!r}) holds no {fmt.name} value")
+        olo, ohi = ordinals(lo, fmt), ordinals(hi, fmt)
+        k = rng.integers(olo, ohi, size=(n, *c.shape), endpoint=True)
+        return from_ordinals(k, fmt)
+    return C.batch_map(center, draw)
 
 
 @dataclass

@@ -171,7 +171,7 @@ def reduction_order(case: C.GraphCase, x, *, formats=DEFAULT_FORMATS, reference=
                 rows.append({
                     "graph": case.name, "format": fmt.name, "order": o, "context": c.name,
                     "node": int(node.id), "op": C.node_op(node), "shape": C.node_shape(node),
-                    "samples": int(x.shape[0]), "entries": int(vs_seq.ulps.size),
+                    "samples": C.batch_size(x), "entries": int(vs_seq.ulps.size),
                     "max_ulps_vs_sequential": metrics._max(vs_seq.ulps),
                     "mean_ulps_vs_sequential": metrics._mean(vs_seq.ulps),
                     "frac_differs": float(np.mean(vs_seq.ulps != 0)) if vs_seq.ulps.size else 0.0,
@@ -179,7 +179,7 @@ def reduction_order(case: C.GraphCase, x, *, formats=DEFAULT_FORMATS, reference=
                     "mean_ulps_vs_reference": metrics._mean(vs_ref.ulps),
                     "max_bits_vs_reference": metrics._max(vs_ref.bits)})
     df = pd.DataFrame(rows, columns=list(ROW_COLUMNS))
-    return ReductionOrderResult(case, ref.label, int(x.shape[0]), input_desc, df, per_fmt, missing)
+    return ReductionOrderResult(case, ref.label, C.batch_size(x), input_desc, df, per_fmt, missing)
 
 
 def pivot(res: ReductionOrderResult, fmt_name: str) -> pd.DataFrame:

@@ -58,19 +58,27 @@ def add_arguments(p) -> None:
     add_output_arguments(p)
 
 
+def describe_input(x, src: str) -> str:
+    """``x0 = (0.3, -0.2, ...)`` for a batch of one (each input shown, 8 numbers at most)."""
+    def show(a):
+        flat = a.reshape(-1)
+        return "(" + ", ".join(str(v) for v in flat[:8]) + (", ..." if flat.size > 8 else "") + ")"
+    if isinstance(x, dict):
+        return f"{src}: " + "; ".join(f"input {i} = {show(v)}" for i, v in x.items())
+    return f"{src} = {show(x)}"
+
+
 def batch_from_args(case, args):
     """The input batch and a one-line description of it, from --input/--samples/--radius."""
     center = C.center_of(case, args.input)
     src = "--input" if args.input is not None else "x0"
+    n = C.batch_size(center)
     if args.samples is None:
-        if center.shape[0] == 1:
-            shown = ", ".join(str(v) for v in center.reshape(-1)[:8])
-            more = ", ..." if center.size > 8 else ""
-            return center, f"{src} = ({shown}{more})"
-        return center, f"{center.shape[0]} inputs from {args.input}"
-    if center.shape[0] != 1:
-        raise C.ExperimentError("--samples needs a single centre input, but --input holds "
-                                f"{center.shape[0]}")
+        if n == 1:
+            return center, describe_input(center, src)
+        return center, f"{n} inputs from {args.input}"
+    if n != 1:
+        raise C.ExperimentError(f"--samples needs a single centre input, but --input holds {n}")
     x = C.box_samples(center, args.radius, args.samples, args.seed)
     return x, (f"{args.samples} samples uniform in the l-inf box of radius {args.radius:g} "
                f"around {src} (seed {args.seed})")

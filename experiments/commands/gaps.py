@@ -40,7 +40,7 @@ def run(args) -> int:
     case = C.load_case(args.graph)
     ctx = scalars.get(args.context)
     center = C.center_of(case, args.input)
-    if center.shape[0] != 1:
+    if C.batch_size(center) != 1:
         raise C.ExperimentError("--input must be a single centre input for gaps")
     res = G.gaps(case, ctx, samples=args.samples, sampling=args.sampling, radius=args.radius,
                  seed=args.seed, center=center, reference=args.reference, node=args.node,

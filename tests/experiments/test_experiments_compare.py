@@ -1,0 +1,215 @@
+"""``compare``: every figure of the table recomputed independently on the six-node graph,
+divergence located on a graph built to diverge at a known node, files, plots, errors."""
+import json
+from fractions import Fraction
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import graph
+import scalars
+from experiments import compare as C
+from experiments.cli import main
+from scalars import formats
+
+
+
+def png_size(path):
+    """(width, height) from the PNG signature and IHDR chunk."""
+    data = open(path, "rb").read(24)
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR"
+    return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+
+
+def _exact(v):
+    """Exact Fraction of an mpmath mpf (sign handled by hand: man_exp drops it)."""
+    man, exp = v.man_exp
+    return (-1 if v < 0 else 1) * Fraction(int(man)) * Fraction(2) ** int(exp)
+
+
+def _ord_by_bits(x, fmt_name):
+    """Signed ordinal of format values, from the bit patterns of numpy views."""
+    if fmt_name == "binary32":
+        b = np.asarray(x, dtype=np.float32).view(np.int32).astype(np.int64)
+        return np.where(b < 0, -(b & 0x7FFFFFFF), b)
+    if fmt_name == "binary16":
+        b = np.asarray(x, dtype=np.float16).view(np.int16).astype(np.int64)
+        return np.where(b < 0, -(b & 0x7FFF), b)
+    if fmt_name == "bfloat16":     # bfloat16 = top 16 bits of the binary32 pattern
+        b = np.asarray(x, dtype=np.float32).view(np.uint32).astype(np.int64) >> 16
+        return np.where(b & 0x8000, -(b & 0x7FFF), b)
+    if fmt_name == "binary64":
+        b = np.asarray(x, dtype=np.float64).view(np.int64)
+        return np.where(b < 0, -(b & 0x7FFFFFFFFFFFFFFF), b)
+    raise AssertionError(fmt_name)
+
+
+@pytest.fixture(scope="module")
+def six():
+    return C.load_case("six-node")
+
+
+@pytest.fixture(scope="module")
+def sampled_result(six):
+    x = C.box_samples(C.center_of(six, None), 0.05, 40, seed=5)
+    ctxs = C.parse_contexts("float64,binary32,bfloat16,binary16")
+    return x, C.compare(six, ctxs, x, reference="mpmath:200", threshold=2.0)
+
+
+def test_every_figure_recomputed_independently(six, sampled_result):
+    x, res = sampled_result
+    ref_ctx = scalars.get("mpmath:200")
+    ref_vals = graph.denote_all(six.graph, six.payload, x, ref_ctx)
+    ref_q = [[_exact(v) for v in np.asarray(rv, dtype=object).reshape(-1)] for rv in ref_vals]
+    for ctx_name, fmt_name in [("float64", "binary64"), ("binary32", "binary32"),
+                               ("bfloat16", "bfloat16"), ("binary16", "binary16")]:
+        vals = graph.denote_all(six.graph, six.payload, x, scalars.get(ctx_name))
+        fmt = formats.get(fmt_name)
+        for node, v, rq in zip(six.nodes, vals, ref_q):
+            v = np.asarray(v, dtype=np.float64).reshape(-1)
+            abs_q = [abs(Fraction(float(a)) - r) for a, r in zip(v, rq)]
+            rel_q = [e / abs(r) if r != 0 else (Fraction(0) if e == 0 else None)
+                     for e, r in zip(abs_q, rq)]
+            cr = np.array([formats.round_fraction(r, fmt) for r in rq])
+            d = np.abs(_ord_by_bits(v, fmt_name) - _ord_by_bits(cr, fmt_name)).astype(float)
+            row = res.rows[(res.rows["context"] == ctx_name) & (res.rows["node"] == node.id)]
+            assert len(row) == 1
+            row = row.iloc[0]
+            assert row["entries"] == v.size and row["samples"] == 40
+            assert row["max_abs_err"] == pytest.approx(float(max(abs_q)), rel=1e-12, abs=0)
+            assert row["mean_abs_err"] == pytest.approx(float(sum(abs_q) / len(abs_q)), rel=1e-12)
+            assert None not in rel_q                      # relu zeros are exact zeros
+            assert row["max_rel_err"] == pytest.approx(float(max(rel_q)), rel=1e-12, abs=0)
+            assert row["mean_rel_err"] == pytest.approx(float(sum(rel_q) / len(rel_q)), rel=1e-12)
+            assert row["max_ulps"] == d.max() and row["mean_ulps"] == pytest.approx(d.mean())
+            assert row["max_bits"] == pytest.approx(np.log2(1 + d.max()), abs=1e-15)
+            assert row["mean_bits"] == pytest.approx(np.mean(np.log2(1 + d)), abs=1e-15)
+            assert row["exceeds_threshold"] == (np.log2(1 + d.max()) > 2.0)
+
+
+def test_default_run_at_x0_header_and_seed_values(six, capsys):
+    assert main(["compare", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("scalarlab compare: graph six-node (6 nodes, output node 5)")
+    assert "reference  : mpmath:200 (oracle, all samples)" in out
+    assert "contexts   : float64, binary32, bfloat16, binary16, e4m3" in out
+    assert "binary32=sequential" in out and "float64=native" in out
+    assert "x0 = (0.3, -0.2, 0.1, 0.4)" in out and "samples    : 1" in out
+    verdicts = out.split("verdict:")[1].strip().splitlines()
+    assert [v.split()[0] for v in verdicts] == ["float64", "binary32", "bfloat16", "binary16", "e4m3"]
+    # The seed's value table: node 4 = 0.027720, node 5 = 0.027713 (float64 and binary32).
+    x0 = C.center_of(six, None)
+    for name in ("float64", "binary32"):
+        vals = graph.denote_all(six.graph, six.payload, x0, scalars.get(name))
+        assert f"{float(np.asarray(vals[4]).reshape(-1)[0]):.6f}" == "0.027720"
+        assert f"{float(np.asarray(vals[5]).reshape(-1)[0]):.6f}" == "0.027713"
+
+
+def _cancel_graph(tmp_path):
+    """x -> [x0 + x1, x0] -> (x0 + x1) - x0.  With x = (1, 2^-30) binary32 rounds the sum to
+    1 (correctly: 0 ULP at nodes 0 and 1) and node 2 becomes 0 instead of 2^-30: the gap
+    starts exactly at node 2.  float64 holds 1 + 2^-30 exactly: no divergence."""
+    g = graph.Graph([graph.Node(0, [], "input", [2]),
+                     graph.Node(1, [0], "linear", [2]),
+                     graph.Node(2, [1], "linear", [1])])
+    p = graph.Payload({1: {"linear": {"W": np.array([["1", "1"], ["1", "0"]], dtype=object),
+                                      "b": np.array(["0", "0"], dtype=object)}},
+                       2: {"linear": {"W": np.array([["1", "-1"]], dtype=object),
+                                      "b": np.array(["0"], dtype=object)}}})
+    path = tmp_path / "cancel.json"
+    graph.save(str(path), g, p)
+    return path
+
+
+TWO_M30 = "0.000000000931322574615478515625"          # 2^-30, exactly
+
+
+def test_divergence_at_known_node(tmp_path):
+    assert Fraction(TWO_M30) == Fraction(1, 2 ** 30)
+    path = _cancel_graph(tmp_path)
+    case = C.load_case(str(path))
+    x = C.parse_input(f"1,{TWO_M30}", case.input_shape())
+    res = C.compare(case, C.parse_contexts("binary32,float64"), x, threshold=2.0)
+    b32 = res.rows[res.rows["context"] == "binary32"]
+    assert list(b32["max_ulps"])[:2] == [0.0, 0.0]
+    assert list(b32["divergence_start"]) == [False, False, True]
+    # 0 vs 2^-30: the ordinal of 2^-30 in binary32 (exponent field 97, zero significand)
+    assert b32["max_ulps"].iloc[2] == 97 * 2 ** 23
+    assert b32["max_rel_err"].iloc[2] == 1.0
+    assert res.verdicts["binary32"]["divergence_node"] == 2
+    assert res.verdicts["float64"]["divergence_node"] is None
+    assert list(res.rows[res.rows["context"] == "float64"]["max_ulps"]) == [0.0, 0.0, 0.0]
+
+
+def test_cli_files_round_trip_and_plot(tmp_path, capsys):
+    path = _cancel_graph(tmp_path)
+    csv, js, md, png = (tmp_path / f"r.{s}" for s in ("csv", "json", "md", "png"))
+    base = ["compare", str(path), "--input", f"1,{TWO_M30}", "--contexts", "binary32,bfloat16",
+            "--quiet"]
+    assert main(base + ["--out", str(csv), "--plot", str(png)]) == 0
+    capsys.readouterr()
+    assert main(base + ["--out", str(js), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert main(base + ["--out", str(md)]) == 0
+    df = pd.read_csv(csv)
+    assert list(df.columns) == list(C.ROW_COLUMNS)
+    assert len(df) == 6 and set(df["context"]) == {"binary32", "bfloat16"}
+    filedoc = json.loads(js.read_text())
+    assert filedoc["format"] == "scalarlab-compare" and filedoc["version"] == 1
+    assert filedoc["rows"] == doc["rows"]
+    back = pd.DataFrame(filedoc["rows"])
+    assert list(back.columns) == list(C.ROW_COLUMNS)
+    assert np.array_equal(back["max_ulps"].astype(float), df["max_ulps"])
+    assert back["divergence_start"].tolist() == df["divergence_start"].tolist()
+    assert [v["divergence_node"] for v in filedoc["verdicts"]] == [2, 2]
+    assert filedoc["meta"]["reduction_orders"] == {"binary32": "sequential",
+                                                   "bfloat16": "sequential"}
+    text = md.read_text()
+    assert text.count("\n| ") >= 7 and "## Verdicts" in text
+    assert png_size(png) == (800, 450)
+
+
+def test_cheap_reference_only_after_check(six):
+    x = C.box_samples(C.center_of(six, None), 0.05, 120, seed=2)
+    ctxs = C.parse_contexts("binary16,bfloat16")
+    res = C.compare(six, ctxs, x, oracle_limit=100, check_samples=32)
+    assert res.reference.name == "float64"
+    assert "checked against mpmath:200 on 32 samples" in res.reference.label
+    assert res.reference.check["rounding_mismatches"] == 0
+    oracle = C.compare(six, ctxs, x)                     # 120 <= default limit: all oracle
+    assert oracle.reference.name == "mpmath:200"
+    cols = ["max_ulps", "mean_ulps", "max_bits"]
+    assert np.allclose(res.rows[cols].to_numpy(), oracle.rows[cols].to_numpy())
+    # float64 as a compared context: a float64 reference is refused, with the reason
+    res = C.compare(six, C.parse_contexts("float64,binary16"), x, oracle_limit=100)
+    assert res.reference.name == "mpmath:200" and "too precise" in res.reference.label
+
+
+@pytest.mark.parametrize("argv, msg", [
+    (["--contexts", "binary33"], "unknown context 'binary33'"),
+    (["--contexts", "interval:binary32"], "interval context"),
+    (["--contexts", "binary32,binary32"], "given more than once"),
+    (["no-such-graph"], "neither a built-in"),
+    (["--input", "1,2"], "got 2 numbers, the input node has shape [4]"),
+    (["--input", "1,2,x,4"], "'x' is not a decimal number"),
+    (["--input", "missing.npy"], "no such file"),
+    (["--out", "table.xlsx"], "unknown file type '.xlsx'"),
+    (["--plot", "plot.jpg"], "PNG"),
+    (["--samples", "0"], "--samples must be >= 1"),
+    (["--reference", "mpmath:x"], "unknown context"),
+    (["--threshold", "-1"], "--threshold"),
+])
+def test_user_errors_exit_1_with_message(argv, msg, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    ctx = [] if "--contexts" in argv else ["--contexts", "binary32"]
+    assert main(["compare", "--quiet", *ctx, *argv]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("scalarlab compare: error: ") and msg in err
+    assert "Traceback" not in err
+
+
+def test_argparse_errors_exit_2(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["compare", "--samples", "many"])
+    assert exc.value.code == 2

@@ -159,21 +159,23 @@ def _unsafe(*xs):
     return bad
 
 
-def _fraction(x: float) -> Fraction:
-    return Fraction(x)
+def _fraction(x: float):
+    """Exact rational value of a finite float64 (gmpy2 mpq: much faster than Fraction)."""
+    import gmpy2
+    return gmpy2.mpq(float(x))
 
 
 def _settle(s: float, exact: Fraction) -> tuple[float, int]:
     """(faithful float64 s', sign(exact - s')) for an exact rational; handles overflow."""
     if not math.isfinite(s):
         try:
-            s = exact.numerator / exact.denominator      # correctly rounded (int/int)
+            s = int(exact.numerator) / int(exact.denominator)   # correctly rounded
         except OverflowError:
             s = DBL_MAX if exact > 0 else -DBL_MAX
     if not math.isfinite(s):
         s = math.copysign(DBL_MAX, s)
-    fs = Fraction(s)
-    return s, (exact > fs) - (exact < fs)
+    fs = _fraction(s)
+    return s, int(exact > fs) - int(exact < fs)
 
 
 def _fallback(s, sgn, mask, exact_of):
@@ -260,7 +262,7 @@ def sqrt_err(a):
         fa, fs, fg = a.reshape(-1), s.reshape(-1), sgn.reshape(-1)
         for i in idx:
             q, ss = _fraction(fa[i]), _fraction(fs[i])
-            fg[i] = (q > ss * ss) - (q < ss * ss)
+            fg[i] = int(q > ss * ss) - int(q < ss * ss)
     return s, sgn
 
 

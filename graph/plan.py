@@ -427,13 +427,21 @@ def run_planned(graph, payload, x, policy: Optional[Policy] = None, *, show_back
             args.append(params[name] if name in params
                         else _default_param(ctx, rec, name, graph, node))
         attrs = full_attrs(rec, node.kind.attrs)
-        if i in bound.kernels:
-            y = bound.kernels[i](args, attrs, nb)
-        else:   # const / detach: no runtime work, the op table's rule is bookkeeping
-            y = rec.forward(ctx, args, attrs, nb)
-            if op == "const" and nb:
-                y = ctx.broadcast_to(ctx.reshape(y, (1,) * nb + tuple(node.out_shape)),
-                                     batch + tuple(node.out_shape))
+        where = f"run: {op} {i}"
+        try:
+            if i in bound.kernels:
+                y = bound.kernels[i](args, attrs, nb)
+            else:   # const / detach: no runtime work, the op table's rule is bookkeeping
+                y = rec.forward(ctx, args, attrs, nb)
+                if op == "const" and nb:
+                    y = ctx.broadcast_to(ctx.reshape(y, (1,) * nb + tuple(node.out_shape)),
+                                         batch + tuple(node.out_shape))
+        except PlanError as exc:
+            raise PlanError(f"{where}: {exc}") from None
+        except ContextError as exc:
+            raise ContextError(f"{where}: {exc}") from None
+        except GraphError as exc:
+            raise GraphError(f"{where}: {exc}") from None
         ys = tuple(ctx.shape(y))
         if ys != batch + tuple(node.out_shape):
             raise PlanError(f"run: node {i} (op {op}): the kernel's value has shape "

@@ -138,6 +138,9 @@ def missing_params(rec, k: int, args: list, shapes: list, attrs: dict) -> list:
     return out
 
 
+_PLANS: dict = {}
+
+
 class TapeBuilder:
     """Records onto ``self.tape``; every method appends exactly one node, returns its id."""
 
@@ -170,6 +173,59 @@ class TapeBuilder:
         tape, ctx = self.tape, self.ctx
         nodes = tape._nodes
         n = len(nodes)
+        for i in ids:
+            if type(i) is not int or not 0 <= i < n:
+                tape.check_id(i, f"tape node {n} ({op})")
+        # Shape rules are pure, so their verdict is cached per (op, attrs, operand shapes):
+        # long tapes of small ops then pay for one rule call per distinct signature.
+        key = (op, repr(sorted(attrs.items())) if attrs else "",
+               tuple([nodes[i].shape for i in ids]))
+        plan = _PLANS.get(key)
+        if plan is None:
+            plan = self._plan(op, ids, attrs, n)
+            if plan[3] is None:                   # omitted params filled in: not cacheable
+                ids = plan[4]
+                n = len(nodes)
+            elif len(_PLANS) < 4096:
+                _PLANS[key] = plan
+        rec, full, k, out_shape = plan[:4]
+        args = [nodes[i].value for i in ids]
+        try:
+            y = as_value(rec.forward(ctx, args, full, 0))
+        except (ContextError, GraphError) as exc:
+            raise TapeError(f"tape node {n} ({op}): {exc}") from None
+        got = value_shape(ctx, y)
+        want = plan[5] if plan[3] is None else out_shape
+        if got != want:
+            raise TapeError(f"tape node {n}: op {op} forward produced shape {list(got)}, its "
+                            f"shape rule says {list(want)}")
+        requires = False
+        for i in ids:
+            if nodes[i].requires_grad:
+                requires = True
+                break
+        vjp = None
+        if requires and rec.vjp is not None:
+            rule = rec.vjp
+
+            def vjp(g, _rule=rule, _args=args, _y=y, _attrs=full):
+                return _rule(ctx, g, _args, _y, _attrs, 0)
+        elif requires:
+            # Differentiating through an op without a VJP rule is an error only if a
+            # gradient actually reaches it; record a closure that says so.
+            def vjp(g, _op=op, _n=n):
+                raise TapeError(f"backward: node {_n} ({_op}) has no VJP rule in the op table")
+        nodes.append(TapeNode(op, tuple(ids), y, want, vjp, requires,
+                              tuple(sorted(attrs.items())) if attrs else ()))
+        return n
+
+    def _plan(self, op, ids, attrs, n):
+        """Look up and check an op application: ``(rec, attrs, n_parents, out_shape)``.
+
+        When optional parameters were omitted, their constant leaves are appended here and
+        the plan is ``(rec, attrs, n_parents, None, new_ids, out_shape)`` (not cached).
+        """
+        nodes = self.tape._nodes
         where = f"tape node {n}"
         rec = OPS.get(op)
         if rec is None:
@@ -179,43 +235,18 @@ class TapeBuilder:
                 raise TapeError(f"{where}: {exc}") from None
         if rec.forward is None:
             raise TapeError(f"{where}: op {op} has no forward rule (use leaf/const instead)")
-        for i in ids:
-            if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < n:
-                tape.check_id(i, f"{where} ({op})")
-        full = resolve_attrs(rec, attrs, where) if (attrs or rec.attrs) else {}
+        full = resolve_attrs(rec, attrs, where)
         k = split_args(rec, len(ids), where)
-        shapes = [tape._nodes[i].shape for i in ids]
+        shapes = [nodes[i].shape for i in ids]
         extra = missing_params(rec, k, ids, shapes, full) if rec.params else ()
         if extra:
             # omitted optional parameters become constant leaves, visible in the listing
             ids = tuple(ids) + tuple(self.const(raw, name=f"{op}.{p}") for p, raw in extra)
-            n = len(tape._nodes)
-            where = f"tape node {n}"
-            shapes = [tape._nodes[i].shape for i in ids]
-        out_shape = check_op_shapes(rec, shapes[:k], shapes[k:], full, where)
-        args = [tape._nodes[i].value for i in ids]
-        try:
-            y = as_value(rec.forward(ctx, args, full, 0))
-        except (ContextError, GraphError) as exc:
-            raise TapeError(f"{where} ({op}): {exc}") from None
-        got = value_shape(ctx, y)
-        if got != out_shape:
-            raise TapeError(f"{where}: op {op} forward produced shape {list(got)}, its shape "
-                            f"rule says {list(out_shape)}")
-        requires = any(tape._nodes[i].requires_grad for i in ids)
-        vjp = None
-        if requires and rec.vjp is not None:
-            rule = rec.vjp
-
-            def vjp(g, _rule=rule, _args=args, _y=y, _attrs=full):
-                return _rule(ctx, g, _args, _y, _attrs, 0)
-        elif requires and rec.vjp is None:
-            # Differentiating through an op without a VJP rule is an error only if a
-            # gradient actually reaches it; record a closure that says so.
-            def vjp(g, _op=op, _n=n):
-                raise TapeError(f"backward: node {_n} ({_op}) has no VJP rule in the op table")
-        return tape.append(TapeNode(op, tuple(ids), y, out_shape, vjp, requires,
-                                    tuple(sorted(attrs.items()))))
+            where = f"tape node {len(nodes)}"
+            shapes = [nodes[i].shape for i in ids]
+            out = check_op_shapes(rec, shapes[:k], shapes[k:], full, where)
+            return rec, full, k, None, ids, out
+        return rec, full, k, check_op_shapes(rec, shapes[:k], shapes[k:], full, where)
 
     # ------------------------------------------------------- convenience names
     def add(self, a, b): return self.apply("add", a, b)

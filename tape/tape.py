@@ -8,26 +8,34 @@ topological order and the reverse pass is a single loop from the end.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 from .errors import TapeError
 
 
-@dataclass(frozen=True)
 class TapeNode:
-    """One recorded value.  ``vjp`` is ``None`` for leaves and for ``detach`` nodes."""
+    """One recorded value.  ``vjp`` is ``None`` for leaves and for ``detach`` nodes.
 
-    name: str
-    parents: tuple
-    value: Any
-    shape: tuple
-    vjp: Optional[Callable]
-    requires_grad: bool
-    attrs: tuple = ()          # ((key, value), ...) of the op's attributes, for listings
+    Fields: ``name``, ``parents`` (tuple of ids), ``value``, ``shape``, ``vjp`` (upstream
+    cotangent -> list with one contribution or ``None`` per parent), ``requires_grad``,
+    ``attrs`` (the op's attributes as sorted pairs, for listings).
+    """
 
-    def describe(self) -> str:
-        return f"{self.name}"
+    __slots__ = ("name", "parents", "value", "shape", "vjp", "requires_grad", "attrs")
+
+    def __init__(self, name: str, parents: tuple, value: Any, shape: tuple,
+                 vjp: Optional[Callable], requires_grad: bool, attrs: tuple = ()):
+        self.name = name
+        self.parents = parents
+        self.value = value
+        self.shape = shape
+        self.vjp = vjp
+        self.requires_grad = requires_grad
+        self.attrs = attrs
+
+    def __repr__(self) -> str:
+        return (f"TapeNode({self.name!r}, parents={list(self.parents)}, "
+                f"shape={list(self.shape)}, requires_grad={self.requires_grad})")
 
 
 class Tape:

@@ -43,28 +43,14 @@ def _build(ctx, detach: bool):
 
 
 def _fmt(ctx, v):
-    """Exact contexts: integers or p/q per entry; others: the context's own format."""
+    """Exact contexts: integers or p/q per entry (``[12, -6]``, ``45/2``); others: the
+    context's own six-digit format (``[12.000000, -6.000000]``, intervals as lo .. hi)."""
     import numpy as np
     if ctx.exact:
         a = np.asarray(v, dtype=object)
         items = [str(t) for t in a.reshape(-1)]
-        return items[0] if a.ndim == 0 else items
-    if a_shape(ctx, v) == ():
-        return ctx.format(v, 6)
-    return [ctx.format(t, 6) for t in _entries(ctx, v)]
-
-
-def a_shape(ctx, v):
-    return tuple(ctx.shape(v))
-
-
-def _entries(ctx, v):
-    n = a_shape(ctx, v)[0]
-    return [ctx.take(v, [i], 0) for i in range(n)]
-
-
-def _show(items) -> str:
-    return items if isinstance(items, str) else "(" + ", ".join(items) + ")"
+        return items[0] if a.ndim == 0 else "[" + ", ".join(items) + "]"
+    return ctx.format(v, 6)
 
 
 def _nodes_text(nodes) -> str:
@@ -107,13 +93,13 @@ def run(args) -> int:
     print(f"recorded nodes: {_nodes_text(report['nodes'])}")
     print(f"(output id, tape length) = ({out}, {len(b.tape)})")
     print(f"forward = {report['forward']}")
-    print(f"gradient at node {x} = {_show(report['gradient'])}")
+    print(f"gradient of node {x} = {report['gradient']}")
     print("second branch detached:")
     print(f"  recorded nodes: {_nodes_text(report['detached']['nodes'])}")
     print(f"  forward = {report['detached']['forward']}")
-    print(f"  gradient at node {xd} = {_show(report['detached']['gradient'])}")
+    print(f"  gradient of node {xd} = {report['detached']['gradient']}")
     print(f"  reached = {gd.reached}")
     print("transform API (typed graph lowered to a tape):")
-    print(f"  both branches live = {_show(report['transform']['live'])}")
-    print(f"  second detached    = {_show(report['transform']['detached'])}")
+    print(f"  both branches live = {report['transform']['live']}")
+    print(f"  second detached    = {report['transform']['detached']}")
     return 0

@@ -300,13 +300,13 @@ def _norm_axis(ax: int, nd: int, name: str) -> int:
 def _fixed(q, digits: int) -> str:
     """``q`` rounded half-even to ``digits`` decimals, as ``"%.{digits}f"`` prints a float."""
     scaled = q * (MPZ(10) ** digits)
-    n = int(gmpy2.mpz(gmpy2.f_div(scaled.numerator, scaled.denominator)))
+    n = gmpy2.f_div(scaled.numerator, scaled.denominator)  # mpz: no str() digit limit
     rem = scaled - n  # in [0, 1)
     if rem > gmpy2.mpq(1, 2) or (rem == gmpy2.mpq(1, 2) and n % 2 == 1):
         n += 1
     sign = "-" if (n < 0 or (n == 0 and q < 0)) else ""
     n = abs(n)
-    s = str(n).rjust(digits + 1, "0")
+    s = n.digits().rjust(digits + 1, "0")
     body = s[:len(s) - digits] + ("." + s[len(s) - digits:] if digits > 0 else "")
     return sign + body
 
@@ -352,6 +352,13 @@ def _mpq_leaf(x):
                        f"value {x!r} to an exact rational")
 
 
+def _dyadic(man: int, exp: int):
+    """The exact rational man * 2^exp (shifts: mpq powers depend on the gmpy2 context)."""
+    if exp >= 0:
+        return gmpy2.mpq(man << exp)
+    return gmpy2.mpq(man, 1 << -exp)
+
+
 def _mpf_to_mpq(x, name):
     import mpmath
     if not mpmath.isfinite(x):
@@ -359,7 +366,7 @@ def _mpf_to_mpq(x, name):
     man, exp = x.man_exp
     if man == 0:
         return gmpy2.mpq(0)
-    return gmpy2.mpq(int(man)) * (gmpy2.mpq(2) ** int(exp))
+    return _dyadic(int(man), int(exp))
 
 
 # Rational values of the transcendental functions.  By Lindemann-Weierstrass, exp, sin,
@@ -561,7 +568,10 @@ class Fp32RealContext(ObjectArrayContext):
         return gmpy2.mpq(t)
 
     def _show(self, t) -> str:
-        return t.__format__(".9g") if isinstance(t, MPFR) else str(t)
+        if isinstance(t, MPFR):
+            f = float(t)
+            return format(f, ".9g") if f not in (float("inf"), float("-inf")) else str(t)
+        return str(t)
 
     def _binary(self, op, f, a, b):
         a = self._arr(a, op); b = self._arr(b, op)

@@ -16,7 +16,7 @@ from mpmath import libmp
 
 from .base import check_broadcast
 from .errors import ContextError
-from .exact import MPFR, MPQ, ObjectArrayContext, _mpq_leaf, _object_result
+from .exact import MPFR, MPQ, ObjectArrayContext, _dyadic, _mpq_leaf, _object_result
 from .registry import register_family, register_name
 
 _MPF_BASE = mpmath.ctx_mp_python._mpf
@@ -88,21 +88,34 @@ class MpmathContext(ObjectArrayContext):
         man, exp = t.man_exp
         if man == 0:
             return MPQ(0)
-        return MPQ(int(man)) * (MPQ(2) ** int(exp))
+        return _dyadic(int(man), int(exp))
 
     def _float_of(self, t) -> float:
         if not self.mp.isfinite(t):
             return float(t)  # +-inf
+        man, exp = t.man_exp
+        mag = int(exp) + int(man).bit_length()  # |t| < 2^mag
+        if mag > 1100:  # mpf exponents are unbounded: avoid building a huge rational
+            return float("inf") if man > 0 else float("-inf")
+        if mag < -1100:
+            return 0.0 if man >= 0 else -0.0
         return super()._float_of(t)
+
+    def _text(self, t, digits: int) -> str:
+        if not self.mp.isfinite(t):
+            return str(t)
+        man, exp = t.man_exp
+        if man != 0 and int(exp) + int(man).bit_length() < -4 * digits - 8:
+            return ("-" if man < 0 else "") + "0." + "0" * digits if digits else (
+                "-0" if man < 0 else "0")  # far below half a unit in the last place
+        if int(exp) + int(man).bit_length() > 20000:  # thousands of digits: use e-notation
+            return mpmath.nstr(t, max(digits, 1) + 1, min_fixed=1, max_fixed=0)
+        from .exact import _fixed
+        return _fixed(self._to_mpq(t), digits)
 
     def format(self, v, digits: int = 6) -> str:
         a = self._arr(v, "format")
-        finite = np.asarray(np.frompyfunc(self.mp.isfinite, 1, 1)(a), dtype=bool)
-        if finite.all():
-            return super().format(a, digits)
-        from .exact import _fixed
-        texts = [_fixed(self._to_mpq(t), int(digits)) if ok else str(t)
-                 for t, ok in zip(a.reshape(-1), finite.reshape(-1))]
+        texts = [self._text(t, int(digits)) for t in a.reshape(-1)]
         return texts[0] if a.ndim == 0 else "[" + ", ".join(texts) + "]"
 
     # ----------------------------------------------------------- arithmetic

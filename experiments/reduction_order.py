@@ -107,14 +107,19 @@ def order_contexts(fmt_name: str) -> tuple[dict, dict]:
         for order, (red, fma) in want.items():
             if order not in found and ctx.reduction == red and bool(ctx.fma_dot) == fma:
                 found[order] = ctx
-    if "sequential" not in found:
-        # The plain format name is the sequential reference context by contract.
+    # The binary family also builds "<format>", "<format>/pairwise" and "<format>+fma" for
+    # any format (scalars.family_examples()); accept them only if their flags match.
+    for order, name in (("sequential", fmt_name), ("pairwise", f"{fmt_name}/pairwise"),
+                        ("fma", f"{fmt_name}+fma")):
+        if order in found:
+            continue
         try:
-            ctx = scalars.get(fmt_name)
-            if ctx.reduction == "sequential" and not ctx.fma_dot:
-                found["sequential"] = ctx
+            ctx = scalars.get(name)
         except scalars.ContextError:
-            pass
+            continue
+        red, fma = want[order]
+        if getattr(ctx, "fmt", None) == fmt and ctx.reduction == red and bool(ctx.fma_dot) == fma:
+            found[order] = ctx
     found["native"] = WideAccumulationContext(fmt)
     missing = {o: f"no registered {fmt.name} context with reduction={want[o][0]}"
                   f"{' and fma_dot' if want[o][1] else ''}"
@@ -202,6 +207,7 @@ def plot(res: ReductionOrderResult, path):
     fmts = list(res.contexts)
     fig, axes = new_figure(len(fmts), 1)
     axes = np.atleast_1d(axes)
+    fig.subplots_adjust(bottom=0.08)
     nodes = res.case.nodes
     for ax, f in zip(axes, fmts):
         sub = res.rows[res.rows["format"] == f]

@@ -186,6 +186,7 @@ def new_figure(nrows: int = 1, ncols: int = 1):
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
     fig, ax = plt.subplots(nrows, ncols, figsize=PLOT_SIZE_IN, dpi=PLOT_DPI)
+    fig.subplots_adjust(left=0.1, right=0.98, top=0.92, bottom=0.16, hspace=0.35)
     return fig, ax
 
 
@@ -200,8 +201,9 @@ def save_figure(fig, path) -> Path:
         plt.close(fig)
         raise OutputError(f"--plot {path}: directory {path.parent} does not exist")
     try:
-        fig.tight_layout()
-        fig.savefig(path, format="png", dpi=PLOT_DPI)   # no bbox='tight': size stays fixed
+        # Fixed margins instead of tight_layout (which draws the figure twice): the size
+        # stays exactly PLOT_SIZE_IN x PLOT_DPI (no bbox='tight' either).
+        fig.savefig(path, format="png", dpi=PLOT_DPI)
     except OSError as exc:
         raise OutputError(f"--plot {path}: cannot write: {exc.strerror or exc}") from None
     finally:

@@ -17,6 +17,8 @@ def add_arguments(p) -> None:
                    help="sampled inputs for the sampled compare and reduction-order (default 1000)")
     p.add_argument("--gap-samples", type=int, default=2000, metavar="N",
                    help="sampled inputs per gaps run (default 2000)")
+    p.add_argument("--graphs", default=None, metavar="A,B",
+                   help="built-in graphs for the discrepancy tables (default: all built-ins)")
     p.add_argument("--seed", type=int, default=0, metavar="S", help="random seed (default 0)")
     p.add_argument("--json", action="store_true", help="print the list of files as JSON")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
@@ -26,8 +28,16 @@ def run(args) -> int:
     from ..compare import ExperimentError
     if args.samples < 1 or args.gap_samples < 1:
         raise ExperimentError("--samples and --gap-samples must be >= 1")
+    graphs = None
+    if args.graphs is not None:
+        graphs = [g.strip() for g in args.graphs.split(",") if g.strip()]
+        known = R.builtin_graphs()
+        bad = [g for g in graphs if g not in known]
+        if bad or not graphs:
+            raise ExperimentError(f"--graphs: unknown built-in graph(s) {', '.join(bad) or '(none)'};"
+                                  f" built-ins: {', '.join(known)}")
     rep = R.write_report(args.out, samples=args.samples, gap_samples=args.gap_samples,
-                         seed=args.seed, quiet=args.quiet)
+                         seed=args.seed, quiet=args.quiet, graphs=graphs)
     if args.json:
         print(json.dumps({"format": "scalarlab-report", "version": 1,
                           "directory": str(rep.directory), "files": rep.files}, indent=2))

@@ -359,11 +359,17 @@ def _dyadic(man: int, exp: int):
     return gmpy2.mpq(man, 1 << -exp)
 
 
+def mpf_parts(x) -> tuple[int, int]:
+    """(signed mantissa, exponent) of a finite mpmath mpf (``man_exp`` drops the sign)."""
+    sign, man, exp, _ = x._mpf_
+    return (-int(man) if sign else int(man)), int(exp)
+
+
 def _mpf_to_mpq(x, name):
     import mpmath
     if not mpmath.isfinite(x):
         raise ContextError(f"context {name}: convert: {x} is not a finite real number")
-    man, exp = x.man_exp
+    man, exp = mpf_parts(x)
     if man == 0:
         return gmpy2.mpq(0)
     return _dyadic(int(man), int(exp))

@@ -16,7 +16,8 @@ from mpmath import libmp
 
 from .base import check_broadcast
 from .errors import ContextError
-from .exact import MPFR, MPQ, ObjectArrayContext, _dyadic, _mpq_leaf, _object_result
+from .exact import (MPFR, MPQ, ObjectArrayContext, _dyadic, _mpq_leaf, _object_result,
+                    mpf_parts)
 from .registry import register_family, register_name
 
 _MPF_BASE = mpmath.ctx_mp_python._mpf
@@ -85,7 +86,7 @@ class MpmathContext(ObjectArrayContext):
     def _to_mpq(self, t):
         if not self.mp.isfinite(t):
             raise ContextError(f"context {self.name}: {t} has no exact rational value")
-        man, exp = t.man_exp
+        man, exp = mpf_parts(t)
         if man == 0:
             return MPQ(0)
         return _dyadic(int(man), int(exp))
@@ -93,7 +94,7 @@ class MpmathContext(ObjectArrayContext):
     def _float_of(self, t) -> float:
         if not self.mp.isfinite(t):
             return float(t)  # +-inf
-        man, exp = t.man_exp
+        man, exp = mpf_parts(t)
         mag = int(exp) + int(man).bit_length()  # |t| < 2^mag
         if mag > 1100:  # mpf exponents are unbounded: avoid building a huge rational
             return float("inf") if man > 0 else float("-inf")
@@ -104,7 +105,7 @@ class MpmathContext(ObjectArrayContext):
     def _text(self, t, digits: int) -> str:
         if not self.mp.isfinite(t):
             return str(t)
-        man, exp = t.man_exp
+        man, exp = mpf_parts(t)
         if man != 0 and int(exp) + int(man).bit_length() < -4 * digits - 8:
             return ("-" if man < 0 else "") + "0." + "0" * digits if digits else (
                 "-0" if man < 0 else "0")  # far below half a unit in the last place

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import scalars
+from scalars.exact import mpf_parts
 from scalars import ContextError
 
 F = scalars.get("fp32-real")
@@ -104,7 +105,7 @@ def hi_prec_rounded(values_mpf):
     out = []
     with UNBOUNDED:
         for v in values_mpf:
-            man, exp = (int(t) for t in v.man_exp)
+            man, exp = mpf_parts(v)
             if exp + man.bit_length() < -400:  # far below 2^-150: rounds to zero
                 out.append(gmpy2.mpfr(0))
                 continue

@@ -38,6 +38,16 @@ def to_context(ctx, value):
         raise TapeError(f"leaf: cannot convert value into context {ctx.name}: {exc}") from None
 
 
+def stopped_value(ctx, v):
+    """The forward value of ``detach``: the same value, except that over duals its tangent
+    is zero (a stopped value does not vary, so forward mode and the tape over duals agree
+    with reverse mode: the detached branch contributes nothing at any order)."""
+    if ctx.is_dual:
+        from scalars.dual import Dual
+        return Dual(v.primal, ctx.base.zeros(ctx.shape(v)))
+    return v
+
+
 def resolve_attrs(rec, attrs: dict, where: str) -> dict:
     """The record's attributes with defaults filled; unknown or missing ones are errors."""
     unknown = sorted(set(attrs) - set(rec.attrs))
@@ -163,9 +173,11 @@ class TapeBuilder:
         return self.leaf(value, name=name, requires_grad=False)
 
     def detach(self, i: int) -> int:
-        """Stop-gradient: same value (no copy), parent edge kept, no VJP, no gradient."""
+        """Stop-gradient: same value (no copy; zero tangent over duals), parent edge kept,
+        no VJP, never requires a gradient."""
         src = self.tape[self.tape.check_id(i, "detach")]
-        return self.tape.append(TapeNode("detach", (i,), src.value, src.shape, None, False))
+        return self.tape.append(TapeNode("detach", (i,), stopped_value(self.ctx, src.value),
+                                         src.shape, None, False))
 
     # ---------------------------------------------------------------------- ops
     def apply(self, op: str, *ids: int, **attrs) -> int:
@@ -249,6 +261,17 @@ class TapeBuilder:
         return rec, full, k, check_op_shapes(rec, shapes[:k], shapes[k:], full, where)
 
     # ------------------------------------------------------- convenience names
+    def __getattr__(self, name):
+        """Every other op-table op by its own name: ``ops.softmax(x, axis=0)``."""
+        from graph.optable import OPS
+        if name.startswith("_") or name not in OPS:
+            raise AttributeError(f"{type(self).__name__} has no attribute {name!r} (and the op "
+                                 f"table has no op {name!r})")
+
+        def op(*refs, **attrs):
+            return self.apply(name, *refs, **attrs)
+        return op
+
     def add(self, a, b): return self.apply("add", a, b)
     def sub(self, a, b): return self.apply("sub", a, b)
     def mul(self, a, b): return self.apply("mul", a, b)

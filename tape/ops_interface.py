@@ -31,6 +31,17 @@ class Ops:
         raise NotImplementedError
 
     # Convenience names: each is exactly one op-table op.
+    def __getattr__(self, name):
+        """Every other op-table op by its own name: ``ops.softmax(x, axis=0)``."""
+        from graph.optable import OPS
+        if name.startswith("_") or name not in OPS:
+            raise AttributeError(f"{type(self).__name__} has no attribute {name!r} (and the op "
+                                 f"table has no op {name!r})")
+
+        def op(*refs, **attrs):
+            return self.apply(name, *refs, **attrs)
+        return op
+
     def add(self, a, b): return self.apply("add", a, b)
     def sub(self, a, b): return self.apply("sub", a, b)
     def mul(self, a, b): return self.apply("mul", a, b)

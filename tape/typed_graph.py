@@ -29,7 +29,7 @@ from scalars.errors import ContextError
 
 from .backward import Gradients, as_value, backward, value_shape
 from .builder import (TapeBuilder, check_op_shapes, missing_params, resolve_attrs, split_args,
-                      to_context)
+                      stopped_value, to_context)
 from .errors import TapeError
 
 _GRAPH_IDS = itertools.count(1)
@@ -166,7 +166,7 @@ class TypedGraph:
         k = len(self.input_shapes)
         for j, n in enumerate(self.nodes):
             if n.kind == "detach":
-                vals.append(vals[n.args[0]])
+                vals.append(stopped_value(ctx, vals[n.args[0]]))
             elif n.kind == "const":
                 vals.append(to_context(ctx, n.value))
             else:

@@ -1,0 +1,40 @@
+"""float64 context: values stay ndarrays (0-d included) and foreign values are refused."""
+import numpy as np
+import pytest
+
+import scalars
+from scalars import ContextError
+
+F = scalars.get("float64")
+
+
+def test_zero_d_results_stay_arrays_through_chains():
+    x = F.convert(2.0)
+    y = F.add(F.mul(x, x), F.exp(F.convert(0.0)))
+    for v in (y, F.sum(F.convert([1.0, 2.0])), F.amax(F.convert([1.0, 3.0])),
+              F.sigmoid(x), F.softplus(x), F.erf(x), F.sign(x), F.tanh(F.neg(x))):
+        assert isinstance(v, np.ndarray) and v.dtype == np.float64 and v.shape == ()
+    assert y[()] == 5.0
+    assert F.add(np.float64(1.5), np.array(1.0))[()] == 2.5  # numpy scalars count as 0-d
+
+
+@pytest.mark.parametrize("other,label", [("rational", "rational value"),
+                                         ("fp32-real", "fp32-real value"),
+                                         ("complex128", "complex128 value"),
+                                         ("mpmath:53", "mpmath:53 value")])
+def test_values_of_other_contexts_are_named(other, label):
+    v = scalars.get(other).convert([1, 2])
+    with pytest.raises(ContextError, match=rf"context float64: add: got .*\(an? {label}\)"):
+        F.add(np.ones(2), v)
+
+
+def test_interval_like_values_are_named():
+    class Interval:  # duck-typed like scalars.interval.Interval
+        def __init__(self, lo, hi):
+            self.lo, self.hi = lo, hi
+    with pytest.raises(ContextError, match=r"float64: mul: got an Interval \(an interval-context value\)"):
+        F.mul(np.ones(2), Interval(np.zeros(2), np.ones(2)))
+
+
+def test_integer_arrays_are_widened():
+    assert F.add(np.array([1, 2]), np.array([0.5, 0.5])).tolist() == [1.5, 2.5]

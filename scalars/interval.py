@@ -298,8 +298,9 @@ class _MpmathEnds:
         arr = np.asarray(x, dtype=object) if not isinstance(x, np.ndarray) else x
         if arr.dtype != object:
             arr = arr.astype(object)
-        lo = np.frompyfunc(lambda t: self._one_point(t, L.round_floor), 1, 1)(arr)
-        hi = np.frompyfunc(lambda t: self._one_point(t, L.round_ceiling), 1, 1)(arr)
+        with np.errstate(all="ignore"):
+            lo = np.frompyfunc(lambda t: self._one_point(t, L.round_floor), 1, 1)(arr)
+            hi = np.frompyfunc(lambda t: self._one_point(t, L.round_ceiling), 1, 1)(arr)
         return _obj(lo), _obj(hi)
 
     def _bin(self, fn, a, b):
@@ -351,15 +352,23 @@ class _MpmathEnds:
         return self.mk(r)
 
     def func(self, name, x):
-        lo = _obj(np.frompyfunc(lambda t: self._func_one(name, t, True), 1, 1)(x))
-        hi = _obj(np.frompyfunc(lambda t: self._func_one(name, t, False), 1, 1)(x))
         rlo, rhi = D.RANGES[name]
-        if math.isfinite(rlo):
-            c = self.mk(self._raw(rlo))
-            lo = _obj(np.maximum(lo, c))
-        if math.isfinite(rhi):
-            c = self.mk(self._raw(rhi))
-            hi = _obj(np.minimum(hi, c))
+        L = self.lib
+        clo = self.mk(self._raw(rlo)) if math.isfinite(rlo) else None
+        chi = self.mk(self._raw(rhi)) if math.isfinite(rhi) else None
+
+        def one(t, lower):
+            r = self._func_one(name, t, lower)
+            if r._mpf_ == L.fnan:
+                return r
+            # intersect with the function's range (sound, and keeps tanh <= 1 etc.)
+            if clo is not None and r < clo:
+                return clo
+            if chi is not None and r > chi:
+                return chi
+            return r
+        lo = _obj(np.frompyfunc(lambda t: one(t, True), 1, 1)(x))
+        hi = _obj(np.frompyfunc(lambda t: one(t, False), 1, 1)(x))
         return lo, hi
 
     def neg(self, x):

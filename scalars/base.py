@@ -177,6 +177,14 @@ def to_fraction(x) -> Fraction:
         if xf != xf or xf in (float("inf"), float("-inf")):
             raise ContextError(f"{xf} has no exact rational value")
         return Fraction(xf)
+    man_exp = getattr(x, "man_exp", None)  # mpmath mpf: exact (mantissa, exponent)
+    if man_exp is not None and hasattr(x, "_mpf_"):
+        import mpmath
+        if not mpmath.isfinite(x):
+            raise ContextError(f"{x} has no exact rational value")
+        sign, man, exp, _ = x._mpf_   # man_exp drops the sign
+        q = Fraction(int(man)) * (Fraction(2) ** int(exp))
+        return -q if sign else q
     # gmpy2 mpq / mpz / mpfr and anything with numerator/denominator
     num = getattr(x, "numerator", None)
     den = getattr(x, "denominator", None)

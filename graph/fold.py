@@ -102,14 +102,14 @@ def denote_all(g: Graph, payload, x, ctx, *, partial: bool = False, _need=None) 
         rec = OPS[op]
         where = f"IR eval: {op} {i}"
         try:
-            params = payload.converted(ctx, i)
             args = [vals[p] for p in node.parents]
+            params = payload.converted(ctx, i) if rec.params else {}
             for name in rec.params:
                 if name in params:
                     args.append(params[name])
                 else:
                     args.append(_default_param(ctx, rec, name, g, node))
-            attrs = full_attrs(rec, node.kind.attrs)
+            attrs = full_attrs(rec, node.kind.attrs) if rec.attrs or node.kind.attrs else {}
             y = rec.forward(ctx, args, attrs, nb)
             if op == "const" and nb:
                 y = ctx.broadcast_to(ctx.reshape(y, (1,) * nb + tuple(node.out_shape)),

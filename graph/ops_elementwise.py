@@ -164,7 +164,7 @@ def check_domain(ctx, x, op: str, strict: bool) -> None:
         shown = repr(float(np.asarray(ctx.to_float64(x))[idx]))
     except (ContextError, TypeError, ValueError, IndexError):
         shown = "?"
-    what = "non-positive" if strict else "negative"
+    what = "NaN" if shown == "nan" else ("non-positive" if strict else "negative")
     raise OpDataError(f"{op} of a {what} value: x{list(idx)} = {shown}")
 
 

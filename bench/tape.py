@@ -10,9 +10,32 @@ Run: ``python bench/tape.py [--repeat N]``.  Prints numbers and ratios; asserts 
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 import time
+from pathlib import Path
 
-import numpy as np
+
+def _threads_from_argv(default: int = 1) -> int:
+    for i, tok in enumerate(sys.argv):
+        if tok.startswith("--threads="):
+            return int(tok.split("=", 1)[1])
+        if tok == "--threads" and i + 1 < len(sys.argv):
+            return int(sys.argv[i + 1])
+    return default
+
+
+# Both engines get the same number of BLAS threads (default 1: spinning BLAS threads on a
+# shared machine make multi-threaded timings meaningless).  Must be set before numpy loads.
+if __name__ == "__main__":
+    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[var] = str(_threads_from_argv())
+
+import numpy as np  # noqa: E402
+
+# Run as a script, this file's folder comes first on sys.path and its own name would
+# shadow the ``tape`` package: put the repository root in front.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def best_of(fn, repeat: int) -> float:
@@ -70,7 +93,9 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=20)
     ap.add_argument("--ops", type=int, default=10_000)
+    ap.add_argument("--threads", type=int, default=1, help="BLAS/torch threads for both")
     args = ap.parse_args(argv)
+    torch.set_num_threads(args.threads)
     rng = np.random.default_rng(0)
     params = [rng.standard_normal((256, 784)) / 28, rng.standard_normal(256) * 0.1,
               rng.standard_normal((10, 256)) / 16, rng.standard_normal(10) * 0.1]
@@ -82,7 +107,8 @@ def main(argv=None) -> int:
     # correctness first: the two engines must agree before their times mean anything
     lv, lg = mlp_tape(params, x, y)
     tv, tg = mlp_torch(torch, tparams, tx, ty)
-    err = max(float(np.max(np.abs(a - b.numpy()) / (np.abs(b.numpy()) + 1e-300)))
+    # norm-wise relative difference per tensor (max |a - b| / max |b|)
+    err = max(float(np.max(np.abs(a - b.numpy())) / max(float(np.max(np.abs(b.numpy()))), 1e-300))
               for a, b in zip([lv] + lg, [tv.detach()] + tg))
     print(f"torch {torch.__version__}, threads={torch.get_num_threads()}, numpy {np.__version__}")
     print(f"MLP 784-256-10 relu+mse, batch 128, float64: max rel diff vs torch = {err:.2e}")

@@ -191,8 +191,10 @@ def _fallback(s, sgn, mask, exact_of):
 
 
 def _bc(*xs):
+    """Broadcast float64 operands to one shape (0-d stays 0-d; np.ascontiguousarray would
+    promote it to 1-d)."""
     arrs = np.broadcast_arrays(*[np.asarray(x, dtype=np.float64) for x in xs])
-    return [np.ascontiguousarray(a) for a in arrs]
+    return [np.array(a, dtype=np.float64) for a in arrs]
 
 
 def add_err(a, b):
@@ -248,7 +250,7 @@ def div_err(a, b):
 
 def sqrt_err(a):
     """(s, sign(sqrt(a) - s)) for a >= 0: the sign of the residual a - s*s."""
-    a = np.ascontiguousarray(np.asarray(a, dtype=np.float64))
+    a = np.array(a, dtype=np.float64)
     with np.errstate(all="ignore"):
         s = np.sqrt(a)
         ph, pl = two_prod(s, s)
@@ -437,7 +439,7 @@ def func_dir(name: str, x, grid: Grid):
     rest (results within ~2^-40 relative of a grid value, infinities, exact cases) go
     through :func:`mpfr_func_dir`.
     """
-    x = np.ascontiguousarray(np.asarray(x, dtype=np.float64))
+    x = np.array(x, dtype=np.float64)
     with np.errstate(all="ignore"):
         v = FUNCS64[name](x)
         m = np.abs(v) * 2.0 ** -40 + 2.0 ** -1050

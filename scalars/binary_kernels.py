@@ -1,0 +1,661 @@
+"""Numba kernels of the binary-format contexts (:mod:`scalars.binary`).
+
+Everything here rounds to nearest-even onto a binary format whose values are carried as
+float64.  The format is described by a *spec* tuple built by :func:`make_spec`; every
+kernel takes it as a runtime argument, so each kernel has one compiled signature whatever
+the format.
+
+Rounding trick (:func:`rn`): for |x| in binade ``[2^e, 2^(e+1))`` let
+``c = ±2^(max(e, emin) + 53 - p)`` (same sign as x).  Then ``x + c`` lies in c's binade,
+whose float64 spacing is exactly the format's quantum at x, so the hardware addition rounds
+x to p bits, nearest-even (c's significand is even), and ``(x + c) - c`` is exact.  Below
+min_normal the clamp ``max(e, emin)`` gives the subnormal quantum (or, for formats without
+subnormals, a quantum of min_normal itself, which is MPFR's "0 or min_normal" rule).  The
+exponent is clamped above at emax + 1 so c stays finite: anything that large overflows
+anyway.  This needs p <= 52 and no fast-math (LLVM keeps ``(x + c) - c``).
+
+Three arithmetic paths (``mode`` arguments):
+
+* ``FAST``: p <= 25 and an exponent range that keeps every product / quotient of format
+  values inside float64's normal range.  Then computing + - * / sqrt in float64 and
+  rounding once is correctly rounded: double rounding is innocuous when the intermediate
+  precision is at least 2p + 2 bits (53 >= 2*25 + 2; Figueroa 1995, "When is double
+  rounding innocuous?").  Products of two format values are exact in float64 (2p <= 53).
+* ``NATIVE``: IEEE binary64 itself; hardware float64 (+ fma via LLVM's ``llvm.fma.f64``,
+  a correctly rounded fused multiply-add on every target).
+* ``STICKY``: every other format (p <= 52).  The float64 result ``r`` and the exact sign of
+  the error ``t = exact - r`` come from error-free transformations (TwoSum, the fma
+  product error, the division / square-root residual, Boldo-Muller's ErrFma).  Then
+  round-to-odd at 53 bits followed by RN to p bits equals RN_p(exact) when 53 >= p + 2
+  (Boldo & Melquiond 2008): nudge ``r`` one float64 ulp toward the exact value when the
+  result is inexact and r's last bit is even.  The EFTs need no float64 underflow; elements
+  whose float64 result is tiny (or p = 52, where round-to-odd is not enough) are flagged
+  ``unsafe`` and the caller settles them with MPFR.
+"""
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+from llvmlite import ir
+from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+# IEEE semantics for x/0 (inf/NaN, no ZeroDivisionError); one compiled signature each.
+_jit = numba.njit(cache=True, error_model="numpy")
+_inline = numba.njit(inline="always", error_model="numpy")
+
+FAST, NATIVE, STICKY = 0, 1, 2
+ADD, SUB, MUL, DIV = 0, 1, 2, 3
+EXP, LOG, TANH, SIGMOID, SOFTPLUS, SIN, COS, ERF = range(8)
+
+_SIGN = -0x8000000000000000
+_EXPM = 0x7FF0000000000000
+_BIG = (900 + 1023) << 52          # |x| >= 2^901: rounding scales by 2^-200 first
+_TINY = 2.0 ** -900                # float64 results below this may break the EFTs
+_SCALE_DN = 2.0 ** -200
+_SCALE_UP = 2.0 ** 200
+# Relative bound on the error of the float64 transcendental evaluations below, with a
+# 256x margin over what glibc's libm plus our compositions actually achieve (<= 4 ulp of
+# binary64 = 2^-50); the absolute term covers results in float64's subnormal range.
+TR_REL = 2.0 ** -45
+TR_ABS = 2.0 ** -1060
+
+
+# ---------------------------------------------------------------- LLVM intrinsics
+@intrinsic
+def f2i(typingctx, x):
+    """Bit pattern of a float64 as int64 (an LLVM bitcast, free)."""
+    sig = types.int64(types.float64)
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.IntType(64))
+    return sig, codegen
+
+
+@intrinsic
+def i2f(typingctx, x):
+    """float64 with the given int64 bit pattern."""
+    sig = types.float64(types.int64)
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.DoubleType())
+    return sig, codegen
+
+
+@intrinsic
+def fma(typingctx, a, b, c):
+    """Correctly rounded a*b + c in float64 or float32 (``llvm.fma``: the FMA instruction,
+    or libm's exact ``fma``/``fmaf`` where the CPU has none)."""
+    if not (isinstance(a, types.Float) and a == b == c):
+        return None
+    sig = a(a, b, c)
+    width = a.bitwidth
+
+    def codegen(context, builder, signature, args):
+        t = ir.FloatType() if width == 32 else ir.DoubleType()
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(t, [t, t, t]),
+                                            f"llvm.fma.f{width}")
+        return builder.call(fn, args)
+    return sig, codegen
+
+
+# ---------------------------------------------------------------- format spec
+def make_spec(fmt) -> tuple:
+    """The tuple of constants the kernels need for nearest-even rounding onto ``fmt``.
+
+    ``(p53m, sub_shift, eminb, ecapb, maxf, ovf, mn, k53, cmax, csub)``: 53 - p; the shift
+    used below min_normal (53 - p with subnormals, 52 without: quantum min_normal); the
+    biased exponent field of min_normal and of the clamp emax + 1 (as bits in place); the
+    largest finite value; the (positive) value that overflow and ±inf inputs become (inf,
+    NaN for formats without infinities, max_finite when saturating); min_normal; and for
+    :func:`rn_fast` the factor 2^(53-p) and the clamps of c, 2^(emax+1+53-p) and
+    2^(emin+53-p).
+    """
+    p = fmt.precision
+    p53m = 53 - p
+    sub_shift = p53m if fmt.subnormals else 52
+    eminb = (fmt.emin + 1023) << 52
+    ecap = min(fmt.emax + 1, 1023 - max(p53m, sub_shift))
+    ecapb = (ecap + 1023) << 52
+    if fmt.saturate:
+        ovf = fmt.max_finite
+    elif fmt.has_inf:
+        ovf = math.inf
+    else:
+        ovf = math.nan
+    return (np.int64(p53m), np.int64(sub_shift), np.int64(eminb), np.int64(ecapb),
+            float(fmt.max_finite), float(ovf), float(fmt.min_normal),
+            math.ldexp(1.0, p53m), math.ldexp(1.0, ecap + p53m),
+            math.ldexp(1.0, fmt.emin + p53m))
+
+
+@_inline
+def _rn_core(x, spec):
+    p53m, sub_shift, eminb, ecapb = spec[0], spec[1], spec[2], spec[3]
+    b = f2i(x)
+    e = b & _EXPM
+    sh = p53m if e >= eminb else sub_shift
+    e = min(max(e, eminb), ecapb)
+    c = i2f((e + (sh << 52)) | (b & _SIGN))
+    return (x + c) - c
+
+
+@_inline
+def rn_fast(x, spec):
+    """RN-even onto a FAST format (with subnormals; any float64 x).  The trick of
+    :func:`rn` written with floating-point min/max/mul and bitwise ops only, which LLVM
+    vectorises: c = clamp(2^e * 2^(53-p), 2^(emin+53-p), 2^(emax+1+53-p)) with the sign of
+    x.  Overflow after rounding (with unbounded exponent) gives ±ovf."""
+    b = f2i(x)
+    sg = b & _SIGN
+    c = max(min(i2f(b & _EXPM) * spec[7], spec[8]), spec[9])
+    c = i2f(f2i(c) | sg)
+    y = (x + c) - c
+    return i2f(f2i(spec[5]) | sg) if abs(y) > spec[4] else y
+
+
+@_inline
+def rn(x, spec):
+    """RN-even of any float64 onto the format.  Huge |x| (only formats with a float64-wide
+    exponent range care) is scaled by 2^-200 so that the constant c stays finite."""
+    big = (f2i(x) & _EXPM) >= _BIG
+    xs = x * _SCALE_DN if big else x
+    y = _rn_core(xs, spec)
+    if big:
+        y = y * _SCALE_UP
+    if abs(y) > spec[4]:
+        y = math.copysign(spec[5], x)
+    return y
+
+
+@_inline
+def to_odd(r, t):
+    """Round-to-odd at 53 bits of the exact value r + t (r = RN_53, |t| <= ulp(r)/2): move r
+    one ulp toward the exact value when inexact and r's last bit is even."""
+    if t != 0.0 and abs(r) < math.inf:
+        b = f2i(r)
+        if (b & 1) == 0:
+            if (t > 0.0) == (r > 0.0):
+                b += 1
+            else:
+                b -= 1
+            r = i2f(b)
+    return r
+
+
+@_inline
+def two_sum(a, b):
+    s = a + b
+    bb = s - a
+    return s, (a - (s - bb)) + (b - bb)
+
+
+# ---------------------------------------------------------------- elementwise kernels
+@_jit
+def round_array(x, out, spec):
+    """out = RN(x) onto the format (x, out: 1-d float64)."""
+    for i in range(x.size):
+        out[i] = rn(x[i], spec)
+
+
+@_jit
+def binary_fast(op, a, b, out, spec):
+    """out = RN(a op b) for FAST formats: float64 op then one rounding (2p+2 rule)."""
+    n = out.size
+    if op == ADD:
+        for i in range(n):
+            out[i] = rn_fast(a[i] + b[i], spec)
+    elif op == SUB:
+        for i in range(n):
+            out[i] = rn_fast(a[i] - b[i], spec)
+    elif op == MUL:
+        for i in range(n):
+            out[i] = rn_fast(a[i] * b[i], spec)
+    else:
+        for i in range(n):
+            out[i] = rn_fast(a[i] / b[i], spec)
+
+
+@_inline
+def _sqrt(x):
+    # IEEE: sqrt(-0) = -0, sqrt(negative) = NaN, sqrt(NaN) = NaN.
+    if x >= 0.0:
+        return math.sqrt(x)
+    return math.nan if x < 0.0 else x
+
+
+@_jit
+def sqrt_kernel(mode, a, out, unsafe, spec):
+    """out = RN(sqrt(a)); STICKY formats use the residual a - s*s for the error sign."""
+    p53m = spec[0]
+    for i in range(out.size):
+        x = a[i]
+        s = _sqrt(x)
+        if mode == FAST:
+            out[i] = rn_fast(s, spec)
+        elif mode == NATIVE:
+            out[i] = s
+        else:
+            t = 0.0
+            if s > 0.0 and s < math.inf:
+                t = fma(-s, s, x)          # sign of x - s^2 = sign of sqrt(x) - s
+                if x < _TINY or (p53m <= 1 and t != 0.0):
+                    unsafe[i] = 1
+            out[i] = rn(to_odd(s, t), spec)
+
+
+@_jit
+def binary_sticky(op, a, b, out, unsafe, spec):
+    """out = RN(a op b) for STICKY formats (see the module docstring)."""
+    p53m = spec[0]
+    for i in range(out.size):
+        x = a[i]
+        y = b[i]
+        t = 0.0
+        if op == ADD or op == SUB:
+            if op == SUB:
+                y = -y
+            r, t = two_sum(x, y)
+            if not (abs(r) < math.inf):
+                t = 0.0
+        elif op == MUL:
+            r = x * y
+            if abs(r) < math.inf:
+                t = fma(x, y, -r)
+                if abs(r) < _TINY and x != 0.0 and y != 0.0:
+                    unsafe[i] = 1
+        else:
+            r = x / y
+            if (abs(r) < math.inf and abs(x) < math.inf and abs(y) < math.inf
+                    and y != 0.0 and x != 0.0):
+                rem = fma(-r, y, x)        # x - r*y: exact when nothing underflows
+                t = rem if y > 0.0 else -rem
+                if abs(r) < _TINY or abs(x) < _TINY:
+                    unsafe[i] = 1
+        if p53m <= 1 and t != 0.0:
+            unsafe[i] = 1
+        out[i] = rn(to_odd(r, t), spec)
+
+
+@_inline
+def err_fma(a, b, c, r):
+    """Sign-exact error of r = fma(a, b, c): a*b + c - r as one float64 whose sign is that of
+    the exact error (Boldo & Muller's ErrFma, no underflow assumed)."""
+    u1 = a * b
+    u2 = fma(a, b, -u1)
+    al, z = two_sum(c, u2)
+    b1, b2 = two_sum(u1, al)
+    g = (b1 - r) + b2
+    return g + z
+
+
+@_jit
+def fma_kernel(mode, a, b, c, out, unsafe, spec):
+    """out = RN(a*b + c), one rounding."""
+    p53m = spec[0]
+    for i in range(out.size):
+        x = a[i]
+        y = b[i]
+        z = c[i]
+        if mode == NATIVE:
+            out[i] = fma(x, y, z)
+        elif mode == FAST:
+            # a*b is exact in float64 (2p <= 53, no under/overflow); TwoSum gives the exact
+            # sum as s + t, round-to-odd then RN_p settles the single rounding.
+            pr = x * y
+            s, t = two_sum(pr, z)
+            if not (abs(s) < math.inf):
+                t = 0.0
+            out[i] = rn_fast(to_odd(s, t), spec)
+        else:
+            r = fma(x, y, z)
+            t = 0.0
+            if abs(r) < math.inf:
+                pr = x * y
+                if x != 0.0 and y != 0.0 and abs(x) < math.inf and abs(y) < math.inf:
+                    if abs(pr) < _TINY or abs(pr) > 2.0 ** 1000 or (
+                            r != 0.0 and abs(r) < _TINY):
+                        unsafe[i] = 1
+                    else:
+                        t = err_fma(x, y, z, r)
+                        if t != t:
+                            unsafe[i] = 1
+                            t = 0.0
+            if p53m <= 1 and t != 0.0:
+                unsafe[i] = 1
+            out[i] = rn(to_odd(r, t), spec)
+
+
+# ---------------------------------------------------------------- transcendentals
+@_inline
+def _f64_eval(code, x):
+    """float64 evaluation (libm + short compositions) within TR_REL of the true value."""
+    if code == EXP:
+        return math.exp(x)
+    if code == LOG:
+        if x < 0.0:
+            return math.nan
+        return math.log(x)
+    if code == TANH:
+        return math.tanh(x)
+    if code == SIGMOID:
+        # 1/(1+e^-x) for x >= 0 and e^x/(1+e^x) below: no overflow, no cancellation.
+        if x >= 0.0:
+            return 1.0 / (1.0 + math.exp(-x))
+        e = math.exp(x)
+        return e / (1.0 + e)
+    if code == SOFTPLUS:
+        # log(1 + e^x) = max(x, 0) + log1p(e^-|x|): both terms >= 0, no cancellation.
+        if x != x:
+            return x
+        return max(x, 0.0) + math.log1p(math.exp(-abs(x)))
+    if code == SIN:
+        return math.sin(x)
+    if code == COS:
+        return math.cos(x)
+    return math.erf(x)
+
+
+@_jit
+def transcendental(mode, code, x, out, unsafe, spec):
+    """out = RN(f(x)) where the float64 value decides it; unsafe = 1 where the error bound
+    TR_REL straddles a rounding boundary (or f overflowed float64): settle with MPFR."""
+    for i in range(x.size):
+        xi = x[i]
+        y = _f64_eval(code, xi)
+        if abs(y) < math.inf:
+            d = abs(y) * TR_REL + TR_ABS
+            lo = rn(y - d, spec)
+            hi = rn(y + d, spec)
+            if mode == NATIVE or not (lo == hi or (lo != lo and hi != hi)):
+                unsafe[i] = 1
+        elif y == y and abs(xi) < math.inf and not (code == LOG and xi == 0.0):
+            unsafe[i] = 1   # exp overflowed float64: let MPFR decide (rare)
+        out[i] = y if mode == NATIVE else rn(y, spec)
+
+
+@_jit
+def first_nonmember(mode, x, spec):
+    """Index of the first entry of x (1-d) that is not a value of the format (NaN counts
+    as a value), or -1.  Counts per chunk (a vectorisable reduction), scans only a chunk
+    that has a bad entry."""
+    n = x.size
+    for c0 in range(0, n, 2048):
+        c1 = min(n, c0 + 2048)
+        bad = 0
+        if mode == FAST:
+            for i in range(c0, c1):
+                v = x[i]
+                r = rn_fast(v, spec)
+                bad += 0 if (r == v or v != v) else 1
+        else:
+            for i in range(c0, c1):
+                v = x[i]
+                r = rn(v, spec)
+                bad += 0 if (r == v or v != v) else 1
+        if bad:
+            for i in range(c0, c1):
+                v = x[i]
+                r = rn(v, spec)
+                if not (r == v or v != v):
+                    return i
+    return -1
+
+
+# ---------------------------------------------------------------- reductions
+@_inline
+def _add_step(mode, acc, v, spec):
+    """One rounded addition acc + v; returns (result, unsafe-flag)."""
+    if mode == FAST:
+        return rn_fast(acc + v, spec), False
+    if mode == NATIVE:
+        return acc + v, False
+    s, t = two_sum(acc, v)
+    if not (abs(s) < math.inf):
+        t = 0.0
+    return rn(to_odd(s, t), spec), spec[0] <= 1 and t != 0.0
+
+
+@_inline
+def _mul_step(mode, x, y, spec):
+    """One rounded product x*y; returns (result, unsafe-flag)."""
+    if mode == FAST:
+        return rn_fast(x * y, spec), False
+    if mode == NATIVE:
+        return x * y, False
+    r = x * y
+    t = 0.0
+    bad = False
+    if abs(r) < math.inf:
+        t = fma(x, y, -r)
+        bad = abs(r) < _TINY and x != 0.0 and y != 0.0
+    bad = bad or (spec[0] <= 1 and t != 0.0)
+    return rn(to_odd(r, t), spec), bad
+
+
+@_inline
+def _fma_step(mode, x, y, acc, spec):
+    """One fused multiply-add x*y + acc with one rounding; returns (result, unsafe)."""
+    if mode == NATIVE:
+        return fma(x, y, acc), False
+    if mode == FAST:
+        s, t = two_sum(x * y, acc)
+        if not (abs(s) < math.inf):
+            t = 0.0
+        return rn_fast(to_odd(s, t), spec), False
+    r = fma(x, y, acc)
+    t = 0.0
+    bad = False
+    if abs(r) < math.inf and x != 0.0 and y != 0.0 and abs(x) < math.inf \
+            and abs(y) < math.inf:
+        pr = x * y
+        if abs(pr) < _TINY or abs(pr) > 2.0 ** 1000 or (r != 0.0 and abs(r) < _TINY):
+            bad = True
+        else:
+            t = err_fma(x, y, acc, r)
+            if t != t:
+                bad = True
+                t = 0.0
+    bad = bad or (spec[0] <= 1 and t != 0.0)
+    return rn(to_odd(r, t), spec), bad
+
+
+@_jit
+def sum_sequential(mode, x, out, unsafe, spec):
+    """Sequential sums down axis 0 of x (n, R): out[r] = (((x0 + x1) + x2) + ...) with one
+    rounding per addition; the first entry starts the accumulator, n = 0 gives +0.  Looping
+    r innermost keeps the R independent chains in SIMD lanes."""
+    n, R = x.shape
+    if n == 0:
+        for r in range(R):
+            out[r] = 0.0
+        return
+    for r in range(R):
+        out[r] = x[0, r]
+    for k in range(1, n):
+        if mode == FAST:
+            for r in range(R):
+                out[r] = rn_fast(out[r] + x[k, r], spec)
+        else:
+            for r in range(R):
+                v, bad = _add_step(mode, out[r], x[k, r], spec)
+                out[r] = v
+                if bad:
+                    unsafe[r] = 1
+
+
+@_jit
+def sum_pairwise(mode, x, out, unsafe, spec):
+    """Pairwise sums down axis 0 of x (n, R), level by level: each level adds adjacent
+    pairs (0,1), (2,3), ... with one rounding each and carries an odd last entry up
+    unchanged, until one entry is left.  n = 0 gives +0."""
+    n, R = x.shape
+    if n == 0:
+        for r in range(R):
+            out[r] = 0.0
+        return
+    buf = x.copy()
+    m = n
+    while m > 1:
+        half = m // 2
+        for i in range(half):
+            for r in range(R):
+                v, bad = _add_step(mode, buf[2 * i, r], buf[2 * i + 1, r], spec)
+                buf[i, r] = v
+                if bad:
+                    unsafe[r] = 1
+        if m % 2 == 1:
+            for r in range(R):
+                buf[half, r] = buf[m - 1, r]
+        m = half + m % 2
+    for r in range(R):
+        out[r] = buf[0, r]
+
+
+@_jit
+def matmul_hw(fused, a, b, out):
+    """Sequential dot products in hardware arithmetic of the arrays' own dtype: float32
+    arrays for binary32 (IEEE binary32 add/mul round to nearest-even, with subnormals and
+    overflow to inf, exactly the format's rounding), float64 for binary64.  acc = a0*b0,
+    then acc = acc + a*b (two roundings; Numba does not contract them into an fma) or, with
+    ``fused``, acc = fma(a, b, acc).  Four rows of a share each row of b; j innermost
+    keeps independent chains in SIMD lanes while every chain keeps its k order."""
+    nb, M, K = a.shape
+    N = b.shape[2]
+    acc = np.zeros((4, N), dtype=a.dtype)
+    for q in range(nb):
+        for i0 in range(0, M, 4):
+            ih = min(4, M - i0)
+            if K == 0:
+                for r in range(ih):
+                    for j in range(N):
+                        out[q, i0 + r, j] = 0.0
+                continue
+            brow = b[q, 0]
+            for r in range(ih):
+                av = a[q, i0 + r, 0]
+                accr = acc[r]
+                for j in range(N):
+                    accr[j] = av * brow[j]
+            for k in range(1, K):
+                brow = b[q, k]
+                for r in range(ih):
+                    av = a[q, i0 + r, k]
+                    accr = acc[r]
+                    if fused:
+                        for j in range(N):
+                            accr[j] = fma(av, brow[j], accr[j])
+                    else:
+                        for j in range(N):
+                            accr[j] = accr[j] + av * brow[j]
+            for r in range(ih):
+                for j in range(N):
+                    out[q, i0 + r, j] = acc[r, j]
+
+
+@_jit
+def matmul_sequential(mode, fused, a, b, out, unsafe, spec):
+    """Batched dot products out[q, i, j] = sum_k a[q, i, k] * b[q, k, j] in sequential k
+    order, emulated in float64.  ``fused=False``: acc = RN(acc + RN(a*b)); ``fused=True``:
+    acc = RN(a*b + acc) (one rounding).  The first product RN(a0*b0) starts the
+    accumulator; K = 0 gives +0.  Loop order i, k, j with j innermost: B's rows are
+    contiguous and the independent chains of one output row fill the SIMD lanes; the k
+    order of every chain is kept."""
+    nb, M, K = a.shape
+    N = b.shape[2]
+    acc = np.empty(N)
+    for q in range(nb):
+        for i in range(M):
+            if K == 0:
+                for j in range(N):
+                    out[q, i, j] = 0.0
+                continue
+            av = a[q, i, 0]
+            brow = b[q, 0]
+            if mode == FAST:
+                for j in range(N):
+                    acc[j] = rn_fast(av * brow[j], spec)
+            else:
+                for j in range(N):
+                    v, bad = _mul_step(mode, av, brow[j], spec)
+                    acc[j] = v
+                    if bad:
+                        unsafe[q, i, j] = 1
+            for k in range(1, K):
+                av = a[q, i, k]
+                brow = b[q, k]
+                if mode == FAST and not fused:
+                    for j in range(N):
+                        acc[j] = rn_fast(acc[j] + rn_fast(av * brow[j], spec), spec)
+                elif mode == FAST:
+                    for j in range(N):
+                        s, t = two_sum(av * brow[j], acc[j])
+                        if not (abs(s) < math.inf):
+                            t = 0.0
+                        acc[j] = rn_fast(to_odd(s, t), spec)
+                elif mode == NATIVE and not fused:
+                    for j in range(N):
+                        acc[j] = acc[j] + av * brow[j]
+                elif mode == NATIVE:
+                    for j in range(N):
+                        acc[j] = fma(av, brow[j], acc[j])
+                elif not fused:
+                    for j in range(N):
+                        pv, bad1 = _mul_step(mode, av, brow[j], spec)
+                        v, bad2 = _add_step(mode, acc[j], pv, spec)
+                        acc[j] = v
+                        if bad1 or bad2:
+                            unsafe[q, i, j] = 1
+                else:
+                    for j in range(N):
+                        v, bad = _fma_step(mode, av, brow[j], acc[j], spec)
+                        acc[j] = v
+                        if bad:
+                            unsafe[q, i, j] = 1
+            for j in range(N):
+                out[q, i, j] = acc[j]
+
+
+_JB = 64   # pairwise: column block of the K x _JB product buffer
+
+
+@_jit
+def matmul_pairwise(mode, a, b, out, unsafe, spec):
+    """Batched dot products whose K rounded products are summed by the pairwise tree of
+    :func:`sum_pairwise` (adjacent pairs level by level, odd last entry carried up)."""
+    nb, M, K = a.shape
+    N = b.shape[2]
+    buf = np.empty((max(K, 1), _JB))
+    for q in range(nb):
+        for j0 in range(0, N, _JB):
+            jw = min(_JB, N - j0)
+            for i in range(M):
+                if K == 0:
+                    for j in range(jw):
+                        out[q, i, j0 + j] = 0.0
+                    continue
+                for k in range(K):
+                    av = a[q, i, k]
+                    for j in range(jw):
+                        v, bad = _mul_step(mode, av, b[q, k, j0 + j], spec)
+                        buf[k, j] = v
+                        if bad:
+                            unsafe[q, i, j0 + j] = 1
+                m = K
+                while m > 1:
+                    half = m // 2
+                    for t in range(half):
+                        for j in range(jw):
+                            v, bad = _add_step(mode, buf[2 * t, j], buf[2 * t + 1, j], spec)
+                            buf[t, j] = v
+                            if bad:
+                                unsafe[q, i, j0 + j] = 1
+                    if m % 2 == 1:
+                        for j in range(jw):
+                            buf[half, j] = buf[m - 1, j]
+                    m = half + m % 2
+                for j in range(jw):
+                    out[q, i, j0 + j] = buf[0, j]

@@ -1,0 +1,132 @@
+"""MPFR (gmpy2) settlement of the few results the float64 fast paths cannot decide.
+
+The binary contexts compute almost everything in float64 (:mod:`scalars.binary_kernels`)
+and flag the rare elements where that is not provably correct: transcendental values too
+close to a rounding boundary, error-free transformations that would underflow, formats
+with 52-bit significands.  Those elements are recomputed here, one by one, in MPFR with
+the format's precision, exponent range and subnormals (``formats.gmpy2_context``), so
+the result is the correctly rounded one by MPFR's own guarantee.  Functions MPFR lacks
+(sigmoid, softplus) are bracketed with directed rounding at increasing precision (Ziv's
+strategy) until both ends round to the same format value.
+"""
+from __future__ import annotations
+
+import math
+
+import gmpy2
+import numpy as np
+
+from . import formats
+
+# MPFR's one-call correctly rounded functions.
+_DIRECT = {"add": "add", "sub": "sub", "mul": "mul", "div": "div", "sqrt": "sqrt",
+           "fma": "fma", "exp": "exp", "log": "log", "tanh": "tanh", "sin": "sin",
+           "cos": "cos", "erf": "erf"}
+_MAX_PREC = 1 << 16
+
+
+def _mp(x: float):
+    """The exact MPFR value of a float64 (53 bits, no rounding)."""
+    return gmpy2.mpfr(float(x), 53)
+
+
+def overflow_fix(values: np.ndarray, fmt) -> np.ndarray:
+    """Apply the format's overflow / no-infinity rule to MPFR results (exact on format
+    values, so a no-op for IEEE formats; E4M3FN's 480 or inf becomes NaN)."""
+    return formats.round_to_format(np.asarray(values, dtype=np.float64), fmt)
+
+
+def _sigmoid_bounds(x, prec):
+    """Lower and upper MPFR bounds of 1 / (1 + e^-x) at precision ``prec``."""
+    dn = gmpy2.context(precision=prec, round=gmpy2.RoundDown)
+    up = gmpy2.context(precision=prec, round=gmpy2.RoundUp)
+    lo = dn.div(1, up.add(1, up.exp(-x)))
+    hi = up.div(1, dn.add(1, dn.exp(-x)))
+    return lo, hi
+
+
+def _softplus_bounds(x, prec):
+    """Lower and upper MPFR bounds of log(1 + e^x) (increasing in e^x)."""
+    dn = gmpy2.context(precision=prec, round=gmpy2.RoundDown)
+    up = gmpy2.context(precision=prec, round=gmpy2.RoundUp)
+    return dn.log1p(dn.exp(x)), up.log1p(up.exp(x))
+
+
+_BOUNDS = {"sigmoid": _sigmoid_bounds, "softplus": _softplus_bounds}
+
+
+def _ziv(bounds, x, fctx, start_prec: int):
+    """Correct rounding of a composite function by bracketing (Ziv): raise the working
+    precision until both directed bounds round to the same format value.  For the
+    composites used here the value at a nonzero finite float is transcendental
+    (Lindemann-Weierstrass), never a rounding midpoint, so the loop ends; at x = 0 the
+    bounds are exact.  The cap only guards against a bug."""
+    prec = start_prec
+    while True:
+        lo, hi = bounds(x, prec)
+        a, b = fctx.plus(lo), fctx.plus(hi)
+        if a == b or prec >= _MAX_PREC:
+            return float(a)
+        prec *= 2
+
+
+def settle(op: str, fmt, args, idx: np.ndarray) -> np.ndarray:
+    """Correctly rounded ``op`` of the flat float64 operand arrays ``args`` at positions
+    ``idx`` (1-d int array), computed in MPFR; returns float64 values for those positions.
+    """
+    fmt = formats.get(fmt)
+    fctx = formats.gmpy2_context(fmt, "nearest_even")
+    out = np.empty(idx.size, dtype=np.float64)
+    cols = [np.asarray(a, dtype=np.float64)[idx] for a in args]
+    if op in _DIRECT:
+        fn = getattr(fctx, _DIRECT[op])
+        for n in range(idx.size):
+            out[n] = float(fn(*(_mp(c[n]) for c in cols)))
+    else:
+        bounds = _BOUNDS[op]
+        start = fmt.precision + 40
+        for n in range(idx.size):
+            xv = cols[0][n]
+            out[n] = xv if math.isnan(xv) else _ziv(bounds, _mp(xv), fctx, start)
+    return overflow_fix(out, fmt)
+
+
+def emulate_reduction(fmt, terms_a, terms_b, *, fused: bool, pairwise: bool) -> float:
+    """One sum (``terms_b is None``) or dot product, emulated step by step in MPFR in the
+    exact order the kernels use: sequential (first term starts the accumulator) or the
+    pairwise level-by-level tree; products rounded then summed, or fused (one rounding
+    per multiply-add).  Used for outputs whose fast kernel flagged an EFT precondition."""
+    fmt = formats.get(fmt)
+    fctx = formats.gmpy2_context(fmt, "nearest_even")
+
+    def fix(v):
+        return float(overflow_fix(np.array([float(v)]), fmt)[0])
+
+    a = [float(t) for t in terms_a]
+    n = len(a)
+    if n == 0:
+        return 0.0
+    if terms_b is None:
+        vals = a
+    elif pairwise or not fused:
+        b = [float(t) for t in terms_b]
+        vals = [fix(fctx.mul(_mp(x), _mp(y))) for x, y in zip(a, b)]
+    else:
+        b = [float(t) for t in terms_b]
+        acc = fix(fctx.mul(_mp(a[0]), _mp(b[0])))
+        for x, y in zip(a[1:], b[1:]):
+            acc = fix(fctx.fma(_mp(x), _mp(y), _mp(acc)))
+        return acc
+    if not pairwise:
+        acc = vals[0]
+        for v in vals[1:]:
+            acc = fix(fctx.add(_mp(acc), _mp(v)))
+        return acc
+    level = list(vals)
+    while len(level) > 1:
+        nxt = [fix(fctx.add(_mp(level[2 * i]), _mp(level[2 * i + 1])))
+               for i in range(len(level) // 2)]
+        if len(level) % 2:
+            nxt.append(level[-1])
+        level = nxt
+    return level[0]

@@ -537,6 +537,8 @@ class Fp32RealContext(ObjectArrayContext):
         self._sqrt = _ufunc(c.sqrt, 1)
         self._square = _ufunc(c.square, 1)
         self._round = _ufunc(c.plus, 1)
+        self._neg = _ufunc(c.minus, 1)
+        self._abs = _ufunc(c.abs, 1)
         self._fn = {op: _ufunc(getattr(c, op), 1)
                     for op in ("exp", "log", "tanh", "sin", "cos", "erf")}
         self._zero, self._one = c.plus(0), c.plus(1)
@@ -588,6 +590,9 @@ class Fp32RealContext(ObjectArrayContext):
         a = self._arr(a, op)
         return _object_result(self._guard(op, lambda: f(a)))
 
+    # neg/abs are exact, but run in the context so results keep the 24-bit precision.
+    def neg(self, a): return self._unary("neg", self._neg, a)
+    def abs(self, a): return self._unary("abs", self._abs, a)
     def add(self, a, b): return self._binary("add", self._add, a, b)
     def sub(self, a, b): return self._binary("sub", self._sub, a, b)
     def mul(self, a, b): return self._binary("mul", self._mul, a, b)

@@ -192,3 +192,19 @@ def test_format_matches_float64_layout():
     v = F.convert([0.1, -2.0])
     assert F.format(v, 9) == "[0.100000001, -2.000000000]"
     assert F.format(F.convert(0.5), 3) == "0.500"
+
+
+def test_every_result_is_a_24_bit_mpfr():
+    x = F.convert([-1.5, 0.25, 3.0])
+    y = F.convert([2.0, -0.5, 0.75])
+    results = [F.neg(x), F.abs(x), F.add(x, y), F.sub(x, y), F.mul(x, y), F.div(x, y),
+               F.fma(x, y, x), F.square(x), F.maximum(x, y), F.minimum(x, y), F.exp(x),
+               F.tanh(x), F.sigmoid(x), F.softplus(x), F.sin(x), F.cos(x), F.erf(x),
+               F.heaviside(x), F.sign(x), F.sum(x), F.matmul(x, y), F.amax(x),
+               F.where(np.array([True, False, True]), x, y), F.zeros(2), F.ones(2),
+               F.full((2,), "0.1"), F.sqrt(F.abs(x)), F.log(F.abs(x))]
+    for r in results:
+        assert isinstance(r, np.ndarray) and r.dtype == object
+        assert all(isinstance(t, type(gmpy2.mpfr(0))) and t.precision == 24 for t in r.reshape(-1))
+    assert F.to_float64(F.sign(x)).tolist() == [-1.0, 1.0, 1.0]
+    assert F.to_float64(F.heaviside(x)).tolist() == [0.0, 1.0, 1.0]

@@ -173,3 +173,12 @@ def test_where_take_reshape_keep_values():
     assert as_fracs(R.take(a, [2, 0], 0)) == [1, Fraction(1, 3)]
     assert R.reshape(a, (3, 1)).shape == (3, 1)
     assert R.properties()["exact"] is True and R.reduction == "sequential"
+
+
+def test_convert_mpmath_and_mpfr_values_exactly():
+    import mpmath
+    m = scalars.get("mpmath:53").convert([-2.5, 0.1])
+    assert as_fracs(R.convert(m)) == [Fraction(-5, 2), Fraction(0.1)]
+    f = scalars.get("fp32-real").convert([-0.1])
+    assert as_fracs(R.convert(f)) == [Fraction(float(np.float32(-0.1)))]
+    assert as_fracs(R.convert([mpmath.mpf("-0.75")])) == [Fraction(-3, 4)]

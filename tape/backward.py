@@ -8,10 +8,9 @@ result; ``dense=True`` fills them with zeros afterwards, without running any rul
 """
 from __future__ import annotations
 
-import numpy as np
-
 from .errors import TapeError
 from .tape import Tape
+from .values import as_value, to_context, value_shape
 
 
 class Gradients(dict):
@@ -21,23 +20,6 @@ class Gradients(dict):
         super().__init__(items)
         self.reached = reached
         self.output_id = output_id
-
-
-def as_value(v):
-    """A numpy scalar (what ``np.sum`` returns for a full reduction) as a 0-d array.
-
-    The context contract says scalars are 0-d arrays; normalising here keeps one numpy
-    habit from turning into a shape error on the tape.
-    """
-    return np.asarray(v) if isinstance(v, np.generic) else v
-
-
-def value_shape(ctx, v) -> tuple:
-    try:
-        return tuple(ctx.shape(v))
-    except Exception as exc:  # a foreign value (list, float): say so instead of a traceback
-        raise TapeError(f"value of type {type(v).__name__} is not a {ctx.name} value: "
-                        f"{exc}") from None
 
 
 def accumulate(grads: dict, tape: Tape, target: int, contribution, source: int) -> None:
@@ -77,7 +59,7 @@ def backward(tape: Tape, output_id: int, seed=None, dense: bool = False) -> Grad
     if seed is None:
         seed = ctx.ones(out.shape)
     else:
-        seed = as_value(seed)
+        seed = to_context(ctx, as_value(seed))
         sshape = value_shape(ctx, seed)
         if sshape != out.shape:
             raise TapeError(f"backward: seed of shape {list(sshape)} does not match output "

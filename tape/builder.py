@@ -15,137 +15,14 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from graph.errors import GraphError
-from graph.optable import OPS, REQUIRED, get_op
+from graph.optable import OPS, get_op
 from scalars.errors import ContextError
 
-from .backward import as_value, value_shape
 from .errors import TapeError
+from .op_checks import check_op_shapes, missing_params, resolve_attrs, split_args
 from .tape import Tape, TapeNode
-
-
-def to_context(ctx, value):
-    """``value`` as a value of ``ctx``: context-native values pass, others are converted."""
-    if ctx.is_dual and hasattr(value, "primal") and hasattr(value, "tangent"):
-        return value
-    if ctx.is_interval and hasattr(value, "lo") and hasattr(value, "hi"):
-        return value
-    try:
-        return ctx.convert(value)
-    except ContextError as exc:
-        raise TapeError(f"leaf: cannot convert value into context {ctx.name}: {exc}") from None
-
-
-def stopped_value(ctx, v):
-    """The forward value of ``detach``: the same value, except that over duals its tangent
-    is zero (a stopped value does not vary, so forward mode and the tape over duals agree
-    with reverse mode: the detached branch contributes nothing at any order)."""
-    if ctx.is_dual:
-        from scalars.dual import Dual
-        return Dual(v.primal, ctx.base.zeros(ctx.shape(v)))
-    return v
-
-
-def resolve_attrs(rec, attrs: dict, where: str) -> dict:
-    """The record's attributes with defaults filled; unknown or missing ones are errors."""
-    unknown = sorted(set(attrs) - set(rec.attrs))
-    if unknown:
-        raise TapeError(f"{where}: op {rec.name} has no attribute(s) {', '.join(unknown)}; "
-                        f"it takes: {', '.join(rec.attrs) or 'none'}")
-    full = {}
-    for key, default in rec.attrs.items():
-        if key in attrs:
-            full[key] = attrs[key]
-        elif default is REQUIRED:
-            raise TapeError(f"{where}: op {rec.name} needs attribute {key}")
-        else:
-            full[key] = default
-    return full
-
-
-def check_op_shapes(rec, in_shapes: list, param_shapes: list, attrs: dict, where: str) -> tuple:
-    """Run the record's shape rule (and param-shape rule); return the output shape.
-
-    Shared by the tape builder and the typed graph, so both reject the same programs with
-    the same message: op name, every operand shape, and the rule's own explanation.
-    """
-    lo, hi = rec.arity
-    n = len(in_shapes)
-    if n < lo or (hi is not None and n > hi):
-        want = f"{lo}" if hi == lo else f"{lo}..{'any' if hi is None else hi}"
-        raise TapeError(f"{where}: op {rec.name} takes {want} parent(s) "
-                        f"(+ {len(rec.params)} parameter(s)), got {n}")
-
-    def shown():
-        return ", ".join(str(list(s)) for s in list(in_shapes) + list(param_shapes))
-
-    try:
-        out = tuple(rec.shape(in_shapes, attrs))
-    except (GraphError, ContextError, ValueError, TypeError, IndexError) as exc:
-        raise TapeError(f"{where}: op {rec.name}: incompatible shapes {shown()}: "
-                        f"{exc}") from None
-    if rec.params:
-        try:
-            want = rec.param_shapes(in_shapes, attrs, out)
-        except (GraphError, ContextError, ValueError, TypeError, IndexError) as exc:
-            raise TapeError(f"{where}: op {rec.name}: incompatible shapes {shown()}: "
-                            f"{exc}") from None
-        for pname, got in zip(rec.params, param_shapes):
-            exp = tuple(want[pname])
-            if tuple(got) != exp:
-                raise TapeError(f"{where}: op {rec.name}: parameter {pname} has shape "
-                                f"{list(got)}, expected {list(exp)} (operands: {shown()})")
-    return out
-
-
-def split_args(rec, n_args: int, where: str) -> int:
-    """Number of parents among ``n_args`` arguments (the rest are the record's params).
-
-    Fixed-arity ops take exactly their parents first; trailing optional parameters
-    (``param_defaults``, e.g. ``linear``'s ``b``) may be left out.
-    """
-    lo, hi = rec.arity
-    k = len(rec.params)
-    if lo == hi and rec.params:
-        given = n_args - lo
-        required = [p for p in rec.params if p not in getattr(rec, "param_defaults", {})]
-        if given < len(required) or given > k:
-            raise TapeError(f"{where}: op {rec.name} takes {lo} parent(s) then parameters "
-                            f"{', '.join(rec.params)} ({', '.join(required) or 'none'} "
-                            f"required); got {n_args} argument(s)")
-        return lo
-    if n_args < k:
-        raise TapeError(f"{where}: op {rec.name} needs its parameters "
-                        f"{', '.join(rec.params)} after its parents; got {n_args} argument(s)")
-    return n_args - k
-
-
-def missing_params(rec, k: int, args: list, shapes: list, attrs: dict) -> list:
-    """``[(name, raw value)]`` for omitted optional parameters, in parameter order.
-
-    Raw values are float64 zeros/ones or decimal strings, which every context converts
-    exactly (or with its one correct rounding).
-    """
-    n_given = len(args) - k
-    if not rec.params or n_given >= len(rec.params):
-        return []
-    try:
-        want = rec.param_shapes(shapes[:k], attrs, tuple(rec.shape(shapes[:k], attrs)))
-    except (GraphError, ContextError, ValueError, TypeError, IndexError) as exc:
-        shown = ", ".join(str(list(s)) for s in shapes)
-        raise TapeError(f"op {rec.name}: incompatible shapes {shown}: {exc}") from None
-    out = []
-    for p in rec.params[n_given:]:
-        spec, shape = rec.param_defaults[p], tuple(want[p])
-        if spec == "zeros":
-            out.append((p, np.zeros(shape)))
-        elif spec == "ones":
-            out.append((p, np.ones(shape)))
-        else:
-            out.append((p, np.full(shape, spec, dtype=object)))
-    return out
+from .values import as_value, stopped_value, to_context, value_shape
 
 
 _PLANS: dict = {}

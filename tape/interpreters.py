@@ -18,8 +18,8 @@ from graph.errors import GraphError
 from graph.optable import get_op
 from scalars.errors import ContextError
 
-from .backward import as_value, value_shape
-from .builder import check_op_shapes, missing_params, resolve_attrs, split_args, to_context
+from .op_checks import check_op_shapes, missing_params, resolve_attrs, split_args
+from .values import as_value, to_context, value_shape
 from .errors import TapeError
 from .ops_interface import Ops
 from .session import Handle, Session

@@ -15,12 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from graph.errors import GraphError
 from graph.optable import OPS
 
-from .builder import check_op_shapes, resolve_attrs, split_args
+from .op_checks import check_op_shapes, resolve_attrs, split_args
 from .errors import TapeError
 from .interpreters import flatten, unflatten
 from .ops_interface import Ops

@@ -15,8 +15,8 @@ list/tuple/dict of values, and results come back in the same structure.
 """
 from __future__ import annotations
 
-from .backward import backward, value_shape
-from .builder import to_context
+from .backward import backward
+from .values import to_context, value_shape
 from .errors import TapeError
 from .interpreters import flatten, record, unflatten
 

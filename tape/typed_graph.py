@@ -27,9 +27,10 @@ from graph.errors import GraphError
 from graph.optable import get_op
 from scalars.errors import ContextError
 
-from .backward import Gradients, as_value, backward, value_shape
-from .builder import (TapeBuilder, check_op_shapes, missing_params, resolve_attrs, split_args,
-                      stopped_value, to_context)
+from .backward import Gradients, backward
+from .builder import TapeBuilder
+from .op_checks import check_op_shapes, missing_params, resolve_attrs, split_args
+from .values import as_value, stopped_value, to_context, value_shape
 from .errors import TapeError
 
 _GRAPH_IDS = itertools.count(1)

@@ -14,7 +14,6 @@ Every operation rounds once, to nearest-even, through an MPFR context.
 """
 from __future__ import annotations
 
-import operator
 from fractions import Fraction
 
 import gmpy2

@@ -14,9 +14,7 @@ from numba import cuda
 from . import elementwise, gemm, interval, reduce, rowwise
 from .roundops import SIMULATED
 
-# The tree width is part of reduce_sum's order; the same on GPU and in the simulator so
-# both give the same bits.
-TREE_WIDTH = 64
+from .provider import TREE_WIDTH  # noqa: E402  (one definition of the tree order)
 # Tilings do not change results (every output is accumulated sequentially in k); the
 # simulator gets the small ones because it runs each thread in Python.
 GEMM_TILING = gemm.SMALL if SIMULATED else gemm.LARGE

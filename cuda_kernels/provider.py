@@ -22,10 +22,14 @@ PROVIDER = "numba_cuda"
 FLOAT_FMT = "binary32|binary32+fma"
 INTERVAL_FMT = "interval:binary32"
 NO_DEVICE = "no CUDA device; set NUMBA_ENABLE_CUDASIM=1 to use the simulator"
+# reduce_sum's tree width (threads per row): part of its order, hence of its results; one
+# warp, the same on the GPU and in the simulator (where every thread is a Python thread)
+TREE_WIDTH = 32
 
 # (backend op, trust, reduction, note)
 _FLOAT = [
-    ("linear", "checked", "sequential",
+    # "context": sequential in k, with fma exactly when the context's dot products use it
+    ("linear", "checked", "context",
      "tiled GEMM + bias; sequential in k; fma per context (binary32 / binary32+fma)"),
     ("add", "checked", "n/a", ""),
     ("mul", "checked", "n/a", ""),
@@ -33,7 +37,7 @@ _FLOAT = [
     ("exp", "sampled", "n/a", "device expf: <= 2 ulp, not correctly rounded"),
     ("tanh", "sampled", "n/a", "device tanhf: <= 2 ulp, not correctly rounded"),
     ("sigmoid", "sampled", "n/a", "1/(1+expf(-x)): <= 4 ulp, not correctly rounded"),
-    ("reduce_sum", "checked", "tree(64)",
+    ("reduce_sum", "checked", f"tree({TREE_WIDTH})",
      "bit-identical to its declared tree order, NOT to the sequential reference"),
     ("softmax", "sampled", "sequential", "device expf inside: ULP gaps"),
     ("layernorm", "checked", "sequential", "only + - * / sqrt: bit-identical"),
@@ -89,7 +93,7 @@ def _as_f32(v, what: str) -> np.ndarray:
     f = a.astype(np.float32)
     if not np.array_equal(f.astype(a.dtype), a, equal_nan=True):
         bad = np.flatnonzero(f.astype(a.dtype).reshape(-1) != a.reshape(-1))
-        raise PlanError(f"{what}: value {a.reshape(-1)[bad[0]]!r} is not a binary32 number "
+        raise PlanError(f"{what}: value {float(a.reshape(-1)[bad[0]])!r} is not a binary32 number "
                         f"(the policy context must be binary32)")
     return f
 

@@ -35,6 +35,7 @@ from .optable import OPS, full_attrs
 TRUST_LEVELS = ("checked", "sampled", "trusted")   # strongest first
 DEVICES = ("cpu", "cuda")
 PROVIDER_MODULES = ("cuda_kernels.provider",)
+DOT_OPS = frozenset({"linear", "matmul", "conv2d"})    # backend ops with dot products
 
 
 class PlanError(ScalarLabError):
@@ -66,11 +67,14 @@ class Capsule:
     note: str = ""
 
     def reduction_in(self, ctx) -> str:
-        """The reduction order actually used when running in ``ctx``."""
+        """The reduction order actually used when running in ``ctx`` (``+fma``: the
+        context's dot products round once per multiply-add)."""
         if self.reduction != "context":
             return self.reduction
-        red = getattr(ctx, "reduction", "native")
-        return red + ("+fma" if getattr(ctx, "fma_dot", False) else "")
+        red = str(getattr(ctx, "reduction", "native"))
+        if self.op in DOT_OPS and getattr(ctx, "fma_dot", False):
+            red += "+fma"
+        return red
 
     def line(self, op: Optional[str] = None, ctx=None) -> str:
         """The ``--show-backend`` line, e.g.
@@ -376,6 +380,20 @@ def bind(kplan: KernelPlan) -> BoundPlan:
 
 
 # ----------------------------------------------------------------------------- execute
+def node_args(graph, payload, ctx, node, vals) -> tuple:
+    """``(args, attrs)`` of one node in the op table's calling convention: parent values
+    from ``vals``, then its payload params converted into ``ctx`` (defaults filled)."""
+    from .fold import _default_param
+
+    rec = OPS[node.kind.op]
+    params = payload.converted(ctx, node.id)
+    args = [vals[p] for p in node.parents]
+    for name in rec.params:
+        args.append(params[name] if name in params
+                    else _default_param(ctx, rec, name, graph, node))
+    return args, full_attrs(rec, node.kind.attrs)
+
+
 def run_planned(graph, payload, x, policy: Optional[Policy] = None, *, show_backend=None,
                 bound: Optional[BoundPlan] = None) -> list:
     """Evaluate ``graph`` node by node through the bound plan: the value table.
@@ -385,7 +403,7 @@ def run_planned(graph, payload, x, policy: Optional[Policy] = None, *, show_back
     node runs its selected capsule.  ``show_backend`` (a callable taking one string) gets
     one line per IR op the first time it is selected, before anything runs.
     """
-    from .fold import _default_param, _input_values
+    from .fold import _input_values
     from .node import fmt_shape
     from .payload import as_payload, convert_value
     from .validate import check_payload, ensure_valid
@@ -420,19 +438,13 @@ def run_planned(graph, payload, x, policy: Optional[Policy] = None, *, show_back
         i, op = node.id, node.kind.op
         if op == "input":
             continue
-        rec = OPS[op]
-        params = payload.converted(ctx, i)
-        args = [vals[p] for p in node.parents]
-        for name in rec.params:
-            args.append(params[name] if name in params
-                        else _default_param(ctx, rec, name, graph, node))
-        attrs = full_attrs(rec, node.kind.attrs)
         where = f"run: {op} {i}"
         try:
+            args, attrs = node_args(graph, payload, ctx, node, vals)
             if i in bound.kernels:
                 y = bound.kernels[i](args, attrs, nb)
             else:   # const / detach: no runtime work, the op table's rule is bookkeeping
-                y = rec.forward(ctx, args, attrs, nb)
+                y = OPS[op].forward(ctx, args, attrs, nb)
                 if op == "const" and nb:
                     y = ctx.broadcast_to(ctx.reshape(y, (1,) * nb + tuple(node.out_shape)),
                                          batch + tuple(node.out_shape))

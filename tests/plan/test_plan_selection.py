@@ -44,7 +44,7 @@ def test_cuda_policy_selects_numba_capsules():
                                      "numba_cuda.reduce_sum", "numba_cuda.tanh"])
     lines = bind(kp).lines()
     assert lines[2] == ("sum: numba_cuda.reduce_sum provider=numba_cuda trust=checked vjp=tape "
-                        "reduction=tree(64)")
+                        "reduction=tree(32)")
     assert lines[3].startswith("tanh: numba_cuda.tanh provider=numba_cuda trust=sampled")
 
 

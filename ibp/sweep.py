@@ -43,6 +43,13 @@ def _shard_seed(seed: int, row: int, k: int) -> int:
     return int(np.random.SeedSequence([int(seed), row, k]).generate_state(1)[0])
 
 
+def _run_shard_text(doc: str, center, output_id, shard: _Shard):
+    """Worker entry: the graph travels as its JSON file text (portable to any cluster)."""
+    from graph import loads
+    graph, payload = loads(doc)
+    return _run_shard(graph, payload, center, output_id, shard)
+
+
 def _run_shard(graph, payload, center, output_id, shard: _Shard):
     box = Box.from_center_radius(center, shard.radius)
     boxes = run_ibp(graph, payload, box, shard.interval_context)
@@ -113,9 +120,9 @@ def _run_dask(graph, payload, center, out_id, shards, workers, scheduler, progre
                                processes=True, dashboard_address=None)
         client = Client(cluster)
     try:
-        g = client.scatter(graph, broadcast=True)
-        p = client.scatter(payload, broadcast=True)
-        futures = [client.submit(_run_shard, g, p, center, out_id, sh, pure=False)
+        from graph import dumps
+        doc = client.scatter(dumps(graph, payload), broadcast=True)
+        futures = [client.submit(_run_shard_text, doc, center, out_id, sh, pure=False)
                    for sh in shards]
         if progress:
             for _ in as_completed(futures):

@@ -199,7 +199,8 @@ def get(name) -> Format:
         return NAMED[key]
     m = _BINARY_RE.match(key)
     if m:
-        return Format(int(m.group(1)), int(m.group(2)))
+        e, mb = int(m.group(1)), int(m.group(2))
+        return Format(e, mb, label=f"binary({e},{mb})")  # equal to a named twin, if any
     raise FormatError(f"unknown format {name!r}; valid formats: {', '.join(names())}")
 
 
@@ -273,9 +274,10 @@ def round_to_format(x, fmt, mode: str = "nearest_even", rng=None) -> np.ndarray:
     halfq_bits = _bits(math.ldexp(1.0, q_exp - 1)) if q_exp - 1 >= -1074 else 0
     max_bits = _bits(fmt.max_finite)
     sh0 = 52 - fmt.man_bits
-    if code == _k.NEAREST_EVEN and fmt.subnormals:
-        _k.round_bits_nearest_even(xb, out, sh0, emin_field, halfq_bits, q_bits, max_bits,
-                                   over_pos, over_neg, inf_pos, inf_neg)
+    if code == _k.NEAREST_EVEN:
+        _k.round_bits_nearest_even(xb, out, sh0, emin_field, bool(fmt.subnormals),
+                                   halfq_bits, q_bits, q_exp, max_bits, over_pos, over_neg,
+                                   inf_pos, inf_neg)
     else:
         if code == _k.STOCHASTIC:
             rand = _rng(rng).integers(0, 1 << 63, size=flat.size, dtype=np.int64)
@@ -399,16 +401,7 @@ def _stochastic_up(rem, den, gen) -> bool:
             return False  # the random number equals rem/den's expansion: U >= p
 
 
-def round_fraction(q, fmt, mode: str = "nearest_even", rng=None) -> float:
-    """One correct rounding of the exact number ``q`` onto ``fmt``, as a Python float.
-
-    ``q`` may be an int, ``Fraction``, gmpy2 ``mpq``/``mpz``/``mpfr``, a float or a decimal
-    string; the computation is integer arithmetic on its numerator and denominator, so it is
-    correct for every format including binary64.  Exact zero gives +0.0.
-    """
-    fmt = get(fmt)
-    code = _check_mode(mode)
-    what = f"round_fraction to {fmt.name}"
+def _round_one(q, fmt: Format, mode: str, code: int, what: str, rng) -> float:
     r = _as_ratio(q, what)
     if isinstance(r, float):
         gen = rng.gen if isinstance(rng, _FractionRng) else rng
@@ -421,21 +414,33 @@ def round_fraction(q, fmt, mode: str = "nearest_even", rng=None) -> float:
     return _round_ratio(n, d, fmt, code, rng)
 
 
+def round_fraction(q, fmt, mode: str = "nearest_even", rng=None) -> float:
+    """One correct rounding of the exact number ``q`` onto ``fmt``, as a Python float.
+
+    ``q`` may be an int, ``Fraction``, gmpy2 ``mpq``/``mpz``/``mpfr``, a float or a decimal
+    string; the computation is integer arithmetic on its numerator and denominator, so it is
+    correct for every format including binary64.  Exact zero gives +0.0.
+    """
+    fmt = get(fmt)
+    code = _check_mode(mode)
+    return _round_one(q, fmt, mode, code, f"round_fraction to {fmt.name}", rng)
+
+
 def round_fractions(values, fmt, mode: str = "nearest_even", rng=None) -> np.ndarray:
     """:func:`round_fraction` over an object array (any shape) -> float64 array.
 
-    Exact numbers are Python objects, so this is one call per element by necessity.
+    Exact numbers are Python objects, so this is one call per element by necessity.  In
+    stochastic mode one Generator (from ``rng``) serves the whole array.
     """
     fmt = get(fmt)
-    _check_mode(mode)
+    code = _check_mode(mode)
+    what = f"round_fractions to {fmt.name}"
     arr = np.asarray(values, dtype=object)
     holder = _FractionRng(rng) if mode == "stochastic" else None
-    out = np.empty(arr.shape, dtype=np.float64)
-    flat_in = arr.reshape(-1)
-    flat_out = out.reshape(-1)
-    for i in range(flat_in.size):
-        flat_out[i] = round_fraction(flat_in[i], fmt, mode, holder)
-    return out
+    flat = arr.reshape(-1)
+    out = np.fromiter((_round_one(v, fmt, mode, code, what, holder) for v in flat),
+                      dtype=np.float64, count=flat.size)
+    return out.reshape(arr.shape)
 
 
 # ---------------------------------------------------------------------- MPFR oracle
@@ -478,7 +483,7 @@ def _repr_check(arr: np.ndarray, fmt: Format, what: str) -> None:
     bad = fin & (round_to_format(np.where(fin, arr, 0.0), fmt, "toward_zero") != arr)
     if bad.any():
         idx = np.argwhere(bad)[0]
-        raise ContextError(f"{what}: {arr[tuple(idx)]!r} at index {tuple(int(i) for i in idx)} "
+        raise ContextError(f"{what}: {float(arr[tuple(idx)])!r} at index {tuple(int(i) for i in idx)} "
                            f"is not a {fmt.name} value; round it to the format first")
 
 

@@ -65,6 +65,95 @@ def _small_case_up(a, neg, mode, halfq_bits, q_exp, rand):
 
 
 @numba.njit(cache=True, nogil=True)
+def _round_one(b, mode, rand_i, sh0, emin_field, subnormals, halfq_bits, q_bits, q_exp,
+               max_bits, over_pos, over_neg, inf_pos, inf_neg):
+    """The complete rounding of one float64 (int64 bits ``b``): result bits.
+
+    Handles everything: NaN, infinities, zeros, gradual underflow, the no-subnormal set,
+    overflow, every mode.  The array kernels call it only where their fast pass cannot.
+    """
+    a = b & _ABS
+    neg = b < 0
+    sign = b - a  # 0 or the sign bit
+    if a >= _EXP_ALL:
+        if a > _EXP_ALL:
+            return b  # NaN stays NaN
+        return inf_neg if neg else inf_pos
+    if a == 0:
+        return b  # signed zero is exact
+    expf = a >> 52
+    if expf >= emin_field:
+        sh = sh0
+    elif not subnormals:
+        # Below min_normal with no subnormals: the candidates are 0 and min_normal.
+        r = q_bits if _small_case_up(a, neg, mode, halfq_bits, q_exp, rand_i) else 0
+        return r | sign
+    else:
+        # Gradual underflow: the quantum stays at 2^(emin-M), i.e. the shift grows by one
+        # per binade below min_normal (float64 subnormals count as exponent field 1).
+        sh = sh0 + emin_field - (expf if expf > 0 else 1)
+        if sh > 52:
+            # |x| < one quantum: only 0 and min_subnormal are candidates.
+            r = q_bits if _small_case_up(a, neg, mode, halfq_bits, q_exp, rand_i) else 0
+            return r | sign
+    mask = (np.int64(1) << sh) - 1
+    rem = a & mask
+    if rem == 0:
+        r = a
+    else:
+        t = a - rem
+        unit = np.int64(1) << sh
+        # Last kept significand bit.  At sh == 52 the kept part is the implicit leading 1
+        # (bit 52 of the pattern is the exponent's low bit, not it).
+        lsb = 1 if sh == 52 else (a >> sh) & 1
+        half = unit >> 1
+        if mode == NEAREST_EVEN:
+            up = rem > half or (rem == half and lsb == 1)
+        elif mode == NEAREST_AWAY:
+            up = rem >= half
+        elif mode == TOWARD_ZERO:
+            up = False
+        elif mode == UP:
+            up = not neg
+        elif mode == DOWN:
+            up = neg
+        elif mode == ODD:
+            up = lsb == 0  # truncate, then force the last bit to 1
+        else:
+            # P(up) = rem / 2^sh exactly: compare the top sh of 63 random bits.
+            up = (rand_i >> (63 - sh)) < rem
+        r = t + unit if up else t
+    if r > max_bits:
+        return over_neg if neg else over_pos
+    return r | sign
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _normal_range_round(a, neg, mode, sh0):
+    """Round a positive pattern ``a`` in the format's normal range (quantum 2^sh0 bit units)
+    with selects only, so that the loop calling it vectorises.  sh0 < 52 here."""
+    unit = np.int64(1) << sh0
+    rem = a & (unit - 1)
+    half = unit >> 1
+    lsb = (a >> sh0) & 1
+    inexact = rem != 0
+    # (``inexact &`` matters only when sh0 == 0, i.e. man_bits = 52, where half is 0.)
+    if mode == NEAREST_EVEN:
+        up = inexact & ((rem > half) | ((rem == half) & (lsb == 1)))
+    elif mode == NEAREST_AWAY:
+        up = inexact & (rem >= half)
+    elif mode == TOWARD_ZERO:
+        up = False
+    elif mode == UP:
+        up = inexact & (not neg)
+    elif mode == DOWN:
+        up = inexact & neg
+    else:  # ODD
+        up = inexact & (lsb == 0)
+    return (a - rem) + (unit if up else 0)
+
+
+@numba.njit(cache=True, nogil=True)
 def round_bits(xb, out, rand, mode, sh0, emin_field, subnormals, halfq_bits, q_bits,
                q_exp, max_bits, over_pos, over_neg, inf_pos, inf_neg):
     """Round every float64 (given as int64 bits ``xb``) into ``out`` (int64 bits).
@@ -76,118 +165,66 @@ def round_bits(xb, out, rand, mode, sh0, emin_field, subnormals, halfq_bits, q_b
     max_bits    bits of max_finite; a rounded magnitude above it overflows
     over_pos/over_neg  bits of the overflow result for positive / negative inputs
     inf_pos/inf_neg    bits of the result for +inf / -inf inputs
+    rand        63-bit uniform integers, one per element (stochastic mode only)
+
+    Deterministic modes run a branch-free pass over the common case (zero, or normal
+    range without overflow), then a second pass over the rest only if there is any.
     """
     n = xb.shape[0]
+    if mode == STOCHASTIC:
+        for i in range(n):
+            out[i] = _round_one(xb[i], mode, rand[i], sh0, emin_field, subnormals,
+                                halfq_bits, q_bits, q_exp, max_bits, over_pos, over_neg,
+                                inf_pos, inf_neg)
+        return
+    mn_bits = np.int64(emin_field) << 52
+    nbad = 0
     for i in range(n):
         b = xb[i]
         a = b & _ABS
-        neg = b < 0
-        sign = b - a  # 0 or the sign bit
-        if a >= _EXP_ALL:
-            if a > _EXP_ALL:
-                out[i] = b  # NaN stays NaN
-            elif neg:
-                out[i] = inf_neg
-            else:
-                out[i] = inf_pos
-            continue
-        if a == 0:
-            out[i] = b  # signed zero is exact
-            continue
-        expf = a >> 52
-        if expf >= emin_field:
-            sh = sh0
-        elif not subnormals:
-            # Below min_normal with no subnormals: the candidates are 0 and min_normal.
-            r = q_bits if _small_case_up(a, neg, mode, halfq_bits, q_exp,
-                                         rand[i] if mode == STOCHASTIC else 0) else 0
-            out[i] = r | sign
-            continue
-        else:
-            # Gradual underflow: the quantum stays at 2^(emin-M), i.e. the shift grows by
-            # one per binade below min_normal (float64 subnormals count as exponent field 1).
-            sh = sh0 + emin_field - (expf if expf > 0 else 1)
-            if sh > 52:
-                # |x| < one quantum: only 0 and min_subnormal are candidates.
-                r = q_bits if _small_case_up(a, neg, mode, halfq_bits, q_exp,
-                                             rand[i] if mode == STOCHASTIC else 0) else 0
-                out[i] = r | sign
-                continue
-        mask = (np.int64(1) << sh) - 1
-        rem = a & mask
-        if rem == 0:
-            r = a
-        else:
-            t = a - rem
-            unit = np.int64(1) << sh
-            # Last kept significand bit.  At sh == 52 the kept part is the implicit
-            # leading 1 (bit 52 of the pattern is the exponent's low bit, not it).
-            lsb = 1 if sh == 52 else (a >> sh) & 1
-            half = unit >> 1
-            if mode == NEAREST_EVEN:
-                up = rem > half or (rem == half and lsb == 1)
-            elif mode == NEAREST_AWAY:
-                up = rem >= half
-            elif mode == TOWARD_ZERO:
-                up = False
-            elif mode == UP:
-                up = not neg
-            elif mode == DOWN:
-                up = neg
-            elif mode == ODD:
-                up = lsb == 0  # truncate, then force the last bit to 1
-            else:
-                # P(up) = rem / 2^sh exactly: compare the top sh of 63 random bits.
-                up = (rand[i] >> (63 - sh)) < rem
-            r = t + unit if up else t
-        if r > max_bits:
-            out[i] = over_neg if neg else over_pos
-        else:
-            out[i] = r | sign
+        r = _normal_range_round(a, b < 0, mode, sh0)
+        ok = ((a >= mn_bits) | (a == 0)) & (r <= max_bits)
+        out[i] = (r | (b ^ a)) if ok else b
+        nbad += 0 if ok else 1
+    if nbad == 0:
+        return
+    for i in range(n):
+        b = xb[i]
+        a = b & _ABS
+        r = _normal_range_round(a, b < 0, mode, sh0)
+        if not (((a >= mn_bits) | (a == 0)) & (r <= max_bits)):
+            out[i] = _round_one(b, mode, 0, sh0, emin_field, subnormals, halfq_bits, q_bits,
+                                q_exp, max_bits, over_pos, over_neg, inf_pos, inf_neg)
 
 
 @numba.njit(cache=True, nogil=True)
-def round_bits_nearest_even(xb, out, sh0, emin_field, halfq_bits, q_bits, max_bits,
-                            over_pos, over_neg, inf_pos, inf_neg):
-    """Fast path of :func:`round_bits` for nearest-even on a format with subnormals.
+def round_bits_nearest_even(xb, out, sh0, emin_field, subnormals, halfq_bits, q_bits,
+                            q_exp, max_bits, over_pos, over_neg, inf_pos, inf_neg):
+    """:func:`round_bits` specialised to nearest-even (the hot path of every context).
 
-    The normal range uses the branch-free carry trick
-    ``(a + half - 1 + lsb) & ~mask``; everything else defers to the general logic.
+    The normal range uses the carry trick ``(a + half - 1 + lsb) & ~mask`` without
+    branches; the rare rest goes through :func:`_round_one` in a second pass.
     """
     n = xb.shape[0]
     mask0 = (np.int64(1) << sh0) - 1
+    # With sh0 == 0 (man_bits = 52) nothing is rounded in the normal range: add nothing.
     half0m1 = ((np.int64(1) << sh0) >> 1) - 1 if sh0 > 0 else np.int64(0)
+    lsb1 = np.int64(1) if sh0 > 0 else np.int64(0)
+    mn_bits = np.int64(emin_field) << 52
+    nbad = 0
     for i in range(n):
         b = xb[i]
         a = b & _ABS
-        sign = b - a
-        expf = a >> 52
-        if expf >= emin_field and a < _EXP_ALL:
-            if sh0 > 0:
-                r = (a + half0m1 + ((a >> sh0) & 1)) & ~mask0
-            else:
-                r = a
-            if r > max_bits:
-                out[i] = over_neg if sign != 0 else over_pos
-            else:
-                out[i] = r | sign
-            continue
-        if a >= _EXP_ALL:
-            if a > _EXP_ALL:
-                out[i] = b
-            elif sign != 0:
-                out[i] = inf_neg
-            else:
-                out[i] = inf_pos
-            continue
-        if a == 0:
-            out[i] = b
-            continue
-        sh = sh0 + emin_field - (expf if expf > 0 else 1)
-        if sh > 52:
-            out[i] = (q_bits if a > halfq_bits else 0) | sign
-            continue
-        unit = np.int64(1) << sh
-        lsb = 1 if sh == 52 else (a >> sh) & 1
-        r = (a + (unit >> 1) - 1 + lsb) & ~(unit - 1)
-        out[i] = r | sign  # results below min_normal cannot overflow
+        r = (a + half0m1 + ((a >> sh0) & lsb1)) & ~mask0
+        ok = ((a >= mn_bits) | (a == 0)) & (r <= max_bits)
+        out[i] = (r | (b ^ a)) if ok else b
+        nbad += 0 if ok else 1
+    if nbad == 0:
+        return
+    for i in range(n):
+        b = xb[i]
+        a = b & _ABS
+        r = (a + half0m1 + ((a >> sh0) & lsb1)) & ~mask0
+        if not (((a >= mn_bits) | (a == 0)) & (r <= max_bits)):
+            out[i] = _round_one(b, NEAREST_EVEN, 0, sh0, emin_field, subnormals, halfq_bits,
+                                q_bits, q_exp, max_bits, over_pos, over_neg, inf_pos, inf_neg)

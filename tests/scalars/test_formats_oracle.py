@@ -103,8 +103,8 @@ def assert_same(got, want, inputs, what: str) -> None:
     ok = same(got, want)
     if not ok.all():
         bad = np.nonzero(~ok.reshape(-1))[0][:5]
-        flat = [np.asarray(v).reshape(-1) for v in inputs]
-        rows = [f"inputs={[repr(float(v[i])) for v in flat]} got={got.reshape(-1)[i]!r} "
+        flat = [np.asarray(v, dtype=object).reshape(-1) for v in inputs]
+        rows = [f"inputs={[str(v[i]) for v in flat]} got={got.reshape(-1)[i]!r} "
                 f"want={want.reshape(-1)[i]!r}" for i in bad]
         raise AssertionError(f"{what}: {int((~ok).sum())} mismatches, e.g.\n" + "\n".join(rows))
 

@@ -108,13 +108,14 @@ CUSTOM = [F.Format(5, 10, subnormals=False), F.Format(8, 7, subnormals=False),
           F.Format(4, 3, has_inf=False, nan_encoding="fn", saturate=True),
           F.Format(5, 2, saturate=True), F.Format(5, 2, has_inf=False),
           F.Format(4, 3, subnormals=False, has_inf=False, nan_encoding="fn"),
-          F.Format(11, 20), F.Format(11, 51), F.Format(2, 1), F.Format(10, 40)]
+          F.Format(11, 20), F.Format(11, 51), F.Format(2, 1), F.Format(10, 40),
+          F.Format(8, 52), F.Format(5, 52, subnormals=False)]
 
 
 @pytest.mark.parametrize("fmt", CUSTOM, ids=lambda f: f.name)
 def test_custom_formats_against_mpfr(fmt):
     check_against_mpfr(random_cases(fmt, 20_000, seed=7), fmt)
-    if fmt.total_bits <= 16:
+    if fmt.total_bits <= 8:
         check_against_mpfr(midpoint_cases(fmt), fmt)
 
 

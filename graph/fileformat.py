@@ -301,7 +301,10 @@ def from_json(doc, where="<json>", base_dir=".") -> tuple:
     if p is None:
         payload = Payload()
     elif isinstance(p, str):
-        payload = load_npz(os.path.join(base_dir, p))
+        try:
+            payload = load_npz(os.path.join(base_dir, p))
+        except GraphError as exc:
+            raise GraphError(f"{w}: field 'payload': {exc}") from None
     else:
         payload = _parse_payload(p, w)
     return g, payload

@@ -91,24 +91,26 @@ def denote_all(g: Graph, payload, x, ctx, *, partial: bool = False, _need=None) 
     nb = len(batch)
 
     failed = [False] * len(g.nodes)
+    any_failed = False
     for node in g.nodes:
         i = node.id
         op = node.kind.op
         if op == "input" or (_need is not None and not _need[i]):
             continue
-        if any(failed[p] for p in node.parents):
+        parents = node.parents
+        if any_failed and any(failed[p] for p in parents):
             failed[i] = True
             continue
         rec = OPS[op]
-        where = f"IR eval: {op} {i}"
         try:
-            args = [vals[p] for p in node.parents]
-            params = payload.converted(ctx, i) if rec.params else {}
-            for name in rec.params:
-                if name in params:
-                    args.append(params[name])
-                else:
-                    args.append(_default_param(ctx, rec, name, g, node))
+            args = [vals[p] for p in parents]
+            if rec.params:
+                params = payload.converted(ctx, i)
+                for name in rec.params:
+                    if name in params:
+                        args.append(params[name])
+                    else:
+                        args.append(_default_param(ctx, rec, name, g, node))
             attrs = full_attrs(rec, node.kind.attrs) if rec.attrs or node.kind.attrs else {}
             y = rec.forward(ctx, args, attrs, nb)
             if op == "const" and nb:
@@ -116,21 +118,23 @@ def denote_all(g: Graph, payload, x, ctx, *, partial: bool = False, _need=None) 
                                      batch + tuple(node.out_shape))
         except OpDataError as exc:
             if partial:
-                failed[i] = True
+                failed[i] = any_failed = True
                 continue
-            raise GraphError(f"{where}: {exc}") from None
+            raise GraphError(f"IR eval: {op} {i}: {exc}") from None
         except ContextError as exc:
             if partial:
-                failed[i] = True
+                failed[i] = any_failed = True
                 continue
-            raise ContextError(f"{where}: {exc}") from None
+            raise ContextError(f"IR eval: {op} {i}: {exc}") from None
         except GraphError as exc:
-            raise GraphError(f"{where}: {exc}") from None
+            raise GraphError(f"IR eval: {op} {i}: {exc}") from None
         except (ValueError, TypeError, IndexError, ArithmeticError) as exc:
-            raise GraphError(f"{where}: rule failed: {type(exc).__name__}: {exc}") from exc
-        ys = tuple(ctx.shape(y))
-        if ys != batch + tuple(node.out_shape):
-            raise GraphError(f"{where}: value has shape {fmt_shape(ys)}, expected batch "
+            raise GraphError(f"IR eval: {op} {i}: rule failed: {type(exc).__name__}: {exc}") from exc
+        # every value is batch + declared shape (check_shapes proved the declared shapes
+        # consistent; this catches a rule disagreeing with its own shape rule)
+        ys = ctx.shape(y)
+        if len(ys) != nb + len(node.out_shape) or tuple(ys[nb:]) != node.out_shape:
+            raise GraphError(f"IR eval: {op} {i}: value has shape {fmt_shape(ys)}, expected batch "
                              f"{fmt_shape(batch)} + declared {fmt_shape(node.out_shape)}")
         vals[i] = y
     return vals

@@ -226,7 +226,8 @@ class Float64Context(ArrayShapeOps):
     def less(self, a, b): return self._bin("less", np.less, a, b)
 
     def sum(self, a, axis=None, keepdims=False):
-        return np.asarray(np.sum(self._arr(a, "sum"), axis=axis, keepdims=keepdims))
+        with np.errstate(all="ignore"):
+            return np.asarray(np.sum(self._arr(a, "sum"), axis=axis, keepdims=keepdims))
 
     def amax(self, a, axis=None, keepdims=False):
         return np.asarray(np.max(self._arr(a, "amax"), axis=axis, keepdims=keepdims))
@@ -237,7 +238,8 @@ class Float64Context(ArrayShapeOps):
     def matmul(self, a, b):
         a = self._arr(a, "matmul"); b = self._arr(b, "matmul")
         try:
-            return np.asarray(np.matmul(a, b))
+            with np.errstate(all="ignore"):  # native: inf/NaN propagate as BLAS gives them
+                return np.asarray(np.matmul(a, b))
         except ValueError:
             raise ContextError(f"context {self.name}: matmul: shapes {list(a.shape)} and "
                                f"{list(b.shape)} do not contract") from None

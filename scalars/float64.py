@@ -225,15 +225,25 @@ class Float64Context(ArrayShapeOps):
     def sign(self, a): return np.asarray(np.sign(self._arr(a, "sign")))
     def less(self, a, b): return self._bin("less", np.less, a, b)
 
+    def _reduce(self, op, f, a, **kw):
+        a = self._arr(a, op)
+        try:
+            with np.errstate(all="ignore"):
+                return np.asarray(f(a, **kw))
+        except np.exceptions.AxisError as exc:
+            raise ContextError(f"context {self.name}: {op}: {exc}") from None
+        except ValueError as exc:  # e.g. max of an empty array
+            raise ContextError(f"context {self.name}: {op} of shape {list(a.shape)}: "
+                               f"{exc}") from None
+
     def sum(self, a, axis=None, keepdims=False):
-        with np.errstate(all="ignore"):
-            return np.asarray(np.sum(self._arr(a, "sum"), axis=axis, keepdims=keepdims))
+        return self._reduce("sum", np.sum, a, axis=axis, keepdims=keepdims)
 
     def amax(self, a, axis=None, keepdims=False):
-        return np.asarray(np.max(self._arr(a, "amax"), axis=axis, keepdims=keepdims))
+        return self._reduce("amax", np.max, a, axis=axis, keepdims=keepdims)
 
     def argmax(self, a, axis):
-        return np.asarray(np.argmax(self._arr(a, "argmax"), axis=axis))
+        return self._reduce("argmax", np.argmax, a, axis=axis)
 
     def matmul(self, a, b):
         a = self._arr(a, "matmul"); b = self._arr(b, "matmul")

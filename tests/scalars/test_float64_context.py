@@ -38,3 +38,11 @@ def test_interval_like_values_are_named():
 
 def test_integer_arrays_are_widened():
     assert F.add(np.array([1, 2]), np.array([0.5, 0.5])).tolist() == [1.5, 2.5]
+
+
+def test_reduction_errors_are_context_errors():
+    with pytest.raises(ContextError, match=r"float64: sum: .*axis 2"):
+        F.sum(np.ones((2, 2)), axis=2)
+    with pytest.raises(ContextError, match=r"float64: amax of shape \[0\]"):
+        F.amax(np.ones(0))
+    assert F.argmax(np.array([[1.0, 3.0], [4.0, 2.0]]), 1).tolist() == [1, 0]

@@ -252,27 +252,41 @@ def _chunk_size(ctx) -> int:
     return 256 if getattr(ctx, "fmt", None) is None and ctx.name != "float64" else 65536
 
 
-def evaluate_split(case: GraphCase, x, ctx, *, quiet=True, desc=None) -> list:
+def evaluate_split(case: GraphCase, x, ctx, *, quiet=True, desc=None, partial=False) -> list:
     """Evaluate all samples of ``x`` in ``ctx``; per node a double-double (hi, lo) pair.
 
     Batched: one ``denote_all`` call per chunk of samples (the whole batch when small).
+    With ``partial`` a node the context cannot compute (e.g. tanh over rationals) is
+    ``None``, together with its dependents, instead of raising.
     """
     import graph as G
     n = batch_size(x)
     step = _chunk_size(ctx)
-    his: list[list] = []
-    los: list[list] = []
+    parts: list = [[] for _ in case.nodes]
     starts = range(0, n, step)
     bar = progress(starts, total=len(starts), desc=desc or ctx.name,
                    quiet=quiet or len(starts) < 2)
     for s in bar:
-        values = G.denote_all(case.graph, case.payload, batch_take(x, slice(s, s + step)), ctx)
+        values = G.denote_all(case.graph, case.payload, batch_take(x, slice(s, s + step)), ctx,
+                              partial=partial)
         for i, v in enumerate(values):
-            hi, lo = split_values(ctx, v)
-            if not his or len(his) <= i:
-                his.append([]); los.append([])
-            his[i].append(hi); los[i].append(lo)
-    return [(np.concatenate(h), np.concatenate(l)) for h, l in zip(his, los)]
+            if v is None or parts[i] is None:
+                parts[i] = None
+            else:
+                parts[i].append(split_values(ctx, v))
+    return [None if p is None else (np.concatenate([h for h, _ in p]),
+                                    np.concatenate([lo for _, lo in p]))
+            for p in parts]
+
+
+def failure_reason(case: GraphCase, x, ctx) -> str:
+    """The error message of a full (non-partial) evaluation on the first sample."""
+    import graph as G
+    try:
+        G.denote_all(case.graph, case.payload, batch_take(x, slice(0, 1)), ctx)
+    except ScalarLabError as exc:
+        return str(exc)
+    return "not computable on some samples"
 
 
 def split_values(ctx, v):
@@ -354,8 +368,8 @@ def compute_reference(case, x, oracle_name, contexts, *, oracle_limit=DEFAULT_OR
 
 # ----------------------------------------------------------------------------- compare
 ROW_COLUMNS = ("graph", "node", "op", "shape", "context", "format", "reduction", "reference",
-               "samples", "entries", *metrics.SUMMARY_COLUMNS, "exceeds_threshold",
-               "divergence_start")
+               "samples", "entries", "evaluated", *metrics.SUMMARY_COLUMNS,
+               "exceeds_threshold", "divergence_start")
 
 
 @dataclass
@@ -398,19 +412,28 @@ def compare(case: GraphCase, contexts, x, *, reference=DEFAULT_REFERENCE,
     rows = []
     verdicts = {}
     for ctx in progress(contexts, desc="contexts", quiet=quiet or len(contexts) < 2):
-        vals = evaluate_split(case, x, ctx, quiet=quiet)
+        vals = evaluate_split(case, x, ctx, quiet=quiet, partial=True)
+        failed = [int(n.id) for n, v in zip(nodes, vals) if v is None]
+        reason = failure_reason(case, x, ctx) if failed else ""
         fmt = metrics.format_of(ctx)
         ctx_rows = []
-        for node, (vh, vl), (rh, rl) in zip(nodes, vals, ref.values):
-            e = metrics.entry_errors(vh, vl, rh, rl, fmt)
-            s = metrics.summarize(e)
+        for node, val, (rh, rl) in zip(nodes, vals, ref.values):
+            if val is None:          # the context cannot compute this node: no figures
+                s = {c: float("nan") for c in metrics.SUMMARY_COLUMNS}
+                s["nonfinite"] = 0
+                entries = 0
+            else:
+                e = metrics.entry_errors(val[0], val[1], rh, rl, fmt)
+                s = metrics.summarize(e)
+                entries = int(e.abs_err.size)
             ctx_rows.append({
                 "graph": case.name, "node": int(node.id), "op": node_op(node),
                 "shape": node_shape(node), "context": ctx.name,
                 "format": getattr(fmt, "name", None) or ("binary64" if ctx.name == "float64"
                                                          else "-"),
                 "reduction": reduction_label(ctx), "reference": ref.name,
-                "samples": batch_size(x), "entries": int(e.abs_err.size), **s})
+                "samples": batch_size(x), "entries": entries, "evaluated": val is not None,
+                **s})
         # Divergence is measured in bits of error, so it needs a binary format: a
         # format-less context (mpmath, rational) has NaN bits and never "diverges".
         first = metrics.first_divergence([r["max_bits"] for r in ctx_rows], threshold)
@@ -426,15 +449,26 @@ def compare(case: GraphCase, contexts, x, *, reference=DEFAULT_REFERENCE,
             "divergence_node": None if first is None else int(nodes[first].id),
             "divergence_op": None if first is None else node_op(nodes[first]),
             "divergence_bits": None if first is None else ctx_rows[first]["max_bits"],
-            "text": verdict_text(ctx, out, first, nodes, ctx_rows, threshold),
+            "failed_nodes": failed, "failure": reason,
+            "text": verdict_text(ctx, out, first, nodes, ctx_rows, threshold, failed, reason),
         }
     df = pd.DataFrame(rows, columns=list(ROW_COLUMNS))
     return CompareResult(case, list(contexts), ref, batch_size(x), input_desc, threshold,
                          df, verdicts)
 
 
-def verdict_text(ctx, out, first, nodes, ctx_rows, threshold) -> str:
+def verdict_text(ctx, out, first, nodes, ctx_rows, threshold, failed=(), reason="") -> str:
     from .tables import fmt_number
+    if failed:
+        head = (f"cannot compute node{'s' if len(failed) > 1 else ''} "
+                f"{', '.join(map(str, failed))} ({reason})")
+        if not out["evaluated"]:
+            good = [r for r in ctx_rows if r["evaluated"]]
+            last = good[-1] if good else None
+            if last is not None:
+                head += (f"; up to node {last['node']}: max rel err "
+                         f"{fmt_number(last['max_rel_err'])}")
+            return head
     if np.isnan(out["max_ulps"]):
         head = f"output max rel err {fmt_number(out['max_rel_err'])} (no binary format: no ULPs)"
     elif out["max_ulps"] == 0:
@@ -445,6 +479,8 @@ def verdict_text(ctx, out, first, nodes, ctx_rows, threshold) -> str:
                 f"({out['max_bits']:.2f} bits, rel err {fmt_number(out['max_rel_err'])})")
     if out["nonfinite"]:
         head += f"; {out['nonfinite']} non-finite entries"
+    if first is None and all(np.isnan(r["max_bits"]) for r in ctx_rows):
+        return head
     if first is None:
         tail = f"never above {threshold:g} bits"
     else:

@@ -213,3 +213,17 @@ def test_argparse_errors_exit_2(capsys):
     with pytest.raises(SystemExit) as exc:
         main(["compare", "--samples", "many"])
     assert exc.value.code == 2
+
+
+def test_context_that_cannot_compute_a_node(six):
+    """rational is exact up to the sum and refuses tanh: figures stop there, honestly."""
+    x = C.center_of(six, None)
+    res = C.compare(six, C.parse_contexts("rational,binary32"), x)
+    rat = res.rows[res.rows["context"] == "rational"]
+    assert list(rat["evaluated"]) == [True] * 5 + [False]
+    assert (rat["max_rel_err"].iloc[:5] < 1e-30).all()        # exact vs the 200-bit oracle
+    assert np.isnan(rat["max_abs_err"].iloc[5]) and rat["entries"].iloc[5] == 0
+    v = res.verdicts["rational"]
+    assert v["failed_nodes"] == [5] and "tanh" in v["failure"]
+    assert v["text"].startswith("cannot compute node 5")
+    assert res.verdicts["binary32"]["failed_nodes"] == []

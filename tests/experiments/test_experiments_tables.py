@@ -117,3 +117,9 @@ def test_fmt_number():
     assert tables.fmt_number(float("inf")) == "inf"
     assert tables.fmt_number(float("nan")) == "-"
     assert tables.fmt_number(True) == "yes"
+
+
+def test_progress_shown_on_a_tty(monkeypatch):
+    monkeypatch.setattr(tables, "_stderr_is_tty", lambda: True)
+    assert not tables.progress(range(3), desc="x").disable
+    assert tables.progress(range(3), desc="x", quiet=True).disable

@@ -208,3 +208,26 @@ def test_every_result_is_a_24_bit_mpfr():
         assert all(isinstance(t, type(gmpy2.mpfr(0))) and t.precision == 24 for t in r.reshape(-1))
     assert F.to_float64(F.sign(x)).tolist() == [-1.0, 1.0, 1.0]
     assert F.to_float64(F.heaviside(x)).tolist() == [0.0, 1.0, 1.0]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("op", ["add", "mul", "div", "fma", "exp", "sigmoid"])
+def test_sweep_100k_against_binary32(op):
+    """Exhaustive-style sweep (deselected by default): 10^5 cases per op."""
+    rng = np.random.default_rng(100 + len(op))
+    n = 100_000
+    a, b, c = (random_float32(rng, n) for _ in range(3))
+    if op == "exp":
+        a = rng.uniform(-110, 100, n).astype(np.float32).astype(np.float64)
+    if op == "sigmoid":
+        x = rng.uniform(-110, 40, n).astype(np.float32).astype(np.float64)
+        got = F.sigmoid(F.convert(x))
+        with mpmath.workprec(300):
+            ref = [1 / (1 + mpmath.exp(-mpmath.mpf(t))) for t in x.tolist()]
+        assert [g == w for g, w in zip(got, hi_prec_rounded(ref))] == [True] * n
+        return
+    fn = {"add": lambda x, y: x + y, "mul": lambda x, y: x * y, "div": lambda x, y: x / y,
+          "fma": gmpy2.fma, "exp": gmpy2.exp}[op]
+    cols = {"add": (a, b), "mul": (a, b), "div": (a, b), "fma": (a, b, c), "exp": (a,)}[op]
+    got = getattr(F, op)(*(F.convert(col) for col in cols))
+    check_against_binary32(got, oracle(B32, fn, *cols))

@@ -38,14 +38,20 @@ import numpy as np  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
-def best_of(fn, repeat: int) -> float:
-    fn()                                   # warm-up (BLAS threads, allocations)
-    times = []
+def best_of_pair(ours, theirs, repeat: int) -> tuple:
+    """Best-of-``repeat`` times of two callables, run interleaved (ours, theirs, ours, ...)
+    so that both see the same machine load; the floor ratio is robust to load drift."""
+    ours(), theirs()                       # warm-up (BLAS threads, allocations)
+    a, b = [], []
     for _ in range(repeat):
         t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
+        ours()
+        t1 = time.perf_counter()
+        theirs()
+        t2 = time.perf_counter()
+        a.append(t1 - t0)
+        b.append(t2 - t1)
+    return min(a), min(b)
 
 
 def mlp_tape(params, x, y):
@@ -113,16 +119,16 @@ def main(argv=None) -> int:
     print(f"torch {torch.__version__}, threads={torch.get_num_threads()}, numpy {np.__version__}")
     print(f"MLP 784-256-10 relu+mse, batch 128, float64: max rel diff vs torch = {err:.2e}")
 
-    t_ours = best_of(lambda: mlp_tape(params, x, y), args.repeat)
-    t_torch = best_of(lambda: mlp_torch(torch, tparams, tx, ty), args.repeat)
+    t_ours, t_torch = best_of_pair(lambda: mlp_tape(params, x, y),
+                                   lambda: mlp_torch(torch, tparams, tx, ty), args.repeat)
     print(f"  forward+backward: tape {t_ours * 1e3:.3f} ms, torch {t_torch * 1e3:.3f} ms, "
           f"floor ratio {t_ours / t_torch:.2f} (target <= 1.5)")
 
     n = args.ops
     x0 = rng.standard_normal(4)
     reps = max(3, args.repeat // 5)
-    c_ours = best_of(lambda: chain_tape(x0, n), reps)
-    c_torch = best_of(lambda: chain_torch(torch, x0, n), reps)
+    c_ours, c_torch = best_of_pair(lambda: chain_tape(x0, n),
+                                   lambda: chain_torch(torch, x0, n), reps)
     print(f"per-op overhead, {n} tiny ops (shape [4]) recorded + backward:")
     print(f"  tape {c_ours / n * 1e6:.2f} us/op, torch {c_torch / n * 1e6:.2f} us/op, "
           f"ratio {c_ours / c_torch:.2f}")

@@ -7,7 +7,7 @@ context's endpointwise amax keeps the result an enclosure).
 """
 from __future__ import annotations
 
-from .axes import add_opt, norm_axes, norm_axis, scalar
+from .axes import add_opt, norm_axes, norm_axis
 from .optable import REQUIRED, OpRecord, ShapeRuleError, register
 
 

@@ -14,12 +14,33 @@ from .values import as_value, to_context, value_shape
 
 
 class Gradients(dict):
-    """``{node id: cotangent}`` plus ``reached`` (sorted ids that received a cotangent)."""
+    """``{node id: cotangent}`` plus ``reached`` (sorted ids that received a cotangent).
 
-    def __init__(self, items, reached, output_id):
+    A missing key and a zero value mean different things: the first says no path from
+    the output reached the node (or the node retains nothing), the second that the paths
+    summed to zero.  :meth:`leaf_grad` turns a missing key into an explanation.
+    """
+
+    def __init__(self, items, reached, output_id, tape=None):
         super().__init__(items)
         self.reached = reached
         self.output_id = output_id
+        self.tape = tape
+
+    def leaf_grad(self, i: int):
+        """The cotangent of node ``i``, or a TapeError saying why it has none."""
+        if i in self.reached:
+            return self[i]
+        why = "it was not reached from the output"
+        if self.tape is not None:
+            node = self.tape[self.tape.check_id(i, "leaf_grad")]
+            if not node.requires_grad:
+                why = ("it does not require a gradient (requires_grad=false)" if not node.parents
+                       else f"it is a {node.name} node that does not require a gradient")
+            label = f"node {i} ({node.name})"
+        else:
+            label = f"node {i}"
+        raise TapeError(f"no gradient for {label} from output {self.output_id}: {why}")
 
 
 def accumulate(grads: dict, tape: Tape, target: int, contribution, source: int) -> None:
@@ -89,4 +110,4 @@ def backward(tape: Tape, output_id: int, seed=None, dense: bool = False) -> Grad
                  for i in range(len(nodes))}
     else:
         items = {i: grads[i] for i in reached}
-    return Gradients(items, reached, output_id)
+    return Gradients(items, reached, output_id, tape)

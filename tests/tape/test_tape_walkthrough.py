@@ -116,6 +116,9 @@ def test_experiment2_leaf_without_requires_grad_retains_nothing():
     g = backward(b.tape, out)
     assert x not in g
     assert g.reached == [out]
+    with pytest.raises(TapeError, match=r"no gradient for node 0 \(x\) from output 4: it does "
+                                        r"not require a gradient"):
+        g.leaf_grad(x)
     # dense view: a zero, not a gradient
     np.testing.assert_array_equal(backward(b.tape, out, dense=True)[x], [0.0, 0.0])
 
@@ -137,7 +140,10 @@ def test_experiment4_output_independent_of_leaf():
     out = b.sum(b.mul(y, y))
     g = backward(b.tape, out)
     assert x not in g
-    np.testing.assert_array_equal(g[y], [2.0, 4.0])
+    np.testing.assert_array_equal(g.leaf_grad(y), [2.0, 4.0])
+    with pytest.raises(TapeError, match=r"no gradient for node 0 \(x\) from output 3: it was "
+                                        r"not reached from the output"):
+        g.leaf_grad(x)
 
 
 def test_experiment5_incompatible_mul_shapes_is_an_error_value():

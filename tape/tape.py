@@ -66,7 +66,9 @@ class Tape:
     def check_id(self, i, what: str) -> int:
         """Return ``i`` when it names a node, else raise a TapeError saying what asked."""
         n = len(self._nodes)
-        if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < n:
+        if isinstance(i, bool) or not isinstance(i, int):
+            raise TapeError(f"{what}: node id must be an int, got {type(i).__name__} {i!r}")
+        if not 0 <= i < n:
             rng = f"ids 0..{n - 1}" if n else "no nodes"
             raise TapeError(f"{what}: node id {i!r} is out of range for a tape of {n} "
                             f"nodes ({rng})")

@@ -16,7 +16,6 @@ import pytest
 
 import scalars
 from scalars import directed as D
-from scalars.interval import Interval
 
 F32_MAX = float(np.finfo(np.float32).max)
 

@@ -141,7 +141,7 @@ def gaps(case: C.GraphCase, ctx, *, samples=2000, sampling="box", radius=0.05, s
     if not 0 <= node < len(case.nodes):
         raise C.ExperimentError(f"--node {node}: graph {case.name} has nodes 0..{len(case.nodes) - 1}")
     ref = C.compute_reference(case, x, reference, [ctx], oracle_limit=oracle_limit,
-                              check_samples=check_samples, seed=seed, quiet=quiet)
+                              check_samples=check_samples, seed=seed, quiet=quiet, nodes=[node])
     vals = C.evaluate_split(case, x, ctx, quiet=quiet)
     (vh, vl), (rh, rl) = vals[node], ref.values[node]
     e = metrics.entry_errors(vh, vl, rh, rl, fmt)

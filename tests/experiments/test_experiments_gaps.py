@@ -115,3 +115,17 @@ def test_gaps_user_errors(argv, msg, capsys):
     assert main(["gaps", "--samples", "5", "--quiet", *argv]) == 1
     err = capsys.readouterr().err
     assert err.startswith("scalarlab gaps: error: ") and msg in err
+
+
+def test_checked_float64_reference_gives_the_oracles_gaps():
+    case = C.load_case("six-node")
+    ctx = scalars.get("bfloat16")
+    cheap = G.gaps(case, ctx, samples=600, seed=9, oracle_limit=500, check_samples=64)
+    oracle = G.gaps(case, ctx, samples=600, seed=9)
+    assert cheap.reference.name == "float64" and oracle.reference.name == "mpmath:200"
+    assert "checked against mpmath:200 on 64 samples" in cheap.reference.label
+    assert "near_boundary_in_oracle" in cheap.reference.check
+    assert np.array_equal(cheap.ulps, oracle.ulps)
+    # an explicitly requested binary reference is not called an oracle
+    r = G.gaps(case, ctx, samples=20, reference="float64")
+    assert r.reference.label.startswith("float64 (requested reference, not an oracle")

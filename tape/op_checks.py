@@ -9,27 +9,19 @@ from __future__ import annotations
 import numpy as np
 
 from graph.errors import GraphError
-from graph.optable import REQUIRED
+from graph.optable import full_attrs
 from scalars.errors import ContextError
 
 from .errors import TapeError
 
 
 def resolve_attrs(rec, attrs: dict, where: str) -> dict:
-    """The record's attributes with defaults filled; unknown or missing ones are errors."""
-    unknown = sorted(set(attrs) - set(rec.attrs))
-    if unknown:
-        raise TapeError(f"{where}: op {rec.name} has no attribute(s) {', '.join(unknown)}; "
-                        f"it takes: {', '.join(rec.attrs) or 'none'}")
-    full = {}
-    for key, default in rec.attrs.items():
-        if key in attrs:
-            full[key] = attrs[key]
-        elif default is REQUIRED:
-            raise TapeError(f"{where}: op {rec.name} needs attribute {key}")
-        else:
-            full[key] = default
-    return full
+    """The record's attributes with defaults filled (the op table's own ``full_attrs``);
+    an unknown or missing attribute is a TapeError naming the op."""
+    try:
+        return full_attrs(rec, attrs)
+    except GraphError as exc:
+        raise TapeError(f"{where}: op {rec.name}: {exc}") from None
 
 
 def check_op_shapes(rec, in_shapes: list, param_shapes: list, attrs: dict, where: str) -> tuple:

@@ -224,3 +224,17 @@ def test_disconnected_singular_rule_never_runs():
     rule = get_op("div").vjp(ctx, ctx.zeros((2,)), [b.tape.value(one), b.tape.value(x)],
                              b.tape.value(r), {}, 0)
     assert np.all(np.isnan(rule[1]))
+
+
+def test_unknown_op_and_bad_attributes_are_tape_errors():
+    b = TapeBuilder("float64")
+    x = b.leaf([[1.0, 2.0]], name="x")
+    with pytest.raises(TapeError, match=r"tape node 1: unknown op 'frobnicate'; known ops: "):
+        b.apply("frobnicate", x)
+    with pytest.raises(TapeError, match=r"op softmax: .*unknown attribute 'axs'"):
+        b.apply("softmax", x, axs=1)
+    with pytest.raises(TapeError, match=r"op softmax: .*missing required attribute 'axis'"):
+        b.apply("softmax", x)
+    with pytest.raises(TapeError, match=r"node id 7 is out of range for a tape of 1 nodes"):
+        b.mul(x, 7)
+    assert len(b.tape) == 1

@@ -249,7 +249,7 @@ def box_samples(center, radius: float, n: int, seed: int):
 def _chunk_size(ctx) -> int:
     # Object-valued contexts (mpmath, rationals) cost microseconds per scalar op: small
     # chunks keep the progress bar moving; array contexts take big batches.
-    return 256 if getattr(ctx, "fmt", None) is None and ctx.name != "float64" else 65536
+    return 256 if getattr(ctx, "fmt", None) is None and ctx.name != "float64" else 1 << 18
 
 
 def evaluate_split(case: GraphCase, x, ctx, *, quiet=True, desc=None, partial=False) -> list:
@@ -274,8 +274,8 @@ def evaluate_split(case: GraphCase, x, ctx, *, quiet=True, desc=None, partial=Fa
                 parts[i] = None
             else:
                 parts[i].append(split_values(ctx, v))
-    return [None if p is None else (np.concatenate([h for h, _ in p]),
-                                    np.concatenate([lo for _, lo in p]))
+    return [None if p is None else p[0] if len(p) == 1 else
+            (np.concatenate([h for h, _ in p]), np.concatenate([lo for _, lo in p]))
             for p in parts]
 
 

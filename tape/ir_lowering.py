@@ -137,7 +137,7 @@ def lower(program, input_shape, params, check: bool = True):
     """
     from graph.node import Graph
     from graph.payload import Payload
-    from graph.validate import check_shapes, check_well_formed
+    from graph.validate import check_payload, check_shapes, check_well_formed
     ops = IRBuilderOps()
     x = ops.input(tuple(input_shape))
     leaves, recipe = flatten(params)
@@ -150,6 +150,7 @@ def lower(program, input_shape, params, check: bool = True):
         try:
             check_well_formed(g)
             check_shapes(g)
+            check_payload(g, payload)
         except GraphError as exc:
             raise LoweringError(f"lowered graph failed validation: {exc}") from None
     return g, payload

@@ -146,7 +146,7 @@ class BinaryContext(ArrayShapeOps):
                                f"of {self.fmt.name} values, got dtype {v.dtype} (a value "
                                f"of another context? convert it first)")
         if self._path != K.NATIVE and v.size:
-            flat = np.ascontiguousarray(v).reshape(-1)
+            flat = _flat(v, v.shape)
             bad = K.first_nonmember(self._path, flat, self._spec)
             if bad >= 0:
                 idx = tuple(int(i) for i in np.unravel_index(bad, v.shape))
@@ -160,8 +160,7 @@ class BinaryContext(ArrayShapeOps):
         names = ("first operand", "second operand", "third operand")
         arrs = [self._val(v, op, names[k]) for k, v in enumerate(vals)]
         shape = check_broadcast(self, op, *(a.shape for a in arrs))
-        flats = [np.ascontiguousarray(np.broadcast_to(a, shape)).reshape(-1) for a in arrs]
-        return shape, flats
+        return shape, [_flat(a, shape) for a in arrs]
 
     def _settle(self, op, out, unsafe, flats):
         idx = np.flatnonzero(unsafe)
@@ -361,6 +360,8 @@ class BinaryContext(ArrayShapeOps):
         rshape = tuple(a.shape[d] for d in keep)
         R = int(np.prod(rshape, dtype=np.int64))
         x2 = np.ascontiguousarray(np.transpose(a, list(axes) + keep)).reshape(n, R)
+        if not x2.flags.writeable:
+            x2 = x2.copy()
         out = np.empty(R)
         unsafe = np.zeros(R, dtype=np.uint8)
         pairwise = self.reduction == "pairwise"
@@ -413,19 +414,21 @@ class BinaryContext(ArrayShapeOps):
             raise ContextError(f"context {self.name}: matmul: batch dimensions of "
                                f"{list(a.shape)} and {list(b.shape)} do not broadcast") from None
         nb = int(np.prod(batch, dtype=np.int64))
-        A = np.ascontiguousarray(np.broadcast_to(a2, batch + (M, Ka))).reshape(nb, M, Ka)
-        B = np.ascontiguousarray(np.broadcast_to(b2, batch + (Kb, N))).reshape(nb, Kb, N)
+        if a2.shape[:-2] != batch:
+            a2 = np.broadcast_to(a2, batch + (M, Ka))
+        if b2.shape[:-2] != batch:
+            b2 = np.broadcast_to(b2, batch + (Kb, N))
+        A = _c3(a2.reshape(nb, M, Ka))
+        B = _c3(b2.reshape(nb, Kb, N))
         out = np.empty((nb, M, N))
         unsafe = np.zeros((nb, M, N), dtype=np.uint8)
         pairwise = self.reduction == "pairwise"
         if pairwise:
             K.matmul_pairwise(self._path, A, B, out, unsafe, self._spec)
-        elif self._hw32 or self._path == K.NATIVE:
-            # binary32 in hardware float32 (the same IEEE rounding, 8 SIMD lanes), binary64
-            # in hardware float64.
-            dt = np.float32 if self._hw32 else np.float64
-            o = np.empty((nb, M, N), dtype=dt)
-            K.matmul_hw(self.fma_dot, A.astype(dt, copy=False), B.astype(dt, copy=False), o)
+        elif self._hw32:
+            # binary32 in hardware float32: the same IEEE rounding, 8 SIMD lanes.
+            o = np.empty((nb, M, N), dtype=np.float32)
+            K.matmul_hw(self.fma_dot, A.astype(np.float32), B.astype(np.float32), o)
             out = o.astype(np.float64)
         else:
             K.matmul_sequential(self._path, self.fma_dot, A, B, out, unsafe, self._spec)
@@ -438,6 +441,21 @@ class BinaryContext(ArrayShapeOps):
         if b.ndim == 1:
             res = res[..., 0]
         return np.ascontiguousarray(res)
+
+
+def _flat(a: np.ndarray, shape) -> np.ndarray:
+    """``a`` broadcast to ``shape`` as a writable C-contiguous 1-d float64 array (one
+    array type for the kernels, so each keeps one compiled signature)."""
+    if a.shape != tuple(shape):
+        a = np.broadcast_to(a, shape)
+    f = np.ascontiguousarray(a).reshape(-1)
+    return f if f.flags.writeable else f.copy()
+
+
+def _c3(a: np.ndarray) -> np.ndarray:
+    """Writable C-contiguous copy-if-needed of a 3-d operand."""
+    a = np.ascontiguousarray(a)
+    return a if a.flags.writeable else a.copy()
 
 
 # ---------------------------------------------------------------------- shortest decimals

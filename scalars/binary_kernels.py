@@ -46,6 +46,7 @@ from numba.extending import intrinsic
 # IEEE semantics for x/0 (inf/NaN, no ZeroDivisionError); one compiled signature each.
 _jit = numba.njit(cache=True, error_model="numpy")
 _inline = numba.njit(inline="always", error_model="numpy")
+_helper = numba.njit(cache=True, error_model="numpy")
 
 FAST, NATIVE, STICKY = 0, 1, 2
 ADD, SUB, MUL, DIV = 0, 1, 2, 3
@@ -139,8 +140,11 @@ def _rn_core(x, spec):
     e = b & _EXPM
     sh = p53m if e >= eminb else sub_shift
     e = min(max(e, eminb), ecapb)
-    c = i2f((e + (sh << 52)) | (b & _SIGN))
-    return (x + c) - c
+    sg = b & _SIGN
+    c = i2f((e + (sh << 52)) | sg)
+    # A zero result of (x + c) - c is +0 in round-to-nearest: put x's sign back (a no-op
+    # on nonzero results, which already carry it).
+    return i2f(f2i((x + c) - c) | sg)
 
 
 @_inline
@@ -153,11 +157,11 @@ def rn_fast(x, spec):
     sg = b & _SIGN
     c = max(min(i2f(b & _EXPM) * spec[7], spec[8]), spec[9])
     c = i2f(f2i(c) | sg)
-    y = (x + c) - c
+    y = i2f(f2i((x + c) - c) | sg)    # keep the sign of a zero result
     return i2f(f2i(spec[5]) | sg) if abs(y) > spec[4] else y
 
 
-@_inline
+@_helper
 def rn(x, spec):
     """RN-even of any float64 onto the format.  Huge |x| (only formats with a float64-wide
     exponent range care) is scaled by 2^-200 so that the constant c stays finite."""
@@ -171,7 +175,7 @@ def rn(x, spec):
     return y
 
 
-@_inline
+@_helper
 def to_odd(r, t):
     """Round-to-odd at 53 bits of the exact value r + t (r = RN_53, |t| <= ulp(r)/2): move r
     one ulp toward the exact value when inexact and r's last bit is even."""
@@ -186,7 +190,7 @@ def to_odd(r, t):
     return r
 
 
-@_inline
+@_helper
 def two_sum(a, b):
     s = a + b
     bb = s - a
@@ -194,13 +198,6 @@ def two_sum(a, b):
 
 
 # ---------------------------------------------------------------- elementwise kernels
-@_jit
-def round_array(x, out, spec):
-    """out = RN(x) onto the format (x, out: 1-d float64)."""
-    for i in range(x.size):
-        out[i] = rn(x[i], spec)
-
-
 @_jit
 def binary_fast(op, a, b, out, spec):
     """out = RN(a op b) for FAST formats: float64 op then one rounding (2p+2 rule)."""
@@ -219,7 +216,7 @@ def binary_fast(op, a, b, out, spec):
             out[i] = rn_fast(a[i] / b[i], spec)
 
 
-@_inline
+@_helper
 def _sqrt(x):
     # IEEE: sqrt(-0) = -0, sqrt(negative) = NaN, sqrt(NaN) = NaN.
     if x >= 0.0:
@@ -280,7 +277,7 @@ def binary_sticky(op, a, b, out, unsafe, spec):
         out[i] = rn(to_odd(r, t), spec)
 
 
-@_inline
+@_helper
 def err_fma(a, b, c, r):
     """Sign-exact error of r = fma(a, b, c): a*b + c - r as one float64 whose sign is that of
     the exact error (Boldo & Muller's ErrFma, no underflow assumed)."""
@@ -330,7 +327,7 @@ def fma_kernel(mode, a, b, c, out, unsafe, spec):
 
 
 # ---------------------------------------------------------------- transcendentals
-@_inline
+@_helper
 def _f64_eval(code, x):
     """float64 evaluation (libm + short compositions) within TR_REL of the true value."""
     if code == EXP:
@@ -406,7 +403,7 @@ def first_nonmember(mode, x, spec):
 
 
 # ---------------------------------------------------------------- reductions
-@_inline
+@_helper
 def _add_step(mode, acc, v, spec):
     """One rounded addition acc + v; returns (result, unsafe-flag)."""
     if mode == FAST:
@@ -419,7 +416,7 @@ def _add_step(mode, acc, v, spec):
     return rn(to_odd(s, t), spec), spec[0] <= 1 and t != 0.0
 
 
-@_inline
+@_helper
 def _mul_step(mode, x, y, spec):
     """One rounded product x*y; returns (result, unsafe-flag)."""
     if mode == FAST:
@@ -436,7 +433,7 @@ def _mul_step(mode, x, y, spec):
     return rn(to_odd(r, t), spec), bad
 
 
-@_inline
+@_helper
 def _fma_step(mode, x, y, acc, spec):
     """One fused multiply-add x*y + acc with one rounding; returns (result, unsafe)."""
     if mode == NATIVE:
@@ -517,9 +514,9 @@ def sum_pairwise(mode, x, out, unsafe, spec):
 
 @_jit
 def matmul_hw(fused, a, b, out):
-    """Sequential dot products in hardware arithmetic of the arrays' own dtype: float32
-    arrays for binary32 (IEEE binary32 add/mul round to nearest-even, with subnormals and
-    overflow to inf, exactly the format's rounding), float64 for binary64.  acc = a0*b0,
+    """Sequential dot products in hardware float32 for binary32 (IEEE binary32 add and mul
+    round to nearest-even with subnormals and overflow to inf: exactly the format's
+    rounding, in 8 SIMD lanes; float32 arrays in, float32 out).  acc = a0*b0,
     then acc = acc + a*b (two roundings; Numba does not contract them into an fma) or, with
     ``fused``, acc = fma(a, b, acc).  Four rows of a share each row of b; j innermost
     keeps independent chains in SIMD lanes while every chain keeps its k order."""

@@ -63,6 +63,10 @@ class DualContext(Context):
         p["base"] = self.base.name
         return p
 
+    def supports(self, op: str) -> bool:
+        """A dual op works exactly when the base ops of its rule do."""
+        return self.base.supports(op)
+
     # ----------------------------------------------------------------- plumbing
     def _d(self, v, op: str) -> Dual:
         """An operand as a Dual; point values become constants (zero tangent)."""

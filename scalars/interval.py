@@ -516,6 +516,15 @@ class IntervalContext(Context):
                 f"binary format (binary32, bfloat16, binary16, e4m3, binary(E,M), ...), "
                 f"rational or mpmath:PREC ({exc})") from None
 
+    def supports(self, op: str) -> bool:
+        """less/argmax never; functions over rational endpoints only at rational points."""
+        if op in ("less", "argmax"):
+            return False
+        if self.ends.kind == "rational" and op in ("sqrt", "exp", "log", "tanh", "sigmoid",
+                                                   "softplus", "sin", "cos", "erf"):
+            return False
+        return super().supports(op)
+
     @property
     def base(self):
         """The base context (resolved lazily for binary formats)."""

@@ -34,13 +34,18 @@ REPEATS = 5
 
 
 def best_time(fn, repeats: int = REPEATS):
-    """(best wall time over ``repeats`` runs, result of the last run)."""
-    best, out = float("inf"), None
+    """((best wall time, best process CPU time) over ``repeats`` runs, last result).
+
+    CPU time is reported beside wall time because a shared machine inflates wall time;
+    every contender here is single-threaded, so on an idle machine the two agree.
+    """
+    best, best_cpu, out = float("inf"), float("inf"), None
     for _ in range(repeats):
-        t0 = time.perf_counter()
+        c0, t0 = time.process_time(), time.perf_counter()
         out = fn()
         best = min(best, time.perf_counter() - t0)
-    return best, out
+        best_cpu = min(best_cpu, time.process_time() - c0)
+    return (best, best_cpu), out
 
 
 def n_differ(a, b) -> int:
@@ -78,26 +83,36 @@ def competitors(x: np.ndarray):
 def main(argv) -> int:
     n = int(float(argv[1])) if len(argv) > 1 else 10_000_000
     rng = np.random.default_rng(2024)
-    # Magnitudes from 1e-3 to 1e3 times a normal sample: normal range of all three
-    # formats, plus e4m3 underflow and overflow.
-    x = rng.standard_normal(n) * 10.0 ** rng.uniform(-3, 3, n)
+    samples = {
+        # Typical activations: all in the normal range of bfloat16 and binary16.
+        "normal": rng.standard_normal(n),
+        # Magnitudes 1e-3..1e3 times a normal sample: reaches binary16's subnormals and
+        # e4m3's underflow and overflow, so the special-value pass is exercised.
+        "wide": rng.standard_normal(n) * 10.0 ** rng.uniform(-3, 3, n),
+    }
     fmts = {"bfloat16": F.bfloat16, "binary16": F.binary16, "e4m3": F.e4m3}
     rows = []
     floors = []
-    comp = competitors(x)
-    for name, fmt in fmts.items():
-        F.round_to_format(x[:1000], fmt)  # compile / load the Numba cache
-        t_ours, ours = best_time(lambda: F.round_to_format(x, fmt))
-        rows.append((f"round to {name}", "scalars.formats (numba, 1 thread)", t_ours, 1.0, 0))
-        for label, fn in comp[name]:
-            reps = 1 if label.startswith("pychop") else REPEATS
-            t, theirs = best_time(fn, reps)
-            rows.append((f"round to {name}", label, t, t / t_ours, n_differ(theirs, ours)))
-            if label.startswith("pychop"):
-                floors.append((f"{name}: >= 10x pychop", t / t_ours >= 10, f"{t / t_ours:.1f}x"))
-        if name in ("bfloat16", "binary16"):
-            mps = n / t_ours / 1e6
-            floors.append((f"{name}: >= 150 M values/s", mps >= 150, f"{mps:.0f} M/s"))
+    for dist, x in samples.items():
+        comp = competitors(x)
+        for name, fmt in fmts.items():
+            F.round_to_format(x[:1000], fmt)  # compile / load the Numba cache
+            t_ours, ours = best_time(lambda: F.round_to_format(x, fmt))
+            task = f"{name} ({dist})"
+            rows.append((task, "scalars.formats (numba, 1 thread)", t_ours, 0))
+            for label, fn in comp[name]:
+                reps = 1 if label.startswith("pychop") else REPEATS
+                t, theirs = best_time(fn, reps)
+                rows.append((task, label, t, n_differ(theirs, ours), t_ours))
+                if label.startswith("pychop"):
+                    ratio = t[1] / t_ours[1]
+                    floors.append((f"{task}: >= 10x pychop (CPU time)", ratio >= 10,
+                                   f"{ratio:.1f}x"))
+            if name in ("bfloat16", "binary16"):
+                mps, mps_cpu = n / t_ours[0] / 1e6, n / t_ours[1] / 1e6
+                # Judged on CPU time: on a shared machine wall time measures the queue.
+                floors.append((f"{task}: >= 150 M values/s (CPU time)", mps_cpu >= 150,
+                               f"{mps_cpu:.0f} M/s CPU ({mps:.0f} M/s wall)"))
 
     # Elementwise binary32 add: exact float64 sum then one rounding (2p+2 <= 53, so the
     # float64 sum followed by rounding equals the correctly rounded float32 sum).
@@ -105,19 +120,26 @@ def main(argv) -> int:
     b32 = (rng.standard_normal(n) * 10.0 ** rng.uniform(-3, 3, n)).astype(np.float32)
     a, b = a32.astype(np.float64), b32.astype(np.float64)
     t_ours, ours = best_time(lambda: F.round_to_format(a + b, F.binary32))
-    rows.append(("binary32 add", "round_to_format(a + b) (float64 in/out)", t_ours, 1.0, 0))
+    rows.append(("binary32 add", "round_to_format(a + b) (float64 in/out)", t_ours, 0))
     t_np, s32 = best_time(lambda: a32 + b32)
-    rows.append(("binary32 add", "numpy float32 a + b (float32 in/out)", t_np, t_np / t_ours,
-                 n_differ(s32.astype(np.float64), ours)))
+    rows.append(("binary32 add", "numpy float32 a + b (float32 in/out)", t_np,
+                 n_differ(s32.astype(np.float64), ours), t_ours))
 
-    print(f"\nN = {n:,} float64 values, single thread, best of {REPEATS} "
-          f"(pychop: 1 run); ratio = their time / our time (> 1: we are faster)\n")
-    head = f"{'task':<18} {'implementation':<42} {'time s':>8} {'M val/s':>9} " \
-           f"{'ratio':>8} {'differ':>10}"
+    print(f"\nN = {n:,} float64 values, single thread, best of {REPEATS} (pychop: 1 run).\n"
+          f"ratio = their time / our time (> 1: we are faster), wall and CPU; differ = "
+          f"results that differ from ours\n")
+    head = (f"{'task':<20} {'implementation':<40} {'wall s':>7} {'M/s':>7} {'CPU s':>7} "
+            f"{'M/s':>7} {'ratio':>7} {'rCPU':>7} {'differ':>9}")
     print(head)
     print("-" * len(head))
-    for task, label, t, ratio, diff in rows:
-        print(f"{task:<18} {label:<42} {t:8.4f} {n / t / 1e6:9.1f} {ratio:8.2f} {diff:10,}")
+    last = None
+    for task, label, t, diff, *ref in rows:
+        if last is not None and task != last:
+            print()
+        last = task
+        r = (t[0] / ref[0][0], t[1] / ref[0][1]) if ref else (1.0, 1.0)
+        print(f"{task:<20} {label:<40} {t[0]:7.4f} {n / t[0] / 1e6:7.1f} {t[1]:7.4f} "
+              f"{n / t[1] / 1e6:7.1f} {r[0]:7.2f} {r[1]:7.2f} {diff:9,}")
     print("\nfloors:")
     for what, ok, val in floors:
         print(f"  {'PASS' if ok else 'FAIL'}  {what}: {val}")

@@ -41,8 +41,10 @@ Semantics, all as IEEE 754 says where it says something:
 """
 from __future__ import annotations
 
+import functools
 import math
 import re
+import struct
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
@@ -65,7 +67,8 @@ def _check_mode(mode) -> int:
 
 
 def _bits(v: float) -> int:
-    return int(np.array(v, dtype=np.float64).view(np.int64))
+    """The IEEE binary64 bit pattern of ``v`` as a signed int64 value."""
+    return struct.unpack("<q", struct.pack("<d", v))[0]
 
 
 @dataclass(frozen=True)
@@ -243,6 +246,9 @@ def _rng(rng) -> np.random.Generator:
 def _as_float64(x, what: str) -> np.ndarray:
     arr = np.asarray(x)
     if arr.dtype.kind == "f":
+        if arr.dtype.itemsize > 8:
+            raise ContextError(f"{what}: {arr.dtype} input would be rounded to float64 "
+                               f"first (double rounding); use round_fractions")
         return arr.astype(np.float64, copy=False)
     if arr.dtype.kind in "biu":
         # Integers convert exactly only up to 2^53; larger ones would be rounded twice.
@@ -252,6 +258,21 @@ def _as_float64(x, what: str) -> np.ndarray:
         return arr.astype(np.float64)
     raise ContextError(f"{what}: expected a real float64 array, got dtype {arr.dtype} "
                        f"(use round_fractions for exact numbers)")
+
+
+_NO_RANDOM = np.empty(0, dtype=np.int64)
+
+
+@functools.lru_cache(maxsize=256)
+def _kernel_params(fmt: Format, code: int) -> tuple:
+    """The per-format constants of the rounding kernels (see rounding_kernels.round_bits)."""
+    over_pos, over_neg, inf_pos, inf_neg = _special_bits(fmt, code)
+    q_exp = (fmt.emin - fmt.man_bits) if fmt.subnormals else fmt.emin
+    q_bits = _bits(math.ldexp(1.0, q_exp))
+    # Q/2 is below float64's range only for binary64 itself, where it is never used.
+    halfq_bits = _bits(math.ldexp(1.0, q_exp - 1)) if q_exp - 1 >= -1074 else 0
+    return (52 - fmt.man_bits, fmt.emin + 1023, bool(fmt.subnormals), halfq_bits, q_bits,
+            q_exp, _bits(fmt.max_finite), over_pos, over_neg, inf_pos, inf_neg)
 
 
 def round_to_format(x, fmt, mode: str = "nearest_even", rng=None) -> np.ndarray:
@@ -267,25 +288,15 @@ def round_to_format(x, fmt, mode: str = "nearest_even", rng=None) -> np.ndarray:
     flat = np.ascontiguousarray(arr).reshape(-1)
     xb = flat.view(np.int64)
     out = np.empty_like(xb)
-    over_pos, over_neg, inf_pos, inf_neg = _special_bits(fmt, code)
-    emin_field = fmt.emin + 1023
-    q_exp = (fmt.emin - fmt.man_bits) if fmt.subnormals else fmt.emin
-    q_bits = _bits(math.ldexp(1.0, q_exp))
-    halfq_bits = _bits(math.ldexp(1.0, q_exp - 1)) if q_exp - 1 >= -1074 else 0
-    max_bits = _bits(fmt.max_finite)
-    sh0 = 52 - fmt.man_bits
+    params = _kernel_params(fmt, code)
     if code == _k.NEAREST_EVEN:
-        _k.round_bits_nearest_even(xb, out, sh0, emin_field, bool(fmt.subnormals),
-                                   halfq_bits, q_bits, q_exp, max_bits, over_pos, over_neg,
-                                   inf_pos, inf_neg)
+        _k.round_bits_nearest_even(xb, out, *params)
     else:
         if code == _k.STOCHASTIC:
             rand = _rng(rng).integers(0, 1 << 63, size=flat.size, dtype=np.int64)
         else:
-            rand = np.empty(0, dtype=np.int64)
-        _k.round_bits(xb, out, rand, code, sh0, emin_field, bool(fmt.subnormals),
-                      halfq_bits, q_bits, q_exp, max_bits, over_pos, over_neg,
-                      inf_pos, inf_neg)
+            rand = _NO_RANDOM
+        _k.round_bits(xb, out, rand, code, *params)
     return out.view(np.float64).reshape(arr.shape)
 
 

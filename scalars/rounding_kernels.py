@@ -22,6 +22,10 @@ _ABS = 0x7FFFFFFFFFFFFFFF
 _EXP_ALL = 0x7FF0000000000000
 _FRAC = 0x000FFFFFFFFFFFFF
 _IMPLICIT = 0x0010000000000000
+# Block length of the two-pass kernels: the branch-free pass runs over a block, and only a
+# block holding some special value (subnormal range, overflow, inf/NaN) is revisited,
+# while it is still in L1 cache.
+_BLOCK = 256
 
 
 @numba.njit(cache=True, nogil=True)
@@ -168,7 +172,8 @@ def round_bits(xb, out, rand, mode, sh0, emin_field, subnormals, halfq_bits, q_b
     rand        63-bit uniform integers, one per element (stochastic mode only)
 
     Deterministic modes run a branch-free pass over the common case (zero, or normal
-    range without overflow), then a second pass over the rest only if there is any.
+    range without overflow) block by block, then revisit a block only if it holds a value
+    that needs :func:`_round_one`.
     """
     n = xb.shape[0]
     if mode == STOCHASTIC:
@@ -178,23 +183,26 @@ def round_bits(xb, out, rand, mode, sh0, emin_field, subnormals, halfq_bits, q_b
                                 inf_pos, inf_neg)
         return
     mn_bits = np.int64(emin_field) << 52
-    nbad = 0
-    for i in range(n):
-        b = xb[i]
-        a = b & _ABS
-        r = _normal_range_round(a, b < 0, mode, sh0)
-        ok = ((a >= mn_bits) | (a == 0)) & (r <= max_bits)
-        out[i] = (r | (b ^ a)) if ok else b
-        nbad += 0 if ok else 1
-    if nbad == 0:
-        return
-    for i in range(n):
-        b = xb[i]
-        a = b & _ABS
-        r = _normal_range_round(a, b < 0, mode, sh0)
-        if not (((a >= mn_bits) | (a == 0)) & (r <= max_bits)):
-            out[i] = _round_one(b, mode, 0, sh0, emin_field, subnormals, halfq_bits, q_bits,
-                                q_exp, max_bits, over_pos, over_neg, inf_pos, inf_neg)
+    for start in range(0, n, _BLOCK):
+        stop = min(start + _BLOCK, n)
+        nbad = 0
+        for i in range(start, stop):
+            b = xb[i]
+            a = b & _ABS
+            r = _normal_range_round(a, b < 0, mode, sh0)
+            ok = ((a >= mn_bits) | (a == 0)) & (r <= max_bits)
+            out[i] = (r | (b ^ a)) if ok else b
+            nbad += 0 if ok else 1
+        if nbad == 0:
+            continue
+        for i in range(start, stop):
+            b = xb[i]
+            a = b & _ABS
+            r = _normal_range_round(a, b < 0, mode, sh0)
+            if not (((a >= mn_bits) | (a == 0)) & (r <= max_bits)):
+                out[i] = _round_one(b, mode, 0, sh0, emin_field, subnormals, halfq_bits,
+                                    q_bits, q_exp, max_bits, over_pos, over_neg, inf_pos,
+                                    inf_neg)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -203,7 +211,7 @@ def round_bits_nearest_even(xb, out, sh0, emin_field, subnormals, halfq_bits, q_
     """:func:`round_bits` specialised to nearest-even (the hot path of every context).
 
     The normal range uses the carry trick ``(a + half - 1 + lsb) & ~mask`` without
-    branches; the rare rest goes through :func:`_round_one` in a second pass.
+    branches; the rare rest goes through :func:`_round_one` in a second pass per block.
     """
     n = xb.shape[0]
     mask0 = (np.int64(1) << sh0) - 1
@@ -211,20 +219,23 @@ def round_bits_nearest_even(xb, out, sh0, emin_field, subnormals, halfq_bits, q_
     half0m1 = ((np.int64(1) << sh0) >> 1) - 1 if sh0 > 0 else np.int64(0)
     lsb1 = np.int64(1) if sh0 > 0 else np.int64(0)
     mn_bits = np.int64(emin_field) << 52
-    nbad = 0
-    for i in range(n):
-        b = xb[i]
-        a = b & _ABS
-        r = (a + half0m1 + ((a >> sh0) & lsb1)) & ~mask0
-        ok = ((a >= mn_bits) | (a == 0)) & (r <= max_bits)
-        out[i] = (r | (b ^ a)) if ok else b
-        nbad += 0 if ok else 1
-    if nbad == 0:
-        return
-    for i in range(n):
-        b = xb[i]
-        a = b & _ABS
-        r = (a + half0m1 + ((a >> sh0) & lsb1)) & ~mask0
-        if not (((a >= mn_bits) | (a == 0)) & (r <= max_bits)):
-            out[i] = _round_one(b, NEAREST_EVEN, 0, sh0, emin_field, subnormals, halfq_bits,
-                                q_bits, q_exp, max_bits, over_pos, over_neg, inf_pos, inf_neg)
+    for start in range(0, n, _BLOCK):
+        stop = min(start + _BLOCK, n)
+        nbad = 0
+        for i in range(start, stop):
+            b = xb[i]
+            a = b & _ABS
+            r = (a + half0m1 + ((a >> sh0) & lsb1)) & ~mask0
+            ok = ((a >= mn_bits) | (a == 0)) & (r <= max_bits)
+            out[i] = (r | (b ^ a)) if ok else b
+            nbad += 0 if ok else 1
+        if nbad == 0:
+            continue
+        for i in range(start, stop):
+            b = xb[i]
+            a = b & _ABS
+            r = (a + half0m1 + ((a >> sh0) & lsb1)) & ~mask0
+            if not (((a >= mn_bits) | (a == 0)) & (r <= max_bits)):
+                out[i] = _round_one(b, NEAREST_EVEN, 0, sh0, emin_field, subnormals,
+                                    halfq_bits, q_bits, q_exp, max_bits, over_pos, over_neg,
+                                    inf_pos, inf_neg)

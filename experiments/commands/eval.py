@@ -85,7 +85,9 @@ def exact_strings(ctx, v) -> list:
         if len(parts) == n:
             return parts
     if hasattr(ctx, "mp") and isinstance(flat, np.ndarray) and flat.dtype == object:
-        return [ctx.mp.nstr(t, ctx.mp.dps) for t in flat]
+        # repr_dps(prec) digits read back to the same mpf: the full precision, no more
+        from mpmath.libmp import repr_dps
+        return [ctx.mp.nstr(t, repr_dps(ctx.mp.prec), strip_zeros=False) for t in flat]
     if isinstance(flat, np.ndarray) and flat.dtype.kind == "f":
         return [repr(float(t)) for t in flat]
     if isinstance(flat, np.ndarray):
@@ -97,15 +99,24 @@ def _nested(items, shape):
     return np.asarray(items, dtype=object).reshape(shape).tolist() if shape else items[0]
 
 
-def _node_json(ctx, node, v):
-    if v is None:
-        return {"id": node.id, "op": node.kind.op, "value": None}
+def _views(ctx, v) -> dict:
+    """float64 view + exact strings of a point-context value; components for pairs."""
+    if ctx.is_interval:
+        return {"lo": _views(ctx.base, v.lo), "hi": _views(ctx.base, v.hi)}
+    if ctx.is_dual:
+        return {"primal": _views(ctx.base, v.primal), "tangent": _views(ctx.base, v.tangent)}
     shape = tuple(ctx.shape(v))
     f64 = np.asarray(ctx.to_float64(v))
     fl = [float(t) if np.isfinite(t) else str(float(t)) for t in f64.reshape(-1)] \
         if f64.dtype.kind == "f" else [str(t) for t in f64.reshape(-1)]
-    return {"id": node.id, "op": node.kind.op, "kind": str(node.kind), "shape": list(shape),
-            "float64": _nested(fl, shape), "exact": _nested(exact_strings(ctx, v), shape)}
+    return {"float64": _nested(fl, shape), "exact": _nested(exact_strings(ctx, v), shape)}
+
+
+def _node_json(ctx, node, v):
+    if v is None:
+        return {"id": node.id, "op": node.kind.op, "value": None}
+    return {"id": node.id, "op": node.kind.op, "kind": str(node.kind),
+            "shape": list(ctx.shape(v)), **_views(ctx, v)}
 
 
 def run(args) -> int:

@@ -193,3 +193,21 @@ def test_axis_examples_match_torch():
     g, p, x = examples.concat_axis()
     y = np.asarray(graph.denote(g, p, x, "rational"), dtype=object)
     assert y.shape == (2, 8, 4) and y[0, 3, 0] == to_fraction(x[1][0, 0, 0])
+
+
+def test_cli_eval_json_exact_strings_per_context(capsys):
+    import mpmath
+    assert main(["eval", "six-node", "--context", "mpmath:200", "--json"]) == 0
+    node = json.loads(capsys.readouterr().out)["nodes"][0]
+    ctx = scalars.get("mpmath:200")
+    y = np.asarray(graph.denote(*examples.six_node_mlp(), ctx), dtype=object).item()
+    with mpmath.workprec(200):
+        assert mpmath.mpf(node["exact"]) == y and len(node["exact"]) > 60
+    assert main(["eval", "six-node", "--context", "interval:binary32", "--json"]) == 0
+    node = json.loads(capsys.readouterr().out)["nodes"][0]
+    lo, hi = node["lo"]["float64"], node["hi"]["float64"]
+    assert lo < 0.027712902180357324 < hi and float(np.float32(lo)) == lo
+    assert main(["eval", "six-node", "--context", "dual:float64", "--json", "--all"]) == 0
+    nodes = json.loads(capsys.readouterr().out)["nodes"]
+    assert nodes[5]["primal"]["exact"] == repr(0.027712902180357324)
+    assert nodes[5]["tangent"]["float64"] == 0.0

@@ -117,3 +117,35 @@ def test_batched_equals_per_sample(c, ctxname):
             np.testing.assert_allclose(a, b, rtol=1e-13, atol=1e-15)
         else:
             assert a.shape == b.shape and all(x == y for x, y in zip(a.reshape(-1), b.reshape(-1)))
+
+
+def test_every_registered_op_has_a_case():
+    covered = {c["op"] for c in CASES} | {"input", "const"}
+    assert covered == set(OPS)
+    for rec in OPS.values():
+        assert rec.capsule == (None if rec.name in ("input", "const", "detach") else
+                               "reference.reduce_sum" if rec.name == "sum" else
+                               "reference.reshape" if rec.name == "flatten" else
+                               f"reference.{rec.name}")
+
+
+@pytest.mark.parametrize("ctxname", ["float64", "binary32", "rational"])
+def test_const_nodes_broadcast_over_the_batch(ctxname):
+    ctx = scalars.get(ctxname)
+    g = Graph([Node(0, [], "input", [3]), Node(1, [], "const", [3]),
+               Node(2, [0, 1], "mul", [3]), Node(3, [2], "sum", [])])
+    p = Payload({1: {"const": {"value": np.array(["0.5", "-2", "1/3"], dtype=object)}}})
+    xs = np.array([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+    vals = graph.denote_all(g, p, xs, ctx)
+    assert ctx.shape(vals[1]) == (2, 3)
+    want = [Fraction(1, 2) - 4 + 1, 2 - 10 + 2]
+    got = [to_fraction(t) for t in np.asarray(vals[3], dtype=object).reshape(-1)]
+    if ctxname == "rational":
+        assert got == want
+    else:
+        np.testing.assert_allclose([float(t) for t in got], [float(t) for t in want], rtol=1e-7)
+    rec = OPS["const"]
+    assert np.array_equal(rec.vjp(scalars.get("float64"), np.ones((2, 3)), [np.zeros(3)], None, {}, 1)[0],
+                          np.full(3, 2.0))
+    with pytest.raises(graph.GraphError, match=r"IR eval: const 1: payload value shape mismatch: \[2\] vs expected \[3\]"):
+        graph.denote(g, {1: {"value": np.zeros(2)}}, xs, ctx)

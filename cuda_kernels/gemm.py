@@ -1,6 +1,6 @@
 """Shared-memory tiled binary32 GEMM ``C = A @ B (+ bias)`` with a fixed accumulation order.
 
-Each thread owns a TM x TN block of C and accumulates every output sequentially in k
+Each thread owns TM x TN entries of C (a strided micro-tile) and accumulates every output sequentially in k
 (k = 0, 1, ..., K-1 across all K tiles), so an output is exactly the left-to-right dot
 product of the binary32 reference context:
 
@@ -83,10 +83,13 @@ def make_gemm(BM, BN, BK, TM, TN, fma):
                     Bs[kk, n] = v
             cuda.syncthreads()
             for kk in range(BK):
+                # strided micro-tile (rows ty + i*TY, cols tx + j*TX): consecutive threads
+                # read consecutive shared-memory words (no bank conflicts) and write
+                # consecutive columns of C (coalesced)
                 for i in range(TM):
-                    areg[i] = As[kk, ty * TM + i]
+                    areg[i] = As[kk, ty + i * TY]
                 for j in range(TN):
-                    breg[j] = Bs[kk, tx * TN + j]
+                    breg[j] = Bs[kk, tx + j * TX]
                 for i in range(TM):
                     for j in range(TN):
                         if fma:
@@ -95,10 +98,10 @@ def make_gemm(BM, BN, BK, TM, TN, fma):
                             acc[i, j] = add_rn(acc[i, j], mul_rn(areg[i], breg[j]))
             cuda.syncthreads()
         for i in range(TM):
-            gm = row0 + ty * TM + i
+            gm = row0 + ty + i * TY
             if gm < M:
                 for j in range(TN):
-                    gn = col0 + tx * TN + j
+                    gn = col0 + tx + j * TX
                     if gn < N:
                         v = acc[i, j]
                         if has_bias:

@@ -98,7 +98,9 @@ def test_provider_diff_command_json(capsys):
     assert main(["provider-diff", "six-node", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     rows = {r["node"]: r for r in doc["rows"]}
-    assert doc["meta"]["context"] == "binary32" and doc["meta"]["device"] == "CUDA simulator"
+    from cuda_kernels.provider import simulated
+    assert doc["meta"]["context"] == "binary32"
+    assert doc["meta"]["device"] == ("CUDA simulator" if simulated() else "GPU")
     assert [rows[i]["capsule"] for i in (1, 2, 3, 4, 5)] == [
         "numba_cuda.linear", "numba_cuda.relu", "numba_cuda.linear", "numba_cuda.reduce_sum",
         "numba_cuda.tanh"]

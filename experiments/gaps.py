@@ -96,6 +96,7 @@ class GapsResult:
     radius: float
     seed: int
     node: int
+    center_desc: str
     ulps: np.ndarray
     bits: np.ndarray
     rel_err: np.ndarray
@@ -106,7 +107,7 @@ class GapsResult:
                 "format": self.fmt.name, "reduction": C.reduction_label(self.ctx),
                 "reference": self.reference.label, "reference_context": self.reference.name,
                 "sampling": self.sampling, "samples": self.samples, "radius": self.radius,
-                "seed": self.seed}
+                "center": self.center_desc, "seed": self.seed}
 
     def histogram(self) -> dict:
         """ULP distance -> number of output entries with that gap (exact counts)."""
@@ -130,12 +131,14 @@ def distribution_row(values: np.ndarray) -> dict:
 
 def gaps(case: C.GraphCase, ctx, *, samples=2000, sampling="box", radius=0.05, seed=0,
          center=None, reference=C.DEFAULT_REFERENCE, node=None, quiet=True,
-         oracle_limit=C.DEFAULT_ORACLE_LIMIT, check_samples=C.DEFAULT_CHECK_SAMPLES) -> GapsResult:
+         oracle_limit=C.DEFAULT_ORACLE_LIMIT, check_samples=C.DEFAULT_CHECK_SAMPLES,
+         center_desc=None) -> GapsResult:
     """Sample, evaluate in ``ctx`` and the reference, and summarise the output gap."""
     C.check_point_context(ctx, "--context")
     fmt = _fmt_of(ctx)
     if center is None:
         center = C.center_of(case, None)
+        center_desc = "x0"
     x = sample_inputs(center, radius, samples, seed, fmt, sampling)
     node = case.output_id if node is None else int(node)
     if not 0 <= node < len(case.nodes):
@@ -153,7 +156,8 @@ def gaps(case: C.GraphCase, ctx, *, samples=2000, sampling="box", radius=0.05, s
             {**base, "metric": "rel_err", **distribution_row(e.rel_err)}]
     summary = pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))
     return GapsResult(case, ctx, fmt, ref, sampling, int(samples), float(radius), int(seed),
-                      node, e.ulps, e.bits, e.rel_err, summary)
+                      node, center_desc or "the given centre", e.ulps, e.bits, e.rel_err,
+                      summary)
 
 
 def header_lines(res: GapsResult) -> list[str]:
@@ -164,7 +168,7 @@ def header_lines(res: GapsResult) -> list[str]:
         f"{C.reduction_label(res.ctx)})",
         f"  reference  : {res.reference.label}",
         f"  sampling   : {res.sampling}, {res.samples} inputs of {res.fmt.name} in the l-inf box "
-        f"of radius {res.radius:g} around x0 (seed {res.seed})",
+        f"of radius {res.radius:g} around {res.center_desc} (seed {res.seed})",
         f"  gap        : ULP distance to the reference correctly rounded into {res.fmt.name}; "
         f"bits = log2(1 + ULP)",
     ]

@@ -114,7 +114,7 @@ def write_report(directory, *, samples: int = 1000, gap_samples: int = 2000, see
         ctx = scalars.get(ctx_name)
         for sampling in G.SAMPLINGS:
             g = G.gaps(six, ctx, samples=gap_samples, sampling=sampling, radius=0.05,
-                       seed=seed, center=center, quiet=quiet)
+                       seed=seed, center=center, quiet=quiet, center_desc="x0")
             gap_rows.append(g.summary.assign(reference_label=g.reference.label))
             rep.image(f"gaps_{ctx_name}_{sampling}", lambda p, r=g: G.plot_histogram(r, p))
         steps.update(1)

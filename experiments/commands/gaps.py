@@ -45,7 +45,8 @@ def run(args) -> int:
     res = G.gaps(case, ctx, samples=args.samples, sampling=args.sampling, radius=args.radius,
                  seed=args.seed, center=center, reference=args.reference, node=args.node,
                  quiet=args.quiet, oracle_limit=args.oracle_limit,
-                 check_samples=args.check_samples)
+                 check_samples=args.check_samples,
+                 center_desc="--input" if args.input is not None else "x0")
     hist = res.histogram()
     if args.out:
         hist_md = "## Histogram (ULP distance: output entries)\n\n" + \

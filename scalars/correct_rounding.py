@@ -51,10 +51,13 @@ def _sigmoid_bounds(x, prec):
 
 
 def _softplus_bounds(x, prec):
-    """Lower and upper MPFR bounds of log(1 + e^x) (increasing in e^x)."""
+    """Lower and upper MPFR bounds of log(1 + e^x) = max(x, 0) + log1p(e^-|x|) (the second
+    form keeps e^x from overflowing MPFR's exponent range for huge x)."""
     dn = gmpy2.context(precision=prec, round=gmpy2.RoundDown)
     up = gmpy2.context(precision=prec, round=gmpy2.RoundUp)
-    return dn.log1p(dn.exp(x)), up.log1p(up.exp(x))
+    pos = max(x, 0)
+    e = -abs(x)
+    return dn.add(pos, dn.log1p(dn.exp(e))), up.add(pos, up.log1p(up.exp(e)))
 
 
 _BOUNDS = {"sigmoid": _sigmoid_bounds, "softplus": _softplus_bounds}

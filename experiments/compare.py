@@ -565,8 +565,8 @@ def header_lines(res: CompareResult) -> list[str]:
         f"  reductions : {reds}",
         f"  input      : {res.input_desc}",
         f"  samples    : {res.samples}",
-        f"  metrics    : ULP = distance to the reference correctly rounded into the context's "
-        f"format; bits = log2(1 + ULP)",
+        "  metrics    : ULP = distance to the reference correctly rounded into the context's "
+        "format; bits = log2(1 + ULP)",
         f"  divergence : first node whose max bits of error > {res.threshold:g} (marked *)",
     ]
 

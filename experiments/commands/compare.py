@@ -118,4 +118,7 @@ def run(args) -> int:
         print(f"  {v['context']:<{width}}  {v['text']}")
     for n in notes:
         print(n)
+    if not (args.out or args.plot or args.quiet):
+        print("more: --samples N (sampled inputs), --out FILE.csv|.md|.json, --plot FILE.png; "
+              "scalarlab gaps | reduction-order | report")
     return 0

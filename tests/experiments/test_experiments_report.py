@@ -26,7 +26,7 @@ def test_report_writes_markdown_tables_and_plots(tmp_path, capsys):
     # 2 graphs + sampled compare + 4 gap histograms + reduction-order plot
     assert len(pngs) == 8 and len(csvs) == 5
     for f in pngs:
-        assert f"![" in text and f"]({f})" in text
+        assert f"![{f[:-4]}]({f})" in text
         data = (out / f).read_bytes()[:24]
         assert data[:8] == b"\x89PNG\r\n\x1a\n"
         assert (int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")) == (800, 450)

@@ -46,3 +46,13 @@ def test_reduction_errors_are_context_errors():
     with pytest.raises(ContextError, match=r"float64: amax of shape \[0\]"):
         F.amax(np.ones(0))
     assert F.argmax(np.array([[1.0, 3.0], [4.0, 2.0]]), 1).tolist() == [1, 0]
+
+
+@pytest.mark.parametrize("ctx", ["float64", "rational", "fp32-real", "mpmath:200", "complex128"])
+def test_real_interval_and_dual_values_are_refused_by_name(ctx):
+    iv = scalars.get("interval:float64").convert([1.0, 2.0])
+    du = scalars.get("dual:float64").convert([1.0, 2.0])
+    with pytest.raises(ContextError, match=rf"context {ctx}: add: got an Interval \(an interval-context value\)"):
+        scalars.get(ctx).add(iv, iv)
+    with pytest.raises(ContextError, match=rf"context {ctx}: mul: got a Dual \(a dual-context value\)"):
+        scalars.get(ctx).mul(du, du)

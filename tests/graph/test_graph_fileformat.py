@@ -211,3 +211,17 @@ def test_cli_eval_json_exact_strings_per_context(capsys):
     nodes = json.loads(capsys.readouterr().out)["nodes"]
     assert nodes[5]["primal"]["exact"] == repr(0.027712902180357324)
     assert nodes[5]["tangent"]["float64"] == 0.0
+
+
+def test_cli_eval_and_check_with_a_payload_npz(tmp_path, capsys):
+    g, p, _ = examples.six_node_mlp()
+    graph.fileformat.save_npz(tmp_path / "p.npz", g, p)
+    graph.fileformat.save_npz(tmp_path / "swapped.npz", g, p.swapped(1, 3))
+    assert main(["eval", "six-node", "--payload", str(tmp_path / "p.npz"), "--context",
+                 "binary32"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "node 5 tanh out=[]: 0.027713"
+    assert main(["check", "six-node", "--payload", str(tmp_path / "swapped.npz")]) == 1
+    assert "IR eval: linear 1: declared outShape mismatch: [5] vs expected [3]" in capsys.readouterr().err
+    # string payloads stay exact through the npz (unicode arrays)
+    p2 = graph.fileformat.load_npz(tmp_path / "p.npz")
+    assert p2.get(1)["W"][0, 0] == ".15" and p2.op_of(1) == "linear"

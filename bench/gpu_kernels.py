@@ -196,8 +196,9 @@ def bench(n: int, elems: int, reps: int, out_dir: str, *, small=False, judge=Tru
     try:
         import torch
         if torch.cuda.is_available():
-            torch.backends.cuda.matmul.allow_tf32 = False
+            torch.backends.cuda.matmul.allow_tf32 = False       # true float32 GEMM
             torch.backends.cudnn.allow_tf32 = False
+            torch.set_float32_matmul_precision("highest")
             ta = torch.randn(n, n, device="cuda")
             tb = torch.randn(n, n, device="cuda")
             tbias = torch.randn(n, device="cuda")

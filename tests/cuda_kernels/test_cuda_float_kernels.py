@@ -174,3 +174,22 @@ def test_layernorm_rows_bit_identical():
     want = ref_forward("layernorm", CTX, [x, g, be, np.float64(eps)], axis=1)
     got = host.layernorm_rows(x, g, be, eps)
     assert same(got, want)
+
+
+def test_fma_step_is_one_rounding_on_random_bit_patterns():
+    # K = 2: the second step is a genuine fma(a1, b1, RN(a0 * b0)), checked against the
+    # binary32+fma context (itself checked against MPFR by its own tests)
+    rng = np.random.default_rng(12)
+
+    def draw(shape, lo_exp, hi_exp):
+        m = rng.uniform(1, 2, size=shape) * np.exp2(rng.integers(lo_exp, hi_exp, size=shape))
+        return (m * rng.choice([-1, 1], size=shape)).astype(np.float32)
+
+    x = draw((16, 2), -70, 60)
+    W = draw((16, 2), -70, 60)
+    b = np.zeros(16, np.float32)
+    got = host.linear(x, W.T, b, fma=True, tiling=gemm.SMALL)
+    assert same(got, ref_forward("linear", CTX_FMA, [x, W, b]))
+    plain = host.linear(x, W.T, b, fma=False, tiling=gemm.SMALL)
+    assert same(plain, ref_forward("linear", CTX, [x, W, b]))
+    assert not same(got, plain)            # the two orders really differ somewhere

@@ -150,3 +150,21 @@ def test_interval_linear_nan_and_zero_times_inf():
     b = np.array([1.0], np.float32)
     lo, hi = host.interval_linear(xl, xh, W.T, W.T, b, b)
     assert lo[0, 0] == -inf and hi[0, 0] == 3.0
+
+
+def random_f32_bits(rng, n):
+    """Finite binary32 numbers with uniformly random bit patterns (subnormals, extremes)."""
+    bits = rng.integers(0, 2 ** 32, size=4 * n, dtype=np.uint64).astype(np.uint32)
+    v = bits.view(np.float32)
+    return v[np.isfinite(v)][:n]
+
+
+def test_interval_add_exact_on_random_bit_patterns():
+    rng = np.random.default_rng(11)
+    a, b = random_f32_bits(rng, 150), random_f32_bits(rng, 150)
+    # mix in nearby magnitudes so that sums cancel and round in every way
+    b[:50] = (-a[:50] * np.float32(1.0000001)).astype(np.float32)
+    lo, hi = host.interval_binary("add", a, a, b, b)
+    for i in range(150):
+        q = fr(a[i]) + fr(b[i])
+        assert lo[i] == rd(q) and hi[i] == ru(q), (a[i], b[i], lo[i], hi[i])

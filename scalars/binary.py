@@ -440,7 +440,7 @@ class BinaryContext(ArrayShapeOps):
             res = res[..., 0, :]
         if b.ndim == 1:
             res = res[..., 0]
-        return np.ascontiguousarray(res)
+        return res.copy(order="C")       # (np.ascontiguousarray would make 0-d into 1-d)
 
 
 def _flat(a: np.ndarray, shape) -> np.ndarray:

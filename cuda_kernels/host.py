@@ -22,7 +22,8 @@ ILINEAR_TILE = 4 if SIMULATED else 16
 
 
 def _f32(a) -> np.ndarray:
-    return np.ascontiguousarray(a, dtype=np.float32)
+    # not np.ascontiguousarray: it turns a 0-d array into shape (1,)
+    return np.array(a, dtype=np.float32, order="C")
 
 
 def _launch_1d(kern, n, *arrays):

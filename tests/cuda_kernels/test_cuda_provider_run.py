@@ -65,6 +65,19 @@ def test_axis_ops_through_the_provider_match_the_reference():
     assert np.array_equal(local.reshape(-1), tree_sum_emulated(cols, TREE_WIDTH))
 
 
+def test_six_node_without_batch_axes_keeps_scalar_shapes():
+    from graph.examples import six_node_mlp
+    g, p, x0 = six_node_mlp()
+    lines = []
+    got = run_planned(g, p, x0, default_policy("cuda"), show_backend=lines.append)
+    ref = run_planned(g, p, x0, Policy())
+    assert [np.shape(v) for v in got] == [(4,), (5,), (5,), (3,), (), ()]
+    for i in (1, 2, 3):
+        assert np.array_equal(got[i], ref[i])
+    assert F.ulp_distance(got[5], ref[5], B32) <= 4
+    assert lines[0].startswith("linear: numba_cuda.linear provider=numba_cuda trust=checked")
+
+
 def test_non_binary32_values_are_refused_at_the_boundary():
     g = Graph([Node(0, [], OpKind("input"), [2]), Node(1, [0], OpKind("relu"), [2])])
     bound = bind(plan(g, default_policy("cuda")))

@@ -171,3 +171,19 @@ def test_first_divergence():
     assert metrics.first_divergence([0.0, 1.0, 2.5, 5.0], 2.0) == 2
     assert metrics.first_divergence([0.0, float("nan"), 1.0], 1.0) is None
     assert metrics.first_divergence([0.0, float("inf")], 30.0) == 1
+
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(-(2 ** 31) + 1, 2 ** 31 - 1).filter(lambda b: (b & 0x7F800000) != 0x7F800000),
+       st.integers(-(2 ** 31) + 1, 2 ** 31 - 1).filter(lambda b: (b & 0x7F800000) != 0x7F800000))
+def test_property_binary32_ulps_are_bit_pattern_distances(a_bits, b_bits):
+    a = np.array([a_bits], dtype=np.int32).view(np.float32).astype(np.float64)
+    b = np.array([b_bits], dtype=np.int32).view(np.float32).astype(np.float64)
+    e = metrics.entry_errors(a, np.zeros(1), b, np.zeros(1), formats.get("binary32"))
+    d = abs(int(_ord32(a)[0]) - int(_ord32(b)[0]))
+    assert e.ulps[0] == d and e.bits[0] == np.log2(1.0 + d)
+    q = abs(Fraction(float(a[0])) - Fraction(float(b[0])))
+    assert e.abs_err[0] == float(q)                    # exact: both are binary32 values

@@ -6,7 +6,6 @@ import mpmath
 import numpy as np
 import pytest
 
-import scalars
 import scalars.formats as F
 from cuda_kernels import host
 

@@ -144,3 +144,18 @@ def test_without_device_or_simulator_the_error_says_what_to_do():
             "run: provider numba_cuda is unavailable: no CUDA device; set "
             "NUMBA_ENABLE_CUDASIM=1 to use the simulator") in r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_a_driver_failure_at_launch_becomes_the_boundary_error():
+    from cuda_kernels.provider import _launch
+
+    class FakeCudaSupportError(ImportError):      # numba's CudaSupportError is an ImportError
+        pass
+
+    def launch():
+        raise FakeCudaSupportError("Error at driver init: CUDA driver library cannot be found")
+
+    with pytest.raises(PlanError, match=r"numba_cuda.relu: no CUDA device; set "
+                                        r"NUMBA_ENABLE_CUDASIM=1 to use the simulator "
+                                        r"\(FakeCudaSupportError: Error at driver init"):
+        _launch("numba_cuda.relu", launch)

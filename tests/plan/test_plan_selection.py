@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 import scalars
-from graph import Graph, GraphError, Node, OpKind, Payload, denote_all
+from graph import Graph, GraphError, Node, OpKind, denote_all
 from graph.examples import six_node_mlp
 from graph.plan import (Capsule, KernelPlan, PlanError, Policy, Provider, bind, capsules,
                         default_policy, get_capsule, plan, register_capsule,

@@ -26,6 +26,13 @@ from .roundops import add_rn, mul_rn
 # of the division to expf's 2 ulp).  Tests assert these bounds in both modes.
 ULP_BOUND = {"exp": 2, "tanh": 2, "sigmoid": 4}
 
+
+def softmax_ulp_bound(n: int) -> int:
+    """Gap bound of a softmax row of n entries: expf's 2 ulp in the numerator, the same
+    perturbation of the sum (relative), one rounding of the division and up to n/2 ulp
+    from partial sums that round differently than the reference's."""
+    return 2 * ULP_BOUND["exp"] + 1 + n // 2
+
 THREADS = 256
 MAX_BLOCKS = 8192
 

@@ -629,8 +629,6 @@ class IntervalContext(Context):
         if hasattr(x, "primal") and hasattr(x, "tangent"):
             raise ContextError(f"context {self.name}: convert: got a dual value; convert "
                                f"its primal explicitly")
-        if isinstance(x, tuple) and len(x) == 2 and not np.isscalar(x[0]):
-            pass  # nested tuple data, treat as array data below
         if isinstance(x, np.ndarray) and x.dtype.kind == "c" or isinstance(x, complex):
             raise ContextError(f"context {self.name}: convert: complex values have no "
                                f"interval enclosure here")
@@ -1030,10 +1028,10 @@ class IntervalContext(Context):
 
         A in <mA, rA>, B in <mB, rB> (rA, rB rounded up).  The real product lies in
         <mA mB, |mA| rB + rA (|mB| + rB)>.  C = fl(mA @ mB) (BLAS, any order, fma or not)
-        satisfies |C - mA mB| <= gamma_n |mA||mB| + NZ eta, with gamma_n = n u/(1 - n u),
-        u = 2^-53, eta = 2^-1074 and NZ the number of nonzero products (underflow).  The
-        nonnegative radius products computed in float64 are at most a factor (1 - gamma_n)
-        below their exact values, so the radius
+        satisfies |C - mA mB| <= gamma_n |mA||mB| + n eta, with gamma_n = n u/(1 - n u),
+        u = 2^-53, eta = 2^-1074 (underflow).  The nonnegative radius products computed in
+        float64 are at most a factor (1 - gamma_n) (and n eta of underflow) below their
+        exact values, so the radius
             R = (gamma_n G + T1 + T2) (1 + (n + 10) 2^-52) + (3n + 3) eta
         with G = fl(|mA| @ |mB|), T1 = fl(|mA| @ rB), T2 = fl(rA @ fl(|mB| + rB)) bounds
         everything (the slack factor also covers the few float64 roundings of R itself).
@@ -1058,12 +1056,15 @@ class IntervalContext(Context):
             G = np.matmul(aA, aB)
             T1 = np.matmul(aA, rB)
             T2 = np.matmul(rA, aB + rB)
-            nz = np.matmul((mA != 0).astype(np.float64), (mB != 0).astype(np.float64))
+            # entries whose every product term is exactly 0 (a zero with zero radius on
+            # one side for each k) are exact zeros; all others get the underflow term
+            nz = np.matmul(((mA != 0) | (rA != 0)).astype(np.float64),
+                           ((mB != 0) | (rB != 0)).astype(np.float64))
             u = 2.0 ** -53
             gamma = (n * u) / (1.0 - n * u) * (1.0 + 2.0 ** -50)
             eta = 2.0 ** -1074
             R = (gamma * G + T1 + T2) * (1.0 + (n + 10) * 2.0 ** -52)
-            R = R + np.where((nz > 0) | (T1 > 0) | (T2 > 0), (3 * n + 3) * eta, 0.0)
+            R = R + np.where(nz > 0, (3 * n + 3) * eta, 0.0)
             lo = D.sub_dir(C, R, E.grid)[0]
             hi = D.add_dir(C, R, E.grid)[1]
         return self._box(lo, hi)

@@ -121,6 +121,10 @@ def test_midrad_underflow_and_infinite_fallback():
     assert all(Fraction(t) <= exact_lo for t in r.lo.reshape(-1))
     assert all(Fraction(t) >= exact_hi for t in r.hi.reshape(-1))
     assert (r.hi - r.lo <= 1e-320).all()          # only the underflow term remains
+    # the radius product underflows (1e-100 * 1e-300): the box must still enclose
+    r = ctx.matmul(ctx.make(np.array([[1e-100]]), np.array([[1e-100]])),
+                   ctx.make(np.array([[-1e-300]]), np.array([[1e-300]])))
+    assert r.lo[0, 0] < 0 < r.hi[0, 0]
     inf = ctx.make(np.array([[1.0, -np.inf]]), np.array([[2.0, 0.0]]))
     r = ctx.matmul(inf, ctx.make(np.array([[1.0], [0.0]]), np.array([[1.0], [1.0]])))
     assert r.lo[0, 0] == -np.inf and r.hi[0, 0] == 2.0    # 0 * inf counts as 0

@@ -27,6 +27,7 @@ the format's overflow, subnormals and NaN rules (:mod:`scalars.formats`).  How:
 from __future__ import annotations
 
 import math
+from decimal import Decimal
 from fractions import Fraction
 
 import numpy as np
@@ -474,21 +475,17 @@ def _decimal_text(neg: bool, digits: str, exp10: int) -> str:
     return sign + body
 
 
-def _split_e(s: str):
-    """'d.ddde+XX' -> (digit string without trailing zeros, decimal exponent)."""
-    mant, ex = s.split("e")
-    digits = mant.replace(".", "").rstrip("0") or "0"
-    return digits, int(ex)
-
-
 def shortest_decimals(values: np.ndarray, fmt) -> list[str]:
     """For each format value, the shortest decimal that rounds back to it (nearest-even in
     ``fmt``); among equally short ones the nearest.  The rounding interval around x is
-    [x - gap_below/2, x + gap_above/2], closed when x's significand is even (ties go to x)."""
+    [x - gap_below/2, x + gap_above/2] (both ends are float64 numbers), closed when x's
+    significand is even (ties go to x).  For each digit count the nearest decimal and the
+    nearest one on the other side of x are tried: by convexity of the interval one of them
+    is inside if any decimal of that length is."""
     fmt = formats.get(fmt)
     vals = np.asarray(values, dtype=np.float64).reshape(-1)
-    out = []
     q_all = formats.ulp(np.abs(vals), fmt)
+    out = []
     for x, q in zip(vals.tolist(), q_all.tolist()):
         if math.isnan(x):
             out.append("nan")
@@ -500,47 +497,42 @@ def shortest_decimals(values: np.ndarray, fmt) -> list[str]:
             out.append("-0.0" if math.copysign(1.0, x) < 0 else "0.0")
             continue
         ax = abs(x)
-        fx, fq = Fraction(ax), Fraction(q)
-        k = fx / fq
-        even = k.denominator == 1 and k.numerator % 2 == 0
+        even = int(ax / q) % 2 == 0          # ax / q is the integer significand
         mant, _ = math.frexp(ax)
         if not fmt.subnormals and ax == fmt.min_normal:
-            below, lo_closed = Fraction(fmt.min_normal), False   # ties at mn/2 go to 0
+            below, lo_closed = fmt.min_normal, False    # the tie at min_normal/2 goes to 0
         else:
-            below = fq / 2 if (mant == 0.5 and ax > fmt.min_normal) else fq
+            below = q / 2 if (mant == 0.5 and ax > fmt.min_normal) else q
             lo_closed = even
-        lo, hi = fx - below / 2, fx + fq / 2
+        lo, hi = ax - below / 2, ax + q / 2              # exact in float64
 
-        def inside(d: Fraction) -> bool:
-            return (lo < d or (lo_closed and d == lo)) and (d < hi or (even and d == hi))
+        def inside(d: Decimal) -> bool:
+            v = float(d)   # correctly rounded, so strict float comparisons are exact ones
+            if lo < v < hi:
+                return True
+            if v == lo:
+                fd = Fraction(d)
+                return fd > Fraction(lo) or (lo_closed and fd == Fraction(lo))
+            if v == hi:
+                fd = Fraction(d)
+                return fd < Fraction(hi) or (even and fd == Fraction(hi))
+            return False
 
         found = None
         for nd in range(1, 20):
-            digits, e10 = _split_e(f"{ax:.{nd - 1}e}")
-            d0 = Fraction(int(digits)) * Fraction(10) ** (e10 - len(digits) + 1)
+            d0 = Decimal(f"{ax:.{nd - 1}e}")
             if inside(d0):
-                found = (digits, e10)
+                found = d0
                 break
-            step = Fraction(10) ** (e10 - nd + 1)
-            d1 = d0 + step if d0 < fx else d0 - step
+            step = Decimal(1).scaleb(d0.adjusted() - nd + 1)
+            d1 = d0 + step if d0 < Decimal(ax) else d0 - step
             if d1 > 0 and inside(d1):
-                found = _fraction_digits(d1, nd)
+                found = d1
                 break
-        out.append(_decimal_text(x < 0, *found))
+        sign, digits, exp = found.normalize().as_tuple()
+        dstr = "".join(map(str, digits))
+        out.append(_decimal_text(x < 0, dstr, exp + len(dstr) - 1))
     return out
-
-
-def _fraction_digits(d: Fraction, nd: int):
-    """Digits and decimal exponent of a decimal ``d`` known to have <= nd significant
-    digits."""
-    e10 = 0
-    while Fraction(10) ** (e10 + 1) <= d:
-        e10 += 1
-    while Fraction(10) ** e10 > d:
-        e10 -= 1
-    scaled = d / Fraction(10) ** (e10 - nd + 1)
-    digits = str(int(scaled)).rstrip("0") or "0"
-    return digits, e10
 
 
 # ---------------------------------------------------------------------- registration

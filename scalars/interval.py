@@ -1065,6 +1065,11 @@ class IntervalContext(Context):
             eta = 2.0 ** -1074
             R = (gamma * G + T1 + T2) * (1.0 + (n + 10) * 2.0 ** -52)
             R = R + np.where(nz > 0, (3 * n + 3) * eta, 0.0)
+        if not (np.isfinite(C).all() and np.isfinite(R).all()):
+            # an overflow somewhere inside BLAS (possibly in a partial sum whose final
+            # value is finite) voids the bound: use the directed endpoint algorithm
+            return self.matmul_endpoint(a, b)
+        with np.errstate(all="ignore"):
             lo = D.sub_dir(C, R, E.grid)[0]
             hi = D.add_dir(C, R, E.grid)[1]
         return self._box(lo, hi)

@@ -125,6 +125,10 @@ def test_midrad_underflow_and_infinite_fallback():
     r = ctx.matmul(ctx.make(np.array([[1e-100]]), np.array([[1e-100]])),
                    ctx.make(np.array([[-1e-300]]), np.array([[1e-300]])))
     assert r.lo[0, 0] < 0 < r.hi[0, 0]
+    # a partial sum overflows inside BLAS although the exact result is finite
+    big = ctx.make(np.array([[1e308, 1e308, -1e308]]), np.array([[1e308, 1e308, -1e308]]))
+    r = ctx.matmul(big, ctx.make(np.ones((3, 1)), np.ones((3, 1))))
+    assert r.lo[0, 0] <= 1e308 <= r.hi[0, 0] and np.isfinite(r.lo[0, 0])
     inf = ctx.make(np.array([[1.0, -np.inf]]), np.array([[2.0, 0.0]]))
     r = ctx.matmul(inf, ctx.make(np.array([[1.0], [0.0]]), np.array([[1.0], [1.0]])))
     assert r.lo[0, 0] == -np.inf and r.hi[0, 0] == 2.0    # 0 * inf counts as 0

@@ -170,7 +170,7 @@ def _register_reference() -> None:
         if rec.capsule is None:
             continue
         prov, bop = rec.capsule.split(".", 1)
-        if prov != "reference":
+        if prov != "reference" or rec.capsule in _CAPSULES:   # shared: reshape/flatten
             continue
         no_red = rec.elementwise or bop in _NO_REDUCTION
         register_capsule(Capsule(rec.capsule, bop, "reference", "cpu", trust="checked",

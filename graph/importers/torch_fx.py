@@ -1,0 +1,723 @@
+"""PyTorch -> IR: trace a module with ``torch.fx``, read shapes from ``ShapeProp``, map
+each FX node to IR nodes and the module's tensors to a payload keyed by node id.
+
+torch is imported lazily (the core works without it).  The IR input's declared shape is
+the PER-EXAMPLE shape: with ``batch_dims=k`` the first ``k`` axes of the example input are
+batch axes, every torch ``dim`` is translated to a per-example axis, and an operation that
+mixes examples (a reduction, concat, softmax or permutation over a batch axis) is refused.
+With ``batch_dims=0`` (the default, as in the seed) the example is one example.
+
+Every FX node that cannot be mapped is listed in ONE :class:`UnsupportedOpsError` with its
+FX name, kind and target.  Numerical notes on the mapping:
+
+* ``Softplus(beta, threshold)``: the IR's softplus is log(1 + e^x) everywhere; torch
+  switches to ``x`` when ``beta*x > threshold`` (20).  Above the switch the two functions
+  differ by log1p(e^-20)/beta ~ 2.1e-9 (absolute): below half an ulp of binary32 there
+  (ulp(20) = 1.9e-6), but visible in float64.  ``beta != 1`` is composed as
+  softplus(beta x) / beta (torch's own evaluation).
+* ``GELU``: only the exact erf form; ``approximate='tanh'`` is a different function and is
+  listed as unsupported.
+* ``BatchNorm`` must be in eval mode with running statistics; torch evaluates it as
+  ``x*alpha + beta'`` (folded), the IR as ``(x - mean)/sqrt(var + eps)*gamma + beta``, so
+  float32 results differ by rounding only.
+"""
+from __future__ import annotations
+
+import math
+import operator
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import GraphError
+from ..node import Graph, Node, OpKind, fmt_shape
+from ..optable import ShapeRuleError, full_attrs, get_op
+from ..payload import Payload
+from ..validate import check_payload, check_shapes
+
+
+class UnsupportedOpsError(GraphError):
+    """A model holds operations the IR importer cannot map; ``.items`` lists each one."""
+
+    def __init__(self, source: str, items):
+        self.items = list(items)
+        lines = "\n".join(f"  - {t}" for t in self.items)
+        super().__init__(f"{source}: {len(self.items)} unsupported operation"
+                         f"{'' if len(self.items) == 1 else 's'}:\n{lines}")
+
+
+class Unsupported(Exception):
+    """Raised by one node's converter; the importer collects the reasons."""
+
+
+def require(module: str, extra: str):
+    """Import an optional dependency or raise a GraphError naming the extra to install."""
+    import importlib
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise GraphError(f"{module} is not installed; install the optional extra: "
+                         f"pip install 'scalarlab[{extra}]'") from None
+
+
+class IRBuilder:
+    """Appends IR nodes (ids = positions), inferring each node's shape with the op table's
+    own rule and comparing it with the shape the source model reports."""
+
+    def __init__(self):
+        self.nodes: list[Node] = []
+        self.payload = Payload()
+
+    def add(self, op, parents, *, shape=None, params=None, **attrs) -> int:
+        rec = get_op(op)
+        kind = OpKind(op, **attrs)
+        in_shapes = [self.nodes[p].out_shape for p in parents]
+        try:
+            fa = full_attrs(rec, kind.attrs)
+            if op in ("input", "const"):
+                inferred = tuple(shape)
+            elif op in ("linear", "conv2d") and shape is None:
+                raise ShapeRuleError(f"{op}: the importer must give the out shape")
+            else:
+                inferred = tuple(rec.shape(in_shapes, fa, declared=shape))
+        except ShapeRuleError as exc:
+            raise Unsupported(f"IR rule rejects it: {exc}") from None
+        if shape is not None and tuple(shape) != inferred:
+            raise Unsupported(f"per-example shape {fmt_shape(inferred)} by the IR rule, "
+                              f"{fmt_shape(shape)} in the source model")
+        i = len(self.nodes)
+        self.nodes.append(Node(i, list(parents), kind, inferred))
+        if params:
+            self.payload.set(i, params, op=op)
+        return i
+
+    def const(self, value) -> int:
+        v = np.asarray(value, dtype=np.float64)
+        return self.add("const", [], shape=v.shape, params={"value": v})
+
+    def shape(self, i) -> tuple:
+        return self.nodes[i].out_shape
+
+    def finish(self, output: int) -> tuple:
+        g = Graph(self.nodes, output)
+        check_shapes(g)
+        check_payload(g, self.payload)
+        return g, self.payload
+
+
+# ------------------------------------------------------------------------------ values
+@dataclass
+class _T:
+    """A tensor value: IR node id and its batch-axis count (0 for constants)."""
+    id: int
+    nb: int
+
+
+@dataclass
+class _Param:
+    """A module tensor reached by get_attr, turned into a const node on first use."""
+    tensor: object
+    name: str
+    id: int = None
+
+
+@dataclass
+class _Int:
+    """A Python int computed from a shape (``x.size(0)``); ``batch`` if it is a batch extent."""
+    value: int
+    batch: bool = False
+
+
+@dataclass
+class _ShapeTuple:
+    dims: tuple
+
+
+_FAILED = object()
+
+
+@dataclass
+class TorchImport:
+    """The result of :func:`import_torch`: the graph, its payload, and the state_dict
+    names: ``names[key] = (node_id, param)``; ``ignored`` = state_dict keys with no IR use
+    (BatchNorm's ``num_batches_tracked``)."""
+    graph: Graph
+    payload: Payload
+    names: dict = field(default_factory=dict)
+    ignored: tuple = ()
+
+
+def from_torch(module, example_input, *, batch_dims: int = 0):
+    """``(Graph, Payload)`` of ``module`` traced at ``example_input`` (see module docs)."""
+    r = import_torch(module, example_input, batch_dims=batch_dims)
+    return r.graph, r.payload
+
+
+def _np(t):
+    return t.detach().cpu().double().numpy().copy()
+
+
+def _tables(torch):
+    """Canonical names for FX targets (functions by identity, methods by name)."""
+    F = torch.nn.functional
+    fn = {}
+
+    def put(name, *objs):
+        for o in objs:
+            if o is not None:
+                fn[o] = name
+
+    g = getattr
+    put("relu", torch.relu, F.relu)
+    put("tanh", torch.tanh, g(F, "tanh", None))
+    put("sigmoid", torch.sigmoid, g(F, "sigmoid", None))
+    put("exp", torch.exp)
+    put("log", torch.log)
+    put("abs", torch.abs, operator.abs)
+    put("sqrt", torch.sqrt)
+    put("sin", torch.sin)
+    put("cos", torch.cos)
+    put("neg", torch.neg, operator.neg)
+    put("gelu", F.gelu, g(torch._C._nn, "gelu", None))
+    put("softplus", F.softplus, g(torch._C._nn, "softplus", None))
+    put("add", torch.add, operator.add)
+    put("sub", torch.sub, operator.sub)
+    put("mul", torch.mul, operator.mul)
+    put("div", torch.div, operator.truediv)
+    put("matmul", torch.matmul, operator.matmul, torch.mm)
+    put("max", torch.maximum)
+    put("min", torch.minimum)
+    put("pow", torch.pow, operator.pow)
+    put("sum", torch.sum)
+    put("mean", torch.mean)
+    put("softmax", torch.softmax, F.softmax)
+    put("log_softmax", torch.log_softmax, F.log_softmax)
+    put("cat", torch.cat, g(torch, "concat", None), g(torch, "concatenate", None))
+    put("flatten", torch.flatten)
+    put("reshape", torch.reshape)
+    put("permute", torch.permute)
+    put("transpose", torch.transpose)
+    put("squeeze", torch.squeeze)
+    put("unsqueeze", torch.unsqueeze)
+    put("identity", F.dropout)
+    put("linear", F.linear)
+    put("max_pool2d", F.max_pool2d)
+    put("avg_pool2d", F.avg_pool2d)
+    put("getattr", getattr)
+    put("getitem", operator.getitem)
+    methods = {m: m for m in ("relu", "tanh", "sigmoid", "exp", "log", "abs", "sqrt", "sin",
+                              "cos", "neg", "add", "sub", "mul", "div", "matmul", "sum",
+                              "mean", "softmax", "log_softmax", "flatten", "reshape", "view",
+                              "permute", "transpose", "squeeze", "unsqueeze", "size", "pow")}
+    methods.update({"t": "transpose", "contiguous": "identity", "clone": "identity",
+                    "view": "reshape", "maximum": "max", "minimum": "min"})
+    nn = torch.nn
+    modules = {nn.Linear: "Linear", nn.Conv2d: "Conv2d", nn.BatchNorm1d: "BatchNorm",
+               nn.BatchNorm2d: "BatchNorm", nn.LayerNorm: "LayerNorm", nn.ReLU: "relu",
+               nn.Tanh: "tanh", nn.Sigmoid: "sigmoid", nn.GELU: "GELU", nn.Softplus: "Softplus",
+               nn.Softmax: "Softmax", nn.LogSoftmax: "LogSoftmax", nn.Flatten: "Flatten",
+               nn.MaxPool2d: "MaxPool2d", nn.AvgPool2d: "AvgPool2d", nn.Identity: "identity",
+               nn.Dropout: "identity"}
+    return fn, methods, modules
+
+
+def import_torch(module, example_input, *, batch_dims: int = 0) -> TorchImport:
+    """Trace ``module`` and map it to the IR; the full result with state_dict names."""
+    torch = require("torch", "torch")
+    fx = require("torch.fx", "torch")
+    from torch.fx.passes.shape_prop import ShapeProp
+
+    if not isinstance(module, torch.nn.Module):
+        raise GraphError(f"from_torch: expected a torch.nn.Module, got {type(module).__name__}")
+    if isinstance(batch_dims, bool) or not isinstance(batch_dims, int) or batch_dims < 0:
+        raise GraphError(f"from_torch: batch_dims must be a non-negative int, got {batch_dims!r}")
+    examples = tuple(example_input) if isinstance(example_input, (tuple, list)) else (example_input,)
+    for k, x in enumerate(examples):
+        if not isinstance(x, torch.Tensor) or not x.is_floating_point():
+            raise GraphError(f"from_torch: example input {k} must be a floating-point tensor, "
+                             f"got {type(x).__name__}")
+        if x.dim() < batch_dims:
+            raise GraphError(f"from_torch: example input {k} has shape {list(x.shape)}, fewer "
+                             f"axes than batch_dims={batch_dims}")
+    batch = tuple(examples[0].shape[:batch_dims])
+    try:
+        gm = fx.symbolic_trace(module)
+    except Exception as exc:  # torch raises many types for untraceable control flow
+        raise GraphError(f"from_torch: torch.fx.symbolic_trace failed: {type(exc).__name__}: "
+                         f"{exc}") from None
+    try:
+        with torch.no_grad():
+            ShapeProp(gm).propagate(*examples)
+    except Exception as exc:
+        raise GraphError(f"from_torch: running the module on the example input failed "
+                         f"({type(exc).__name__}: {exc}); if the example carries a batch axis "
+                         f"pass batch_dims=1") from None
+    conv = _Converter(torch, gm, batch)
+    return conv.run()
+
+
+class _Converter:
+    def __init__(self, torch, gm, batch):
+        self.torch = torch
+        self.gm = gm
+        self.batch = batch
+        self.nb = len(batch)
+        self.b = IRBuilder()
+        self.names: dict = {}
+        self.ignored: list = []
+        self.fn, self.methods, self.modules = _tables(torch)
+
+    # ---------------------------------------------------------------- node loop
+    def run(self) -> TorchImport:
+        env = {}
+        problems = []
+        output = None
+        for n in self.gm.graph.nodes:
+            if n.op == "output":
+                res = n.args[0]
+                v = env.get(res) if hasattr(res, "op") else None
+                if not isinstance(v, (_T, _Param)):
+                    if v is not _FAILED:
+                        problems.append(f"{n.name} (output): the model must return one tensor, "
+                                        f"got {type(res).__name__}")
+                    continue
+                output = self.tensor(v).id
+                continue
+            key = self.key(n)
+            args_failed = any(env.get(a) is _FAILED for a in n.all_input_nodes)
+            if key is None:
+                problems.append(f"{n.name} ({n.op} {self._target_text(n)}): no IR mapping")
+                env[n] = _FAILED
+                continue
+            if args_failed:
+                env[n] = _FAILED
+                continue
+            try:
+                env[n] = self.convert(n, key, env)
+            except Unsupported as exc:
+                problems.append(f"{n.name} ({n.op} {self._target_text(n)}): {exc}")
+                env[n] = _FAILED
+        if problems:
+            raise UnsupportedOpsError("from_torch", problems)
+        g, p = self.b.finish(output)
+        return TorchImport(g, p, self.names, tuple(self.ignored))
+
+    def _target_text(self, n) -> str:
+        t = n.target
+        if n.op == "call_module":
+            return f"{t} = {type(self.gm.get_submodule(t)).__name__}"
+        if callable(t):
+            mod = getattr(t, "__module__", None) or ""
+            return f"{mod + '.' if mod else ''}{getattr(t, '__name__', repr(t))}"
+        return str(t)
+
+    def key(self, n):
+        if n.op == "placeholder":
+            return "placeholder"
+        if n.op == "get_attr":
+            return "get_attr"
+        if n.op == "call_function":
+            try:
+                return self.fn.get(n.target)
+            except TypeError:
+                return None
+        if n.op == "call_method":
+            return self.methods.get(n.target)
+        if n.op == "call_module":
+            return self.modules.get(type(self.gm.get_submodule(n.target)))
+        return None
+
+    # ---------------------------------------------------------------- helpers
+    def meta_shape(self, n):
+        tm = n.meta.get("tensor_meta")
+        if tm is None or not hasattr(tm, "shape"):
+            raise Unsupported("shape propagation recorded no single tensor result")
+        return tuple(int(d) for d in tm.shape)
+
+    def tensor(self, v) -> _T:
+        if isinstance(v, _T):
+            return v
+        if isinstance(v, _Param):
+            if v.id is None:
+                v.id = self.b.const(_np(v.tensor))
+                if v.name in self._state_keys():
+                    self.names[v.name] = (v.id, "value")
+            return _T(v.id, 0)
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            return _T(self.b.const(float(v)), 0)
+        raise Unsupported(f"operand {v!r} is not a tensor")
+
+    def _state_keys(self):
+        if not hasattr(self, "_keys"):
+            self._keys = set(self.gm.state_dict().keys())
+        return self._keys
+
+    def out(self, n, nb_val):
+        """Full ShapeProp shape of ``n`` -> per-example shape (batch axes checked)."""
+        s = self.meta_shape(n)
+        if nb_val:
+            if s[:nb_val] != self.batch:
+                raise Unsupported(f"result shape {fmt_shape(s)} does not keep the batch axes "
+                                  f"{fmt_shape(self.batch)} in front")
+            return s[nb_val:]
+        return s
+
+    def emit(self, n, op, parents, *, params=None, **attrs) -> _T:
+        nbv = max(p.nb for p in parents) if parents else 0
+        i = self.b.add(op, [p.id for p in parents], shape=self.out(n, nbv), params=params, **attrs)
+        return _T(i, nbv)
+
+    def axis(self, dim, t: _T, what="dim") -> int:
+        rank = len(self.b.shape(t.id)) + t.nb
+        if isinstance(dim, _Int):
+            dim = dim.value
+        if not isinstance(dim, int) or isinstance(dim, bool):
+            raise Unsupported(f"{what} must be an int, got {dim!r}")
+        if not -rank <= dim < max(rank, 1):
+            raise Unsupported(f"{what}={dim} out of range for rank {rank}")
+        d = dim + rank if dim < 0 else dim
+        if d < t.nb:
+            raise Unsupported(f"{what}={dim} is a batch axis (batch_dims={self.nb}): the IR "
+                              f"works per example")
+        return d - t.nb
+
+    def arg(self, n, env, i, name, default=None):
+        if len(n.args) > i:
+            a = n.args[i]
+        else:
+            a = n.kwargs.get(name, default)
+        return self.val(a, env)
+
+    def val(self, a, env):
+        if hasattr(a, "op") and hasattr(a, "meta"):
+            return env[a]
+        if isinstance(a, (list, tuple)):
+            return type(a)(self.val(t, env) for t in a)
+        return a
+
+    # ---------------------------------------------------------------- converters
+    def convert(self, n, key, env):
+        torch = self.torch
+        if key == "placeholder":
+            s = self.meta_shape(n)
+            return _T(self.b.add("input", [], shape=s[self.nb:]), self.nb)
+        if key == "get_attr":
+            obj = self.gm
+            for part in n.target.split("."):
+                obj = getattr(obj, part)
+            if not isinstance(obj, torch.Tensor):
+                raise Unsupported("get_attr of a non-tensor")
+            return _Param(obj, n.target)
+        if n.op == "call_module":
+            return self.module(n, key, env)
+        return self.function(n, key, env)
+
+    def _no_extra(self, n, allowed):
+        bad = {k: v for k, v in n.kwargs.items() if k not in allowed}
+        if bad:
+            raise Unsupported(f"unsupported keyword arguments {bad}")
+
+    def module(self, n, key, env):
+        m = self.gm.get_submodule(n.target)
+        x = self.tensor(self.val(n.args[0], env))
+        pre = n.target + "."
+        if key in ("relu", "tanh", "sigmoid"):
+            return self.emit(n, key, [x])
+        if key == "identity":
+            return x
+        if key == "GELU":
+            if m.approximate != "none":
+                raise Unsupported(f"GELU(approximate={m.approximate!r}) is a different function "
+                                  f"from the IR's exact erf gelu")
+            return self.emit(n, "gelu", [x])
+        if key == "Softplus":
+            return self.softplus(n, x, m.beta, m.threshold)
+        if key in ("Softmax", "LogSoftmax"):
+            if m.dim is None:
+                raise Unsupported("dim=None (implicit dim) is ambiguous; give dim")
+            op = "softmax" if key == "Softmax" else "log_softmax"
+            return self.emit(n, op, [x], axis=self.axis(m.dim, x))
+        if key == "Flatten":
+            return self.flatten(n, x, m.start_dim, m.end_dim)
+        if key == "Linear":
+            params = {"W": _np(m.weight)}
+            self.names[pre + "weight"] = (len(self.b.nodes), "W")
+            if m.bias is not None:
+                params["b"] = _np(m.bias)
+                self.names[pre + "bias"] = (len(self.b.nodes), "b")
+            return self.emit(n, "linear", [x], params=params)
+        if key == "Conv2d":
+            if m.padding_mode != "zeros":
+                raise Unsupported(f"padding_mode={m.padding_mode!r} (the IR pads with zeros)")
+            pad = m.padding
+            if isinstance(pad, str):
+                if pad == "valid":
+                    pad = (0, 0)
+                else:   # 'same' with stride 1: torch pads (d*(k-1))//2 before, rest after
+                    tot = [d * (k - 1) for d, k in zip(m.dilation, m.kernel_size)]
+                    if any(t % 2 for t in tot):
+                        raise Unsupported("padding='same' with an even kernel extent pads "
+                                          "asymmetrically; the IR pads symmetrically")
+                    pad = tuple(t // 2 for t in tot)
+            params = {"weight": _np(m.weight)}
+            self.names[pre + "weight"] = (len(self.b.nodes), "weight")
+            if m.bias is not None:
+                params["bias"] = _np(m.bias)
+                self.names[pre + "bias"] = (len(self.b.nodes), "bias")
+            return self.emit(n, "conv2d", [x], params=params, kernel_size=list(m.kernel_size),
+                             out_channels=m.out_channels, stride=list(m.stride),
+                             padding=list(pad), dilation=list(m.dilation), groups=m.groups)
+        if key == "BatchNorm":
+            if m.training:
+                raise Unsupported("BatchNorm in training mode (batch statistics); call "
+                                  "module.eval() first")
+            if m.running_mean is None:
+                raise Unsupported("BatchNorm without running statistics "
+                                  "(track_running_stats=False)")
+            i = len(self.b.nodes)
+            params = {"mean": _np(m.running_mean), "var": _np(m.running_var),
+                      "eps": np.float64(m.eps)}
+            self.names[pre + "running_mean"] = (i, "mean")
+            self.names[pre + "running_var"] = (i, "var")
+            if m.affine:
+                params["gamma"], params["beta"] = _np(m.weight), _np(m.bias)
+                self.names[pre + "weight"] = (i, "gamma")
+                self.names[pre + "bias"] = (i, "beta")
+            if getattr(m, "num_batches_tracked", None) is not None:
+                self.ignored.append(pre + "num_batches_tracked")
+            return self.emit(n, "batchnorm_eval", [x], params=params, axis=self.axis(1, x))
+        if key == "LayerNorm":
+            k = len(m.normalized_shape)
+            rank = len(self.b.shape(x.id)) + x.nb
+            i = len(self.b.nodes)
+            params = {"eps": np.float64(m.eps)}
+            if m.weight is not None:
+                params["gamma"] = _np(m.weight)
+                self.names[pre + "weight"] = (i, "gamma")
+            if m.bias is not None:
+                params["beta"] = _np(m.bias)
+                self.names[pre + "bias"] = (i, "beta")
+            return self.emit(n, "layernorm", [x], params=params, axis=self.axis(rank - k, x))
+        if key in ("MaxPool2d", "AvgPool2d"):
+            return self.pool(n, x, key, m.kernel_size, m.stride, m.padding,
+                             getattr(m, "dilation", 1), m.ceil_mode,
+                             getattr(m, "return_indices", False),
+                             getattr(m, "count_include_pad", True),
+                             getattr(m, "divisor_override", None))
+        raise Unsupported("no IR mapping")
+
+    def softplus(self, n, x, beta, threshold):
+        # threshold only switches torch to the identity; see the module docstring.
+        if beta == 1:
+            return self.emit(n, "softplus", [x])
+        s = self.meta_shape(n)[x.nb:]
+        c = self.b.const(float(beta))
+        a = self.b.add("mul", [x.id, c], shape=s)
+        y = self.b.add("softplus", [a], shape=s)
+        return _T(self.b.add("div", [y, c], shape=s), x.nb)
+
+    def flatten(self, n, x, start, end):
+        rank = len(self.b.shape(x.id)) + x.nb
+        if rank == 0:
+            return self.emit(n, "reshape", [x], shape=[1])
+        a = self.axis(start, x, "start_dim")
+        e = self.axis(end, x, "end_dim")
+        return self.emit(n, "flatten", [x], start_axis=a, end_axis=e)
+
+    def pool(self, n, x, key, k, stride, pad, dil, ceil, ret_idx, include_pad, divisor):
+        if ceil:
+            raise Unsupported("ceil_mode=True (the IR floors the output size)")
+        if ret_idx:
+            raise Unsupported("return_indices=True")
+        attrs = dict(kernel_size=_pair_list(k), stride=_pair_list(stride if stride else k),
+                     padding=_pair_list(pad))
+        if key == "MaxPool2d":
+            attrs["dilation"] = _pair_list(dil)
+            return self.emit(n, "max_pool2d", [x], **attrs)
+        if divisor is not None:
+            raise Unsupported("divisor_override is not in the IR")
+        if not include_pad and any(attrs["padding"]):
+            raise Unsupported("count_include_pad=False with padding (the IR divides by the "
+                              "full window)")
+        return self.emit(n, "avg_pool2d", [x], **attrs)
+
+    def function(self, n, key, env):
+        torch = self.torch
+        if key in ("getattr", "getitem"):
+            obj = self.val(n.args[0], env)
+            if key == "getattr":
+                if isinstance(obj, (_T, _Param)) and n.args[1] == "shape":
+                    return self._shape_of(obj)
+                raise Unsupported(f"getattr {n.args[1]!r} of a tensor")
+            if isinstance(obj, _ShapeTuple):
+                return obj.dims[n.args[1]] if isinstance(n.args[1], int) else \
+                    _ShapeTuple(obj.dims[n.args[1]])
+            raise Unsupported("indexing/slicing a tensor (no gather op in the IR)")
+        if key == "size":
+            obj = self.val(n.args[0], env)
+            st = self._shape_of(obj)
+            d = self.arg(n, env, 1, "dim")
+            return st if d is None else st.dims[d]
+        if key == "identity":
+            if n.kwargs.get("training", n.args[2] if len(n.args) > 2 else True) and \
+                    n.op == "call_function":
+                raise Unsupported("dropout with training=True")
+            return self.tensor(self.val(n.args[0], env))
+        if key in ("relu", "tanh", "sigmoid", "exp", "log", "abs", "sqrt", "sin", "cos", "neg"):
+            self._no_extra(n, ("inplace",))
+            return self.emit(n, key, [self.tensor(self.val(n.args[0], env))])
+        if key == "gelu":
+            approx = self.arg(n, env, 1, "approximate", "none")
+            if approx != "none":
+                raise Unsupported(f"gelu(approximate={approx!r}) is a different function from "
+                                  f"the IR's exact erf gelu")
+            return self.emit(n, "gelu", [self.tensor(self.val(n.args[0], env))])
+        if key == "softplus":
+            return self.softplus(n, self.tensor(self.val(n.args[0], env)),
+                                 self.arg(n, env, 1, "beta", 1), self.arg(n, env, 2, "threshold", 20))
+        if key in ("add", "sub", "mul", "div", "matmul", "max", "min"):
+            a, b = self.val(n.args[0], env), self.val(n.args[1] if len(n.args) > 1
+                                                      else n.kwargs["other"], env)
+            alpha = n.kwargs.get("alpha", 1)
+            if alpha != 1:
+                raise Unsupported(f"alpha={alpha} (compose it with a mul)")
+            if n.kwargs.get("rounding_mode") is not None:
+                raise Unsupported(f"rounding_mode={n.kwargs['rounding_mode']!r}")
+            return self.emit(n, key, [self.tensor(a), self.tensor(b)])
+        if key == "pow":
+            x, e = self.val(n.args[0], env), self.val(n.args[1], env)
+            if e == 2:
+                t = self.tensor(x)
+                return self.emit(n, "mul", [t, t])
+            if e == 0.5:
+                return self.emit(n, "sqrt", [self.tensor(x)])
+            raise Unsupported(f"pow with exponent {e!r} (only 2 and 0.5 map to IR ops)")
+        if key in ("sum", "mean"):
+            x = self.tensor(self.val(n.args[0], env))
+            dim = self.arg(n, env, 1, "dim")
+            keep = bool(self.arg(n, env, 2, "keepdim", False))
+            if n.kwargs.get("dtype") is not None:
+                raise Unsupported("dtype= conversion")
+            rank = len(self.b.shape(x.id)) + x.nb
+            if dim is None or (isinstance(dim, (list, tuple)) and len(dim) == 0):
+                if x.nb:
+                    raise Unsupported("reduces over the batch axes too (give dim=)")
+                dims = list(range(rank))
+                if key == "sum" and not keep:
+                    return self.emit(n, "sum", [x])
+            else:
+                dims = list(dim) if isinstance(dim, (list, tuple)) else [dim]
+            axes = [self.axis(d, x) for d in dims]
+            op = "reduce_sum" if key == "sum" else "reduce_mean"
+            return self.emit(n, op, [x], axis=axes if len(axes) != 1 else axes[0], keepdims=keep)
+        if key in ("softmax", "log_softmax"):
+            x = self.tensor(self.val(n.args[0], env))
+            dim = self.arg(n, env, 1, "dim")
+            if n.kwargs.get("dtype") is not None:
+                raise Unsupported("dtype= conversion")
+            if dim is None:
+                raise Unsupported("dim=None (implicit dim) is ambiguous; give dim")
+            return self.emit(n, key, [x], axis=self.axis(dim, x))
+        if key == "cat":
+            parts = [self.tensor(t) for t in self.val(n.args[0], env)]
+            dim = self.arg(n, env, 1, "dim", 0)
+            nbs = {p.nb for p in parts}
+            if len(nbs) > 1:
+                raise Unsupported("concatenates a constant with a batched tensor")
+            if len(parts) == 1:
+                return parts[0]
+            return self.emit(n, "concat", parts, axis=self.axis(dim, parts[0]))
+        if key == "flatten":
+            x = self.tensor(self.val(n.args[0], env))
+            return self.flatten(n, x, self.arg(n, env, 1, "start_dim", 0),
+                                self.arg(n, env, 2, "end_dim", -1))
+        if key in ("reshape", "squeeze", "unsqueeze"):
+            x = self.tensor(self.val(n.args[0], env))
+            if key != "reshape" and x.nb:
+                d = self.arg(n, env, 1, "dim")
+                if d is None:
+                    raise Unsupported("squeeze() of all axes may drop a batch axis; give dim")
+                rank = len(self.b.shape(x.id)) + x.nb + (1 if key == "unsqueeze" else 0)
+                for dd in (d if isinstance(d, (list, tuple)) else [d]):
+                    if key == "squeeze":
+                        self.axis(dd, x)
+                    else:
+                        _check_unsq(dd, rank, x.nb)
+            # the per-example target is the propagated result shape without batch axes
+            # (a batch-preserving row-major reshape acts on each example's block alone)
+            s = self.out(n, x.nb)
+            return self.emit(n, "reshape", [x], shape=list(s))
+        if key in ("permute", "transpose"):
+            x = self.tensor(self.val(n.args[0], env))
+            rank = len(self.b.shape(x.id)) + x.nb
+            if key == "permute":
+                dims = [self.val(t, env) for t in n.args[1:]] or list(n.kwargs.get("dims", ()))
+                if len(dims) == 1 and isinstance(dims[0], (list, tuple)):
+                    dims = list(dims[0])
+                dims = [d + rank if d < 0 else d for d in dims]
+            else:
+                if len(n.args) == 1:           # .t()
+                    d0, d1 = (0, 1) if rank == 2 else (0, 0)
+                else:
+                    d0, d1 = self.arg(n, env, 1, "dim0"), self.arg(n, env, 2, "dim1")
+                d0, d1 = (d0 + rank if d0 < 0 else d0), (d1 + rank if d1 < 0 else d1)
+                dims = list(range(rank))
+                dims[d0], dims[d1] = dims[d1], dims[d0]
+            if sorted(dims) != list(range(rank)):
+                raise Unsupported(f"dims {dims} are not a permutation of {rank} axes")
+            if dims[:x.nb] != list(range(x.nb)):
+                raise Unsupported(f"permutation {dims} moves a batch axis")
+            return self.emit(n, "permute", [x], perm=[d - x.nb for d in dims[x.nb:]])
+        if key == "linear":
+            x = self.tensor(self.val(n.args[0], env))
+            w = self.arg(n, env, 1, "weight")
+            bias = self.arg(n, env, 2, "bias")
+            if not isinstance(w, _Param) or not (bias is None or isinstance(bias, _Param)):
+                raise Unsupported("F.linear with a computed weight (give module tensors)")
+            i = len(self.b.nodes)
+            params = {"W": _np(w.tensor)}
+            self._name(w, i, "W")
+            if bias is not None:
+                params["b"] = _np(bias.tensor)
+                self._name(bias, i, "b")
+            return self.emit(n, "linear", [x], params=params)
+        if key in ("max_pool2d", "avg_pool2d"):
+            x = self.tensor(self.val(n.args[0], env))
+            k = self.arg(n, env, 1, "kernel_size")
+            stride = self.arg(n, env, 2, "stride")
+            pad = self.arg(n, env, 3, "padding", 0)
+            if key == "max_pool2d":
+                return self.pool(n, x, "MaxPool2d", k, stride, pad,
+                                 self.arg(n, env, 4, "dilation", 1),
+                                 self.arg(n, env, 5, "ceil_mode", False),
+                                 self.arg(n, env, 6, "return_indices", False), True, None)
+            return self.pool(n, x, "AvgPool2d", k, stride, pad, 1,
+                             self.arg(n, env, 4, "ceil_mode", False), False,
+                             self.arg(n, env, 5, "count_include_pad", True),
+                             self.arg(n, env, 6, "divisor_override"))
+        raise Unsupported("no IR mapping")
+
+    def _name(self, p: _Param, node_id, param):
+        if p.name in self._state_keys():
+            self.names[p.name] = (node_id, param)
+
+    def _shape_of(self, obj):
+        if isinstance(obj, _Param):
+            return _ShapeTuple(tuple(_Int(int(d)) for d in obj.tensor.shape))
+        s = self.b.shape(obj.id)
+        return _ShapeTuple(tuple(_Int(int(d), True) for d in self.batch[:obj.nb]) +
+                           tuple(_Int(int(d)) for d in s))
+
+
+def _check_unsq(d, rank, nb):
+    if isinstance(d, _Int):
+        d = d.value
+    dd = d + rank if d < 0 else d
+    if dd < nb:
+        raise Unsupported(f"dim={d} inserts an axis before a batch axis")
+
+
+def _pair_list(v):
+    if isinstance(v, (list, tuple)):
+        return [int(t) for t in v]
+    return [int(v), int(v)]

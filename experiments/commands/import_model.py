@@ -1,0 +1,30 @@
+"""``scalarlab import MODEL.onnx -o GRAPH.json``: an ONNX model as a scalarlab graph file."""
+from __future__ import annotations
+
+import graph
+from graph.importers.onnx import load_onnx
+
+NAME = "import"
+HELP = "import an ONNX model (initializers -> payload) and write a scalarlab graph file"
+
+
+def add_arguments(p) -> None:
+    p.add_argument("model", metavar="MODEL.onnx", help="the ONNX model file")
+    p.add_argument("-o", "--out", required=True, metavar="GRAPH.json",
+                   help="graph file to write (JSON; payload inline unless --npz)")
+    p.add_argument("--batch-dims", type=int, default=1, metavar="K",
+                   help="leading batch axes of the model's inputs (default 1, the ONNX "
+                        "convention; 0: the input is one example)")
+    p.add_argument("--output", default=None, metavar="NAME",
+                   help="which model output the graph computes (needed when it has several)")
+    p.add_argument("--npz", action="store_true", help="write the payload as a .npz beside the JSON")
+    p.add_argument("--listing", action="store_true", help="print the node listing")
+
+
+def run(args) -> int:
+    g, p = load_onnx(args.model, batch_dims=args.batch_dims, output=args.output)
+    graph.save(args.out, g, p, npz=args.npz)
+    if args.listing:
+        print(graph.listing(g))
+    print(f"wrote {args.out}: {len(g.nodes)} nodes, {len(p)} payload entries")
+    return 0

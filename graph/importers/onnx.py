@@ -1,0 +1,490 @@
+"""ONNX -> IR: initializers become payload entries, ONNX nodes become IR nodes.
+
+onnx is imported lazily.  ONNX tensors carry the batch axis: by the ONNX/PyTorch
+convention the first ``batch_dims`` (default 1) axes of every graph input are batch axes,
+so the IR input's declared shape is the rest and every ONNX ``axis`` is translated to a
+per-example axis; an operation over a batch axis is refused.  Pass ``batch_dims=0`` for a
+model whose input is one example.  All unsupported nodes are listed in ONE
+:class:`~graph.importers.torch_fx.UnsupportedOpsError`.
+
+Mappings that compose IR ops: ``Gemm`` is ``linear`` when alpha = beta = 1, A is the
+batched input and B, C are initializers; otherwise (Transpose) -> matmul -> mul(alpha) ->
+add(mul(beta, C)).  ``Softmax``/``LogSoftmax`` before opset 13 (softmax over the flattened
+trailing axes) is reshape -> softmax -> reshape.  ``ReduceSum`` over every per-example
+axis without keepdims is the IR's ``sum``.  Attribute floats (epsilon, alpha, beta) are
+float32 in ONNX; their float32 values go to the payload.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import GraphError
+from ..node import fmt_shape
+from .torch_fx import IRBuilder, Unsupported, UnsupportedOpsError, require
+
+SUPPORTED = ("Gemm", "MatMul", "Add", "Sub", "Mul", "Div", "Relu", "Tanh", "Sigmoid",
+             "Softplus", "Gelu", "Exp", "Log", "Abs", "Sqrt", "Neg", "Sin", "Cos", "Max", "Min",
+             "Softmax", "LogSoftmax", "LayerNormalization", "BatchNormalization", "Conv",
+             "MaxPool", "AveragePool", "Concat", "ReduceSum", "ReduceMean", "Transpose",
+             "Reshape", "Flatten", "Identity", "Dropout", "Constant")
+
+_UNARY = {"Relu": "relu", "Tanh": "tanh", "Sigmoid": "sigmoid", "Softplus": "softplus",
+          "Exp": "exp", "Log": "log", "Abs": "abs", "Sqrt": "sqrt", "Neg": "neg",
+          "Sin": "sin", "Cos": "cos"}
+_BINARY = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div", "Max": "max", "Min": "min"}
+
+
+class _V:
+    """A tensor: IR node id + batch-axis count (0 for initializer-derived values)."""
+    __slots__ = ("id", "nb")
+
+    def __init__(self, id, nb):
+        self.id, self.nb = id, nb
+
+
+class _C:
+    """An initializer / Constant value not yet turned into a node."""
+    __slots__ = ("value", "name", "id")
+
+    def __init__(self, value, name):
+        self.value, self.name, self.id = value, name, None
+
+
+def load_onnx(path_or_model, *, batch_dims: int = 1, output=None):
+    """``(Graph, Payload)`` of an ONNX model (a path, bytes or a ModelProto)."""
+    onnx = require("onnx", "onnx")
+    if isinstance(path_or_model, onnx.ModelProto):
+        model = path_or_model
+    else:
+        try:
+            model = onnx.load_model_from_string(path_or_model) if isinstance(
+                path_or_model, bytes) else onnx.load(str(path_or_model))
+        except Exception as exc:
+            raise GraphError(f"cannot read ONNX model {path_or_model!r}: {exc}") from None
+    return from_onnx(model, batch_dims=batch_dims, output=output)
+
+
+def _opset(model) -> int:
+    for o in model.opset_import:
+        if o.domain in ("", "ai.onnx"):
+            return int(o.version)
+    return 1
+
+
+def from_onnx(model, *, batch_dims: int = 1, output=None):
+    """``(Graph, Payload)`` of an ``onnx.ModelProto`` (see the module docstring)."""
+    onnx = require("onnx", "onnx")
+    from onnx import numpy_helper
+    if isinstance(batch_dims, bool) or not isinstance(batch_dims, int) or batch_dims < 0:
+        raise GraphError(f"from_onnx: batch_dims must be a non-negative int, got {batch_dims!r}")
+    g = model.graph
+    conv = _Converter(onnx, numpy_helper, _opset(model), batch_dims)
+    env: dict = {}
+    for init in g.initializer:
+        env[init.name] = _C(numpy_helper.to_array(init), init.name)
+    for vi in g.input:
+        if vi.name in env:
+            continue
+        env[vi.name] = conv.input(vi)
+    problems = []
+    failed = set()
+    for k, node in enumerate(g.node):
+        label = f"node {k} {node.op_type}" + (f" {node.name!r}" if node.name else "") + \
+            f" (outputs {', '.join(node.output)})"
+        if node.domain not in ("", "ai.onnx"):
+            problems.append(f"{label}: domain {node.domain!r} is not the ONNX default domain")
+            failed.update(node.output)
+            continue
+        if node.op_type not in SUPPORTED:
+            problems.append(f"{label}: no IR mapping")
+            failed.update(node.output)
+            continue
+        if any(i in failed for i in node.input if i):
+            failed.update(node.output)
+            continue
+        try:
+            missing = [i for i in node.input if i and i not in env]
+            if missing:
+                raise Unsupported(f"inputs {missing} are not produced before this node")
+            results = conv.node(node, env)
+            for name, v in zip(node.output, results):
+                env[name] = v
+        except Unsupported as exc:
+            problems.append(f"{label}: {exc}")
+            failed.update(node.output)
+    outs = [o.name for o in g.output]
+    if output is None:
+        if len(outs) != 1:
+            problems.append(f"the model has {len(outs)} outputs {outs}; an IR graph has one "
+                            f"(pass output=NAME)")
+        name = outs[0] if outs else None
+    else:
+        if output not in outs and output not in env:
+            raise GraphError(f"from_onnx: output {output!r} is not a value of the model "
+                             f"(outputs: {outs})")
+        name = output
+    if problems:
+        raise UnsupportedOpsError("from_onnx", problems)
+    v = env[name]
+    if isinstance(v, _C):
+        v = conv.materialize(v)
+    return conv.b.finish(v.id)
+
+
+class _Converter:
+    def __init__(self, onnx, numpy_helper, opset, nb):
+        self.onnx = onnx
+        self.nh = numpy_helper
+        self.opset = opset
+        self.nb = nb
+        self.b = IRBuilder()
+        self.batch = None          # concrete batch extents when the input declares them
+
+    # ---------------------------------------------------------------- values
+    def input(self, vi):
+        t = vi.type.tensor_type
+        if not vi.type.HasField("tensor_type"):
+            raise GraphError(f"from_onnx: input {vi.name!r} is not a tensor")
+        if t.elem_type not in (1, 11, 10, 16):   # float, double, float16, bfloat16
+            raise GraphError(f"from_onnx: input {vi.name!r} has element type "
+                             f"{self.onnx.TensorProto.DataType.Name(t.elem_type)}, not a float")
+        if not t.HasField("shape"):
+            raise GraphError(f"from_onnx: input {vi.name!r} has no shape")
+        dims = [d.dim_value if d.HasField("dim_value") else None for d in t.shape.dim]
+        if len(dims) < self.nb:
+            raise GraphError(f"from_onnx: input {vi.name!r} has rank {len(dims)} < batch_dims="
+                             f"{self.nb}; pass batch_dims=0 for a model without a batch axis")
+        per = dims[self.nb:]
+        if any(d is None for d in per):
+            raise GraphError(f"from_onnx: input {vi.name!r} shape {dims}: the per-example axes "
+                             f"(after {self.nb} batch axes) must be concrete")
+        if self.batch is None and all(d is not None for d in dims[:self.nb]):
+            self.batch = tuple(dims[:self.nb])
+        return _V(self.b.add("input", [], shape=per), self.nb)
+
+    def materialize(self, c: _C) -> _V:
+        if c.id is None:
+            if c.value.dtype.kind not in "fiu":
+                raise Unsupported(f"initializer {c.name!r} of dtype {c.value.dtype} is not numeric")
+            c.id = self.b.const(c.value.astype(np.float64))
+        return _V(c.id, 0)
+
+    def t(self, v):
+        return self.materialize(v) if isinstance(v, _C) else v
+
+    def const_of(self, env, name, what):
+        v = env.get(name)
+        if not isinstance(v, _C):
+            raise Unsupported(f"{what} ({name!r}) must be an initializer or Constant")
+        return v.value
+
+    def axis(self, a, v: _V, rank=None, what="axis"):
+        r = len(self.b.shape(v.id)) + v.nb if rank is None else rank
+        a = int(a)
+        if not -r <= a < max(r, 1):
+            raise Unsupported(f"{what}={a} out of range for rank {r}")
+        d = a + r if a < 0 else a
+        if d < v.nb:
+            raise Unsupported(f"{what}={a} is a batch axis (batch_dims={self.nb}): the IR "
+                              f"works per example")
+        return d - v.nb
+
+    def add(self, op, parents, params=None, **attrs) -> _V:
+        nbv = max(p.nb for p in parents) if parents else 0
+        return _V(self.b.add(op, [p.id for p in parents], params=params, **attrs), nbv)
+
+    # ---------------------------------------------------------------- nodes
+    def node(self, node, env):
+        onnx = self.onnx
+        A = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+        A = {k: (v.decode() if isinstance(v, bytes) else v) for k, v in A.items()}
+        ins = [env[i] if i else None for i in node.input]
+        op = node.op_type
+        one_output = op not in ("Dropout",)
+        if one_output and len([o for o in node.output if o]) > 1:
+            raise Unsupported(f"{len(node.output)} outputs (only the first is mapped)")
+        if op == "Constant":
+            if "value" not in A:
+                raise Unsupported(f"Constant with attributes {sorted(A)} (only value=)")
+            return [_C(self.nh.to_array(A["value"]), node.output[0])]
+        if op in ("Identity", "Dropout"):
+            if op == "Dropout" and len(node.input) > 2 and node.input[2]:
+                tm = self.const_of(env, node.input[2], "training_mode")
+                if bool(np.asarray(tm)):
+                    raise Unsupported("Dropout with training_mode=true")
+            if len(node.output) > 1 and node.output[1]:
+                raise Unsupported("Dropout mask output is used")
+            return [ins[0]]
+        if op in _UNARY:
+            if op == "Softplus" and A:
+                raise Unsupported(f"attributes {sorted(A)}")
+            return [self.add(_UNARY[op], [self.t(ins[0])])]
+        if op == "Gelu":
+            if A.get("approximate", "none") != "none":
+                raise Unsupported(f"approximate={A['approximate']!r} is a different function "
+                                  f"from the IR's exact erf gelu")
+            return [self.add("gelu", [self.t(ins[0])])]
+        if op in _BINARY:
+            if len(ins) != 2:
+                raise Unsupported(f"{len(ins)} inputs (the IR's {_BINARY[op]} takes 2)")
+            return [self.binary(_BINARY[op], ins[0], ins[1])]
+        if op == "MatMul":
+            a, b = self.aligned(ins[0], ins[1], matmul=True)
+            return [self.add("matmul", [a, b])]
+        if op == "Gemm":
+            return [self.gemm(ins, A)]
+        if op in ("Softmax", "LogSoftmax"):
+            return [self.softmax(op, self.t(ins[0]), A)]
+        if op == "LayerNormalization":
+            return [self.layernorm(ins, A, node)]
+        if op == "BatchNormalization":
+            return [self.batchnorm(ins, A, node, env)]
+        if op == "Conv":
+            return [self.conv(ins, A, env, node)]
+        if op in ("MaxPool", "AveragePool"):
+            return [self.pool(op, self.t(ins[0]), A, node)]
+        if op == "Concat":
+            parts = [self.t(v) for v in ins]
+            if len({p.nb for p in parts}) > 1:
+                raise Unsupported("concatenates a constant with a batched tensor")
+            if len(parts) == 1:
+                return [parts[0]]
+            return [self.add("concat", parts, axis=self.axis(A["axis"], parts[0]))]
+        if op in ("ReduceSum", "ReduceMean"):
+            return [self.reduce(op, ins, A, env)]
+        if op == "Transpose":
+            x = self.t(ins[0])
+            r = len(self.b.shape(x.id)) + x.nb
+            perm = list(A.get("perm", range(r - 1, -1, -1)))
+            if perm[:x.nb] != list(range(x.nb)):
+                raise Unsupported(f"perm {perm} moves a batch axis")
+            return [self.add("permute", [x], perm=[p - x.nb for p in perm[x.nb:]])]
+        if op == "Reshape":
+            return [self.reshape(ins, A, node, env)]
+        if op == "Flatten":
+            x = self.t(ins[0])
+            s = self.b.shape(x.id)
+            r = len(s) + x.nb
+            a = int(A.get("axis", 1))
+            a = a + r if a < 0 else a
+            if a == x.nb and r > x.nb:
+                return [self.add("flatten", [x], start_axis=0, end_axis=-1)]
+            if x.nb == 0:
+                lead = int(np.prod(s[:a], dtype=np.int64))
+                return [self.add("reshape", [x], shape=[lead, int(np.prod(s[a:], dtype=np.int64))])]
+            raise Unsupported(f"Flatten(axis={A.get('axis', 1)}) merges batch axes with "
+                              f"per-example axes")
+        raise Unsupported("no IR mapping")
+
+    def aligned(self, a, b, matmul=False):
+        """Operands as nodes; a constant of higher rank than the batched operand's
+        per-example rank must have only leading 1s there (they align with batch axes)."""
+        va, vb = self.t(a) if not isinstance(a, _C) else None, self.t(b) if not isinstance(b, _C) else None
+        out = []
+        for v, other in ((a, vb), (b, va)):
+            if isinstance(v, _C) and other is not None and other.nb:
+                per = len(self.b.shape(other.id))
+                val = v.value
+                extra = val.ndim - per
+                if matmul:
+                    extra = val.ndim - max(per, 2) if val.ndim > 2 else 0
+                if extra > 0:
+                    if any(d != 1 for d in val.shape[:extra]):
+                        raise Unsupported(f"constant {v.name!r} of shape {list(val.shape)} "
+                                          f"broadcasts along a batch axis")
+                    v = _C(val.reshape(val.shape[extra:]), v.name)
+            out.append(self.t(v))
+        return out
+
+    def binary(self, op, a, b):
+        va, vb = self.aligned(a, b)
+        return self.add(op, [va, vb])
+
+    def gemm(self, ins, A):
+        alpha, beta = float(A.get("alpha", 1.0)), float(A.get("beta", 1.0))
+        ta, tb = int(A.get("transA", 0)), int(A.get("transB", 0))
+        a, b = ins[0], ins[1]
+        c = ins[2] if len(ins) > 2 else None
+        if isinstance(a, _V) and a.nb and ta:
+            raise Unsupported("transA=1 on a batched A transposes the batch axis")
+        if (isinstance(b, _V) and b.nb) or (isinstance(c, _V) and c.nb):
+            raise Unsupported("a batched B or C operand (the batch axis is A's rows)")
+        if isinstance(a, _V) and a.nb and alpha == 1.0 and beta == 1.0 and isinstance(b, _C) \
+                and (c is None or isinstance(c, _C)):
+            W = b.value.T if not tb else b.value
+            params = {"W": W.astype(np.float64)}
+            if c is not None:
+                cv = np.asarray(c.value, dtype=np.float64)
+                if cv.size not in (1, W.shape[0]) and cv.shape[-1:] != (W.shape[0],):
+                    raise Unsupported(f"C of shape {list(cv.shape)} broadcasts along the batch axis")
+                cv = cv.reshape(-1) if cv.size == W.shape[0] else np.full(W.shape[0], cv.reshape(-1)[0])
+                params["b"] = cv
+            per = self.b.shape(a.id)
+            return _V(self.b.add("linear", [a.id], shape=per[:-1] + (W.shape[0],),
+                                 params=params), a.nb)
+        va = self.t(a)
+        if ta:
+            va = self.add("permute", [va], perm=[1, 0])
+        vb = self.t(b)
+        if tb:
+            vb = self.add("permute", [vb], perm=[1, 0])
+        y = self.add("matmul", [va, vb])
+        if alpha != 1.0:
+            y = self.add("mul", [y, self.materialize(_C(np.float64(np.float32(alpha)), "alpha"))])
+        if c is not None:
+            vc = self.aligned(c, y)[0] if isinstance(c, _C) else self.t(c)
+            if beta != 1.0:
+                vc = self.add("mul", [vc, self.materialize(_C(np.float64(np.float32(beta)), "beta"))])
+            y = self.add("add", [y, vc])
+        return y
+
+    def softmax(self, op, x, A):
+        r = len(self.b.shape(x.id)) + x.nb
+        irop = "softmax" if op == "Softmax" else "log_softmax"
+        if self.opset >= 13:
+            return self.add(irop, [x], axis=self.axis(A.get("axis", -1), x))
+        a = self.axis(A.get("axis", 1), x)
+        s = self.b.shape(x.id)
+        if a == len(s) - 1:
+            return self.add(irop, [x], axis=a)
+        # before opset 13: softmax over the flattened axes [axis:] (coerced to 2-D)
+        flat = self.add("reshape", [x], shape=list(s[:a]) + [int(np.prod(s[a:]))])
+        y = self.add(irop, [flat], axis=a)
+        return self.add("reshape", [y], shape=list(s))
+
+    def layernorm(self, ins, A, node):
+        x = self.t(ins[0])
+        if int(A.get("stash_type", 1)) != 1:
+            raise Unsupported(f"stash_type={A['stash_type']}")
+        if len([o for o in node.output if o]) > 1:
+            raise Unsupported("Mean / InvStdDev outputs are used")
+        a = self.axis(A.get("axis", -1), x)
+        s = self.b.shape(x.id)
+        norm = s[a:]
+        params = {"eps": np.float64(np.float32(A.get("epsilon", 1e-5)))}
+        for key, v in (("gamma", ins[1]), ("beta", ins[2] if len(ins) > 2 else None)):
+            if v is None:
+                continue
+            if not isinstance(v, _C):
+                raise Unsupported(f"{key} must be an initializer")
+            try:
+                params[key] = np.broadcast_to(np.asarray(v.value, np.float64), norm).copy()
+            except ValueError:
+                raise Unsupported(f"{key} of shape {list(v.value.shape)} does not broadcast "
+                                  f"to the normalized shape {list(norm)}") from None
+        return self.add("layernorm", [x], params=params, axis=a)
+
+    def batchnorm(self, ins, A, node, env):
+        x = self.t(ins[0])
+        if int(A.get("training_mode", 0)):
+            raise Unsupported("training_mode=1 (batch statistics)")
+        if len([o for o in node.output if o]) > 1:
+            raise Unsupported("running-statistics outputs are used")
+        if "spatial" in A and int(A["spatial"]) != 1:
+            raise Unsupported("spatial=0")
+        vals = {}
+        for key, i in (("gamma", 1), ("beta", 2), ("mean", 3), ("var", 4)):
+            vals[key] = np.asarray(self.const_of(env, node.input[i], key), np.float64).reshape(-1)
+        vals["eps"] = np.float64(np.float32(A.get("epsilon", 1e-5)))
+        return self.add("batchnorm_eval", [x], params=vals, axis=self.axis(1, x))
+
+    def _pads(self, A, kernel, node):
+        ap = A.get("auto_pad", "NOTSET")
+        if ap not in ("NOTSET", "VALID"):
+            raise Unsupported(f"auto_pad={ap!r} (give explicit pads)")
+        pads = list(A.get("pads", [0] * (2 * len(kernel)))) if ap == "NOTSET" else [0] * 4
+        if len(pads) != 4:
+            raise Unsupported(f"pads {pads}: only 2-d windows")
+        if pads[0] != pads[2] or pads[1] != pads[3]:
+            raise Unsupported(f"asymmetric pads {pads} (the IR pads symmetrically)")
+        return [int(pads[0]), int(pads[1])]
+
+    def conv(self, ins, A, env, node):
+        x = self.t(ins[0])
+        w = np.asarray(self.const_of(env, node.input[1], "weight W"), np.float64)
+        if w.ndim != 4:
+            raise Unsupported(f"weight of rank {w.ndim}: only 2-d convolution")
+        k = list(A.get("kernel_shape", w.shape[2:]))
+        params = {"weight": w}
+        if len(ins) > 2 and ins[2] is not None:
+            params["bias"] = np.asarray(self.const_of(env, node.input[2], "bias B"), np.float64)
+        s = self.b.shape(x.id)
+        attrs = dict(kernel_size=[int(t) for t in k], out_channels=int(w.shape[0]),
+                     stride=[int(t) for t in A.get("strides", [1, 1])],
+                     padding=self._pads(A, k, node),
+                     dilation=[int(t) for t in A.get("dilations", [1, 1])],
+                     groups=int(A.get("group", 1)))
+        from ..optable import full_attrs, get_op
+        rec = get_op("conv2d")
+        try:
+            out = rec.shape([s], full_attrs(rec, attrs))
+        except Exception as exc:
+            raise Unsupported(f"IR rule rejects it: {exc}") from None
+        return _V(self.b.add("conv2d", [x.id], shape=out, params=params, **attrs), x.nb)
+
+    def pool(self, op, x, A, node):
+        if int(A.get("ceil_mode", 0)):
+            raise Unsupported("ceil_mode=1 (the IR floors the output size)")
+        k = [int(t) for t in A["kernel_shape"]]
+        if len(k) != 2:
+            raise Unsupported(f"kernel_shape {k}: only 2-d pooling")
+        attrs = dict(kernel_size=k, stride=[int(t) for t in A.get("strides", [1, 1])],
+                     padding=self._pads(A, k, node))
+        if op == "MaxPool":
+            if int(A.get("storage_order", 0)):
+                raise Unsupported("storage_order=1")
+            attrs["dilation"] = [int(t) for t in A.get("dilations", [1, 1])]
+            return self.add("max_pool2d", [x], **attrs)
+        if any(attrs["padding"]) and not int(A.get("count_include_pad", 0)):
+            raise Unsupported("count_include_pad=0 with pads (the IR divides by the full "
+                              "window, torch's default)")
+        if A.get("dilations", [1, 1]) != [1, 1]:
+            raise Unsupported(f"dilations {A['dilations']} (the IR's avg_pool2d has none)")
+        return self.add("avg_pool2d", [x], **attrs)
+
+    def reduce(self, op, ins, A, env):
+        x = self.t(ins[0])
+        axes_input_opset = 13 if op == "ReduceSum" else 18
+        if self.opset >= axes_input_opset and len(ins) > 1 and ins[1] is not None:
+            axes = [int(a) for a in np.asarray(self._axes_value(ins[1])).reshape(-1)]
+        else:
+            axes = [int(a) for a in A.get("axes", [])]
+        keep = bool(int(A.get("keepdims", 1)))
+        s = self.b.shape(x.id)
+        if not axes:
+            if int(A.get("noop_with_empty_axes", 0)):
+                return x
+            if x.nb:
+                raise Unsupported("reduces over all axes, batch axes included")
+            axes = list(range(len(s)))
+        per = sorted(self.axis(a, x) for a in axes)
+        irop = "reduce_sum" if op == "ReduceSum" else "reduce_mean"
+        if irop == "reduce_sum" and not keep and per == list(range(len(s))) and s:
+            return self.add("sum", [x])
+        return self.add(irop, [x], axis=per if len(per) != 1 else per[0], keepdims=keep)
+
+    def _axes_value(self, v):
+        if not isinstance(v, _C):
+            raise Unsupported("axes must be an initializer or Constant")
+        return v.value
+
+    def reshape(self, ins, A, node, env):
+        x = self.t(ins[0])
+        if not isinstance(ins[1], _C):
+            raise Unsupported("shape input computed at run time (Shape/Gather/...); the IR "
+                              "needs a constant shape")
+        target = [int(t) for t in np.asarray(ins[1].value).reshape(-1)]
+        allowzero = int(A.get("allowzero", 0))
+        s = self.b.shape(x.id)
+        full_in = [None] * x.nb + list(s)
+        lead, rest = target[:x.nb], target[x.nb:]
+        for k, t in enumerate(lead):
+            ok = (t == 0 and not allowzero) or (t == -1 and -1 not in rest) or \
+                (self.batch is not None and t == self.batch[k])
+            if not ok:
+                raise Unsupported(f"shape {target} does not keep batch axis {k} (use 0 or -1 "
+                                  f"there)")
+        per = [full_in[x.nb + i] if (t == 0 and not allowzero) else t for i, t in enumerate(rest)]
+        if x.nb + len(per) > len(full_in) and any(t == 0 for t in rest) and not allowzero:
+            raise Unsupported(f"shape {target}: 0 copies an axis beyond the input's rank")
+        return self.add("reshape", [x], shape=per)

@@ -499,6 +499,11 @@ def sum_pairwise(mode, x, out, unsafe, spec):
     while m > 1:
         half = m // 2
         for i in range(half):
+            if mode == FAST:
+                dst, s1, s2 = buf[i], buf[2 * i], buf[2 * i + 1]
+                for r in range(R):
+                    dst[r] = rn_fast(s1[r] + s2[r], spec)
+                continue
             for r in range(R):
                 v, bad = _add_step(mode, buf[2 * i, r], buf[2 * i + 1, r], spec)
                 buf[i, r] = v
@@ -636,8 +641,14 @@ def matmul_pairwise(mode, a, b, out, unsafe, spec):
                     continue
                 for k in range(K):
                     av = a[q, i, k]
+                    brow = b[q, k, j0:j0 + jw]
+                    if mode == FAST:
+                        bk = buf[k]
+                        for j in range(jw):
+                            bk[j] = rn_fast(av * brow[j], spec)
+                        continue
                     for j in range(jw):
-                        v, bad = _mul_step(mode, av, b[q, k, j0 + j], spec)
+                        v, bad = _mul_step(mode, av, brow[j], spec)
                         buf[k, j] = v
                         if bad:
                             unsafe[q, i, j0 + j] = 1
@@ -645,6 +656,11 @@ def matmul_pairwise(mode, a, b, out, unsafe, spec):
                 while m > 1:
                     half = m // 2
                     for t in range(half):
+                        if mode == FAST:
+                            dst, s1, s2 = buf[t], buf[2 * t], buf[2 * t + 1]
+                            for j in range(jw):
+                                dst[j] = rn_fast(s1[j] + s2[j], spec)
+                            continue
                         for j in range(jw):
                             v, bad = _add_step(mode, buf[2 * t, j], buf[2 * t + 1, j], spec)
                             buf[t, j] = v

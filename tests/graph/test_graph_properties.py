@@ -7,7 +7,7 @@ import copy
 import json
 
 import numpy as np
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, note, settings, strategies as st
 
 import graph
 import scalars
@@ -157,3 +157,83 @@ def test_hundred_thousand_node_chain_validates_and_evaluates():
     # stays there; the last op (odd index) is a neg
     assert len(vals) == n and np.array_equal(vals[1], -x) and np.array_equal(vals[4], want)
     assert np.array_equal(vals[-1], np.zeros((2, 3))) and vals[-1].shape == (2, 3)
+
+
+UNARY = ["neg", "abs", "relu", "tanh", "sigmoid", "softplus", "sin", "cos", "gelu", "exp",
+         "safe_log", "detach"]
+BINARY = ["add", "sub", "mul", "max", "min"]
+
+
+@st.composite
+def valid_graph(draw):
+    """A random VALID DAG (fan-out, shared parents, axis ops) with a matching payload."""
+    shapes = [(2, 3)]
+    nodes = [Node(0, [], "input", [2, 3])]
+    payload = Payload()
+    rng = np.random.default_rng(draw(st.integers(0, 2 ** 31)))
+    for i in range(1, draw(st.integers(2, 9))):
+        kind = draw(st.sampled_from(["unary", "binary", "axis", "linear", "shape"]))
+        a = draw(st.integers(0, i - 1))
+        sa = shapes[a]
+        if kind == "unary" or (kind in ("axis", "shape", "linear") and not sa):
+            kind, op, parents = OpKind(draw(st.sampled_from(UNARY))), None, [a]
+        elif kind == "binary":
+            same = [j for j in range(i) if shapes[j] == sa or shapes[j] == sa[-1:]]
+            kind, parents = OpKind(draw(st.sampled_from(BINARY))), [a, draw(st.sampled_from(same))]
+        elif kind == "axis":
+            op = draw(st.sampled_from(["softmax", "log_softmax", "reduce_sum", "reduce_mean", "layernorm"]))
+            ax = draw(st.integers(-len(sa), len(sa) - 1))
+            kind, parents = OpKind(op, axis=ax), [a]
+            if op == "layernorm":
+                tail = sa[ax % len(sa):]
+                payload.set(i, {"gamma": rng.uniform(0.5, 1.5, tail), "beta": rng.uniform(-1, 1, tail)})
+        elif kind == "linear":
+            o = draw(st.integers(1, 4))
+            kind, parents = OpKind("linear"), [a]
+            payload.set(i, {"W": rng.uniform(-1, 1, (o, sa[-1])), "b": rng.uniform(-1, 1, o)})
+        else:
+            op = draw(st.sampled_from(["flatten", "permute", "concat", "reshape"]))
+            if op == "permute":
+                kind = OpKind("permute", perm=list(rng.permutation(len(sa)).tolist()))
+                parents = [a]
+            elif op == "concat":
+                kind, parents = OpKind("concat", axis=draw(st.integers(0, len(sa) - 1))), [a, a]
+            elif op == "reshape":
+                kind, parents = OpKind("reshape", shape=[-1]), [a]
+            else:
+                kind, parents = OpKind("flatten"), [a]
+        rec = OPS[kind.op]
+        declared = None
+        if kind.op == "linear":
+            declared = sa[:-1] + (payload.get(i)["W"].shape[0],)
+        out = tuple(rec.shape([shapes[p] for p in parents], full_attrs(rec, kind.attrs), declared))
+        nodes.append(Node(i, parents, kind, out))
+        shapes.append(out)
+    return Graph(nodes), payload
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(valid_graph(), st.integers(0, 2 ** 31))
+def test_valid_random_graphs_batched_equals_per_sample_and_boxes_enclose(gp, seed):
+    g, payload = gp
+    note(graph.listing(g))
+    graph.check_shapes(g)
+    graph.check_payload(g, payload)
+    rng = np.random.default_rng(seed)
+    xs = rng.uniform(-1, 1, size=(3, 2, 3)).astype(np.float32).astype(np.float64)
+    ctx = scalars.get("binary32")
+    table = graph.denote_all(g, payload, xs, ctx)
+    for k in range(3):
+        single = graph.denote_all(g, payload, xs[k], ctx)
+        for tb, ts in zip(table, single):
+            assert np.array_equal(tb[k], ts)
+    # the same graph over a box around sample 0 encloses the float64 values at points
+    ictx = scalars.get("interval:float64")
+    from scalars.interval import Interval
+    boxes = graph.denote_all(g, payload, Interval(xs[0] - 1e-3, xs[0] + 1e-3), ictx, partial=True)
+    pts = xs[0] + rng.uniform(-1e-3, 1e-3, size=(8, 2, 3))
+    for v, b in zip(graph.denote_all(g, payload, pts, "float64"), boxes):
+        if b is not None:
+            lo, hi = np.asarray(b.lo), np.asarray(b.hi)
+            slack = 1e-12 * (1 + np.abs(v))
+            assert (lo <= v + slack).all() and (v - slack <= hi).all()

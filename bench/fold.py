@@ -23,7 +23,7 @@ if ROOT not in sys.path:
 
 import graph  # noqa: E402
 import scalars  # noqa: E402
-from graph import Graph, Node, OpKind, Payload, examples  # noqa: E402
+from graph import Graph, Node, Payload, examples  # noqa: E402
 
 FLOOR_F64 = 1.15
 FLOOR_B32 = 20.0

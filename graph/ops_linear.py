@@ -6,7 +6,7 @@ rational).
 """
 from __future__ import annotations
 
-from .axes import add_opt, align, broadcast_shapes, is_int, sum_batch, unbroadcast
+from .axes import add_opt, align, broadcast_shapes, is_int, unbroadcast
 from .optable import OpRecord, ShapeRuleError, register
 
 

@@ -1,7 +1,6 @@
 """Loss op records: ``mse_loss(pred, target)`` = mean of squared differences -> shape []."""
 from __future__ import annotations
 
-from .axes import add_opt
 from .optable import OpRecord, ShapeRuleError, register
 
 

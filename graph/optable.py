@@ -46,7 +46,7 @@ full ``sum`` is planned as ``reference.reduce_sum``).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Callable, Optional
 
 from .errors import GraphError
 

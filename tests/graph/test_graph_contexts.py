@@ -8,7 +8,7 @@ import pytest
 
 import graph
 import scalars
-from graph import Graph, Node, OpKind, Payload, examples
+from graph import Graph, Node, Payload, examples
 from graph.optable import OPS, full_attrs
 from scalars.dual import Dual
 from scalars.interval import Interval

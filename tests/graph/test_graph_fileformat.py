@@ -11,7 +11,7 @@ import pytest
 import graph
 import scalars
 from experiments.cli import main
-from graph import Graph, Node, OpKind, Payload, examples
+from graph import Graph, Node, Payload, examples
 from scalars.base import to_fraction
 
 

@@ -12,15 +12,18 @@ x to p bits, nearest-even (c's significand is even), and ``(x + c) - c`` is exac
 min_normal the clamp ``max(e, emin)`` gives the subnormal quantum (or, for formats without
 subnormals, a quantum of min_normal itself, which is MPFR's "0 or min_normal" rule).  The
 exponent is clamped above at emax + 1 so c stays finite: anything that large overflows
-anyway.  This needs p <= 52 and no fast-math (LLVM keeps ``(x + c) - c``).
+anyway (|x| >= 2^901 is scaled by 2^-200 first for formats with float64's exponent range).
+A zero result gets x's sign back.  This needs p <= 52 and no fast-math (LLVM keeps
+``(x + c) - c``).  :func:`rn_fast` is the same trick in vectorisable float operations.
 
 Three arithmetic paths (``mode`` arguments):
 
-* ``FAST``: p <= 25 and an exponent range that keeps every product / quotient of format
-  values inside float64's normal range.  Then computing + - * / sqrt in float64 and
-  rounding once is correctly rounded: double rounding is innocuous when the intermediate
-  precision is at least 2p + 2 bits (53 >= 2*25 + 2; Figueroa 1995, "When is double
-  rounding innocuous?").  Products of two format values are exact in float64 (2p <= 53).
+* ``FAST``: p <= 25, subnormals, and an exponent range that keeps every product /
+  quotient of format values inside float64's normal range.  Then computing + - * / sqrt
+  in float64 and rounding once is correctly rounded: double rounding is innocuous when the
+  intermediate precision is at least 2p + 2 bits (53 >= 2*25 + 2; Figueroa 1995, "When is
+  double rounding innocuous?").  Products of two format values are exact in float64
+  (2p <= 53), so fma = TwoSum(a*b, c) followed by round-to-odd and one rounding.
 * ``NATIVE``: IEEE binary64 itself; hardware float64 (+ fma via LLVM's ``llvm.fma.f64``,
   a correctly rounded fused multiply-add on every target).
 * ``STICKY``: every other format (p <= 52).  The float64 result ``r`` and the exact sign of
@@ -31,6 +34,9 @@ Three arithmetic paths (``mode`` arguments):
   result is inexact and r's last bit is even.  The EFTs need no float64 underflow; elements
   whose float64 result is tiny (or p = 52, where round-to-odd is not enough) are flagged
   ``unsafe`` and the caller settles them with MPFR.
+
+binary32 dot products additionally have :func:`matmul_hw`, hardware float32 arithmetic,
+which is IEEE binary32 rounding itself.
 """
 from __future__ import annotations
 

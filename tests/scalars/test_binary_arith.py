@@ -256,3 +256,24 @@ def test_broadcasting_and_shapes():
     assert s.shape == (2, 3) and isinstance(s, np.ndarray)
     with pytest.raises(scalars.ContextError, match=r"binary16.*add.*\[2, 3\] vs \[2\]"):
         ctx.add(a, ctx.convert(np.ones(2)))
+
+
+@pytest.mark.parametrize("fmt", [formats.get("binary(2,1)"), formats.get("binary(9,24)"),
+                                 formats.get("binary(9,25)"), formats.get("binary(4,30)"),
+                                 formats.Format(5, 10, saturate=True),
+                                 formats.Format(4, 3, has_inf=False, nan_encoding="fn",
+                                                saturate=True)],
+                         ids=lambda f: f.name)
+def test_edge_formats_vs_mpfr(fmt):
+    """The smallest format, both sides of the p <= 25 fast-path limit, a tiny exponent
+    range with a wide significand, and saturating formats (overflow -> max_finite)."""
+    ctx = scalars.binary.BinaryContext(fmt)
+    rng = np.random.default_rng(fmt.total_bits)
+    plain = formats.Format(fmt.exp_bits, fmt.man_bits)
+    a, b, c = (formats.round_to_format(random_values(plain, 4000, rng), fmt) for _ in range(3))
+    for op in ("add", "sub", "mul", "div"):
+        assert_same(getattr(ctx, op)(a, b), oracle(fmt, op, a, b), f"{fmt} {op}", a, b)
+    assert_same(ctx.sqrt(a), oracle(fmt, "sqrt", a), f"{fmt} sqrt", a)
+    assert_same(ctx.fma(a, b, c), oracle(fmt, "fma", a, b, c), f"{fmt} fma", a, b, c)
+    if fmt.saturate:
+        assert np.isfinite(ctx.mul(a, b)[~np.isnan(ctx.mul(a, b))]).all()

@@ -8,6 +8,7 @@ import pytest
 
 import scalars
 from scalars import formats
+from scalars.binary import BinaryContext
 
 
 def oracle(fmt, op, *cols):
@@ -171,7 +172,7 @@ def test_e4m3_overflow_is_nan_not_inf():
     assert got[0] == 448.0 and np.isnan(got[1]) and np.isnan(got[2]) and np.isnan(got[3])
     assert not np.isinf(got).any()
     assert np.isnan(ctx.div(np.array([1.0]), np.array([0.0])))[0]
-    sat = scalars.binary.BinaryContext(formats.Format(4, 3, has_inf=False, nan_encoding="fn",
+    sat = BinaryContext(formats.Format(4, 3, has_inf=False, nan_encoding="fn",
                                                       saturate=True))
     got = sat.add(big, np.array([16.0, 32.0, 224.0, -32.0, 0.0]))
     assert got.tolist() == [448.0, 448.0, 448.0, -448.0, 1.0]
@@ -221,7 +222,7 @@ def test_wide_formats_vs_mpfr(name):
 
 def test_no_subnormal_format_vs_mpfr():
     fmt = formats.Format(5, 10, subnormals=False)
-    ctx = scalars.binary.BinaryContext(fmt)
+    ctx = BinaryContext(fmt)
     rng = np.random.default_rng(3)
     v = formats.decode(np.arange(1 << 16), formats.binary16)
     v = formats.round_to_format(v[~np.isnan(v)], fmt)
@@ -267,7 +268,7 @@ def test_broadcasting_and_shapes():
 def test_edge_formats_vs_mpfr(fmt):
     """The smallest format, both sides of the p <= 25 fast-path limit, a tiny exponent
     range with a wide significand, and saturating formats (overflow -> max_finite)."""
-    ctx = scalars.binary.BinaryContext(fmt)
+    ctx = BinaryContext(fmt)
     rng = np.random.default_rng(fmt.total_bits)
     plain = formats.Format(fmt.exp_bits, fmt.man_bits)
     a, b, c = (formats.round_to_format(random_values(plain, 4000, rng), fmt) for _ in range(3))

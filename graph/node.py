@@ -75,12 +75,18 @@ class OpKind:
         return f"OpKind({self.op!r}{args})"
 
 
+_PLAIN: dict = {}
+
+
 def as_kind(kind) -> OpKind:
-    """An OpKind from an OpKind or an op name."""
+    """An OpKind from an OpKind or an op name (plain kinds are shared: they are immutable)."""
     if isinstance(kind, OpKind):
         return kind
     if isinstance(kind, str):
-        return OpKind(kind)
+        k = _PLAIN.get(kind)
+        if k is None:
+            k = _PLAIN.setdefault(kind, OpKind(kind))
+        return k
     raise GraphError(f"node kind must be an OpKind or an op name, got {kind!r}")
 
 
@@ -90,22 +96,25 @@ class Node:
     __slots__ = ("id", "parents", "kind", "out_shape")
 
     def __init__(self, id, parents, kind, out_shape):
-        if not _is_int(id):
+        if type(id) is not int and not _is_int(id):
             raise GraphError(f"IR graph: node id must be an int, got {id!r}")
         if isinstance(parents, (str, bytes)) or not hasattr(parents, "__iter__"):
             raise GraphError(f"IR graph: node {id}: parents must be a list of ints, got {parents!r}")
         parents = tuple(parents)
-        if not all(_is_int(p) for p in parents):
-            raise GraphError(f"IR graph: node {id}: parents must be a list of ints, got {list(parents)!r}")
+        for p in parents:
+            if type(p) is not int and not _is_int(p):
+                raise GraphError(f"IR graph: node {id}: parents must be a list of ints, got "
+                                 f"{list(parents)!r}")
         if isinstance(out_shape, (str, bytes)) or not hasattr(out_shape, "__iter__"):
             raise GraphError(f"IR graph: node {id}: out_shape must be a list of ints, got {out_shape!r}")
         out_shape = tuple(out_shape)
-        if not all(_is_int(d) and d >= 0 for d in out_shape):
-            raise GraphError(f"IR graph: node {id}: out_shape must be a list of non-negative "
-                             f"ints, got {list(out_shape)!r}")
+        for d in out_shape:
+            if not (type(d) is int or _is_int(d)) or d < 0:
+                raise GraphError(f"IR graph: node {id}: out_shape must be a list of non-negative "
+                                 f"ints, got {list(out_shape)!r}")
         object.__setattr__(self, "id", id)
         object.__setattr__(self, "parents", parents)
-        object.__setattr__(self, "kind", as_kind(kind))
+        object.__setattr__(self, "kind", kind if type(kind) is OpKind else as_kind(kind))
         object.__setattr__(self, "out_shape", out_shape)
 
     def __setattr__(self, name, value):

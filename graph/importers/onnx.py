@@ -160,7 +160,7 @@ class _Converter:
                              f"(after {self.nb} batch axes) must be concrete")
         if self.batch is None and all(d is not None for d in dims[:self.nb]):
             self.batch = tuple(dims[:self.nb])
-        return _V(self.b.add("input", [], shape=per), self.nb)
+        return _V(self.b.add("input", [], out_shape=per), self.nb)
 
     def materialize(self, c: _C) -> _V:
         if c.id is None:
@@ -320,7 +320,7 @@ class _Converter:
                 cv = cv.reshape(-1) if cv.size == W.shape[0] else np.full(W.shape[0], cv.reshape(-1)[0])
                 params["b"] = cv
             per = self.b.shape(a.id)
-            return _V(self.b.add("linear", [a.id], shape=per[:-1] + (W.shape[0],),
+            return _V(self.b.add("linear", [a.id], out_shape=per[:-1] + (W.shape[0],),
                                  params=params), a.nb)
         va = self.t(a)
         if ta:
@@ -420,7 +420,7 @@ class _Converter:
             out = rec.shape([s], full_attrs(rec, attrs))
         except Exception as exc:
             raise Unsupported(f"IR rule rejects it: {exc}") from None
-        return _V(self.b.add("conv2d", [x.id], shape=out, params=params, **attrs), x.nb)
+        return _V(self.b.add("conv2d", [x.id], out_shape=out, params=params, **attrs), x.nb)
 
     def pool(self, op, x, A, node):
         if int(A.get("ceil_mode", 0)):

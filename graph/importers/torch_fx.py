@@ -68,23 +68,23 @@ class IRBuilder:
         self.nodes: list[Node] = []
         self.payload = Payload()
 
-    def add(self, op, parents, *, shape=None, params=None, **attrs) -> int:
+    def add(self, op, parents, *, out_shape=None, params=None, **attrs) -> int:
         rec = get_op(op)
         kind = OpKind(op, **attrs)
         in_shapes = [self.nodes[p].out_shape for p in parents]
         try:
             fa = full_attrs(rec, kind.attrs)
             if op in ("input", "const"):
-                inferred = tuple(shape)
-            elif op in ("linear", "conv2d") and shape is None:
+                inferred = tuple(out_shape)
+            elif op in ("linear", "conv2d") and out_shape is None:
                 raise ShapeRuleError(f"{op}: the importer must give the out shape")
             else:
-                inferred = tuple(rec.shape(in_shapes, fa, declared=shape))
+                inferred = tuple(rec.shape(in_shapes, fa, declared=out_shape))
         except ShapeRuleError as exc:
             raise Unsupported(f"IR rule rejects it: {exc}") from None
-        if shape is not None and tuple(shape) != inferred:
+        if out_shape is not None and tuple(out_shape) != inferred:
             raise Unsupported(f"per-example shape {fmt_shape(inferred)} by the IR rule, "
-                              f"{fmt_shape(shape)} in the source model")
+                              f"{fmt_shape(out_shape)} in the source model")
         i = len(self.nodes)
         self.nodes.append(Node(i, list(parents), kind, inferred))
         if params:
@@ -93,7 +93,7 @@ class IRBuilder:
 
     def const(self, value) -> int:
         v = np.asarray(value, dtype=np.float64)
-        return self.add("const", [], shape=v.shape, params={"value": v})
+        return self.add("const", [], out_shape=v.shape, params={"value": v})
 
     def shape(self, i) -> tuple:
         return self.nodes[i].out_shape
@@ -364,7 +364,7 @@ class _Converter:
 
     def emit(self, n, op, parents, *, params=None, **attrs) -> _T:
         nbv = max(p.nb for p in parents) if parents else 0
-        i = self.b.add(op, [p.id for p in parents], shape=self.out(n, nbv), params=params, **attrs)
+        i = self.b.add(op, [p.id for p in parents], out_shape=self.out(n, nbv), params=params, **attrs)
         return _T(i, nbv)
 
     def axis(self, dim, t: _T, what="dim") -> int:
@@ -400,7 +400,7 @@ class _Converter:
         torch = self.torch
         if key == "placeholder":
             s = self.meta_shape(n)
-            return _T(self.b.add("input", [], shape=s[self.nb:]), self.nb)
+            return _T(self.b.add("input", [], out_shape=s[self.nb:]), self.nb)
         if key == "get_attr":
             obj = self.gm
             for part in n.target.split("."):
@@ -512,9 +512,9 @@ class _Converter:
             return self.emit(n, "softplus", [x])
         s = self.meta_shape(n)[x.nb:]
         c = self.b.const(float(beta))
-        a = self.b.add("mul", [x.id, c], shape=s)
-        y = self.b.add("softplus", [a], shape=s)
-        return _T(self.b.add("div", [y, c], shape=s), x.nb)
+        a = self.b.add("mul", [x.id, c], out_shape=s)
+        y = self.b.add("softplus", [a], out_shape=s)
+        return _T(self.b.add("div", [y, c], out_shape=s), x.nb)
 
     def flatten(self, n, x, start, end):
         rank = len(self.b.shape(x.id)) + x.nb

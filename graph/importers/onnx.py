@@ -26,7 +26,7 @@ SUPPORTED = ("Gemm", "MatMul", "Add", "Sub", "Mul", "Div", "Relu", "Tanh", "Sigm
              "Softplus", "Gelu", "Exp", "Log", "Abs", "Sqrt", "Neg", "Sin", "Cos", "Max", "Min",
              "Softmax", "LogSoftmax", "LayerNormalization", "BatchNormalization", "Conv",
              "MaxPool", "AveragePool", "Concat", "ReduceSum", "ReduceMean", "Transpose",
-             "Reshape", "Flatten", "Identity", "Dropout", "Constant")
+             "Reshape", "Flatten", "Identity", "Dropout", "Constant", "Reciprocal", "Expand")
 
 _UNARY = {"Relu": "relu", "Tanh": "tanh", "Sigmoid": "sigmoid", "Softplus": "softplus",
           "Exp": "exp", "Log": "log", "Abs": "abs", "Sqrt": "sqrt", "Neg": "neg",
@@ -233,6 +233,11 @@ class _Converter:
             return [self.add("matmul", [a, b])]
         if op == "Gemm":
             return [self.gemm(ins, A)]
+        if op == "Reciprocal":
+            x = self.t(ins[0])
+            return [self.add("div", [self.materialize(_C(np.float64(1.0), "one")), x])]
+        if op == "Expand":
+            return [self.expand(ins)]
         if op in ("Softmax", "LogSoftmax"):
             return [self.softmax(op, self.t(ins[0]), A)]
         if op == "LayerNormalization":
@@ -337,6 +342,23 @@ class _Converter:
                 vc = self.add("mul", [vc, self.materialize(_C(np.float64(np.float32(beta)), "beta"))])
             y = self.add("add", [y, vc])
         return y
+
+    def expand(self, ins):
+        x = self.t(ins[0])
+        if not isinstance(ins[1], _C):
+            raise Unsupported("shape input computed at run time; the IR needs a constant shape")
+        target = [int(t) for t in np.asarray(ins[1].value).reshape(-1)]
+        s = self.b.shape(x.id)
+        full = [1] * x.nb + list(s)
+        r = max(len(full), len(target))
+        full = [1] * (r - len(full)) + full
+        tgt = [1] * (r - len(target)) + target
+        if r - len(s) - x.nb > 0 and x.nb:
+            raise Unsupported(f"shape {target} adds axes in front of the batch axis")
+        if any(t != 1 for t in tgt[:x.nb]):
+            raise Unsupported(f"shape {target} expands along a batch axis")
+        per = [max(a, b) if 1 in (a, b) else a for a, b in zip(full[x.nb:], tgt[x.nb:])]
+        return self.add("broadcast_to", [x], shape=per)
 
     def softmax(self, op, x, A):
         r = len(self.b.shape(x.id)) + x.nb

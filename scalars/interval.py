@@ -1026,17 +1026,20 @@ class IntervalContext(Context):
     def matmul_midrad(self, a, b):
         """Rump's midpoint-radius product with a rigorous bound on the float64 rounding.
 
-        A in <mA, rA>, B in <mB, rB> (rA, rB rounded up).  The real product lies in
+        A in <mA, rA>, B in <mB, rB>.  The real product lies in
         <mA mB, |mA| rB + rA (|mB| + rB)>.  C = fl(mA @ mB) (BLAS, any order, fma or not)
-        satisfies |C - mA mB| <= gamma_n |mA||mB| + n eta, with gamma_n = n u/(1 - n u),
-        u = 2^-53, eta = 2^-1074 (underflow).  The nonnegative radius products computed in
-        float64 are at most a factor (1 - gamma_n) (and n eta of underflow) below their
-        exact values, so the radius
-            R = (gamma_n G + T1 + T2) (1 + (n + 10) 2^-52) + (3n + 3) eta
-        with G = fl(|mA| @ |mB|), T1 = fl(|mA| @ rB), T2 = fl(rA @ fl(|mB| + rB)) bounds
-        everything (the slack factor also covers the few float64 roundings of R itself).
-        The result [C - R, C + R] is rounded outward onto the base format.  Float/binary
-        bases only; non-finite operands fall back to :meth:`matmul_endpoint`.
+        satisfies |C - mA mB| <= gamma_n |mA||mB| + NZ eta, with gamma_n = n u/(1 - n u),
+        u = 2^-53, eta = 2^-1074 and NZ <= n the number of products (underflow).  So
+            R  >=  (gamma_n |mA| + rA) (|mB| + rB) + |mA| rB + n eta
+        bounds everything; it is evaluated with as few BLAS products as the operands
+        allow: 1 when either side is a point matrix (the IBP case: interval activations
+        times point weights), 2 otherwise.  All terms are non-negative, so the float64
+        evaluation is at most a factor (1 - gamma_n)(1 - 2^-52)^4 below the exact value;
+        the slack factor (1 + (n + 10) 2^-52) covers that, and (3n + 3) eta the
+        underflows.  Radii of the operands are rounded up (one nextafter covers the
+        half-ulp error of a float64 subtraction).  [C - R, C + R] is rounded outward onto
+        the base grid with exactly directed rounding.  Float/binary bases only;
+        non-finite operands fall back to :meth:`matmul_endpoint`.
         """
         a = self._iv(a, "matmul"); b = self._iv(b, "matmul")
         n = self._matmul_shapes(a, b)
@@ -1047,29 +1050,36 @@ class IntervalContext(Context):
         if not all(np.isfinite(t).all() for t in arrs):
             return self.matmul_endpoint(a, b)
         with np.errstate(all="ignore"):
-            mA = a.lo * 0.5 + a.hi * 0.5
-            mB = b.lo * 0.5 + b.hi * 0.5
-            rA = np.maximum(D.sub_dir(a.hi, mA)[1], D.sub_dir(mA, a.lo)[1])
-            rB = np.maximum(D.sub_dir(b.hi, mB)[1], D.sub_dir(mB, b.lo)[1])
+            mA, rA = _mid_rad(a)
+            mB, rB = _mid_rad(b)
+            va, vb = mA.ndim == 1, mB.ndim == 1   # numpy's 1-d promotion, undone below
+            if va:
+                mA = mA[None, :]; rA = None if rA is None else rA[None, :]
+            if vb:
+                mB = mB[:, None]; rB = None if rB is None else rB[:, None]
             C = np.matmul(mA, mB)
-            aA, aB = np.abs(mA), np.abs(mB)
-            G = np.matmul(aA, aB)
-            T1 = np.matmul(aA, rB)
-            T2 = np.matmul(rA, aB + rB)
-            # entries whose every product term is exactly 0 (a zero with zero radius on
-            # one side for each k) are exact zeros; all others get the underflow term
-            nz = np.matmul(((mA != 0) | (rA != 0)).astype(np.float64),
-                           ((mB != 0) | (rB != 0)).astype(np.float64))
             u = 2.0 ** -53
             gamma = (n * u) / (1.0 - n * u) * (1.0 + 2.0 ** -50)
-            eta = 2.0 ** -1074
-            R = (gamma * G + T1 + T2) * (1.0 + (n + 10) * 2.0 ** -52)
-            R = R + np.where(nz > 0, (3 * n + 3) * eta, 0.0)
-        if not (np.isfinite(C).all() and np.isfinite(R).all()):
-            # an overflow somewhere inside BLAS (possibly in a partial sum whose final
-            # value is finite) voids the bound: use the directed endpoint algorithm
-            return self.matmul_endpoint(a, b)
-        with np.errstate(all="ignore"):
+            aA, aB = np.abs(mA), np.abs(mB)
+            if rB is None and rA is None:
+                R = gamma * np.matmul(aA, aB)
+            elif rB is None:
+                R = np.matmul(gamma * aA + rA, aB)
+            elif rA is None:
+                R = np.matmul(aA, gamma * aB + rB)
+            else:
+                R = np.matmul(gamma * aA + rA, aB + rB) + np.matmul(aA, rB)
+            if not np.all(np.isfinite(R)):
+                return self.matmul_endpoint(a, b)
+            R = R * (1.0 + (n + 10) * 2.0 ** -52)
+            # underflow: only where some product can be non-zero (row of A x column of B)
+            nzA = np.any((aA > 0) if rA is None else (aA + rA > 0), axis=-1, keepdims=True)
+            nzB = np.any((aB > 0) if rB is None else (aB + rB > 0), axis=-2, keepdims=True)
+            R = R + np.where(nzA & nzB, (3 * n + 3) * 2.0 ** -1074, 0.0)
+            if va:
+                C, R = C[..., 0, :], R[..., 0, :]
+            if vb:
+                C, R = C[..., 0], R[..., 0]
             lo = D.sub_dir(C, R, E.grid)[0]
             hi = D.add_dir(C, R, E.grid)[1]
         return self._box(lo, hi)
@@ -1103,6 +1113,18 @@ class IntervalContext(Context):
         xs = [self._iv(x, "stack") for x in xs]
         return Interval(self.ends.wrap(self._shape_ops.stack([x.lo for x in xs], axis)),
                         self.ends.wrap(self._shape_ops.stack([x.hi for x in xs], axis)))
+
+
+def _mid_rad(v: Interval):
+    """(midpoint, radius rounded up) of float endpoints; radius None for a point value."""
+    lo, hi = v.lo, v.hi
+    if lo is hi or np.array_equal(lo, hi):
+        return lo, None
+    m = lo * 0.5 + hi * 0.5
+    # m is within the box (halving is exact away from underflow; rounding keeps order),
+    # and fl(hi - m) is at most half an ulp below hi - m: one step up covers it.
+    r = np.nextafter(np.maximum(hi - m, m - lo), np.inf)
+    return m, r
 
 
 # ---------------------------------------------------------------------- registry

@@ -247,6 +247,9 @@ def import_torch(module, example_input, *, batch_dims: int = 0) -> TorchImport:
                          f"{exc}") from None
     try:
         with torch.no_grad():
+            # the module itself first: a failure there (wrong rank for BatchNorm, ...) is a
+            # cheap, clear error, where ShapeProp would print its whole interpreter trace
+            module(*examples)
             ShapeProp(gm).propagate(*examples)
     except Exception as exc:
         raise GraphError(f"from_torch: running the module on the example input failed "

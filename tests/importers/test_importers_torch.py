@@ -298,3 +298,23 @@ def test_round_trip_torch_ir_onnx_ir(models, imported, name):
     _assert_close_ulps(sess.run(None, {"x": x.numpy()})[0], ours, F32_ULPS, 23)
     with torch.no_grad():
         _assert_close_ulps(sess.run(None, {"x": x.numpy()})[0], m(x).numpy(), F32_ULPS, 23)
+
+
+def test_model_exported_by_torch_onnx_imports_and_matches_pytorch(models):
+    import io
+    import warnings
+    from graph.importers.onnx import from_onnx
+    m, x = models["cnn"]
+    buf = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")       # the TorchScript exporter is deprecated
+        torch.onnx.export(m, (x,), buf, dynamo=False, input_names=["x"],
+                          dynamic_axes={"x": {0: "N"}}, opset_version=17)
+    import onnx
+    g, p = from_onnx(onnx.load_from_string(buf.getvalue()))
+    # torch folds BatchNorm into the conv weights on export: 10 IR nodes, no batchnorm_eval
+    assert [n.kind.op for n in g] == ["input", "conv2d", "relu", "max_pool2d", "conv2d", "relu",
+                                      "avg_pool2d", "flatten", "linear", "softmax"]
+    with torch.no_grad():
+        _assert_close_ulps(graph.denote(g, p, x.double().numpy(), "binary32"), m(x).numpy(),
+                           F32_ULPS, 23)

@@ -5,7 +5,7 @@ import pytest
 
 from experiments.cli import main
 from tape.errors import TapeError
-from tape.layers import Linear, ReLU, Sequential
+from tape.layers import Linear, Sequential
 from tape.train import Session
 
 
@@ -85,3 +85,15 @@ def test_eager_cuda_uses_the_plan_or_says_why(capsys):
     # float64 has no numba_cuda capsule: planning fails naming the op and the format
     rc, _, err = _run(capsys, "--device", "cuda", "--arithmetic", "float64")
     assert rc == 1 and "op linear" in err and "float64" in err
+
+
+def test_json_report_matches_the_text(capsys):
+    import json
+    rc, text, _ = _run(capsys, "--steps", "2", "--arithmetic", "float64")
+    rc2, js, _ = _run(capsys, "--steps", "2", "--arithmetic", "float64", "--json")
+    rep = json.loads(js)
+    assert rc == rc2 == 0
+    assert rep["lines"] == text.splitlines()
+    assert rep["dataset_size"] == 25 and rep["target"] == "[0.200000]"
+    assert len(rep["step_losses"]) == 2
+    assert f"mean_loss(after training) = {rep['mean_loss_after']}" in rep["lines"]

@@ -168,3 +168,9 @@ def denote(g: Graph, payload, x, ctx, output_id=None):
                          f"{len(g.nodes)} nodes)")
     vals = denote_all(g, payload, x, ctx, _need=_needed(g, int(output_id)))
     return vals[int(output_id)]
+
+
+# Public names for other evaluators of the IR (the kernel planner runs the same input
+# conversion and parameter defaults as the fold).
+input_values = _input_values
+default_param = _default_param

@@ -383,7 +383,7 @@ def bind(kplan: KernelPlan) -> BoundPlan:
 def node_args(graph, payload, ctx, node, vals) -> tuple:
     """``(args, attrs)`` of one node in the op table's calling convention: parent values
     from ``vals``, then its payload params converted into ``ctx`` (defaults filled)."""
-    from .fold import _default_param
+    from .fold import default_param as _default_param
 
     rec = OPS[node.kind.op]
     params = payload.converted(ctx, node.id)
@@ -403,7 +403,7 @@ def run_planned(graph, payload, x, policy: Optional[Policy] = None, *, show_back
     node runs its selected capsule.  ``show_backend`` (a callable taking one string) gets
     one line per IR op the first time it is selected, before anything runs.
     """
-    from .fold import _input_values
+    from .fold import input_values as _input_values
     from .node import fmt_shape
     from .payload import as_payload, convert_value
     from .validate import check_payload, ensure_valid

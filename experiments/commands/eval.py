@@ -26,8 +26,14 @@ def add_arguments(p) -> None:
                           "of the input size evaluates a batch)")
     src.add_argument("--input-file", default=None, metavar="X.npy",
                      help=".npy input (leading batch axes allowed) or .npz keyed by input id")
-    p.add_argument("--context", default="float64", metavar="NAME",
-                   help="scalar context (default float64; see `scalarlab contexts`)")
+    p.add_argument("--context", default=None, metavar="NAME",
+                   help="scalar context (default float64, or binary32 with --device cuda; "
+                        "see `scalarlab contexts`)")
+    p.add_argument("--device", choices=["cpu", "cuda"], default=None,
+                   help="run through the kernel plan on this device (cuda: the numba_cuda "
+                        "provider; without a GPU set NUMBA_ENABLE_CUDASIM=1 for the simulator)")
+    p.add_argument("--show-backend", action="store_true",
+                   help="print the capsule selected for each op the first time it is used")
     p.add_argument("--all", action="store_true", help="print every node's value, not only the output")
     p.add_argument("--json", action="store_true",
                    help="JSON: per node the float64 view and an exact string per value")
@@ -129,8 +135,14 @@ def run(args) -> int:
         x = _read_input_file(args.input_file, g)
     if x is None and g.input_ids():
         raise GraphError(f"graph {args.graph} has no default input; give --input or --input-file")
-    ctx = scalars.get(args.context)
-    if args.all:
+    ctx = scalars.get(args.context or ("binary32" if args.device == "cuda" else "float64"))
+    if args.device or args.show_backend:
+        from graph.plan import default_policy, run_planned
+        planned = run_planned(g, payload, x, default_policy(args.device or "cpu", ctx.name),
+                              show_backend=print if args.show_backend else None)
+        vals = planned
+        show = list(g.nodes) if args.all else [g.nodes[g.output]]
+    elif args.all:
         vals = graph.denote_all(g, payload, x, ctx)
         show = list(g.nodes)
     else:

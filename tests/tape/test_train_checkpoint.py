@@ -21,8 +21,8 @@ def _model(ctx, hidden=6):
                       Linear(hidden, 1))
 
 
-def _setup(ctx, opt, seed, hidden=6, loader_seed=None):
-    sess = Session(_model(ctx, hidden), ctx, opt, seed=seed)
+def _setup(ctx, opt, seed, hidden=6, loader_seed=None, execution="eager"):
+    sess = Session(_model(ctx, hidden), ctx, opt, seed=seed, execution=execution)
     X, Y = regression25()
     loader = Loader(sess.ctx.convert(X), sess.ctx.convert(Y), 5,
                     seed=seed if loader_seed is None else loader_seed)
@@ -49,8 +49,9 @@ def test_resume_is_bit_identical(tmp_path, ctx, opt):
     npz, meta = checkpoint_io.save(tmp_path / "ck", part, loader2)
     assert npz.name == "ck.npz" and meta.name == "ck.json"
 
-    # a fresh session with another seed and loader position: everything comes from disk
-    fresh, loader3 = _setup(ctx, opt(), seed=999, loader_seed=21)
+    # a fresh session with another seed and loader position, executing as a typed graph:
+    # everything comes from disk, and the two execution paths compute the same numbers
+    fresh, loader3 = _setup(ctx, opt(), seed=999, loader_seed=21, execution="typed-graph")
     loader3.next()
     checkpoint_io.load(tmp_path / "ck.npz", fresh, loader3)
     assert fresh.steps == cut and fresh.mode == "train"

@@ -20,6 +20,7 @@ from .backward import backward
 from .builder import TapeBuilder
 from .errors import TapeError
 from .interpreters import EagerOps, PlainOps
+from .layers import Forward, Module
 from .session import Handle
 from .tape import TapeNode
 from .values import value_shape
@@ -74,3 +75,46 @@ class _Recording(EagerOps):
 
     def resolve(self, h) -> int:
         return self.session.resolve(h)
+
+
+
+class Checkpointed(Module):
+    """A layer wrapper: ``Checkpointed(module)`` runs ``module`` through :func:`checkpoint`.
+
+    The wrapped module's state is named ``<prefix>inner.<name>``.  Dropout masks and
+    batch-norm statistics cannot be recomputed honestly inside (a second draw would
+    differentiate another function), so a training-mode draw or side value inside is a
+    TapeError.
+    """
+
+    def __init__(self, inner):
+        if not isinstance(inner, Module):
+            raise TapeError(f"Checkpointed: expected a Module, got {type(inner).__name__}")
+        self.inner = inner
+
+    def children(self):
+        return [("inner", self.inner)]
+
+    def forward(self, f, x, prefix):
+        sub = prefix + "inner."
+        names = [sub + n for n, _, _, _ in self.inner.named_parameters()] + \
+                [sub + n for n, _, _ in self.inner.named_buffers()]
+        training = f.training
+
+        def refuse_random(name, shape, p):
+            raise TapeError(f"Checkpointed: {name}: a random draw inside a checkpointed "
+                            f"module cannot be recomputed; move the dropout outside")
+
+        def run(ops, h, *state):
+            inner = Forward(ops, dict(zip(names, state)), training, refuse_random)
+            y = self.inner(inner, h, sub)
+            if inner.sides:
+                raise TapeError(f"Checkpointed: {', '.join(inner.sides)}: statistics of a "
+                                f"training pass inside a checkpointed module would be lost; "
+                                f"move the batch norm outside")
+            return y
+
+        return checkpoint(f.ops, run, x, *[f.ref(n) for n in names])
+
+    def __repr__(self):
+        return f"Checkpointed({self.inner!r})"

@@ -98,3 +98,28 @@ def test_checkpoint_lowers_peak_memory():
     p1, g1 = peak(True)
     assert all(np.array_equal(a, b) for a, b in zip(g0, g1))
     assert p1 < 0.6 * p0, (p0, p1)
+
+
+def test_checkpointed_layer_trains_identically():
+    from tape.layers import Dropout, Linear, Sequential, Tanh
+    from tape.optim import SGD
+    from tape.recompute import Checkpointed
+    from tape.train import Session as Trainer
+    from tape.errors import TapeError
+    x, y = RNG.normal(size=(6, 4)), RNG.normal(size=(6, 2))
+
+    def run(model, ex):
+        s = Trainer(model, "float64", SGD("0.1", "0.9"), execution=ex, seed=3)
+        return s, [s.step(x, y) for _ in range(3)]
+    a, la = run(Sequential(Linear(4, 5), Tanh(), Linear(5, 5), Tanh(), Linear(5, 2)), "eager")
+    m = Sequential(Linear(4, 5), Tanh(), Checkpointed(Sequential(Linear(5, 5), Tanh())),
+                   Linear(5, 2))
+    b, lb = run(m, "eager")
+    c, lc = run(m, "typed-graph")
+    assert b.param_names()[2:4] == ["2.inner.0.weight", "2.inner.0.bias"]
+    assert la == lb == lc
+    for pa, pb in zip(a.params.values(), b.params.values()):
+        assert np.array_equal(pa, pb)
+    bad = Trainer(Sequential(Checkpointed(Sequential(Linear(4, 4), Dropout("0.5")))), "float64")
+    with pytest.raises(TapeError, match="random draw inside a checkpointed module"):
+        bad.step(x, RNG.normal(size=(6, 4)))

@@ -19,7 +19,6 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import GraphError
-from ..node import fmt_shape
 from .torch_fx import IRBuilder, Unsupported, UnsupportedOpsError, require
 
 SUPPORTED = ("Gemm", "MatMul", "Add", "Sub", "Mul", "Div", "Relu", "Tanh", "Sigmoid",
@@ -272,7 +271,7 @@ class _Converter:
             r = len(s) + x.nb
             a = int(A.get("axis", 1))
             a = a + r if a < 0 else a
-            if a == x.nb and r > x.nb:
+            if x.nb and a == x.nb and r > x.nb:     # [N, prod(rest)]: per-example flatten
                 return [self.add("flatten", [x], start_axis=0, end_axis=-1)]
             if x.nb == 0:
                 lead = int(np.prod(s[:a], dtype=np.int64))
@@ -361,7 +360,6 @@ class _Converter:
         return self.add("broadcast_to", [x], shape=per)
 
     def softmax(self, op, x, A):
-        r = len(self.b.shape(x.id)) + x.nb
         irop = "softmax" if op == "Softmax" else "log_softmax"
         if self.opset >= 13:
             return self.add(irop, [x], axis=self.axis(A.get("axis", -1), x))

@@ -23,7 +23,6 @@ FX name, kind and target.  Numerical notes on the mapping:
 """
 from __future__ import annotations
 
-import math
 import operator
 from dataclasses import dataclass, field
 
@@ -545,7 +544,6 @@ class _Converter:
         return self.emit(n, "avg_pool2d", [x], **attrs)
 
     def function(self, n, key, env):
-        torch = self.torch
         if key in ("getattr", "getitem"):
             obj = self.val(n.args[0], env)
             if key == "getattr":

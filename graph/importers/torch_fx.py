@@ -199,6 +199,7 @@ def _tables(torch):
     put("squeeze", torch.squeeze)
     put("unsqueeze", torch.unsqueeze)
     put("identity", F.dropout)
+    put("detach", torch.detach)
     put("linear", F.linear)
     put("max_pool2d", F.max_pool2d)
     put("avg_pool2d", F.avg_pool2d)
@@ -209,6 +210,7 @@ def _tables(torch):
                               "mean", "softmax", "log_softmax", "flatten", "reshape", "view",
                               "permute", "transpose", "squeeze", "unsqueeze", "size", "pow")}
     methods.update({"t": "transpose", "contiguous": "identity", "clone": "identity",
+                    "detach": "detach",
                     "view": "reshape", "maximum": "max", "minimum": "min"})
     nn = torch.nn
     modules = {nn.Linear: "Linear", nn.Conv2d: "Conv2d", nn.BatchNorm1d: "BatchNorm",
@@ -564,7 +566,8 @@ class _Converter:
                     n.op == "call_function":
                 raise Unsupported("dropout with training=True")
             return self.tensor(self.val(n.args[0], env))
-        if key in ("relu", "tanh", "sigmoid", "exp", "log", "abs", "sqrt", "sin", "cos", "neg"):
+        if key in ("relu", "tanh", "sigmoid", "exp", "log", "abs", "sqrt", "sin", "cos", "neg",
+                   "detach"):
             self._no_extra(n, ("inplace",))
             return self.emit(n, key, [self.tensor(self.val(n.args[0], env))])
         if key == "gelu":

@@ -214,6 +214,11 @@ def test_import_errors_name_the_problem(tmp_path):
         from_onnx(_model("Relu", {"x": []}, {}))
     g, _ = from_onnx(_model("Relu", {"x": [5]}, {}), batch_dims=0)
     assert g[0].out_shape == (5,)
+    # without batch axes ONNX's Flatten is 2-D ([1, 12] for axis 0), with one it is per example
+    g, _ = from_onnx(_model("Flatten", {"x": [3, 4]}, {}, {"axis": 0}), batch_dims=0)
+    assert g[1].out_shape == (1, 12)
+    g, _ = from_onnx(_model("Flatten", {"x": ["N", 3, 4]}, {}, {"axis": 1}))
+    assert g[1].out_shape == (12,)
     bad = tmp_path / "bad.onnx"
     bad.write_bytes(b"not a model")
     with pytest.raises(GraphError, match="cannot read ONNX model"):

@@ -219,6 +219,17 @@ def test_model_listings_map_modules_and_functional_forms(imported):
             "flatten"} <= forms
 
 
+def test_two_inputs_and_detach():
+    class Two(nn.Module):
+        def forward(self, x, z):
+            return torch.tanh(x @ z.detach().transpose(0, 1)).sum()
+    x, z = torch.randn(2, 3), torch.randn(4, 3)
+    g, p = from_torch(Two(), (x, z))
+    assert [n.kind.op for n in g] == ["input", "input", "detach", "permute", "matmul", "tanh", "sum"]
+    got = graph.denote(g, p, [x.double().numpy(), z.double().numpy()], "float64")
+    assert abs(float(got) - Two().double()(x.double(), z.double()).item()) <= 1e-14
+
+
 def test_batched_evaluation_equals_per_example(models, imported):
     m, x = models["cnn"]
     r = imported["cnn"]

@@ -308,8 +308,9 @@ class BinaryContext(ArrayShapeOps):
     def erf(self, a): return self._transcendental("erf", a)
 
     # Exact operations: the result of each is a format value already.
-    def neg(self, a): return np.negative(self._val(a, "neg"))
-    def abs(self, a): return np.abs(self._val(a, "abs"))
+    # np.negative/np.abs turn 0-d arrays into numpy scalars: keep values ndarrays
+    def neg(self, a): return np.asarray(np.negative(self._val(a, "neg")))
+    def abs(self, a): return np.asarray(np.abs(self._val(a, "abs")))
 
     def maximum(self, a, b):
         shape, (x, y) = self._operands("maximum", a, b)

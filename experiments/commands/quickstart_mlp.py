@@ -57,8 +57,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--seed", type=_seed, default=2026, help="generator seed")
     parser.add_argument("--arithmetic", type=_arithmetic, default="binary32",
                         help="scalar context: binary32, float64, bfloat16, rational, ...")
-    parser.add_argument("--log-every", type=_count("log-every"), default=10,
-                        help="print the step loss every N steps (from step 0)")
+    parser.add_argument("--log-every", type=_count("log-every"), default=1,
+                        help="print the step loss every N steps, from step 0 (default 1: "
+                             "one line per step; 10 gives the seed's cadence)")
     parser.add_argument("--show-backend", action="store_true",
                         help="print the capsule selected for each op, the first time")
     parser.add_argument("--json", action="store_true", help="machine-readable output")

@@ -43,10 +43,10 @@ def test_eager_and_typed_graph_transcripts_identical(capsys, arith, seed):
 def test_seed_shaped_default_transcript(capsys):
     rc, out, _ = _run(capsys, "--steps", "2", "--seed", "2026")
     lines = out.splitlines()
-    assert rc == 0 and len(lines) == 10
+    assert rc == 0 and len(lines) == 11
     prefixes = ["== Quickstart", "target(heldout)    = [", "untrained(heldout) = [",
                 "dataset size = 25", "mean_loss(before training) = ", "step 0: loss=",
-                "mean_loss(after training) = ", "steps=2 arithmetic=binary32 scalar=float64",
+                "step 1: loss=", "mean_loss(after training) = ", "steps=2 arithmetic=binary32 scalar=float64",
                 "  loss=", "trained(heldout) = ["]
     for ln, p in zip(lines, prefixes):
         assert ln.startswith(p), (ln, p)

@@ -5,7 +5,10 @@ torch is imported lazily (the core works without it).  The IR input's declared s
 the PER-EXAMPLE shape: with ``batch_dims=k`` the first ``k`` axes of the example input are
 batch axes, every torch ``dim`` is translated to a per-example axis, and an operation that
 mixes examples (a reduction, concat, softmax or permutation over a batch axis) is refused.
-With ``batch_dims=0`` (the default, as in the seed) the example is one example.
+With ``batch_dims=0`` (the default, as in the seed) the example is one example.  Give a
+batch of at least 2 examples: with a batch of 1 a reshape that moves the batch axis cannot
+be told from one that keeps it.  Shape arithmetic (``x.view(x.size(0), -1)``) is read from
+the propagated shapes, so the graph is specialised to the example's per-example shape.
 
 Every FX node that cannot be mapped is listed in ONE :class:`UnsupportedOpsError` with its
 FX name, kind and target.  Numerical notes on the mapping:
@@ -347,6 +350,11 @@ class _Converter:
                 if v.name in self._state_keys():
                     self.names[v.name] = (v.id, "value")
             return _T(v.id, 0)
+        if isinstance(v, _Int):                       # x / x.size(1): a per-example extent
+            if v.batch:
+                raise Unsupported(f"uses a batch extent ({v.value}) as a number: the IR works "
+                                  f"per example")
+            v = v.value
         if isinstance(v, (int, float)) and not isinstance(v, bool):
             return _T(self.b.const(float(v)), 0)
         raise Unsupported(f"operand {v!r} is not a tensor")

@@ -288,6 +288,14 @@ def test_shape_mismatch_between_torch_and_ir_rule_is_reported():
     with pytest.raises(UnsupportedOpsError, match="add"):
         import_torch(Cross(), torch.randn(2, 3), batch_dims=1)
 
+    class Extent(nn.Module):
+        def forward(self, x):        # a per-example extent is a constant, a batch extent is not
+            return (x / x.size(1)).sum(1) + (x / x.size(0)).sum(1)
+    x = torch.randn(3, 4)
+    with pytest.raises(UnsupportedOpsError, match=r"truediv_1 .*batch extent \(3\)") as ei:
+        import_torch(Extent(), x, batch_dims=1)
+    assert len(ei.value.items) == 1
+
 
 # ----------------------------------------------------------- torch -> IR -> ONNX -> IR
 @pytest.mark.parametrize("name", ["mlp", "cnn", "lnblock", "forms"])

@@ -412,6 +412,9 @@ class _Converter:
         torch = self.torch
         if key == "placeholder":
             s = self.meta_shape(n)
+            if s[:self.nb] != self.batch:
+                raise Unsupported(f"input shape {fmt_shape(s)} does not start with the first "
+                                  f"input's batch axes {fmt_shape(self.batch)}")
             return _T(self.b.add("input", [], out_shape=s[self.nb:]), self.nb)
         if key == "get_attr":
             obj = self.gm

@@ -20,6 +20,7 @@ from graph.optable import OPS, get_op
 from scalars.errors import ContextError
 
 from .errors import TapeError
+from .ops_interface import Ops
 from .op_checks import check_op_shapes, missing_params, resolve_attrs, split_args
 from .tape import Tape, TapeNode
 from .values import as_value, stopped_value, to_context, value_shape
@@ -28,7 +29,7 @@ from .values import as_value, stopped_value, to_context, value_shape
 _PLANS: dict = {}
 
 
-class TapeBuilder:
+class TapeBuilder(Ops):
     """Records onto ``self.tape``; every method appends exactly one node, returns its id."""
 
     def __init__(self, ctx, tape: Tape | None = None):
@@ -137,31 +138,7 @@ class TapeBuilder:
             return rec, full, k, None, ids, out
         return rec, full, k, check_op_shapes(rec, shapes[:k], shapes[k:], full, where)
 
-    # ------------------------------------------------------- convenience names
-    def __getattr__(self, name):
-        """Every other op-table op by its own name: ``ops.softmax(x, axis=0)``."""
-        from graph.optable import OPS
-        if name.startswith("_") or name not in OPS:
-            raise AttributeError(f"{type(self).__name__} has no attribute {name!r} (and the op "
-                                 f"table has no op {name!r})")
-
-        def op(*refs, **attrs):
-            return self.apply(name, *refs, **attrs)
-        return op
-
-    def add(self, a, b): return self.apply("add", a, b)
-    def sub(self, a, b): return self.apply("sub", a, b)
-    def mul(self, a, b): return self.apply("mul", a, b)
-    def div(self, a, b): return self.apply("div", a, b)
-    def neg(self, a): return self.apply("neg", a)
-    def relu(self, a): return self.apply("relu", a)
-    def tanh(self, a): return self.apply("tanh", a)
-    def exp(self, a): return self.apply("exp", a)
-    def log(self, a): return self.apply("log", a)
-    def sigmoid(self, a): return self.apply("sigmoid", a)
-    def softplus(self, a): return self.apply("softplus", a)
-    def matmul(self, a, b): return self.apply("matmul", a, b)
-    def linear(self, x, w, b):
-        """``x W^T + b``; ``out_features`` is read from ``W``'s shape ``[out, in]``."""
-        return self.apply("linear", x, w, b, out_features=int(self.tape.shape(w)[0]))
-    def sum(self, a, **attrs): return self.apply("sum", a, **attrs)
+    # The convenience names (``b.mul(x, x)``, ``b.softmax(x, axis=0)``, ...) come from
+    # :class:`tape.ops_interface.Ops`; each is exactly one op-table op through ``apply``.
+    def shape(self, ref) -> tuple:
+        return self.tape.shape(ref)

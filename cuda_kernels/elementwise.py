@@ -1,5 +1,5 @@
-"""Elementwise binary32 kernels: add, mul, relu (exact: bit-identical to the binary32
-context) and exp, tanh, sigmoid (the device math library: NOT correctly rounded).
+"""Elementwise binary32 kernels: add, sub, mul, div, neg, relu (exact: bit-identical to the
+binary32 context, one IEEE rounding each, none for neg and relu) and exp, tanh, sigmoid (the device math library: NOT correctly rounded).
 
 On a GPU ``math.exp`` / ``math.tanh`` on float32 lower to libdevice ``__nv_expf`` /
 ``__nv_tanhf``, documented by NVIDIA with a maximum error of 2 ulp; sigmoid is computed
@@ -19,7 +19,7 @@ import math
 import numpy as np
 from numba import cuda
 
-from .roundops import add_rn, mul_rn
+from .roundops import add_rn, div_rn, mul_rn, sub_rn
 
 # Documented worst-case gap to the correctly rounded binary32 result, in ulps, on hardware
 # (CUDA C Programming Guide, single-precision table; sigmoid adds the rounding of 1 + e and
@@ -51,6 +51,33 @@ def mul_kernel(a, b, out):
     step = cuda.gridsize(1)
     for i in range(start, out.size, step):
         out[i] = mul_rn(a[i], b[i])
+
+
+@cuda.jit
+def sub_kernel(a, b, out):
+    start = cuda.grid(1)
+    step = cuda.gridsize(1)
+    for i in range(start, out.size, step):
+        out[i] = sub_rn(a[i], b[i])
+
+
+@cuda.jit
+def div_kernel(a, b, out):
+    start = cuda.grid(1)
+    step = cuda.gridsize(1)
+    for i in range(start, out.size, step):
+        # div.rn.f32 on hardware: the correctly rounded quotient, as the reference's;
+        # x/0 is +-inf and 0/0 NaN there too (IEEE results, not errors, in both)
+        out[i] = div_rn(a[i], b[i])
+
+
+@cuda.jit
+def neg_kernel(a, out):
+    start = cuda.grid(1)
+    step = cuda.gridsize(1)
+    for i in range(start, out.size, step):
+        # a sign flip, no rounding: -(+0) is -0, as numpy.negative in the reference
+        out[i] = -a[i]
 
 
 @cuda.jit
@@ -107,9 +134,9 @@ def copy_kernel(a, out):
         out[i] = a[i]
 
 
-UNARY = {"relu": relu_kernel, "exp": exp_kernel, "tanh": tanh_kernel,
+UNARY = {"relu": relu_kernel, "neg": neg_kernel, "exp": exp_kernel, "tanh": tanh_kernel,
          "sigmoid": sigmoid_kernel, "copy": copy_kernel}
-BINARY = {"add": add_kernel, "mul": mul_kernel}
+BINARY = {"add": add_kernel, "sub": sub_kernel, "mul": mul_kernel, "div": div_kernel}
 
 
 def grid_for(n: int, threads: int = THREADS) -> int:

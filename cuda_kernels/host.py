@@ -76,6 +76,22 @@ def row_sum(x2, width: int = TREE_WIDTH) -> np.ndarray:
     return out.copy_to_host()
 
 
+def row_mse(p2, t2, width: int = TREE_WIDTH) -> np.ndarray:
+    """Mean squared error of the rows of p2, t2 [R, n]: squares summed in tree order
+    (see :mod:`cuda_kernels.reduce`), then one division by n."""
+    p2, t2 = _f32(p2), _f32(t2)
+    R, n = p2.shape
+    if n == 0:
+        # the reference's empty sum is +0 and 0/0 is NaN; nothing to launch
+        return np.full(R, np.nan, dtype=np.float32)
+    out = cuda.device_array(R, dtype=np.float32)
+    if R:
+        # n rounded to binary32 once (nearest-even), as the reference's convert(n)
+        reduce.get_row_mse(width)[R, width](cuda.to_device(p2), cuda.to_device(t2),
+                                            np.float32(n), out)
+    return out.copy_to_host()
+
+
 def _rows_launch(kern, R, *arrays):
     threads = max(1, min(128, R))
     kern[math.ceil(R / threads), threads](*arrays)

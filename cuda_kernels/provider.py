@@ -32,7 +32,10 @@ _FLOAT = [
     ("linear", "checked", "context",
      "tiled GEMM + bias; sequential in k; fma per context (binary32 / binary32+fma)"),
     ("add", "checked", "n/a", ""),
+    ("sub", "checked", "n/a", "one IEEE rounding: bit-identical"),
     ("mul", "checked", "n/a", ""),
+    ("div", "checked", "n/a", "div.rn.f32, one IEEE rounding: bit-identical"),
+    ("neg", "checked", "n/a", "sign flip, no rounding: bit-identical"),
     ("relu", "checked", "n/a", ""),
     ("exp", "sampled", "n/a", "device expf: <= 2 ulp, not correctly rounded"),
     ("tanh", "sampled", "n/a", "device tanhf: <= 2 ulp, not correctly rounded"),
@@ -41,6 +44,10 @@ _FLOAT = [
      "bit-identical to its declared tree order, NOT to the sequential reference"),
     ("softmax", "sampled", "sequential", "device expf inside: ULP gaps"),
     ("layernorm", "checked", "sequential", "only + - * / sqrt: bit-identical"),
+    # (p - t)^2 per entry and the final / n are the reference's roundings; the sum of the
+    # squares is reduce_sum's tree: bit-identical to that order, NOT to the sequential one
+    ("mse_loss", "checked", f"tree({TREE_WIDTH})",
+     "squares summed in tree order, then / n: bit-identical to its declared order"),
 ]
 _INTERVAL = [
     ("linear", "linear: outward-rounded float64 accumulation (TwoSum)"),
@@ -141,13 +148,13 @@ def _binder(capsule: Capsule, graph_op: str, ctx):
             return _back(y.reshape(x.shape[:-1] + (W.shape[0],)))
         return run
 
-    if bop in ("add", "mul"):
+    if bop in ("add", "sub", "mul", "div"):
         def run(args, attrs, nb):
             a, b = (_as_f32(v, what) for v in args)
             return _back(_launch(what, host.binary, bop, a, b))
         return run
 
-    if bop in ("relu", "exp", "tanh", "sigmoid"):
+    if bop in ("relu", "neg", "exp", "tanh", "sigmoid"):
         def run(args, attrs, nb):
             return _back(_launch(what, host.unary, bop, _as_f32(args[0], what)))
         return run
@@ -170,6 +177,20 @@ def _binder(capsule: Capsule, graph_op: str, ctx):
             if keepdims:
                 y = y.reshape(tuple(1 if i in full else d for i, d in enumerate(x.shape)))
             return _back(y)
+        return run
+
+    if bop == "mse_loss":
+        def run(args, attrs, nb):
+            p, t = (_as_f32(v, what) for v in args)
+            if p.shape != t.shape:
+                raise PlanError(f"{what}: prediction shape {list(p.shape)} and target shape "
+                                f"{list(t.shape)} differ")
+            # one row per batch entry (nb leading axes), the per-example entries reduced
+            rest = p.shape[:nb]
+            n = int(np.prod(p.shape[nb:], dtype=np.int64))
+            R = int(np.prod(rest, dtype=np.int64))
+            y = _launch(what, host.row_mse, p.reshape(R, n), t.reshape(R, n))
+            return _back(y.reshape(rest))
         return run
 
     if bop == "softmax":

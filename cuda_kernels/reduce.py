@@ -1,4 +1,5 @@
-"""Row sums in binary32 in a fixed TREE order, and the same order emulated in numpy.
+"""Row sums in binary32 in a fixed TREE order, and the same order emulated in numpy;
+the mean squared error of rows, which sums its squares in that same order.
 
 The order (``tree(T)``, T = threads per block, a power of two) for one row of n values:
 
@@ -11,13 +12,18 @@ Every addition is one binary32 rounding.  This is not the reference (sequential)
 so ``reduce_sum`` results differ from the binary32 context by a few ulps; the provider
 reports the order as ``tree(T)`` and :func:`tree_sum_emulated` reproduces it bit for bit
 on the CPU, which is what the tests compare against.
+
+``row_mse`` computes ``((p - t) * (p - t))`` per entry (two roundings, exactly the
+reference's ``square(sub(p, t))``), sums those squares in ``tree(T)`` order and divides
+by n once (one rounding, as the reference's ``div(sum, n)``): only the order of the sum
+differs from the binary32 context, and for n <= 2 not even that.
 """
 from __future__ import annotations
 
 import numpy as np
 from numba import cuda
 
-from .roundops import add_rn
+from .roundops import add_rn, div_rn, mul_rn, sub_rn
 
 _CACHE: dict = {}
 
@@ -49,10 +55,44 @@ def make_row_sum(T):
     return row_sum
 
 
+def make_row_mse(T):
+    if T & (T - 1) or T < 1:
+        raise ValueError(f"tree width must be a power of two, got {T}")
+
+    @cuda.jit
+    def row_mse(p, t, n_f32, out):
+        row = cuda.blockIdx.x
+        j = cuda.threadIdx.x
+        n = p.shape[1]
+        s = cuda.shared.array(T, dtype=np.float32)
+        acc = np.float32(0.0)     # squares are >= +0: starting at +0 changes no sum
+        for i in range(j, n, T):
+            d = sub_rn(p[row, i], t[row, i])
+            acc = add_rn(acc, mul_rn(d, d))
+        s[j] = acc
+        cuda.syncthreads()
+        h = T // 2
+        while h > 0:
+            if j < h:
+                s[j] = add_rn(s[j], s[j + h])
+            cuda.syncthreads()
+            h //= 2
+        if j == 0:
+            out[row] = div_rn(s[0], n_f32)
+
+    return row_mse
+
+
 def get_row_sum(T: int):
-    if T not in _CACHE:
-        _CACHE[T] = make_row_sum(T)
-    return _CACHE[T]
+    if ("sum", T) not in _CACHE:
+        _CACHE[("sum", T)] = make_row_sum(T)
+    return _CACHE[("sum", T)]
+
+
+def get_row_mse(T: int):
+    if ("mse", T) not in _CACHE:
+        _CACHE[("mse", T)] = make_row_mse(T)
+    return _CACHE[("mse", T)]
 
 
 def tree_sum_emulated(x2: np.ndarray, T: int) -> np.ndarray:

@@ -6,7 +6,7 @@ import pytest
 
 from graph.plan import PlanError
 from tape import Session as TapeSession
-from tape.layers import Linear, ReLU, Sequential
+from tape.layers import BatchNorm1d, Linear, ReLU, Sequential
 from tape.train import Backends, PlannedEagerOps, Session
 
 RNG = np.random.default_rng(8)
@@ -55,6 +55,7 @@ def test_numba_cuda_capsules_in_the_eager_tape():
 
 
 def test_cuda_without_a_capsule_names_the_op():
-    sess = Session(Sequential(Linear(3, 1)), "binary32", device="cuda", seed=0)
-    with pytest.raises(PlanError, match="op mse_loss.*device cuda"):
-        sess.step(X, np.zeros((2, 1)))
+    # the numba_cuda provider has no reduce_mean capsule (BatchNorm1d's batch statistics)
+    sess = Session(Sequential(Linear(3, 2), BatchNorm1d(2)), "binary32", device="cuda", seed=0)
+    with pytest.raises(PlanError, match="op reduce_mean.*device cuda"):
+        sess.step(X, np.zeros((2, 2)))

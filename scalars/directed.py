@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
+import numba
 import numpy as np
 
 DBL_MAX = float(np.finfo(np.float64).max)
@@ -197,15 +198,36 @@ def _bc(*xs):
     return [np.array(a, dtype=np.float64) for a in arrs]
 
 
+@numba.njit(cache=True)
+def _add_err_kernel(a, b, s, sgn, bad):
+    """One pass of :func:`two_sum` with the error sign and the fallback mask (numba keeps
+    IEEE semantics: no fast-math, so the error-free transformation is exact)."""
+    for i in range(a.size):
+        x = a[i]
+        y = b[i]
+        t = x + y
+        bb = t - x
+        e = (x - (t - bb)) + (y - bb)
+        s[i] = t
+        fin = np.isfinite(x) and np.isfinite(y)
+        if fin and np.isfinite(e):
+            sgn[i] = 1 if e > 0 else (-1 if e < 0 else 0)
+        else:
+            sgn[i] = 0
+        bad[i] = fin and ((not np.isfinite(t)) or abs(x) > _SAFE_HI or abs(y) > _SAFE_HI)
+
+
 def add_err(a, b):
     """(s, sign(a + b - s)) elementwise; s is RN(a+b), or +-DBL_MAX on finite overflow."""
-    a, b = _bc(a, b)
-    with np.errstate(all="ignore"):
-        s, e = two_sum(a, b)
-        finite_in = np.isfinite(a) & np.isfinite(b)
-        sgn = np.where(finite_in & np.isfinite(e), np.sign(e), 0.0).astype(np.int8)
-        bad = finite_in & (~np.isfinite(s) | (np.abs(a) > _SAFE_HI) | (np.abs(b) > _SAFE_HI))
-    fa, fb = a.reshape(-1), b.reshape(-1)
+    a, b = np.broadcast_arrays(np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64))
+    shape = a.shape
+    fa = np.ascontiguousarray(a).reshape(-1)
+    fb = np.ascontiguousarray(b).reshape(-1)
+    s = np.empty(fa.size)
+    sgn = np.empty(fa.size, dtype=np.int8)
+    bad = np.empty(fa.size, dtype=np.bool_)
+    _add_err_kernel(fa, fb, s, sgn, bad)
+    s, sgn, bad = s.reshape(shape), sgn.reshape(shape), bad.reshape(shape)
     return _fallback(s, sgn, bad, lambda i: _fraction(fa[i]) + _fraction(fb[i]))
 
 
@@ -268,13 +290,88 @@ def sqrt_err(a):
     return s, sgn
 
 
+_NEG_TINY_BITS = np.array([-5e-324]).view(np.int64)[0]
+
+
+@numba.njit(cache=True)
+def _finish64_kernel(bits, sgn, lo, hi):
+    """Bit patterns of RD/RU from a finite s (as int64 bits) and sign(exact - s).
+
+    One ulp step is +-1 on the bit pattern (same sign); from zero it is the smallest
+    subnormal."""
+    for i in range(bits.size):
+        b = bits[i]
+        lo[i] = b
+        hi[i] = b
+        g = sgn[i]
+        if g == 0:
+            continue
+        zero = (b << 1) == 0          # +0 or -0
+        neg = b < 0
+        if g > 0:
+            hi[i] = 1 if zero else (b - 1 if neg else b + 1)
+        else:
+            lo[i] = _NEG_TINY_BITS if zero else (b + 1 if neg else b - 1)
+
+
 def finish(s, sgn, grid: Grid):
     """(RD_grid(exact), RU_grid(exact)) from s = faithful(exact) and sign(exact - s)."""
     s = np.asarray(s, dtype=np.float64)
+    if grid.is_float64:   # one compiled pass; the float64 grid needs no further rounding
+        fs = np.ascontiguousarray(s).reshape(-1)
+        fg = np.ascontiguousarray(np.broadcast_to(np.asarray(sgn, dtype=np.int8), s.shape)).reshape(-1)
+        lo = np.empty(fs.size, dtype=np.int64)
+        hi = np.empty(fs.size, dtype=np.int64)
+        _finish64_kernel(fs.view(np.int64), fg, lo, hi)
+        return lo.view(np.float64).reshape(s.shape), hi.view(np.float64).reshape(s.shape)
     with np.errstate(all="ignore"):
         below = np.where(sgn < 0, np.nextafter(s, -np.inf), s)
         above = np.where(sgn > 0, np.nextafter(s, np.inf), s)
     return grid.down(below), grid.up(above)
+
+
+@numba.njit(cache=True)
+def _midrad_kernel(c, r, lo, hi, bad):
+    """lo = RD(c - r), hi = RU(c + r) on the float64 grid, exactly, in one pass (TwoSum
+    error signs, one ulp step on the bit pattern); ``bad`` marks what needs rationals."""
+    for i in range(c.size):
+        x = c[i]
+        y = r[i]
+        for side in range(2):
+            z = -y if side == 0 else y
+            t = x + z
+            bb = t - x
+            e = (x - (t - bb)) + (z - bb)
+            if not (np.isfinite(t) and np.isfinite(e)) or abs(x) > _SAFE_HI or abs(z) > _SAFE_HI:
+                bad[i] = True
+            v = t
+            if side == 0 and e < 0:
+                v = np.nextafter(t, -np.inf)
+            elif side == 1 and e > 0:
+                v = np.nextafter(t, np.inf)
+            if side == 0:
+                lo[i] = v
+            else:
+                hi[i] = v
+
+
+def midrad_dir(c, r, grid: Grid = FLOAT64):
+    """(RD_grid(c - r), RU_grid(c + r)) elementwise, exactly (midpoint-radius results)."""
+    c, r = np.broadcast_arrays(np.asarray(c, dtype=np.float64), np.asarray(r, dtype=np.float64))
+    shape = c.shape
+    fc, fr = np.ascontiguousarray(c).reshape(-1), np.ascontiguousarray(r).reshape(-1)
+    lo, hi = np.empty(fc.size), np.empty(fc.size)
+    bad = np.zeros(fc.size, dtype=np.bool_)
+    _midrad_kernel(fc, fr, lo, hi, bad)
+    lo, hi = lo.reshape(shape), hi.reshape(shape)
+    if bad.any() or not grid.is_float64:
+        m = bad.reshape(shape)
+        if bad.any():   # overflow / extreme operands: the general exact path
+            lo = np.where(m, sub_dir(c, r, FLOAT64)[0], lo)
+            hi = np.where(m, add_dir(c, r, FLOAT64)[1], hi)
+        if not grid.is_float64:
+            lo, hi = grid.down(lo), grid.up(hi)
+    return lo, hi
 
 
 def add_dir(a, b, grid: Grid = FLOAT64):

@@ -127,6 +127,10 @@ class _FloatEnds:
         """(RD, RU) of every entry of a point value, from its exact value."""
         if isinstance(x, np.ndarray) and x.dtype.kind == "f":
             x = x.astype(np.float64)
+            if self.grid.is_float64:
+                # exact already: one (read-only by convention) array for both endpoints,
+                # which also lets matmul recognise a point operand by identity
+                return x, x
             return self.grid.down(x), self.grid.up(x)
         if isinstance(x, (float, np.floating)):
             x = np.asarray(float(x))
@@ -1080,8 +1084,7 @@ class IntervalContext(Context):
                 C, R = C[..., 0, :], R[..., 0, :]
             if vb:
                 C, R = C[..., 0], R[..., 0]
-            lo = D.sub_dir(C, R, E.grid)[0]
-            hi = D.add_dir(C, R, E.grid)[1]
+            lo, hi = D.midrad_dir(C, R, E.grid)
         return self._box(lo, hi)
 
     # ------------------------------------------------------------ shape operations

@@ -201,7 +201,9 @@ def _bc(*xs):
 @numba.njit(cache=True)
 def _add_err_kernel(a, b, s, sgn, bad):
     """One pass of :func:`two_sum` with the error sign and the fallback mask (numba keeps
-    IEEE semantics: no fast-math, so the error-free transformation is exact)."""
+    IEEE semantics: no fast-math, so the error-free transformation is exact).  math.isfinite
+    on scalars, not np.isfinite: the latter goes through numba's ufunc machinery and makes
+    the pass ~10x slower."""
     for i in range(a.size):
         x = a[i]
         y = b[i]
@@ -209,12 +211,12 @@ def _add_err_kernel(a, b, s, sgn, bad):
         bb = t - x
         e = (x - (t - bb)) + (y - bb)
         s[i] = t
-        fin = np.isfinite(x) and np.isfinite(y)
-        if fin and np.isfinite(e):
+        fin = math.isfinite(x) and math.isfinite(y)
+        if fin and math.isfinite(e):
             sgn[i] = 1 if e > 0 else (-1 if e < 0 else 0)
         else:
             sgn[i] = 0
-        bad[i] = fin and ((not np.isfinite(t)) or abs(x) > _SAFE_HI or abs(y) > _SAFE_HI)
+        bad[i] = fin and ((not math.isfinite(t)) or abs(x) > _SAFE_HI or abs(y) > _SAFE_HI)
 
 
 def add_err(a, b):
@@ -331,28 +333,190 @@ def finish(s, sgn, grid: Grid):
 
 
 @numba.njit(cache=True)
+def _down_bits(bi, step):
+    """Bit pattern of prev(s) if ``step`` else of s, for finite s with bits ``bi``: one ulp
+    is -+1 on the pattern (same sign); below +-0 lies the largest negative subnormal.
+    Written as selects, not branches: the error signs are data-dependent coin flips."""
+    nb = bi + (1 if bi < 0 else -1)
+    nb = _NEG_TINY_BITS if (bi << 1) == 0 else nb
+    return nb if step else bi
+
+
+@numba.njit(cache=True)
+def _up_bits(bi, step):
+    """Bit pattern of next(s) if ``step`` else of s (finite s); above +-0 lies 2^-1074."""
+    nb = bi + (-1 if bi < 0 else 1)
+    nb = np.int64(1) if (bi << 1) == 0 else nb
+    return nb if step else bi
+
+
+@numba.njit(cache=True)
+def _finite(x):
+    """math.isfinite as one comparison (NaN compares false): vectorises, no branch."""
+    return abs(x) <= DBL_MAX
+
+
+@numba.njit(cache=True)
 def _midrad_kernel(c, r, lo, hi, bad):
     """lo = RD(c - r), hi = RU(c + r) on the float64 grid, exactly, in one pass (TwoSum
     error signs, one ulp step on the bit pattern); ``bad`` marks what needs rationals."""
+    loi = lo.view(np.int64)
+    hii = hi.view(np.int64)
     for i in range(c.size):
         x = c[i]
         y = r[i]
-        for side in range(2):
-            z = -y if side == 0 else y
-            t = x + z
+        safe = (abs(x) <= _SAFE_HI) & (abs(y) <= _SAFE_HI)
+        t = x - y
+        bb = t - x
+        e = (x - (t - bb)) + (-y - bb)
+        ok = safe & _finite(t) & _finite(e)
+        lo[i] = t
+        loi[i] = _down_bits(loi[i], ok & (e < 0))
+        t2 = x + y
+        bb = t2 - x
+        e2 = (x - (t2 - bb)) + (y - bb)
+        ok2 = safe & _finite(t2) & _finite(e2)
+        hi[i] = t2
+        hii[i] = _up_bits(hii[i], ok2 & (e2 > 0))
+        bad[i] = bad[i] | (not (ok & ok2))
+
+
+@numba.njit(cache=True)
+def _midrad2d_kernel(C, R, scale, tiny, nzr, nzc, lo, hi, bad):
+    """The last pass of the midpoint-radius matmul on (m, p) arrays, fused: the rigorous
+    radius R' = R * scale + (tiny where row i and column j can hold a non-zero product,
+    else 0) with the same float64 operations as the unfused numpy code, then
+    lo = RD(C - R'), hi = RU(C + R') exactly (TwoSum sign + one ulp step).  R' is written
+    back into R for the exact fallback of the ``bad`` elements; returns whether every
+    entry of the incoming R was finite."""
+    m, p = C.shape
+    loi = lo.view(np.int64)
+    hii = hi.view(np.int64)
+    rfin = True
+    for i in range(m):
+        for j in range(p):
+            x = C[i, j]
+            y0 = R[i, j]
+            rfin = rfin & (y0 <= DBL_MAX)      # inf / NaN radius: the caller falls back
+            y = y0 * scale
+            y = y + (tiny if (nzr[i] & nzc[j]) else 0.0)
+            R[i, j] = y
+            safe = (abs(x) <= _SAFE_HI) & (abs(y) <= _SAFE_HI)
+            t = x - y
             bb = t - x
-            e = (x - (t - bb)) + (z - bb)
-            if not (np.isfinite(t) and np.isfinite(e)) or abs(x) > _SAFE_HI or abs(z) > _SAFE_HI:
-                bad[i] = True
-            v = t
-            if side == 0 and e < 0:
-                v = np.nextafter(t, -np.inf)
-            elif side == 1 and e > 0:
-                v = np.nextafter(t, np.inf)
-            if side == 0:
-                lo[i] = v
-            else:
-                hi[i] = v
+            e = (x - (t - bb)) + (-y - bb)
+            ok = safe & _finite(t) & _finite(e)
+            lo[i, j] = t
+            loi[i, j] = _down_bits(loi[i, j], ok & (e < 0))
+            t2 = x + y
+            bb = t2 - x
+            e2 = (x - (t2 - bb)) + (y - bb)
+            ok2 = safe & _finite(t2) & _finite(e2)
+            hi[i, j] = t2
+            hii[i, j] = _up_bits(hii[i, j], ok2 & (e2 > 0))
+            bad[i, j] = not (ok & ok2)
+    return rfin
+
+
+def midrad2d_dir(C, R, scale: float, tiny: float, nzr, nzc, grid: Grid = FLOAT64):
+    """(RD_grid(C - R'), RU_grid(C + R')) for R' = R * scale + tiny [nzr_i and nzc_j],
+    C, R (m, p) float64; one compiled pass (R is overwritten with R').  None when R has a
+    non-finite entry (the caller then uses the endpoint algorithm)."""
+    C = np.ascontiguousarray(C, dtype=np.float64)
+    R = np.ascontiguousarray(R, dtype=np.float64)
+    nzr = np.ascontiguousarray(nzr, dtype=np.bool_)
+    nzc = np.ascontiguousarray(nzc, dtype=np.bool_)
+    lo = np.empty(C.shape)
+    hi = np.empty(C.shape)
+    bad = np.empty(C.shape, dtype=np.bool_)
+    if not _midrad2d_kernel(C, R, float(scale), float(tiny), nzr, nzc, lo, hi, bad):
+        return None
+    if bad.any():   # overflow / extreme operands: the general exact path
+        lo = np.where(bad, sub_dir(C, R, FLOAT64)[0], lo)
+        hi = np.where(bad, add_dir(C, R, FLOAT64)[1], hi)
+    if not grid.is_float64:
+        lo, hi = grid.down(lo), grid.up(hi)
+    return lo, hi
+
+
+@numba.njit(cache=True)
+def _abs_scan_kernel(X, out, mask, rows):
+    """out = |X| for a C-contiguous (r, c) X; mask = rows (rows=True) or columns with a
+    non-zero entry; returns whether every entry is finite.  One pass over X."""
+    r, c = X.shape
+    fin = True
+    for k in range(mask.size):
+        mask[k] = False
+    for i in range(r):
+        for j in range(c):
+            v = abs(X[i, j])
+            out[i, j] = v
+            if not (v <= DBL_MAX):      # inf or NaN
+                fin = False
+            if v > 0:
+                if rows:
+                    mask[i] = True
+                else:
+                    mask[j] = True
+    return fin
+
+
+def abs_scan(X, axis: int):
+    """(|X|, flat mask of the lines along ``axis`` holding a non-zero entry, all finite)
+    for a 2-d float64 X, in one compiled pass (the weight side of the midpoint-radius
+    matmul); an F-contiguous X (a transposed weight matrix) is scanned without a copy."""
+    X = np.asarray(X, dtype=np.float64)
+    axis = axis % 2
+    transposed = X.flags.f_contiguous and not X.flags.c_contiguous
+    if transposed:
+        Y, ax = X.T, 1 - axis          # the C-contiguous transpose, reduced the other way
+    else:
+        Y, ax = np.ascontiguousarray(X), axis
+    out = np.empty(Y.shape)
+    # reducing over axis 1 of Y leaves one flag per row of Y, over axis 0 one per column
+    mask = np.empty(Y.shape[0] if ax == 1 else Y.shape[1], dtype=np.bool_)
+    fin = _abs_scan_kernel(Y, out, mask, ax == 1)
+    return (out.T if transposed else out), mask, bool(fin)
+
+
+@numba.njit(cache=True)
+def _midrad_prep_kernel(lo, hi, gamma, m, r, am, g):
+    """Midpoint m = lo/2 + hi/2, radius r = next_up(max(hi - m, m - lo)), |m| and
+    g = gamma |m| + r for flat arrays; returns (all finite, lo == hi everywhere)."""
+    ri = r.view(np.int64)
+    fin = True
+    eq = True
+    for i in range(lo.size):
+        a = lo[i]
+        b = hi[i]
+        fin = fin & _finite(a) & _finite(b)
+        eq = eq & (a == b)
+        mm = a * 0.5 + b * 0.5
+        # mm is within the box (halving is exact away from underflow; rounding keeps
+        # order), and fl(hi - m) is at most half an ulp below hi - m: one step up covers it
+        d1 = b - mm
+        d2 = mm - a
+        rr = d1 if d1 >= d2 else d2
+        m[i] = mm
+        r[i] = rr
+        ri[i] = _up_bits(ri[i], _finite(rr))   # rr >= 0 (or NaN/inf: not finite anyway)
+        av = abs(mm)
+        am[i] = av
+        g[i] = gamma * av + r[i]
+    return fin, eq
+
+
+def midrad_prep(lo, hi, gamma: float):
+    """(m, r, |m|, gamma |m| + r, all finite, lo == hi) of interval endpoints in one pass."""
+    lo = np.asarray(lo, dtype=np.float64)
+    hi = np.asarray(hi, dtype=np.float64)
+    shape = lo.shape
+    fl = np.ascontiguousarray(lo).reshape(-1)
+    fh = np.ascontiguousarray(hi).reshape(-1)
+    m, r, am, g = (np.empty(fl.size) for _ in range(4))
+    fin, eq = _midrad_prep_kernel(fl, fh, float(gamma), m, r, am, g)
+    return (m.reshape(shape), r.reshape(shape), am.reshape(shape), g.reshape(shape),
+            bool(fin), bool(eq))
 
 
 def midrad_dir(c, r, grid: Grid = FLOAT64):
@@ -372,6 +536,67 @@ def midrad_dir(c, r, grid: Grid = FLOAT64):
         if not grid.is_float64:
             lo, hi = grid.down(lo), grid.up(hi)
     return lo, hi
+
+
+@numba.njit(cache=True)
+def _add_pair_kernel(alo, ahi, blo, bhi, lo, hi):
+    """lo = RD(alo + blo), hi = RU(ahi + bhi) on the float64 grid in one pass; b repeats
+    along the leading axes (a.size is a multiple of b.size: a bias row).  Same TwoSum and
+    ulp step as add_err + finish; returns False when some element needs the exact
+    rational path (overflow, extreme operands): the caller then recomputes everything."""
+    loi = lo.view(np.int64)
+    hii = hi.view(np.int64)
+    nb = blo.size
+    ok_all = True
+    for q in range(alo.size // nb):
+        base = q * nb
+        for k in range(nb):
+            i = base + k
+            x = alo[i]
+            y = blo[k]
+            t = x + y
+            bb = t - x
+            e = (x - (t - bb)) + (y - bb)
+            fin = _finite(x) & _finite(y)
+            ok_all = ok_all & (not (fin & ((not _finite(t)) | (abs(x) > _SAFE_HI) | (abs(y) > _SAFE_HI))))
+            lo[i] = t
+            loi[i] = _down_bits(loi[i], fin & _finite(e) & (e < 0))
+            x = ahi[i]
+            y = bhi[k]
+            t = x + y
+            bb = t - x
+            e = (x - (t - bb)) + (y - bb)
+            fin = _finite(x) & _finite(y)
+            ok_all = ok_all & (not (fin & ((not _finite(t)) | (abs(x) > _SAFE_HI) | (abs(y) > _SAFE_HI))))
+            hi[i] = t
+            hii[i] = _up_bits(hii[i], fin & _finite(e) & (e > 0))
+    return ok_all
+
+
+def add_pair_dir(alo, ahi, blo, bhi, shape):
+    """(RD(alo + blo), RU(ahi + bhi)) on the float64 grid, fused, for interval addition
+    where b is either of the full ``shape`` or a trailing-axes broadcast (a bias); None
+    when that layout does not apply or an element needs the exact fallback."""
+    shape = tuple(shape)
+    ends = [np.asarray(t, dtype=np.float64) for t in (alo, ahi, blo, bhi)]
+    if ends[0].shape != shape or ends[1].shape != shape:
+        ends = ends[2:] + ends[:2]           # addition commutes: the full operand first
+    alo, ahi, blo, bhi = ends
+    if alo.shape != shape or ahi.shape != shape or blo.shape != bhi.shape:
+        return None
+    bs = blo.shape
+    while bs and bs[0] == 1:
+        bs = bs[1:]
+    if len(bs) > len(shape) or (bs and shape[len(shape) - len(bs):] != bs) or alo.size == 0:
+        return None
+    fal, fah = np.ascontiguousarray(alo).reshape(-1), np.ascontiguousarray(ahi).reshape(-1)
+    fbl, fbh = np.ascontiguousarray(blo).reshape(-1), np.ascontiguousarray(bhi).reshape(-1)
+    if fbl.size == 0 or fal.size % fbl.size:
+        return None
+    lo, hi = np.empty(fal.size), np.empty(fal.size)
+    if not _add_pair_kernel(fal, fah, fbl, fbh, lo, hi):
+        return None
+    return lo.reshape(shape), hi.reshape(shape)
 
 
 def add_dir(a, b, grid: Grid = FLOAT64):

@@ -126,7 +126,8 @@ class _FloatEnds:
     def point(self, x):
         """(RD, RU) of every entry of a point value, from its exact value."""
         if isinstance(x, np.ndarray) and x.dtype.kind == "f":
-            x = x.astype(np.float64)
+            # no copy for float64 input (as the float64 context's convert)
+            x = x.astype(np.float64, copy=False)
             if self.grid.is_float64:
                 # exact already: one (read-only by convention) array for both endpoints,
                 # which also lets matmul recognise a point operand by identity
@@ -550,6 +551,11 @@ class IntervalContext(Context):
         """Build a result; a NaN in either endpoint becomes the whole line."""
         E = self.ends
         lo, hi = E.wrap(lo), E.wrap(hi)
+        if E.kind == "float":
+            # min/max propagate NaN: one reduction per endpoint array (one when lo is hi)
+            # instead of two isnan masks; the mask is built only when a NaN is present
+            if lo.size == 0 or not (np.isnan(lo.min()) or (hi is not lo and np.isnan(hi.max()))):
+                return Interval(lo, hi)
         if E.kind != "rational":
             bad = E.isnan(lo) | E.isnan(hi)
             if bad.any():
@@ -687,6 +693,11 @@ class IntervalContext(Context):
     # --------------------------------------------------------------- arithmetic
     def add(self, a, b):
         a, b, shape = self._pair(a, b, "add")
+        if self.ends.kind == "float" and self.ends.grid.is_float64:
+            # one fused compiled pass for both endpoints (the bias add of a linear layer)
+            r = D.add_pair_dir(a.lo, a.hi, b.lo, b.hi, shape)
+            if r is not None:
+                return self._box(*r)
         alo, blo, ahi, bhi = self._bcast(shape, a.lo, b.lo, a.hi, b.hi)
         lo, hi = self._dual_round(self.ends.add, [alo, blo], [ahi, bhi])
         return self._box(lo, hi)
@@ -1050,7 +1061,12 @@ class IntervalContext(Context):
         E = self.ends
         if E.kind != "float":
             return self.matmul_endpoint(a, b)
-        arrs = (a.lo, a.hi, b.lo, b.hi)
+        if a.lo.ndim <= 2 and b.lo.ndim <= 2:
+            r = self._matmul_midrad_2d(a, b, n)
+            if r is None:
+                return self.matmul_endpoint(a, b)
+            return r
+        arrs = [a.lo] + ([] if a.hi is a.lo else [a.hi]) + [b.lo] + ([] if b.hi is b.lo else [b.hi])
         if not all(np.isfinite(t).all() for t in arrs):
             return self.matmul_endpoint(a, b)
         with np.errstate(all="ignore"):
@@ -1087,12 +1103,79 @@ class IntervalContext(Context):
             lo, hi = D.midrad_dir(C, R, E.grid)
         return self._box(lo, hi)
 
+    def _matmul_midrad_2d(self, a, b, n):
+        """:meth:`matmul_midrad` for 1-d/2-d operands with the same formulas, in compiled
+        passes: one over each operand (midpoint, radius, |mid|, finiteness and the
+        non-zero lines for the underflow term together) and one fused pass for the final
+        radius and the directed endpoints.  None when an operand or the radius is not
+        finite (the caller uses the endpoint algorithm)."""
+        E = self.ends
+        u = 2.0 ** -53
+        gamma = (n * u) / (1.0 - n * u) * (1.0 + 2.0 ** -50)
+        va, vb = a.lo.ndim == 1, b.lo.ndim == 1   # numpy's 1-d promotion, undone below
+        alo, ahi = (t[None, :] if va else t for t in (a.lo, a.hi))
+        blo, bhi = (t[:, None] if vb else t for t in (b.lo, b.hi))
+        with np.errstate(all="ignore"):
+            # A side: contraction over axis 1; B side: over axis 0
+            if a.lo is a.hi:
+                mA, rA, gA = alo, None, None
+                aA, nzA, fin = D.abs_scan(alo, 1)
+            else:
+                mA, rA, aA, gA, fin, eq = D.midrad_prep(alo, ahi, gamma)
+                if eq:
+                    # lo == hi: a point after all; |lo| itself (the computed midpoint
+                    # of a subnormal can differ from lo)
+                    mA, rA, gA = alo, None, None
+                    aA = np.abs(alo)
+                    nzA = np.any(aA > 0, axis=1)
+                else:   # rA >= 2^-1074 > 0 everywhere: every line can be non-zero
+                    nzA = np.full(alo.shape[0], n > 0)
+            if not fin:
+                return None
+            if b.lo is b.hi:
+                mB, rB, gB = blo, None, None
+                aB, nzB, fin = D.abs_scan(blo, 0)
+            else:
+                mB, rB, aB, gB, fin, eq = D.midrad_prep(blo, bhi, gamma)
+                if eq:
+                    # lo == hi: a point after all; |lo| itself (the computed midpoint
+                    # of a subnormal can differ from lo)
+                    mB, rB, gB = blo, None, None
+                    aB = np.abs(blo)
+                    nzB = np.any(aB > 0, axis=0)
+                else:
+                    nzB = np.full(blo.shape[1], n > 0)
+            if not fin:
+                return None
+            C = np.matmul(mA, mB)
+            if rB is None and rA is None:
+                R = gamma * np.matmul(aA, aB)
+            elif rB is None:
+                R = np.matmul(gA, aB)            # gA = gamma |mA| + rA
+            elif rA is None:
+                R = np.matmul(aA, gB)            # gB = gamma |mB| + rB
+            else:
+                R = np.matmul(gA, aB + rB) + np.matmul(aA, rB)
+            r = D.midrad2d_dir(C, R, 1.0 + (n + 10) * 2.0 ** -52, (3 * n + 3) * 2.0 ** -1074,
+                               nzA, nzB, E.grid)
+        if r is None:
+            return None
+        lo, hi = r
+        if va:
+            lo, hi = lo[0, :], hi[0, :]
+        if vb:
+            lo, hi = lo[..., 0], hi[..., 0]
+        return self._box(lo, hi)
+
     # ------------------------------------------------------------ shape operations
     def shape(self, v) -> tuple:
         return self._iv(v, "shape").shape
 
     def _both(self, fn, a, op):
         a = self._iv(a, op)
+        if a.lo is a.hi:   # a point value stays one array (matmul spots it by identity)
+            v = self.ends.wrap(fn(a.lo))
+            return Interval(v, v)
         return Interval(self.ends.wrap(fn(a.lo)), self.ends.wrap(fn(a.hi)))
 
     def reshape(self, a, shape):

@@ -22,6 +22,7 @@ rationals, one by one (they are rare, so the loop costs nothing in practice).
 from __future__ import annotations
 
 import math
+import threading
 from fractions import Fraction
 
 import numba
@@ -428,7 +429,7 @@ def midrad2d_dir(C, R, scale: float, tiny: float, nzr, nzc, grid: Grid = FLOAT64
     nzc = np.ascontiguousarray(nzc, dtype=np.bool_)
     lo = np.empty(C.shape)
     hi = np.empty(C.shape)
-    bad = np.empty(C.shape, dtype=np.bool_)
+    bad = scratch("midrad2d.bad", ((C.size + 7) // 8,)).view(np.bool_)[:C.size].reshape(C.shape)
     if not _midrad2d_kernel(C, R, float(scale), float(tiny), nzr, nzc, lo, hi, bad):
         return None
     if bad.any():   # overflow / extreme operands: the general exact path
@@ -437,6 +438,28 @@ def midrad2d_dir(C, R, scale: float, tiny: float, nzr, nzc, grid: Grid = FLOAT64
     if not grid.is_float64:
         lo, hi = grid.down(lo), grid.up(hi)
     return lo, hi
+
+
+_SCRATCH = threading.local()
+_SCRATCH_MAX = 1 << 23          # entries (64 MiB); larger temporaries are not kept
+
+
+def scratch(key: str, shape) -> np.ndarray:
+    """A float64 work array of ``shape``, reused across calls in this thread (its
+    contents are garbage).  Large fresh arrays cost page faults on every call, which
+    dominated the midpoint-radius matmul; callers use these only for temporaries that
+    never leave the call, and must not hold two live uses of one key."""
+    shape = tuple(int(k) for k in shape)
+    n = int(np.prod(shape, dtype=np.int64))
+    if n > _SCRATCH_MAX:
+        return np.empty(shape)
+    bufs = getattr(_SCRATCH, "bufs", None)
+    if bufs is None:
+        bufs = _SCRATCH.bufs = {}
+    buf = bufs.get(key)
+    if buf is None or buf.size < n:
+        buf = bufs[key] = np.empty(max(n, 1))
+    return buf[:n].reshape(shape)
 
 
 @numba.njit(cache=True)
@@ -461,7 +484,7 @@ def _abs_scan_kernel(X, out, mask, rows):
     return fin
 
 
-def abs_scan(X, axis: int):
+def abs_scan(X, axis: int, key: str | None = None):
     """(|X|, flat mask of the lines along ``axis`` holding a non-zero entry, all finite)
     for a 2-d float64 X, in one compiled pass (the weight side of the midpoint-radius
     matmul); an F-contiguous X (a transposed weight matrix) is scanned without a copy."""
@@ -472,7 +495,7 @@ def abs_scan(X, axis: int):
         Y, ax = X.T, 1 - axis          # the C-contiguous transpose, reduced the other way
     else:
         Y, ax = np.ascontiguousarray(X), axis
-    out = np.empty(Y.shape)
+    out = np.empty(Y.shape) if key is None else scratch(key, Y.shape)
     # reducing over axis 1 of Y leaves one flag per row of Y, over axis 0 one per column
     mask = np.empty(Y.shape[0] if ax == 1 else Y.shape[1], dtype=np.bool_)
     fin = _abs_scan_kernel(Y, out, mask, ax == 1)
@@ -506,14 +529,16 @@ def _midrad_prep_kernel(lo, hi, gamma, m, r, am, g):
     return fin, eq
 
 
-def midrad_prep(lo, hi, gamma: float):
-    """(m, r, |m|, gamma |m| + r, all finite, lo == hi) of interval endpoints in one pass."""
+def midrad_prep(lo, hi, gamma: float, key: str | None = None):
+    """(m, r, |m|, gamma |m| + r, all finite, lo == hi) of interval endpoints in one pass
+    (into :func:`scratch` arrays named after ``key`` when given)."""
     lo = np.asarray(lo, dtype=np.float64)
     hi = np.asarray(hi, dtype=np.float64)
     shape = lo.shape
     fl = np.ascontiguousarray(lo).reshape(-1)
     fh = np.ascontiguousarray(hi).reshape(-1)
-    m, r, am, g = (np.empty(fl.size) for _ in range(4))
+    m, r, am, g = (np.empty(fl.size) if key is None else scratch(f"{key}.{nm}", (fl.size,))
+                   for nm in ("m", "r", "am", "g"))
     fin, eq = _midrad_prep_kernel(fl, fh, float(gamma), m, r, am, g)
     return (m.reshape(shape), r.reshape(shape), am.reshape(shape), g.reshape(shape),
             bool(fin), bool(eq))

@@ -1119,9 +1119,9 @@ class IntervalContext(Context):
             # A side: contraction over axis 1; B side: over axis 0
             if a.lo is a.hi:
                 mA, rA, gA = alo, None, None
-                aA, nzA, fin = D.abs_scan(alo, 1)
+                aA, nzA, fin = D.abs_scan(alo, 1, key="mm.A")
             else:
-                mA, rA, aA, gA, fin, eq = D.midrad_prep(alo, ahi, gamma)
+                mA, rA, aA, gA, fin, eq = D.midrad_prep(alo, ahi, gamma, key="mm.A")
                 if eq:
                     # lo == hi: a point after all; |lo| itself (the computed midpoint
                     # of a subnormal can differ from lo)
@@ -1134,9 +1134,9 @@ class IntervalContext(Context):
                 return None
             if b.lo is b.hi:
                 mB, rB, gB = blo, None, None
-                aB, nzB, fin = D.abs_scan(blo, 0)
+                aB, nzB, fin = D.abs_scan(blo, 0, key="mm.B")
             else:
-                mB, rB, aB, gB, fin, eq = D.midrad_prep(blo, bhi, gamma)
+                mB, rB, aB, gB, fin, eq = D.midrad_prep(blo, bhi, gamma, key="mm.B")
                 if eq:
                     # lo == hi: a point after all; |lo| itself (the computed midpoint
                     # of a subnormal can differ from lo)
@@ -1147,13 +1147,16 @@ class IntervalContext(Context):
                     nzB = np.full(blo.shape[1], n > 0)
             if not fin:
                 return None
-            C = np.matmul(mA, mB)
+            # C and R are temporaries of this call: reused work arrays (see D.scratch)
+            cshape = (mA.shape[0], mB.shape[1])
+            C = np.matmul(mA, mB, out=D.scratch("mm.C", cshape))
+            R = D.scratch("mm.R", cshape)
             if rB is None and rA is None:
-                R = gamma * np.matmul(aA, aB)
+                np.multiply(gamma, np.matmul(aA, aB, out=R), out=R)
             elif rB is None:
-                R = np.matmul(gA, aB)            # gA = gamma |mA| + rA
+                np.matmul(gA, aB, out=R)          # gA = gamma |mA| + rA
             elif rA is None:
-                R = np.matmul(aA, gB)            # gB = gamma |mB| + rB
+                np.matmul(aA, gB, out=R)          # gB = gamma |mB| + rB
             else:
                 R = np.matmul(gA, aB + rB) + np.matmul(aA, rB)
             r = D.midrad2d_dir(C, R, 1.0 + (n + 10) * 2.0 ** -52, (3 * n + 3) * 2.0 ** -1074,

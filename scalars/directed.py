@@ -503,45 +503,73 @@ def abs_scan(X, axis: int, key: str | None = None):
 
 
 @numba.njit(cache=True)
-def _midrad_prep_kernel(lo, hi, gamma, m, r, am, g):
-    """Midpoint m = lo/2 + hi/2, radius r = next_up(max(hi - m, m - lo)), |m| and
-    g = gamma |m| + r for flat arrays; returns (all finite, lo == hi everywhere)."""
+def _midrad_prep_kernel(lo, hi, gamma, m, r, am, g, mask, rows):
+    """For (P, Q) C-contiguous endpoints: midpoint m = lo/2 + hi/2, radius
+    r = max(RU(hi - m), RU(m - lo)) with exactly directed rounding (TwoSum error sign,
+    one ulp step only where the subtraction was inexact, always one step where the EFT
+    is not trusted), |m|, g = gamma |m| + r, and ``mask`` = the rows (rows=True) or
+    columns holding an entry with |m| + r > 0; returns (all finite, lo == hi).
+
+    r >= max(hi - m, m - lo) exactly, so [m - r, m + r] contains [lo, hi] wherever the
+    rounded m lies; a zero-width entry gets r = 0 (not the subnormal 2^-1074, which
+    would also slow the BLAS product down)."""
     ri = r.view(np.int64)
+    for k in range(mask.size):
+        mask[k] = False
     fin = True
     eq = True
-    for i in range(lo.size):
-        a = lo[i]
-        b = hi[i]
-        fin = fin & _finite(a) & _finite(b)
-        eq = eq & (a == b)
-        mm = a * 0.5 + b * 0.5
-        # mm is within the box (halving is exact away from underflow; rounding keeps
-        # order), and fl(hi - m) is at most half an ulp below hi - m: one step up covers it
-        d1 = b - mm
-        d2 = mm - a
-        rr = d1 if d1 >= d2 else d2
-        m[i] = mm
-        r[i] = rr
-        ri[i] = _up_bits(ri[i], _finite(rr))   # rr >= 0 (or NaN/inf: not finite anyway)
-        av = abs(mm)
-        am[i] = av
-        g[i] = gamma * av + r[i]
+    P, Q = lo.shape
+    for i in range(P):
+        for j in range(Q):
+            a = lo[i, j]
+            b = hi[i, j]
+            fin = fin & _finite(a) & _finite(b)
+            eq = eq & (a == b)
+            mm = a * 0.5 + b * 0.5
+            d1 = b - mm
+            bb = d1 - b
+            e1 = (b - (d1 - bb)) + (-mm - bb)
+            d2 = mm - a
+            bb = d2 - mm
+            e2 = (mm - (d2 - bb)) + (-a - bb)
+            trust = (abs(a) <= _SAFE_HI) & (abs(b) <= _SAFE_HI) & _finite(e1) & _finite(e2)
+            r[i, j] = d1
+            ri[i, j] = _up_bits(ri[i, j], _finite(d1) & ((not trust) | (e1 > 0)))
+            u1 = r[i, j]
+            r[i, j] = d2
+            ri[i, j] = _up_bits(ri[i, j], _finite(d2) & ((not trust) | (e2 > 0)))
+            u2 = r[i, j]
+            rr = u1 if u1 >= u2 else u2
+            r[i, j] = rr
+            m[i, j] = mm
+            av = abs(mm)
+            am[i, j] = av
+            g[i, j] = gamma * av + rr
+            nz = (av > 0) | (rr > 0)
+            if rows:
+                mask[i] = mask[i] | nz
+            else:
+                mask[j] = mask[j] | nz
     return fin, eq
 
 
-def midrad_prep(lo, hi, gamma: float, key: str | None = None):
-    """(m, r, |m|, gamma |m| + r, all finite, lo == hi) of interval endpoints in one pass
-    (into :func:`scratch` arrays named after ``key`` when given)."""
-    lo = np.asarray(lo, dtype=np.float64)
-    hi = np.asarray(hi, dtype=np.float64)
+def midrad_prep(lo, hi, gamma: float, axis: int = 1, key: str | None = None):
+    """(m, r, |m|, gamma |m| + r, mask, all finite, lo == hi) of 2-d interval endpoints in
+    one pass; ``mask`` flags the lines along ``axis`` (the contraction axis) holding an
+    entry with |m| + r > 0.  Outputs go to :func:`scratch` arrays named after ``key``
+    when given."""
+    lo = np.ascontiguousarray(lo, dtype=np.float64)
+    hi = np.ascontiguousarray(hi, dtype=np.float64)
+    if lo.ndim != 2 or hi.shape != lo.shape:
+        raise ValueError(f"midrad_prep: 2-d endpoints of one shape expected, got "
+                         f"{lo.shape} and {hi.shape}")
     shape = lo.shape
-    fl = np.ascontiguousarray(lo).reshape(-1)
-    fh = np.ascontiguousarray(hi).reshape(-1)
-    m, r, am, g = (np.empty(fl.size) if key is None else scratch(f"{key}.{nm}", (fl.size,))
+    m, r, am, g = (np.empty(shape) if key is None else scratch(f"{key}.{nm}", shape)
                    for nm in ("m", "r", "am", "g"))
-    fin, eq = _midrad_prep_kernel(fl, fh, float(gamma), m, r, am, g)
-    return (m.reshape(shape), r.reshape(shape), am.reshape(shape), g.reshape(shape),
-            bool(fin), bool(eq))
+    rows = (axis % 2) == 1
+    mask = np.empty(shape[0] if rows else shape[1], dtype=np.bool_)
+    fin, eq = _midrad_prep_kernel(lo, hi, float(gamma), m, r, am, g, mask, rows)
+    return m, r, am, g, mask, bool(fin), bool(eq)
 
 
 def midrad_dir(c, r, grid: Grid = FLOAT64):

@@ -1051,8 +1051,9 @@ class IntervalContext(Context):
         times point weights), 2 otherwise.  All terms are non-negative, so the float64
         evaluation is at most a factor (1 - gamma_n)(1 - 2^-52)^4 below the exact value;
         the slack factor (1 + (n + 10) 2^-52) covers that, and (3n + 3) eta the
-        underflows.  Radii of the operands are rounded up (one nextafter covers the
-        half-ulp error of a float64 subtraction).  [C - R, C + R] is rounded outward onto
+        underflows.  Radii of the operands are rounded up exactly: r = max(RU(hi - m),
+        RU(m - lo)), the sign of each subtraction's error from TwoSum, one ulp up only
+        where it was inexact (always one ulp where the EFT is not trusted).  [C - R, C + R] is rounded outward onto
         the base grid with exactly directed rounding.  Float/binary bases only;
         non-finite operands fall back to :meth:`matmul_endpoint`.
         """
@@ -1121,30 +1122,26 @@ class IntervalContext(Context):
                 mA, rA, gA = alo, None, None
                 aA, nzA, fin = D.abs_scan(alo, 1, key="mm.A")
             else:
-                mA, rA, aA, gA, fin, eq = D.midrad_prep(alo, ahi, gamma, key="mm.A")
+                mA, rA, aA, gA, nzA, fin, eq = D.midrad_prep(alo, ahi, gamma, 1, key="mm.A")
                 if eq:
                     # lo == hi: a point after all; |lo| itself (the computed midpoint
                     # of a subnormal can differ from lo)
                     mA, rA, gA = alo, None, None
                     aA = np.abs(alo)
                     nzA = np.any(aA > 0, axis=1)
-                else:   # rA >= 2^-1074 > 0 everywhere: every line can be non-zero
-                    nzA = np.full(alo.shape[0], n > 0)
             if not fin:
                 return None
             if b.lo is b.hi:
                 mB, rB, gB = blo, None, None
                 aB, nzB, fin = D.abs_scan(blo, 0, key="mm.B")
             else:
-                mB, rB, aB, gB, fin, eq = D.midrad_prep(blo, bhi, gamma, key="mm.B")
+                mB, rB, aB, gB, nzB, fin, eq = D.midrad_prep(blo, bhi, gamma, 0, key="mm.B")
                 if eq:
                     # lo == hi: a point after all; |lo| itself (the computed midpoint
                     # of a subnormal can differ from lo)
                     mB, rB, gB = blo, None, None
                     aB = np.abs(blo)
                     nzB = np.any(aB > 0, axis=0)
-                else:
-                    nzB = np.full(blo.shape[1], n > 0)
             if not fin:
                 return None
             # C and R are temporaries of this call: reused work arrays (see D.scratch)
@@ -1205,15 +1202,19 @@ class IntervalContext(Context):
 
 
 def _mid_rad(v: Interval):
-    """(midpoint, radius rounded up) of float endpoints; radius None for a point value."""
+    """(midpoint, radius rounded up) of float endpoints; radius None for a point value.
+
+    The radius is max(RU(hi - m), RU(m - lo)) with exactly directed rounding (see
+    directed.midrad_prep), so [m - r, m + r] contains [lo, hi]; the same values as the
+    2-d fast path of matmul_midrad."""
     lo, hi = v.lo, v.hi
-    if lo is hi or np.array_equal(lo, hi):
+    if lo is hi:
         return lo, None
-    m = lo * 0.5 + hi * 0.5
-    # m is within the box (halving is exact away from underflow; rounding keeps order),
-    # and fl(hi - m) is at most half an ulp below hi - m: one step up covers it.
-    r = np.nextafter(np.maximum(hi - m, m - lo), np.inf)
-    return m, r
+    shape = np.shape(lo)
+    m, r, _, _, _, _, eq = D.midrad_prep(np.reshape(lo, (1, -1)), np.reshape(hi, (1, -1)), 0.0)
+    if eq:
+        return lo, None
+    return m.reshape(shape), r.reshape(shape)
 
 
 # ---------------------------------------------------------------------- registry

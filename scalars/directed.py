@@ -389,7 +389,7 @@ def _midrad2d_kernel(C, R, scale, tiny, nzr, nzc, lo, hi, bad):
     else 0) with the same float64 operations as the unfused numpy code, then
     lo = RD(C - R'), hi = RU(C + R') exactly (TwoSum sign + one ulp step).  R' is written
     back into R for the exact fallback of the ``bad`` elements; returns whether every
-    entry of the incoming R was finite."""
+    entry of C and of the incoming R was finite."""
     m, p = C.shape
     loi = lo.view(np.int64)
     hii = hi.view(np.int64)
@@ -398,7 +398,8 @@ def _midrad2d_kernel(C, R, scale, tiny, nzr, nzc, lo, hi, bad):
         for j in range(p):
             x = C[i, j]
             y0 = R[i, j]
-            rfin = rfin & (y0 <= DBL_MAX)      # inf / NaN radius: the caller falls back
+            # inf / NaN radius or product (a BLAS overflow): the caller falls back
+            rfin = rfin & (y0 <= DBL_MAX) & _finite(x)
             y = y0 * scale
             y = y + (tiny if (nzr[i] & nzc[j]) else 0.0)
             R[i, j] = y
@@ -421,8 +422,9 @@ def _midrad2d_kernel(C, R, scale, tiny, nzr, nzc, lo, hi, bad):
 
 def midrad2d_dir(C, R, scale: float, tiny: float, nzr, nzc, grid: Grid = FLOAT64):
     """(RD_grid(C - R'), RU_grid(C + R')) for R' = R * scale + tiny [nzr_i and nzc_j],
-    C, R (m, p) float64; one compiled pass (R is overwritten with R').  None when R has a
-    non-finite entry (the caller then uses the endpoint algorithm)."""
+    C, R (m, p) float64; one compiled pass (R is overwritten with R').  None when C or R
+    has a non-finite entry (the caller then uses the endpoint algorithm); otherwise the
+    results hold no NaN."""
     C = np.ascontiguousarray(C, dtype=np.float64)
     R = np.ascontiguousarray(R, dtype=np.float64)
     nzr = np.ascontiguousarray(nzr, dtype=np.bool_)
@@ -596,11 +598,13 @@ def _add_pair_kernel(alo, ahi, blo, bhi, lo, hi):
     """lo = RD(alo + blo), hi = RU(ahi + bhi) on the float64 grid in one pass; b repeats
     along the leading axes (a.size is a multiple of b.size: a bias row).  Same TwoSum and
     ulp step as add_err + finish; returns False when some element needs the exact
-    rational path (overflow, extreme operands): the caller then recomputes everything."""
+    rational path (overflow, extreme operands): the caller then recomputes everything;
+    and whether a NaN came out (inf + -inf)."""
     loi = lo.view(np.int64)
     hii = hi.view(np.int64)
     nb = blo.size
     ok_all = True
+    nan = False
     for q in range(alo.size // nb):
         base = q * nb
         for k in range(nb):
@@ -623,13 +627,14 @@ def _add_pair_kernel(alo, ahi, blo, bhi, lo, hi):
             ok_all = ok_all & (not (fin & ((not _finite(t)) | (abs(x) > _SAFE_HI) | (abs(y) > _SAFE_HI))))
             hi[i] = t
             hii[i] = _up_bits(hii[i], fin & _finite(e) & (e > 0))
-    return ok_all
+            nan = nan | (lo[i] != lo[i]) | (t != t)
+    return ok_all, nan
 
 
 def add_pair_dir(alo, ahi, blo, bhi, shape):
-    """(RD(alo + blo), RU(ahi + bhi)) on the float64 grid, fused, for interval addition
-    where b is either of the full ``shape`` or a trailing-axes broadcast (a bias); None
-    when that layout does not apply or an element needs the exact fallback."""
+    """(RD(alo + blo), RU(ahi + bhi), any NaN) on the float64 grid, fused, for interval
+    addition where b is either of the full ``shape`` or a trailing-axes broadcast (a
+    bias); None when that layout does not apply or an element needs the exact fallback."""
     shape = tuple(shape)
     ends = [np.asarray(t, dtype=np.float64) for t in (alo, ahi, blo, bhi)]
     if ends[0].shape != shape or ends[1].shape != shape:
@@ -647,9 +652,10 @@ def add_pair_dir(alo, ahi, blo, bhi, shape):
     if fbl.size == 0 or fal.size % fbl.size:
         return None
     lo, hi = np.empty(fal.size), np.empty(fal.size)
-    if not _add_pair_kernel(fal, fah, fbl, fbh, lo, hi):
+    ok, nan = _add_pair_kernel(fal, fah, fbl, fbh, lo, hi)
+    if not ok:
         return None
-    return lo.reshape(shape), hi.reshape(shape)
+    return lo.reshape(shape), hi.reshape(shape), bool(nan)
 
 
 def add_dir(a, b, grid: Grid = FLOAT64):

@@ -697,7 +697,9 @@ class IntervalContext(Context):
             # one fused compiled pass for both endpoints (the bias add of a linear layer)
             r = D.add_pair_dir(a.lo, a.hi, b.lo, b.hi, shape)
             if r is not None:
-                return self._box(*r)
+                lo, hi, nan = r
+                # the kernel reports NaN (inf + -inf): only then the whole-line pass
+                return self._box(lo, hi) if nan else Interval(lo, hi)
         alo, blo, ahi, bhi = self._bcast(shape, a.lo, b.lo, a.hi, b.hi)
         lo, hi = self._dual_round(self.ends.add, [alo, blo], [ahi, bhi])
         return self._box(lo, hi)
@@ -1165,7 +1167,7 @@ class IntervalContext(Context):
             lo, hi = lo[0, :], hi[0, :]
         if vb:
             lo, hi = lo[..., 0], hi[..., 0]
-        return self._box(lo, hi)
+        return Interval(lo, hi)   # finite C and R: no NaN can come out (midrad2d_dir)
 
     # ------------------------------------------------------------ shape operations
     def shape(self, v) -> tuple:

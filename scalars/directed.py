@@ -22,6 +22,7 @@ rationals, one by one (they are rare, so the loop costs nothing in practice).
 from __future__ import annotations
 
 import math
+import sys
 import threading
 from fractions import Fraction
 
@@ -429,8 +430,8 @@ def midrad2d_dir(C, R, scale: float, tiny: float, nzr, nzc, grid: Grid = FLOAT64
     R = np.ascontiguousarray(R, dtype=np.float64)
     nzr = np.ascontiguousarray(nzr, dtype=np.bool_)
     nzc = np.ascontiguousarray(nzc, dtype=np.bool_)
-    lo = np.empty(C.shape)
-    hi = np.empty(C.shape)
+    lo = recycled_empty(C.shape)
+    hi = recycled_empty(C.shape)
     bad = scratch("midrad2d.bad", ((C.size + 7) // 8,)).view(np.bool_)[:C.size].reshape(C.shape)
     if not _midrad2d_kernel(C, R, float(scale), float(tiny), nzr, nzc, lo, hi, bad):
         return None
@@ -440,6 +441,38 @@ def midrad2d_dir(C, R, scale: float, tiny: float, nzr, nzc, grid: Grid = FLOAT64
     if not grid.is_float64:
         lo, hi = grid.down(lo), grid.up(hi)
     return lo, hi
+
+
+_RECYCLE = threading.local()
+_RECYCLE_MIN = 1 << 16          # entries; smaller arrays are cheap to allocate
+_RECYCLE_PER_SHAPE = 8
+_RECYCLE_TOTAL = 1 << 24        # entries (128 MiB) pooled per thread at most
+
+
+def recycled_empty(shape) -> np.ndarray:
+    """A fresh-to-the-caller float64 array for a *result*: one this thread allocated
+    before and that nobody references any more (only the pool does: every view or user
+    reference keeps the refcount up, so a held array is never handed out again), else a
+    new one.  Writing into recycled memory avoids the page faults of newly mapped pages,
+    the main cost of large endpoint arrays on a VM."""
+    shape = tuple(int(k) for k in shape)
+    n = int(np.prod(shape, dtype=np.int64))
+    if n < _RECYCLE_MIN or n > _SCRATCH_MAX:
+        return np.empty(shape)
+    pools = getattr(_RECYCLE, "pools", None)
+    if pools is None:
+        pools = _RECYCLE.pools = {}
+    lst = pools.setdefault(shape, [])
+    for k in range(len(lst)):
+        # references: the list, getrefcount's argument -> 2 means unused elsewhere
+        if sys.getrefcount(lst[k]) == 2:
+            return lst[k]
+    arr = np.empty(shape)
+    held = getattr(_RECYCLE, "held", 0)
+    if len(lst) < _RECYCLE_PER_SHAPE and held + n <= _RECYCLE_TOTAL:
+        lst.append(arr)               # kept for reuse; the pool is bounded in total
+        _RECYCLE.held = held + n
+    return arr
 
 
 _SCRATCH = threading.local()
@@ -651,7 +684,7 @@ def add_pair_dir(alo, ahi, blo, bhi, shape):
     fbl, fbh = np.ascontiguousarray(blo).reshape(-1), np.ascontiguousarray(bhi).reshape(-1)
     if fbl.size == 0 or fal.size % fbl.size:
         return None
-    lo, hi = np.empty(fal.size), np.empty(fal.size)
+    lo, hi = recycled_empty((fal.size,)), recycled_empty((fal.size,))
     ok, nan = _add_pair_kernel(fal, fah, fbl, fbh, lo, hi)
     if not ok:
         return None

@@ -801,13 +801,21 @@ class IntervalContext(Context):
         hi = np.where(pos, a.hi, np.where(neg, E.neg(a.lo), np.maximum(E.neg(a.lo), a.hi)))
         return self._box(lo, hi)
 
+    def _lattice(self, fn, a, b, op):
+        """Endpointwise max/min (exact); float endpoints go into recycled result arrays
+        (see directed.recycled_empty: a ReLU layer's outputs are large)."""
+        a, b, shape = self._pair(a, b, op)
+        if self.ends.kind == "float":
+            lo = fn(a.lo, b.lo, out=D.recycled_empty(shape))
+            hi = fn(a.hi, b.hi, out=D.recycled_empty(shape))
+            return self._box(lo, hi)
+        return self._box(fn(a.lo, b.lo), fn(a.hi, b.hi))
+
     def maximum(self, a, b):
-        a, b, _ = self._pair(a, b, "maximum")
-        return self._box(np.maximum(a.lo, b.lo), np.maximum(a.hi, b.hi))
+        return self._lattice(np.maximum, a, b, "maximum")
 
     def minimum(self, a, b):
-        a, b, _ = self._pair(a, b, "minimum")
-        return self._box(np.minimum(a.lo, b.lo), np.minimum(a.hi, b.hi))
+        return self._lattice(np.minimum, a, b, "minimum")
 
     # ----------------------------------------------------------------- functions
     def _monotone(self, name, a):

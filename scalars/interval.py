@@ -1128,30 +1128,10 @@ class IntervalContext(Context):
         blo, bhi = (t[:, None] if vb else t for t in (b.lo, b.hi))
         with np.errstate(all="ignore"):
             # A side: contraction over axis 1; B side: over axis 0
-            if a.lo is a.hi:
-                mA, rA, gA = alo, None, None
-                aA, nzA, fin = D.abs_scan(alo, 1, key="mm.A")
-            else:
-                mA, rA, aA, gA, nzA, fin, eq = D.midrad_prep(alo, ahi, gamma, 1, key="mm.A")
-                if eq:
-                    # lo == hi: a point after all; |lo| itself (the computed midpoint
-                    # of a subnormal can differ from lo)
-                    mA, rA, gA = alo, None, None
-                    aA = np.abs(alo)
-                    nzA = np.any(aA > 0, axis=1)
+            mA, rA, aA, gA, nzA, fin = _midrad_side(a.lo is a.hi, alo, ahi, gamma, 1, "mm.A")
             if not fin:
                 return None
-            if b.lo is b.hi:
-                mB, rB, gB = blo, None, None
-                aB, nzB, fin = D.abs_scan(blo, 0, key="mm.B")
-            else:
-                mB, rB, aB, gB, nzB, fin, eq = D.midrad_prep(blo, bhi, gamma, 0, key="mm.B")
-                if eq:
-                    # lo == hi: a point after all; |lo| itself (the computed midpoint
-                    # of a subnormal can differ from lo)
-                    mB, rB, gB = blo, None, None
-                    aB = np.abs(blo)
-                    nzB = np.any(aB > 0, axis=0)
+            mB, rB, aB, gB, nzB, fin = _midrad_side(b.lo is b.hi, blo, bhi, gamma, 0, "mm.B")
             if not fin:
                 return None
             # C and R are temporaries of this call: reused work arrays (see D.scratch)
@@ -1209,6 +1189,21 @@ class IntervalContext(Context):
         xs = [self._iv(x, "stack") for x in xs]
         return Interval(self.ends.wrap(self._shape_ops.stack([x.lo for x in xs], axis)),
                         self.ends.wrap(self._shape_ops.stack([x.hi for x in xs], axis)))
+
+
+def _midrad_side(point: bool, lo, hi, gamma: float, axis: int, key: str):
+    """(mid, radius or None, |mid|, gamma|mid| + r or None, nonzero mask, all finite) of one
+    matmul operand, contracted over ``axis``; a point operand has no radius."""
+    if point:
+        a, nz, fin = D.abs_scan(lo, axis, key=key)
+        return lo, None, a, None, nz, fin
+    m, r, a, g, nz, fin, eq = D.midrad_prep(lo, hi, gamma, axis, key=key)
+    if eq:
+        # lo == hi: a point after all; |lo| itself (the computed midpoint of a subnormal
+        # can differ from lo)
+        a = np.abs(lo)
+        return lo, None, a, None, np.any(a > 0, axis=axis), fin
+    return m, r, a, g, nz, fin
 
 
 def _mid_rad(v: Interval):

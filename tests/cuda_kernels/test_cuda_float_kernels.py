@@ -13,6 +13,7 @@ import scalars.formats as F
 from cuda_kernels import gemm, host
 from cuda_kernels.elementwise import ULP_BOUND, softmax_ulp_bound
 from cuda_kernels.reduce import tree_sum_emulated
+from cuda_cases import SPECIALS, f32
 from graph.optable import OPS
 
 # the simulator runs kernels as numpy scalar code: overflow/invalid are expected results
@@ -21,12 +22,6 @@ pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 B32 = F.get("binary32")
 CTX = scalars.get("binary32")
 CTX_FMA = scalars.get("binary32+fma")
-SPECIALS = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-45, -1e-45, 1.1754942e-38,
-                     3.4028235e38, -3.4028235e38, 1.0, -1.0], dtype=np.float32)
-
-
-def f32(rng, shape, scale=1.0):
-    return (rng.standard_normal(shape) * scale).astype(np.float32)
 
 
 def same(a, b):

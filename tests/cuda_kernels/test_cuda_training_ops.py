@@ -16,6 +16,7 @@ from cuda_kernels.provider import TREE_WIDTH
 from cuda_kernels.reduce import tree_sum_emulated
 from experiments.cli import main
 from graph import Graph, Node, OpKind
+from cuda_cases import SPECIALS, f32
 from graph.optable import OPS
 from graph.plan import PlanError, bind, default_policy, plan
 
@@ -24,12 +25,6 @@ pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
 B32 = F.get("binary32")
 CTX = scalars.get("binary32")
-SPECIALS = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-45, -1e-45, 1.1754942e-38,
-                     3.4028235e38, -3.4028235e38, 1.0, -1.0], dtype=np.float32)
-
-
-def f32(rng, shape, scale=1.0):
-    return (rng.standard_normal(shape) * scale).astype(np.float32)
 
 
 def bits_equal(got, want):

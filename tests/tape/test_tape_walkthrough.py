@@ -91,7 +91,7 @@ def test_transform_api_gives_the_same_two_gradients():
 
 
 def test_agrees_with_pytorch():
-    torch = pytest.importorskip("torch")
+    import torch
     x = torch.tensor([3.0, -1.5], dtype=torch.float64, requires_grad=True)
     (x * x + x * x).sum().backward()
     live = x.grad.numpy().copy()

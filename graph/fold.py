@@ -130,10 +130,6 @@ def denote_all(g: Graph, payload, x, ctx, *, partial: bool = False, _need=None) 
             raise GraphError(f"IR eval: {op} {i}: {exc}") from None
         except (ValueError, TypeError, IndexError, ArithmeticError) as exc:
             raise GraphError(f"IR eval: {op} {i}: rule failed: {type(exc).__name__}: {exc}") from exc
-        if isinstance(y, np.generic):
-            # a numpy scalar from a context's 0-d op is the same number as a 0-d array
-            # (the contract's representation); normalise so later rules see arrays
-            y = np.asarray(y)
         # every value is batch + declared shape (check_shapes proved the declared shapes
         # consistent; this catches a rule disagreeing with its own shape rule)
         ys = ctx.shape(y)

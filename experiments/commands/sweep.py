@@ -103,17 +103,11 @@ def _write(df, path: str) -> None:
     if path.endswith(".csv"):
         df.to_csv(path, index=False)
     elif path.endswith(".md"):
+        from experiments.tables import markdown_table
         with open(path, "w") as fh:
-            fh.write(df.to_markdown(index=False) if _has_tabulate() else df.to_string(index=False))
+            fh.write(markdown_table(df) + "\n")
     elif path.endswith(".json"):
         df.to_json(path, orient="records", indent=2)
     else:
         raise IBPError(f"--out {path}: use a .csv, .md or .json file name")
 
-
-def _has_tabulate() -> bool:
-    try:
-        import tabulate  # noqa: F401
-        return True
-    except ImportError:
-        return False

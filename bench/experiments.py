@@ -18,9 +18,9 @@ import time
 # keep bench/ off the import path (this file is named like the package it measures)
 sys.path = [q for q in sys.path if os.path.abspath(q or ".") != os.path.dirname(os.path.abspath(__file__))]
 
-import scalars  # noqa: E402
-from experiments import compare as C  # noqa: E402
-from experiments.gaps import gaps  # noqa: E402
+from scalarlab import scalars
+from scalarlab.experiments import compare as C  # noqa: E402
+from scalarlab.experiments.gaps import gaps  # noqa: E402
 
 
 def timed(fn):

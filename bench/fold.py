@@ -21,9 +21,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-import graph  # noqa: E402
-import scalars  # noqa: E402
-from graph import Graph, Node, Payload, examples  # noqa: E402
+from scalarlab import graph
+from scalarlab import scalars
+from scalarlab.graph import Graph, Node, Payload, examples  # noqa: E402
 
 FLOOR_F64 = 1.15
 FLOOR_B32 = 20.0

@@ -53,7 +53,7 @@ def ptx_audit(cc=(9, 0)) -> int:
         class _Dev:
             compute_capability = cc
         disp.get_current_device = lambda: _Dev()
-    from cuda_kernels import elementwise, gemm, interval, reduce, rowwise
+    from scalarlab.cuda_kernels import elementwise, gemm, interval, reduce, rowwise
 
     f32_1 = types.Array(types.float32, 1, "C")
     f32_2 = types.Array(types.float32, 2, "C")
@@ -136,7 +136,7 @@ def _time(fn, reps):
 
 
 def _ulps(a, b):
-    import scalars.formats as F
+    import scalarlab.scalars.formats as F
     return np.asarray(F.ulp_distance(np.asarray(a, np.float64), np.asarray(b, np.float64),
                                      F.get("binary32")))
 
@@ -144,9 +144,9 @@ def _ulps(a, b):
 # ------------------------------------------------------------------------------ verify
 def verify(sizes, samples: int) -> int:
     """Production tiling vs the binary32 reference contexts; transcendental ULP gaps."""
-    import scalars
-    from cuda_kernels import gemm, host
-    from cuda_kernels.elementwise import ULP_BOUND
+    from scalarlab import scalars
+    from scalarlab.cuda_kernels import gemm, host
+    from scalarlab.cuda_kernels.elementwise import ULP_BOUND
 
     rng = np.random.default_rng(7)
     bad = 0
@@ -179,8 +179,8 @@ def verify(sizes, samples: int) -> int:
 # ------------------------------------------------------------------------------- bench
 def bench(n: int, elems: int, reps: int, out_dir: str, *, small=False, judge=True) -> int:
     from numba import cuda
-    from cuda_kernels import elementwise, gemm, interval
-    from cuda_kernels.host import ILINEAR_TILE
+    from scalarlab.cuda_kernels import elementwise, gemm, interval
+    from scalarlab.cuda_kernels.host import ILINEAR_TILE
 
     tiling = gemm.SMALL if small else gemm.LARGE
     rows = []

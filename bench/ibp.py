@@ -20,9 +20,9 @@ sys.path = [q for q in sys.path if os.path.abspath(q or ".") != os.path.dirname(
 
 import numpy as np  # noqa: E402
 
-import scalars
-from graph import Graph, Node, Payload, denote_all, examples
-from ibp import Box, check_containment, run_ibp
+from scalarlab import scalars
+from scalarlab.graph import Graph, Node, Payload, denote_all, examples
+from scalarlab.ibp import Box, check_containment, run_ibp
 
 
 def best_of(fn, repeat=3):

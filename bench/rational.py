@@ -17,7 +17,7 @@ from fractions import Fraction
 
 import numpy as np
 
-import scalars
+from scalarlab import scalars
 
 
 def best_of(fn, repeat: int) -> float:

@@ -28,7 +28,7 @@ import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from scalars import formats as F  # noqa: E402
+from scalarlab.scalars import formats as F  # noqa: E402
 
 REPEATS = 5
 

@@ -55,7 +55,7 @@ def best_of_pair(ours, theirs, repeat: int) -> tuple:
 
 
 def mlp_tape(params, x, y):
-    from tape import TapeBuilder, backward
+    from scalarlab.tape import TapeBuilder, backward
     b = TapeBuilder("float64")
     W1, b1, W2, b2 = (b.leaf(p, name=n) for p, n in zip(params, ("W1", "b1", "W2", "b2")))
     xi = b.const(x, name="x")
@@ -75,7 +75,7 @@ def mlp_torch(torch, params, x, y):
 
 
 def chain_tape(x0, n):
-    from tape import TapeBuilder, backward
+    from scalarlab.tape import TapeBuilder, backward
     b = TapeBuilder("float64")
     x = b.leaf(x0, name="x")
     c = b.const(np.full(x0.shape, 0.5), name="c")

@@ -30,11 +30,11 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tape import EagerOps, Session as TapeSession            # noqa: E402
-from tape.layers import Linear, ReLU, Sequential             # noqa: E402
-from tape.optim import SGD                                    # noqa: E402
-from tape.recompute import checkpoint                         # noqa: E402
-from tape.train import Session                                # noqa: E402
+from scalarlab.tape import EagerOps, Session as TapeSession            # noqa: E402
+from scalarlab.tape.layers import Linear, ReLU, Sequential             # noqa: E402
+from scalarlab.tape.optim import SGD                                    # noqa: E402
+from scalarlab.tape.recompute import checkpoint                         # noqa: E402
+from scalarlab.tape.train import Session                                # noqa: E402
 
 
 def _best(fn, reps: int, inner: int) -> float:

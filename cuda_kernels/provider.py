@@ -16,7 +16,7 @@ from typing import Optional
 
 import numpy as np
 
-from graph.plan import Capsule, PlanError, Provider, register_capsule, register_provider
+from scalarlab.graph.plan import Capsule, PlanError, Provider, register_capsule, register_provider
 
 PROVIDER = "numba_cuda"
 FLOAT_FMT = "binary32|binary32+fma"
@@ -127,7 +127,7 @@ def _move_last(a: np.ndarray, axes: tuple):
 
 # ----------------------------------------------------------------------------- binder
 def _binder(capsule: Capsule, graph_op: str, ctx):
-    from graph.axes import norm_axes, norm_axis
+    from scalarlab.graph.axes import norm_axes, norm_axis
     from . import host
 
     what = f"{capsule.name} (op {graph_op})"
@@ -215,7 +215,7 @@ def _binder(capsule: Capsule, graph_op: str, ctx):
 
 
 def _interval_binder(capsule: Capsule, graph_op: str, ctx, what: str):
-    from scalars.interval import Interval
+    from scalarlab.scalars.interval import Interval
     from . import host
 
     def ends(v, name):

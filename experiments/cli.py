@@ -6,7 +6,7 @@ import importlib
 import pkgutil
 import sys
 
-from scalars.errors import ScalarLabError
+from scalarlab.scalars.errors import ScalarLabError
 
 from . import commands
 

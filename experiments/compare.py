@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-import scalars
-from scalars.errors import ScalarLabError
+from scalarlab import scalars
+from scalarlab.scalars.errors import ScalarLabError
 
 from . import metrics
 from .tables import progress
@@ -81,7 +81,7 @@ def node_shape(node) -> str:
 
 def load_case(arg: str | None) -> GraphCase:
     """A built-in graph name (default ``six-node``) or a graph file, with its x0."""
-    import graph.examples as examples
+    import scalarlab.graph.examples as examples
     spec = arg or "six-node"
     got = examples.resolve(spec)
     if isinstance(got, GraphCase):
@@ -259,7 +259,7 @@ def evaluate_split(case: GraphCase, x, ctx, *, quiet=True, desc=None, partial=Fa
     With ``partial`` a node the context cannot compute (e.g. tanh over rationals) is
     ``None``, together with its dependents, instead of raising.
     """
-    import graph as G
+    import scalarlab.graph as G
     n = batch_size(x)
     step = _chunk_size(ctx)
     parts: list = [[] for _ in case.nodes]
@@ -281,7 +281,7 @@ def evaluate_split(case: GraphCase, x, ctx, *, quiet=True, desc=None, partial=Fa
 
 def failure_reason(case: GraphCase, x, ctx) -> str:
     """The error message of a full (non-partial) evaluation on the first sample."""
-    import graph as G
+    import scalarlab.graph as G
     try:
         G.denote_all(case.graph, case.payload, batch_take(x, slice(0, 1)), ctx)
     except ScalarLabError as exc:
@@ -364,7 +364,7 @@ def compute_reference(case, x, oracle_name, contexts, *, oracle_limit=DEFAULT_OR
                 # other way than the exact value; those samples go to the oracle.
                 tol = max(1024.0 * max_rel, 2.0 ** -52)
                 near = np.zeros(n, dtype=bool)
-                from scalars import formats
+                from scalarlab.scalars import formats
                 for i in checked:
                     hi = vals[i][0].reshape(n, -1)
                     for f in set(fmts):

@@ -39,7 +39,7 @@ def _fmt_of(ctx):
 
 def ordinals(x, fmt) -> np.ndarray:
     """Signed ordinal of each format value (0 for ±0): sign(x) * ulp_distance(0, x)."""
-    from scalars import formats
+    from scalarlab.scalars import formats
     x = np.asarray(x, dtype=np.float64)
     d = np.asarray(formats.ulp_distance(np.zeros_like(x), x, fmt)).astype(np.int64)
     return np.where(np.signbit(x), -d, d)
@@ -47,7 +47,7 @@ def ordinals(x, fmt) -> np.ndarray:
 
 def from_ordinals(k, fmt) -> np.ndarray:
     """The format values with signed ordinals ``k`` (inverse of :func:`ordinals`)."""
-    from scalars import formats
+    from scalarlab.scalars import formats
     k = np.asarray(k, dtype=np.int64)
     mag = np.abs(k)
     if not fmt.subnormals:                 # ordinal 1 is min_normal (code 1 << M)
@@ -58,7 +58,7 @@ def from_ordinals(k, fmt) -> np.ndarray:
 
 def sample_inputs(center, radius: float, n: int, seed: int, fmt, sampling: str):
     """``n`` inputs of ``fmt`` inside the box of ``radius`` around ``center`` (seeded)."""
-    from scalars import formats
+    from scalarlab.scalars import formats
     if sampling not in SAMPLINGS:
         raise C.ExperimentError(f"--sampling {sampling!r}: choose one of {', '.join(SAMPLINGS)}")
     if sampling == "box":

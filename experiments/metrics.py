@@ -102,7 +102,7 @@ def round_to_odd_f64(hi: np.ndarray, lo: np.ndarray) -> np.ndarray:
 
 
 def _binary64():
-    from scalars import formats
+    from scalarlab.scalars import formats
     return formats.get("binary64")
 
 
@@ -115,7 +115,7 @@ def correctly_rounded(ref_hi, ref_lo, fmt) -> np.ndarray:
     """The reference ``hi + lo`` correctly rounded (nearest-even) into ``fmt``."""
     if fmt is None or is_binary64(fmt):
         return np.asarray(ref_hi, dtype=np.float64)    # hi is already RN64 of the reference
-    from scalars import formats
+    from scalarlab.scalars import formats
     return formats.round_to_format(round_to_odd_f64(ref_hi, ref_lo), fmt, "nearest_even")
 
 
@@ -131,7 +131,7 @@ def format_of(ctx):
 
 def representable(v_hi, v_lo, fmt) -> bool:
     """True when every value is a value of ``fmt`` (or inf/NaN): ULPs are defined."""
-    from scalars import formats
+    from scalarlab.scalars import formats
     if np.any(np.asarray(v_lo) != 0):
         return False
     fin = np.isfinite(v_hi)
@@ -181,7 +181,7 @@ def entry_errors(v_hi, v_lo, ref_hi, ref_lo, fmt) -> EntryErrors:
     if fmt is not None and not representable(v_hi, v_lo, fmt):
         fmt = None          # e.g. fp32-real: binary32 precision but unbounded exponent
     if fmt is not None:
-        from scalars import formats
+        from scalarlab.scalars import formats
         target = correctly_rounded(r_hi, r_lo, fmt)
         finite_pair = ~(v_nan | r_nan)
         d = np.zeros(v_hi.shape)

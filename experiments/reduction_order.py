@@ -26,8 +26,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-import scalars
-from scalars.float64 import Float64Context
+from scalarlab import scalars
+from scalarlab.scalars.float64 import Float64Context
 
 from . import compare as C
 from . import metrics
@@ -53,7 +53,7 @@ class WideAccumulationContext(Float64Context):
                                    "maximum", "minimum"})
 
     def __init__(self, fmt):
-        from scalars import formats
+        from scalarlab.scalars import formats
         self.fmt = formats.get(fmt)
         self.name = f"{self.fmt.name}@native"
         self.description = (f"numpy float64 kernels (pairwise sum, BLAS matmul, libm), one "
@@ -61,8 +61,8 @@ class WideAccumulationContext(Float64Context):
 
     def convert(self, x):
         """One correct rounding into the format (exact decimals are not rounded twice)."""
-        from scalars import formats
-        from scalars.base import as_object_array, to_fraction
+        from scalarlab.scalars import formats
+        from scalarlab.scalars.base import as_object_array, to_fraction
         if isinstance(x, np.ndarray) and x.dtype.kind in "fiub":
             return formats.round_to_format(x.astype(np.float64), self.fmt, "nearest_even")
         if isinstance(x, (float, int, np.floating, np.integer)):
@@ -75,7 +75,7 @@ def _rounding(op):
     base = getattr(Float64Context, op)
 
     def method(self, *args, **kwargs):
-        from scalars import formats
+        from scalarlab.scalars import formats
         return formats.round_to_format(base(self, *args, **kwargs), self.fmt, "nearest_even")
     method.__name__ = op
     method.__doc__ = f"{op} in float64, rounded once to the format"
@@ -92,7 +92,7 @@ def order_contexts(fmt_name: str) -> tuple[dict, dict]:
     Registered contexts are matched by their flags (format, ``reduction``, ``fma_dot``),
     not by guessing names.
     """
-    from scalars import formats
+    from scalarlab.scalars import formats
     fmt = formats.get(fmt_name)
     want = {"sequential": ("sequential", False), "pairwise": ("pairwise", False),
             "fma": ("sequential", True)}

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
-import scalars
+from scalarlab import scalars
 
 from . import compare as C
 from . import gaps as G
@@ -53,7 +53,7 @@ class Report:
 
 def builtin_graphs() -> list[str]:
     """Names of the built-in example graphs (six-node first)."""
-    import graph.examples as ex
+    import scalarlab.graph.examples as ex
     names = list(ex.names()) if hasattr(ex, "names") else ["six-node"]
     return sorted(names, key=lambda n: (n != "six-node", n))
 

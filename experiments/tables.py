@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from scalars.errors import ScalarLabError
+from scalarlab.scalars.errors import ScalarLabError
 
 #: Pixel size of every PNG the lab writes (figsize inches x dpi), stated in the README.
 PLOT_SIZE_IN = (8.0, 4.5)

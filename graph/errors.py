@@ -1,5 +1,5 @@
 """Graph-level errors."""
-from scalars.errors import ScalarLabError
+from scalarlab.scalars.errors import ScalarLabError
 
 
 class GraphError(ScalarLabError):

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-import scalars
-from scalars.errors import ContextError
+from scalarlab import scalars
+from scalarlab.scalars.errors import ContextError
 
 from .errors import GraphError
 from .node import Graph, fmt_shape

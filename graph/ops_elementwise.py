@@ -9,7 +9,7 @@ from __future__ import annotations
 import mpmath
 import numpy as np
 
-from scalars.errors import ContextError
+from scalarlab.scalars.errors import ContextError
 
 from .axes import add_opt, align, broadcast_shapes, unbroadcast
 from .optable import OpDataError, OpRecord, register

@@ -12,7 +12,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from scalars.errors import ContextError
+from scalarlab.scalars.errors import ContextError
 
 from .errors import GraphError
 

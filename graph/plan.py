@@ -26,15 +26,15 @@ import importlib
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
-import scalars
-from scalars.errors import ContextError, ScalarLabError
+from scalarlab import scalars
+from scalarlab.scalars.errors import ContextError, ScalarLabError
 
 from .errors import GraphError
 from .optable import OPS, full_attrs
 
 TRUST_LEVELS = ("checked", "sampled", "trusted")   # strongest first
 DEVICES = ("cpu", "cuda")
-PROVIDER_MODULES = ("cuda_kernels.provider",)
+PROVIDER_MODULES = ("scalarlab.cuda_kernels.provider",)
 DOT_OPS = frozenset({"linear", "matmul", "conv2d"})    # backend ops with dot products
 
 

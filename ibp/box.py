@@ -11,8 +11,8 @@ from fractions import Fraction
 
 import numpy as np
 
-from scalars.base import to_fraction
-from scalars.errors import ContextError
+from scalarlab.scalars.base import to_fraction
+from scalarlab.scalars.errors import ContextError
 
 from .errors import IBPError
 

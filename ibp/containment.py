@@ -13,9 +13,9 @@ from typing import Optional
 
 import numpy as np
 
-import scalars
-from graph.errors import GraphError
-from scalars.errors import ContextError
+from scalarlab import scalars
+from scalarlab.graph.errors import GraphError
+from scalarlab.scalars.errors import ContextError
 
 from .box import Box
 from .errors import IBPError
@@ -114,7 +114,7 @@ def check_containment(graph, payload, box: Box, samples: int = 50, point_ctx="bi
     ``boxes`` may be supplied (e.g. a deliberately wrong rule under test); otherwise they
     come from :func:`run_ibp` in ``interval_ctx`` (default ``interval:<point_ctx>``).
     """
-    from graph import denote_all
+    from scalarlab.graph import denote_all
 
     pctx = scalars.get(point_ctx)
     if pctx.is_interval:

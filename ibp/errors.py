@@ -1,5 +1,5 @@
 """IBP errors."""
-from scalars.errors import ScalarLabError
+from scalarlab.scalars.errors import ScalarLabError
 
 
 class IBPError(ScalarLabError):

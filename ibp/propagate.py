@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-import scalars
+from scalarlab import scalars
 
 from .box import Box
 from .errors import IBPError
@@ -30,7 +30,7 @@ def run_ibp(graph, payload, box: Box, ctx="interval:binary32") -> list[Optional[
     ``box`` bounds the graph input; it may carry leading batch axes, in which case one
     call bounds every box of the batch.
     """
-    from graph import denote_all
+    from scalarlab.graph import denote_all
 
     ictx = interval_context(ctx)
     if not isinstance(box, Box):

@@ -45,7 +45,7 @@ def _shard_seed(seed: int, row: int, k: int) -> int:
 
 def _run_shard_text(doc: str, center, output_id, shard: _Shard):
     """Worker entry: the graph travels as its JSON file text (portable to any cluster)."""
-    from graph import loads
+    from scalarlab.graph import loads
     graph, payload = loads(doc)
     return _run_shard(graph, payload, center, output_id, shard)
 
@@ -120,7 +120,7 @@ def _run_dask(graph, payload, center, out_id, shards, workers, scheduler, progre
                                processes=True, dashboard_address=None)
         client = Client(cluster)
     try:
-        from graph import dumps
+        from scalarlab.graph import dumps
         doc = client.scatter(dumps(graph, payload), broadcast=True)
         futures = [client.submit(_run_shard_text, doc, center, out_id, sh, pure=False)
                    for sh in shards]

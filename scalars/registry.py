@@ -78,9 +78,9 @@ def _load_all() -> None:
     import importlib
     for mod in ("float64", "binary", "exact", "mpmath_ctx", "complex128", "interval", "dual"):
         try:
-            importlib.import_module(f"scalars.{mod}")
+            importlib.import_module(f"{__package__}.{mod}")
         except ModuleNotFoundError as exc:
-            if exc.name != f"scalars.{mod}":
+            if exc.name != f"{__package__}.{mod}":
                 raise
 
 

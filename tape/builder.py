@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from graph.errors import GraphError
-from graph.optable import OPS, get_op
-from scalars.errors import ContextError
+from scalarlab.graph.errors import GraphError
+from scalarlab.graph.optable import OPS, get_op
+from scalarlab.scalars.errors import ContextError
 
 from .errors import TapeError
 from .ops_interface import Ops
@@ -33,7 +33,7 @@ class TapeBuilder(Ops):
     """Records onto ``self.tape``; every method appends exactly one node, returns its id."""
 
     def __init__(self, ctx, tape: Tape | None = None):
-        import scalars
+        from scalarlab import scalars
         self.ctx = scalars.get(ctx)
         self.tape = tape if tape is not None else Tape(self.ctx)
         if self.tape.ctx is not self.ctx:

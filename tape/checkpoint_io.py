@@ -22,8 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-from scalars.base import to_fraction
-from scalars.errors import ContextError
+from scalarlab.scalars.base import to_fraction
+from scalarlab.scalars.errors import ContextError
 
 from .errors import TapeError
 

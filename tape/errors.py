@@ -1,5 +1,5 @@
 """The tape package's one exception class."""
-from scalars.errors import ScalarLabError
+from scalarlab.scalars.errors import ScalarLabError
 
 
 class TapeError(ScalarLabError):

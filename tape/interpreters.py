@@ -14,9 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from graph.errors import GraphError
-from graph.optable import get_op
-from scalars.errors import ContextError
+from scalarlab.graph.errors import GraphError
+from scalarlab.graph.optable import get_op
+from scalarlab.scalars.errors import ContextError
 
 from .op_checks import check_op_shapes, missing_params, resolve_attrs, split_args
 from .values import as_value, to_context, value_shape
@@ -32,7 +32,7 @@ class PlainOps(Ops):
     interpreter = "plain"
 
     def __init__(self, ctx):
-        import scalars
+        from scalarlab import scalars
         self.ctx = scalars.get(ctx)
 
     def apply(self, op, *refs, **attrs):

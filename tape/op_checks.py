@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from graph.errors import GraphError
-from graph.optable import full_attrs
-from scalars.errors import ContextError
+from scalarlab.graph.errors import GraphError
+from scalarlab.graph.optable import full_attrs
+from scalarlab.scalars.errors import ContextError
 
 from .errors import TapeError
 

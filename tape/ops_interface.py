@@ -33,7 +33,7 @@ class Ops:
     # Convenience names: each is exactly one op-table op.
     def __getattr__(self, name):
         """Every other op-table op by its own name: ``ops.softmax(x, axis=0)``."""
-        from graph.optable import OPS
+        from scalarlab.graph.optable import OPS
         if name.startswith("_") or name not in OPS:
             raise AttributeError(f"{type(self).__name__} has no attribute {name!r} (and the op "
                                  f"table has no op {name!r})")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from scalars.errors import ContextError
+from scalarlab.scalars.errors import ContextError
 
 from .errors import TapeError
 

@@ -25,7 +25,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from scalars.errors import ContextError
+from scalarlab.scalars.errors import ContextError
 
 from .backward import backward
 from .errors import TapeError
@@ -57,7 +57,7 @@ class Backends:
     """
 
     def __init__(self, device: str, ctx, announce=None):
-        from graph.plan import default_policy
+        from scalarlab.graph.plan import default_policy
         self.policy = default_policy(device, ctx.name)
         self.ctx = ctx
         self.announce = announce
@@ -68,7 +68,7 @@ class Backends:
         got = self.selected.get(op)
         if got is not None:
             return got
-        from graph.plan import backend_op, bind, plan
+        from scalarlab.graph.plan import backend_op, bind, plan
         if backend_op(op) is None:
             got = (None, None)
         else:
@@ -104,7 +104,7 @@ class PlannedEagerOps(EagerOps):
         n = len(tape)
         where = f"tape node {n} ({op} on {capsule.name})"
         ids = [sess.resolve(r) for r in refs]
-        from graph.optable import get_op
+        from scalarlab.graph.optable import get_op
         rec = get_op(op)
         full = resolve_attrs(rec, attrs, where)
         k = split_args(rec, len(ids), where)
@@ -143,7 +143,7 @@ class Session:
     def __init__(self, model: Module, ctx="float64", optimizer: Optimizer | None = None,
                  *, execution: str = "eager", device: str = "cpu", seed: int = 0,
                  show_backend=None):
-        import scalars
+        from scalarlab import scalars
         if not isinstance(model, Module):
             raise TapeError(f"trainer: model must be a tape.layers.Module, got "
                             f"{type(model).__name__}")

@@ -25,7 +25,7 @@ class _Recorded:
     """A program plus its typed graphs, one per argument-shape signature."""
 
     def __init__(self, program, ctx):
-        import scalars
+        from scalarlab import scalars
         self.program = program
         self.ctx = scalars.get(ctx)
         self.cache: dict = {}
@@ -148,8 +148,8 @@ def hvp(program, primals, v, ctx="float64", argnums=0):
     leaves carry tangent ``v`` (zero for the other arguments); the reverse loop then
     computes ``(grad, H v)`` in one pass and the tangent part is returned.
     """
-    import scalars
-    from scalars.dual import Dual
+    from scalarlab import scalars
+    from scalarlab.scalars.dual import Dual
     if not isinstance(argnums, int):
         raise TapeError("hvp: argnums must be a single argument index")
     rec = _Recorded(program, ctx)

@@ -23,9 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from graph.errors import GraphError
-from graph.optable import get_op
-from scalars.errors import ContextError
+from scalarlab.graph.errors import GraphError
+from scalarlab.graph.optable import get_op
+from scalarlab.scalars.errors import ContextError
 
 from .backward import Gradients, backward
 from .builder import TapeBuilder
@@ -161,7 +161,7 @@ class TypedGraph:
 
     def forward_all(self, ctx, inputs) -> list:
         """Values of every variable (inputs first), evaluated in ``ctx``."""
-        import scalars
+        from scalarlab import scalars
         ctx = scalars.get(ctx)
         vals = self._inputs(ctx, inputs)
         k = len(self.input_shapes)
@@ -223,8 +223,8 @@ class TypedGraph:
 
         ``tangents[i] is None`` means input ``i`` does not vary.
         """
-        import scalars
-        from scalars.dual import Dual
+        from scalarlab import scalars
+        from scalarlab.scalars.dual import Dual
         base = scalars.get(ctx)
         dual = scalars.get(f"dual:{base.name}")
         vals = self._inputs(base, inputs)
@@ -253,7 +253,7 @@ class TypedGraph:
 
     def jvp_rules(self, ctx, inputs, tangents):
         """``(output, output tangent)`` from the op table's JVP rules, node by node."""
-        import scalars
+        from scalarlab import scalars
         base = scalars.get(ctx)
         vals = self.forward_all(base, inputs)
         k = len(self.input_shapes)

@@ -1,8 +1,8 @@
 """``scalarlab check GRAPH``: both validation levels and the payload check; ``ok`` or the error."""
 from __future__ import annotations
 
-import graph
-from graph import examples
+from scalarlab import graph
+from scalarlab.graph import examples
 
 NAME = "check"
 HELP = "validate a graph: structure (ids, parents, arity), shapes, payload; prints ok or the error"

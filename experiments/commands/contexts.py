@@ -11,8 +11,8 @@ import json
 
 import pandas as pd
 
-import scalars
-from scalars.errors import ScalarLabError
+from scalarlab import scalars
+from scalarlab.scalars.errors import ScalarLabError
 
 NAME = "contexts"
 HELP = "list every scalar context with its properties (exact?, interval?, format, ...)"

@@ -6,11 +6,11 @@ import os
 
 import numpy as np
 
-import graph
-import scalars
-from graph import examples
-from graph.errors import GraphError
-from graph.fileformat import exact_str
+from scalarlab import graph
+from scalarlab import scalars
+from scalarlab.graph import examples
+from scalarlab.graph.errors import GraphError
+from scalarlab.graph.fileformat import exact_str
 
 NAME = "eval"
 HELP = "evaluate a graph (built-in or file) in a scalar context: output or all node values"
@@ -137,7 +137,7 @@ def run(args) -> int:
         raise GraphError(f"graph {args.graph} has no default input; give --input or --input-file")
     ctx = scalars.get(args.context or ("binary32" if args.device == "cuda" else "float64"))
     if args.device or args.show_backend:
-        from graph.plan import default_policy, run_planned
+        from scalarlab.graph.plan import default_policy, run_planned
         planned = run_planned(g, payload, x, default_policy(args.device or "cpu", ctx.name),
                               show_backend=print if args.show_backend else None)
         vals = planned

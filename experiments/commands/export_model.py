@@ -1,8 +1,8 @@
 """``scalarlab export GRAPH -o MODEL.onnx``: a graph (built-in or file) as an ONNX model."""
 from __future__ import annotations
 
-from graph import examples
-from graph.exporters.onnx import DEFAULT_OPSET, save_onnx
+from scalarlab.graph import examples
+from scalarlab.graph.exporters.onnx import DEFAULT_OPSET, save_onnx
 
 NAME = "export"
 HELP = "export a graph (built-in name or graph file) and its payload as an ONNX model"

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import sys
 
-import scalars
+from scalarlab import scalars
 
 from .. import compare as C
 from .. import gaps as G

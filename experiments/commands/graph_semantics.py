@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 
-import scalars
+from scalarlab import scalars
 
 NAME = "graph-semantics"
 HELP = "six-node graph: centre value, IBP box per node, sampled containment check"
@@ -25,9 +25,9 @@ def add_arguments(p):
 
 
 def run(args) -> int:
-    from graph import denote_all, examples
-    from ibp import Box, check_containment, run_ibp
-    from ibp.errors import IBPError
+    from scalarlab.graph import denote_all, examples
+    from scalarlab.ibp import Box, check_containment, run_ibp
+    from scalarlab.ibp.errors import IBPError
 
     if args.samples < 0:
         raise IBPError(f"--samples must be >= 0, got {args.samples}")

@@ -1,8 +1,8 @@
 """``scalarlab import MODEL.onnx -o GRAPH.json``: an ONNX model as a scalarlab graph file."""
 from __future__ import annotations
 
-import graph
-from graph.importers.onnx import load_onnx
+from scalarlab import graph
+from scalarlab.graph.importers.onnx import load_onnx
 
 NAME = "import"
 HELP = "import an ONNX model (initializers -> payload) and write a scalarlab graph file"

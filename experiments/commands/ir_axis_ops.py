@@ -5,10 +5,10 @@ case shows shape inference rejecting an out-of-range concat axis before evaluati
 """
 from __future__ import annotations
 
-import graph
-import scalars
-from graph import examples
-from scalars.errors import ContextError
+from scalarlab import graph
+from scalarlab import scalars
+from scalarlab.graph import examples
+from scalarlab.scalars.errors import ContextError
 
 NAME = "ir-axis-ops"
 HELP = "the IR axis tutorial: softmax/layernorm/concat at axis 1 on [2,3,4], shapes and values"

@@ -17,10 +17,10 @@ import sys
 import numpy as np
 import pandas as pd
 
-import scalars
-import scalars.formats as F
-from graph.plan import Policy, bind, node_args, plan, run_planned
-from graph.payload import as_payload
+from scalarlab import scalars
+import scalarlab.scalars.formats as F
+from scalarlab.graph.plan import Policy, bind, node_args, plan, run_planned
+from scalarlab.graph.payload import as_payload
 
 from .. import tables
 from ..compare import ExperimentError, load_case, node_shape
@@ -97,7 +97,7 @@ def diff(case, x, context: str = "binary32"):
             "max_ulp_e2e": float(ge.max()) if ge.size else 0.0,
             "expected": expectation(e.capsule, ref_by_id[e.node_id], ctx),
         })
-    from cuda_kernels.provider import simulated
+    from scalarlab.cuda_kernels.provider import simulated
     meta = {"graph": case.name, "context": context, "samples": len(ref_vals[0]) if nb else 1,
             "device": "CUDA simulator" if simulated() else "GPU",
             "metric": "binary32 ULPs (ordinal distance, +0 == -0)"}

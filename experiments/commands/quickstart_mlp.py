@@ -41,7 +41,7 @@ def _seed(text):
 
 
 def _arithmetic(text):
-    import scalars
+    from scalarlab import scalars
     if text not in scalars.names():
         raise argparse.ArgumentTypeError(f"unknown arithmetic {text!r}; known: "
                                          f"{', '.join(scalars.names())}")
@@ -67,10 +67,10 @@ def add_arguments(parser) -> None:
 
 def build(args, announce=None):
     """``(session, loader, data)`` for the parsed arguments."""
-    from tape.data import Loader, heldout, regression25
-    from tape.layers import Linear, ReLU, Sequential
-    from tape.optim import SGD
-    from tape.train import Session
+    from scalarlab.tape.data import Loader, heldout, regression25
+    from scalarlab.tape.layers import Linear, ReLU, Sequential
+    from scalarlab.tape.optim import SGD
+    from scalarlab.tape.train import Session
     model = Sequential(Linear(2, HIDDEN), ReLU(), Linear(HIDDEN, 1))
     sess = Session(model, args.arithmetic, SGD(LR, MOMENTUM), execution=args.execution,
                    device=args.device, seed=args.seed, show_backend=announce)

@@ -27,7 +27,7 @@ def run(args) -> int:
     fmts = [f.strip() for f in args.formats.split(",") if f.strip()]
     if not fmts:
         raise C.ExperimentError("--formats: no format named")
-    from scalars import formats as F
+    from scalarlab.scalars import formats as F
     for f in fmts:
         F.get(f)                                   # unknown format: FormatError with the list
     x, desc = batch_from_args(case, args)

@@ -1,8 +1,8 @@
 """``scalarlab show GRAPH [--dot]``: the node listing (or GraphViz DOT) of a graph."""
 from __future__ import annotations
 
-import graph
-from graph import examples
+from scalarlab import graph
+from scalarlab.graph import examples
 
 NAME = "show"
 HELP = "print a graph (built-in name or JSON file) as a node listing or GraphViz DOT"

@@ -32,7 +32,7 @@ def add_arguments(p):
 
 
 def _floats(text: str, what: str):
-    from ibp.errors import IBPError
+    from scalarlab.ibp.errors import IBPError
     try:
         return [t.strip() for t in text.split(",") if t.strip() and float(t) == float(t)]
     except ValueError:
@@ -40,7 +40,7 @@ def _floats(text: str, what: str):
 
 
 def _ints(text: str, what: str):
-    from ibp.errors import IBPError
+    from scalarlab.ibp.errors import IBPError
     try:
         return [int(t) for t in text.split(",") if t.strip()]
     except ValueError:
@@ -48,11 +48,11 @@ def _ints(text: str, what: str):
 
 
 def run(args) -> int:
-    from graph import examples
-    from ibp import sweep
-    from ibp.errors import IBPError
+    from scalarlab.graph import examples
+    from scalarlab.ibp import sweep
+    from scalarlab.ibp.errors import IBPError
 
-    from graph.fileformat import load_npz
+    from scalarlab.graph.fileformat import load_npz
 
     g, payload, default_x = examples.resolve(args.graph)
     if args.payload:
@@ -99,11 +99,11 @@ def run(args) -> int:
 
 
 def _write(df, path: str) -> None:
-    from ibp.errors import IBPError
+    from scalarlab.ibp.errors import IBPError
     if path.endswith(".csv"):
         df.to_csv(path, index=False)
     elif path.endswith(".md"):
-        from experiments.tables import markdown_table
+        from scalarlab.experiments.tables import markdown_table
         with open(path, "w") as fh:
             fh.write(markdown_table(df) + "\n")
     elif path.endswith(".json"):

@@ -31,7 +31,7 @@ def _detached(ops, x):
 
 
 def _build(ctx, detach: bool):
-    from tape import TapeBuilder
+    from scalarlab.tape import TapeBuilder
     b = TapeBuilder(ctx)
     x = b.leaf(X0, name="x")
     a = b.mul(x, x)
@@ -58,8 +58,8 @@ def _nodes_text(nodes) -> str:
 
 
 def run(args) -> int:
-    import scalars
-    from tape import backward, grad
+    from scalarlab import scalars
+    from scalarlab.tape import backward, grad
     ctx = scalars.get(args.context)
 
     b, x, out = _build(ctx, detach=False)

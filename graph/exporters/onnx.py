@@ -47,7 +47,7 @@ def to_onnx(g: Graph, payload, *, dtype: str = "float32", opset: int = DEFAULT_O
             batch_name: str = "N", graph_name: str = "scalarlab"):
     """An ``onnx.ModelProto`` computing ``g`` with ``payload``; checked by onnx.checker."""
     onnx = require("onnx", "onnx")
-    import scalars
+    from scalarlab import scalars
     if dtype not in ("float32", "float64"):
         raise GraphError(f"to_onnx: dtype must be 'float32' or 'float64', got {dtype!r}")
     if not isinstance(opset, int) or opset < 20:

@@ -103,7 +103,7 @@ def state_dict_from_payload(g: Graph, payload, names: dict, *, dtype=None, numpy
     strings, rationals) are read with ONE correct rounding to float64; an omitted optional
     field (e.g. a zero bias) is written as its default.  A field absent without a default
     raises GraphError naming it."""
-    import scalars
+    from scalarlab import scalars
     f64 = scalars.get("float64")
     plan = _check_names(g, names)
     payload = payload if isinstance(payload, Payload) else Payload(payload)

@@ -8,13 +8,13 @@ bounds of the correctly rounded reference.
 import numpy as np
 import pytest
 
-import scalars
-import scalars.formats as F
-from cuda_kernels import gemm, host
-from cuda_kernels.elementwise import ULP_BOUND, softmax_ulp_bound
-from cuda_kernels.reduce import tree_sum_emulated
+from scalarlab import scalars
+import scalarlab.scalars.formats as F
+from scalarlab.cuda_kernels import gemm, host
+from scalarlab.cuda_kernels.elementwise import ULP_BOUND, softmax_ulp_bound
+from scalarlab.cuda_kernels.reduce import tree_sum_emulated
 from cuda_cases import SPECIALS, f32
-from graph.optable import OPS
+from scalarlab.graph.optable import OPS
 
 # the simulator runs kernels as numpy scalar code: overflow/invalid are expected results
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")

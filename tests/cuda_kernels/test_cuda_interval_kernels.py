@@ -6,8 +6,8 @@ import mpmath
 import numpy as np
 import pytest
 
-import scalars.formats as F
-from cuda_kernels import host
+import scalarlab.scalars.formats as F
+from scalarlab.cuda_kernels import host
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 B32 = F.get("binary32")

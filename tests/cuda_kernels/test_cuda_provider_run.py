@@ -7,14 +7,14 @@ import sys
 import numpy as np
 import pytest
 
-import scalars
-import scalars.formats as F
-from cuda_kernels.elementwise import ULP_BOUND, softmax_ulp_bound
-from cuda_kernels.reduce import tree_sum_emulated
-from cuda_kernels.host import TREE_WIDTH
-from experiments.cli import main
-from graph import Graph, Node, OpKind, Payload, denote_all
-from graph.plan import Policy, PlanError, bind, default_policy, node_args, plan, run_planned
+from scalarlab import scalars
+import scalarlab.scalars.formats as F
+from scalarlab.cuda_kernels.elementwise import ULP_BOUND, softmax_ulp_bound
+from scalarlab.cuda_kernels.reduce import tree_sum_emulated
+from scalarlab.cuda_kernels.host import TREE_WIDTH
+from scalarlab.experiments.cli import main
+from scalarlab.graph import Graph, Node, OpKind, Payload, denote_all
+from scalarlab.graph.plan import Policy, PlanError, bind, default_policy, node_args, plan, run_planned
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -68,7 +68,7 @@ def test_axis_ops_through_the_provider_match_the_reference():
 
 
 def test_six_node_without_batch_axes_keeps_scalar_shapes():
-    from graph.examples import six_node_mlp
+    from scalarlab.graph.examples import six_node_mlp
     g, p, x0 = six_node_mlp()
     lines = []
     got = run_planned(g, p, x0, default_policy("cuda"), show_backend=lines.append)
@@ -113,7 +113,7 @@ def test_provider_diff_command_json(capsys):
     assert main(["provider-diff", "six-node", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     rows = {r["node"]: r for r in doc["rows"]}
-    from cuda_kernels.provider import simulated
+    from scalarlab.cuda_kernels.provider import simulated
     assert doc["meta"]["context"] == "binary32"
     assert doc["meta"]["device"] == ("CUDA simulator" if simulated() else "GPU")
     assert [rows[i]["capsule"] for i in (1, 2, 3, 4, 5)] == [
@@ -139,7 +139,7 @@ def test_provider_diff_table_and_markdown(tmp_path, capsys):
 
 def test_without_device_or_simulator_the_error_says_what_to_do():
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0", CUDA_VISIBLE_DEVICES="")
-    r = subprocess.run([sys.executable, "-m", "experiments", "provider-diff"], cwd=ROOT,
+    r = subprocess.run([sys.executable, "-m", "scalarlab.experiments", "provider-diff"], cwd=ROOT,
                        env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 1
     assert ("scalarlab provider-diff: error: bind: node 1 (op linear): numba_cuda.linear cannot "
@@ -149,7 +149,7 @@ def test_without_device_or_simulator_the_error_says_what_to_do():
 
 
 def test_a_driver_failure_at_launch_becomes_the_boundary_error():
-    from cuda_kernels.provider import _launch
+    from scalarlab.cuda_kernels.provider import _launch
 
     class FakeCudaSupportError(ImportError):      # numba's CudaSupportError is an ImportError
         pass

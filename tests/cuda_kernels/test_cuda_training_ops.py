@@ -9,16 +9,16 @@ on cuda must print the CPU transcript, with every loss within the tree-order bou
 import numpy as np
 import pytest
 
-import scalars
-import scalars.formats as F
-from cuda_kernels import host
-from cuda_kernels.provider import TREE_WIDTH
-from cuda_kernels.reduce import tree_sum_emulated
-from experiments.cli import main
-from graph import Graph, Node, OpKind
+from scalarlab import scalars
+import scalarlab.scalars.formats as F
+from scalarlab.cuda_kernels import host
+from scalarlab.cuda_kernels.provider import TREE_WIDTH
+from scalarlab.cuda_kernels.reduce import tree_sum_emulated
+from scalarlab.experiments.cli import main
+from scalarlab.graph import Graph, Node, OpKind
 from cuda_cases import SPECIALS, f32
-from graph.optable import OPS
-from graph.plan import PlanError, bind, default_policy, plan
+from scalarlab.graph.optable import OPS
+from scalarlab.graph.plan import PlanError, bind, default_policy, plan
 
 # the simulator runs kernels as numpy scalar code: x/0 and inf - inf warn, as IEEE results
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
@@ -190,7 +190,7 @@ def test_cuda_losses_within_the_tree_order_bound_and_parameters_identical():
     on the tape in binary32, so the parameters stay identical and every loss is within
     2n ulps (n squares summed: a sum of n non-negative terms is within gamma_{n-1} of the
     exact sum in either order, plus one rounding of each quotient)."""
-    from experiments.commands.quickstart_mlp import build
+    from scalarlab.experiments.commands.quickstart_mlp import build
     from types import SimpleNamespace
 
     def run(device):

@@ -1,8 +1,8 @@
 """``scalarlab contexts``: the table and the JSON agree with the registry."""
 import json
 
-import scalars
-from experiments.cli import main
+from scalarlab import scalars
+from scalarlab.experiments.cli import main
 
 REQUIRED = {"float64", "rational", "fp32-real", "mpmath:200", "mpmath:53", "complex128"}
 

@@ -7,11 +7,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import graph
-import scalars
-from experiments import compare as C
-from experiments.cli import main
-from scalars import formats
+from scalarlab import graph
+from scalarlab import scalars
+from scalarlab.experiments import compare as C
+from scalarlab.experiments.cli import main
+from scalarlab.scalars import formats
 
 
 

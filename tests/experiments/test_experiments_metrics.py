@@ -7,8 +7,8 @@ import mpmath
 import numpy as np
 import pytest
 
-from experiments import metrics
-from scalars import formats
+from scalarlab.experiments import metrics
+from scalarlab.scalars import formats
 
 
 def _ord32(x):

@@ -6,11 +6,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import graph
-from experiments import compare as C
-from experiments import reduction_order as R
-from experiments.cli import main
-from scalars import formats
+from scalarlab import graph
+from scalarlab.experiments import compare as C
+from scalarlab.experiments import reduction_order as R
+from scalarlab.experiments.cli import main
+from scalarlab.scalars import formats
 
 
 def _ord32(x):

@@ -3,8 +3,8 @@ import json
 
 import pandas as pd
 
-from experiments import report as R
-from experiments.cli import main
+from scalarlab.experiments import report as R
+from scalarlab.experiments.cli import main
 
 
 def test_report_writes_markdown_tables_and_plots(tmp_path, capsys):

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from experiments import tables
+from scalarlab.experiments import tables
 
 
 def _frame():

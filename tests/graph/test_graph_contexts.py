@@ -6,12 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import graph
-import scalars
-from graph import Graph, Node, Payload, examples
-from graph.optable import OPS, full_attrs
-from scalars.dual import Dual
-from scalars.interval import Interval
+from scalarlab import graph
+from scalarlab import scalars
+from scalarlab.graph import Graph, Node, Payload, examples
+from scalarlab.graph.optable import OPS, full_attrs
+from scalarlab.scalars.dual import Dual
+from scalarlab.scalars.interval import Interval
 
 from graph_opcases import CASES, draw, make_args
 

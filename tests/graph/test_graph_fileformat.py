@@ -8,11 +8,11 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-import graph
-import scalars
-from experiments.cli import main
-from graph import Graph, Node, Payload, examples
-from scalars.base import to_fraction
+from scalarlab import graph
+from scalarlab import scalars
+from scalarlab.experiments.cli import main
+from scalarlab.graph import Graph, Node, Payload, examples
+from scalarlab.scalars.base import to_fraction
 
 
 def _values(ctxname, g, p, x):

@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import scalars
-from graph.optable import OPS, full_attrs
+from scalarlab import scalars
+from scalarlab.graph.optable import OPS, full_attrs
 
 from graph_opcases import CASES, draw, make_args
 

@@ -7,11 +7,11 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-import graph
-import scalars
-from graph import Graph, Node, OpKind, Payload
-from graph.optable import OPS, full_attrs
-from scalars.base import to_fraction
+from scalarlab import graph
+from scalarlab import scalars
+from scalarlab.graph import Graph, Node, OpKind, Payload
+from scalarlab.graph.optable import OPS, full_attrs
+from scalarlab.scalars.base import to_fraction
 
 from graph_opcases import CASES, make_args, reference, to_fractions
 

@@ -9,11 +9,11 @@ import json
 import numpy as np
 from hypothesis import HealthCheck, given, note, settings, strategies as st
 
-import graph
-import scalars
-from graph import Graph, Node, OpKind, Payload, examples
-from graph.optable import OPS, full_attrs
-from scalars.errors import ContextError
+from scalarlab import graph
+from scalarlab import scalars
+from scalarlab.graph import Graph, Node, OpKind, Payload, examples
+from scalarlab.graph.optable import OPS, full_attrs
+from scalarlab.scalars.errors import ContextError
 
 ALLOWED = (graph.GraphError, ContextError)
 OP_NAMES = sorted(OPS)
@@ -229,7 +229,7 @@ def test_valid_random_graphs_batched_equals_per_sample_and_boxes_enclose(gp, see
             assert np.array_equal(tb[k], ts)
     # the same graph over a box around sample 0 encloses the float64 values at points
     ictx = scalars.get("interval:float64")
-    from scalars.interval import Interval
+    from scalarlab.scalars.interval import Interval
     boxes = graph.denote_all(g, payload, Interval(xs[0] - 1e-3, xs[0] + 1e-3), ictx, partial=True)
     pts = xs[0] + rng.uniform(-1e-3, 1e-3, size=(8, 2, 3))
     for v, b in zip(graph.denote_all(g, payload, pts, "float64"), boxes):

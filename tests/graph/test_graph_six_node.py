@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import torch
 
-import graph
-import scalars
-from graph import Graph, Node, examples
-from scalars.base import to_fraction
+from scalarlab import graph
+from scalarlab import scalars
+from scalarlab.graph import Graph, Node, examples
+from scalarlab.scalars.base import to_fraction
 
 LISTING = """0: input parents=[] out=[4]
 1: linear(payload=node_id) parents=[0] out=[5]

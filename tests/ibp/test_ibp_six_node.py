@@ -5,10 +5,10 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-import scalars
-from graph import Graph, Node, Payload, denote_all, examples
-from ibp import Box, check_containment, run_ibp
-from ibp.errors import IBPError
+from scalarlab import scalars
+from scalarlab.graph import Graph, Node, Payload, denote_all, examples
+from scalarlab.ibp import Box, check_containment, run_ibp
+from scalarlab.ibp.errors import IBPError
 
 # The seed's printed boxes (6 decimals) for radius 0.05 around x0.
 SEED_BOXES = {
@@ -60,7 +60,7 @@ def test_output_box_informative_and_contains_center(six):
     assert hi - lo < 0.02  # the seed's global [-1, 1] has width 2
     # endpoint rule: [RD tanh(lo4), RU tanh(hi4)], within one binary32 ulp of the real values
     import mpmath
-    from scalars import formats
+    from scalarlab.scalars import formats
     f32 = formats.get("binary32")
     with mpmath.workprec(200):
         t_lo = mpmath.tanh(mpmath.mpf(float(boxes[4].lo_float())))
@@ -178,7 +178,7 @@ def test_log_after_tanh_never_fails_but_ibp_cannot_show_it(six):
 
 
 def sample_box_points(box):
-    from ibp.containment import box_vertices, sample_box
+    from scalarlab.ibp.containment import box_vertices, sample_box
     return np.concatenate([box_vertices(box), sample_box(box, 500, 7)])
 
 

@@ -14,8 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from graph import Graph, Node, Payload
-from ibp import Box, check_containment, run_ibp
+from scalarlab.graph import Graph, Node, Payload
+from scalarlab.ibp import Box, check_containment, run_ibp
 
 PIECEWISE_LINEAR_UNARY = ["relu", "abs", "neg"]
 SMOOTH_UNARY = ["tanh", "sigmoid", "softplus", "exp"]

@@ -5,9 +5,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from experiments.cli import main
-from graph import examples
-from ibp import Box, check_containment, run_ibp, sweep
+from scalarlab.experiments.cli import main
+from scalarlab.graph import examples
+from scalarlab.ibp import Box, check_containment, run_ibp, sweep
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +72,7 @@ def test_graph_semantics_cli(capsys):
 
 def test_graph_semantics_cli_reports_counterexample(monkeypatch, capsys):
     """A broken rule makes the command print the first counterexample and exit 1."""
-    import ibp
+    from scalarlab import ibp
 
     real = ibp.run_ibp
 

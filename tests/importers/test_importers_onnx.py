@@ -15,11 +15,11 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
-import graph
-from graph import GraphError, Graph, Node, OpKind, Payload, examples
-from graph.exporters.onnx import to_onnx
-from graph.importers.onnx import SUPPORTED, from_onnx, load_onnx
-from graph.importers.torch_fx import UnsupportedOpsError
+from scalarlab import graph
+from scalarlab.graph import GraphError, Graph, Node, OpKind, Payload, examples
+from scalarlab.graph.exporters.onnx import to_onnx
+from scalarlab.graph.importers.onnx import SUPPORTED, from_onnx, load_onnx
+from scalarlab.graph.importers.torch_fx import UnsupportedOpsError
 
 RNG = np.random.default_rng(7)
 
@@ -268,7 +268,7 @@ def test_export_checks_runs_in_onnxruntime_and_reimports(name):
     model = to_onnx(g, p)
     onnx.checker.check_model(model, full_check=True)
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    import scalars
+    from scalarlab import scalars
     b32 = scalars.get("binary32")
     if isinstance(x, dict):
         xs = {k: np.asarray(b32.to_float64(b32.convert(v)))[None] for k, v in x.items()}

@@ -9,9 +9,9 @@ import warnings
 import numpy as np
 import pytest
 
-import graph
-from graph.importers.onnx import SUPPORTED, from_onnx
-from graph import GraphError
+from scalarlab import graph
+from scalarlab.graph.importers.onnx import SUPPORTED, from_onnx
+from scalarlab.graph import GraphError
 
 
 def _as_initializers(model, inputs):

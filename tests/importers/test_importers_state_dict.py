@@ -9,11 +9,11 @@ import pytest
 import torch
 import torch.nn as nn
 
-import graph
-from experiments import cli
-from graph import GraphError, examples
-from graph.importers.state_dict import payload_from_state_dict, state_dict_from_payload
-from graph.importers.torch_fx import import_torch
+from scalarlab import graph
+from scalarlab.experiments import cli
+from scalarlab.graph import GraphError, examples
+from scalarlab.graph.importers.state_dict import payload_from_state_dict, state_dict_from_payload
+from scalarlab.graph.importers.torch_fx import import_torch
 
 SIX_NAMES = {"l1.weight": (1, "W"), "l1.bias": (1, "b"), "l2.weight": (3, "W"), "l2.bias": (3, "b")}
 
@@ -147,7 +147,7 @@ def test_cli_errors_exit_1_with_the_message(tmp_path, capsys):
 
 
 def test_missing_extra_is_a_clear_error(monkeypatch):
-    from graph.exporters.onnx import to_onnx
+    from scalarlab.graph.exporters.onnx import to_onnx
     g, p, x0 = examples.six_node_mlp()
     monkeypatch.setitem(sys.modules, "onnx", None)         # import onnx -> ImportError
     with pytest.raises(GraphError, match=r"onnx is not installed; install the optional extra: "

@@ -20,9 +20,9 @@ import torch.fx as fx
 import torch.nn as nn
 import torch.nn.functional as F
 
-import graph
-from graph import GraphError, examples
-from graph.importers.torch_fx import UnsupportedOpsError, from_torch, import_torch
+from scalarlab import graph
+from scalarlab.graph import GraphError, examples
+from scalarlab.graph.importers.torch_fx import UnsupportedOpsError, from_torch, import_torch
 
 LISTING = """0: input parents=[] out=[4]
 1: linear(payload=node_id) parents=[0] out=[5]
@@ -301,8 +301,8 @@ def test_shape_mismatch_between_torch_and_ir_rule_is_reported():
 @pytest.mark.parametrize("name", ["mlp", "cnn", "lnblock", "forms"])
 def test_round_trip_torch_ir_onnx_ir(models, imported, name):
     import onnxruntime as ort
-    from graph.exporters.onnx import to_onnx
-    from graph.importers.onnx import from_onnx
+    from scalarlab.graph.exporters.onnx import to_onnx
+    from scalarlab.graph.importers.onnx import from_onnx
     m, x = models[name]
     r = imported[name]
     model = to_onnx(r.graph, r.payload)
@@ -322,7 +322,7 @@ def test_round_trip_torch_ir_onnx_ir(models, imported, name):
 def test_model_exported_by_torch_onnx_imports_and_matches_pytorch(models):
     import io
     import warnings
-    from graph.importers.onnx import from_onnx
+    from scalarlab.graph.importers.onnx import from_onnx
     m, x = models["cnn"]
     buf = io.BytesIO()
     with warnings.catch_warnings():

@@ -1,7 +1,7 @@
 """``scalarlab eval --device / --show-backend``: the plan runs, lines in the seed's format."""
 import json
 
-from experiments.cli import main
+from scalarlab.experiments.cli import main
 
 
 def test_show_backend_lines_and_value(capsys):

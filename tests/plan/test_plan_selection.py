@@ -2,10 +2,10 @@
 import numpy as np
 import pytest
 
-import scalars
-from graph import Graph, GraphError, Node, OpKind, denote_all
-from graph.examples import six_node_mlp
-from graph.plan import (Capsule, KernelPlan, PlanError, Policy, Provider, bind, capsules,
+from scalarlab import scalars
+from scalarlab.graph import Graph, GraphError, Node, OpKind, denote_all
+from scalarlab.graph.examples import six_node_mlp
+from scalarlab.graph.plan import (Capsule, KernelPlan, PlanError, Policy, Provider, bind, capsules,
                         default_policy, get_capsule, plan, register_capsule,
                         register_provider, run_planned)
 
@@ -110,7 +110,7 @@ def test_unknown_op_is_a_graph_error():
 def test_registry_contracts():
     names = {c.name for c in capsules(provider="reference")}
     # one reference capsule per backend op of the op table
-    from graph.optable import OPS
+    from scalarlab.graph.optable import OPS
     assert names == {r.capsule for r in OPS.values() if r.capsule}
     assert get_capsule("reference.relu").reduction == "n/a"
     with pytest.raises(PlanError, match="unknown capsule"):

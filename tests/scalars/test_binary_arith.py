@@ -6,9 +6,9 @@ import gmpy2
 import numpy as np
 import pytest
 
-import scalars
-from scalars import formats
-from scalars.binary import BinaryContext
+from scalarlab import scalars
+from scalarlab.scalars import formats
+from scalarlab.scalars.binary import BinaryContext
 
 
 def oracle(fmt, op, *cols):

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import scalars
-from scalars import formats
+from scalarlab import scalars
+from scalarlab.scalars import formats
 
 
 class Steps:

@@ -6,10 +6,10 @@ import gmpy2
 import numpy as np
 import pytest
 
-import scalars
-from scalars import binary_kernels as K
-from scalars import formats
-from scalars.kernels import erf_f64
+from scalarlab import scalars
+from scalarlab.scalars import binary_kernels as K
+from scalarlab.scalars import formats
+from scalarlab.scalars.kernels import erf_f64
 
 FUNCS = ("exp", "log", "tanh", "sigmoid", "softplus", "sin", "cos", "erf")
 

@@ -4,8 +4,8 @@ import cmath
 import numpy as np
 import pytest
 
-import scalars
-from scalars import ContextError
+from scalarlab import scalars
+from scalarlab.scalars import ContextError
 
 C = scalars.get("complex128")
 

@@ -9,9 +9,9 @@ import mpmath
 import numpy as np
 import pytest
 
-import scalars
-from scalars import ContextError
-from scalars.dual import Dual
+from scalarlab import scalars
+from scalarlab.scalars import ContextError
+from scalarlab.scalars.dual import Dual
 
 _MP = mpmath.MPContext()
 _MP.prec = 300

@@ -12,9 +12,9 @@ import mpmath
 import numpy as np
 import pytest
 
-import scalars
-from scalars.exact import mpf_parts
-from scalars import ContextError
+from scalarlab import scalars
+from scalarlab.scalars.exact import mpf_parts
+from scalarlab.scalars import ContextError
 
 F = scalars.get("fp32-real")
 B32 = gmpy2.context(precision=24, emin=-148, emax=128, subnormalize=True)

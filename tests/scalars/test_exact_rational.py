@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-import scalars
-from scalars import ContextError
+from scalarlab import scalars
+from scalarlab.scalars import ContextError
 
 R = scalars.get("rational")
 fractions_ = st.fractions(max_denominator=10**12).filter(lambda f: abs(f) < 10**15)

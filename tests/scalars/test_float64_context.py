@@ -2,8 +2,8 @@
 import numpy as np
 import pytest
 
-import scalars
-from scalars import ContextError
+from scalarlab import scalars
+from scalarlab.scalars import ContextError
 
 F = scalars.get("float64")
 

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-import scalars
-from scalars import ContextError
-from scalars.float64 import fma_f64
+from scalarlab import scalars
+from scalarlab.scalars import ContextError
+from scalarlab.scalars.float64 import fma_f64
 
 F = scalars.get("float64")
 

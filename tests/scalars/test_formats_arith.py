@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from scalars import formats as F
+from scalarlab.scalars import formats as F
 from test_formats_oracle import (DETERMINISTIC, MPFR_ROUND, assert_same, float_ties,
                                  mpfr_context, mpfr_exact, oracle)
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from gmpy2 import mpq, mpz
 
-from scalars import formats as F
+from scalarlab.scalars import formats as F
 from test_formats_oracle import (DETERMINISTIC, MPFR_ROUND, assert_same, mpfr_context,
                                  oracle)
 

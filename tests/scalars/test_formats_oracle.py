@@ -16,7 +16,7 @@ import gmpy2
 import numpy as np
 import pytest
 
-from scalars import formats as F
+from scalarlab.scalars import formats as F
 
 MPFR_ROUND = {"nearest_even": gmpy2.RoundToNearest, "toward_zero": gmpy2.RoundToZero,
               "up": gmpy2.RoundUp, "down": gmpy2.RoundDown, "away": gmpy2.RoundAwayZero}

@@ -10,7 +10,7 @@ from fractions import Fraction
 import numpy as np
 from hypothesis import given, settings, strategies as st
 
-from scalars import formats as F
+from scalarlab.scalars import formats as F
 from test_formats_oracle import DETERMINISTIC, odd_significand, same
 
 FMTS = [F.binary16, F.bfloat16, F.e4m3, F.e5m2, F.binary32, F.Format(3, 2),

@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from scalars import formats as F
+from scalarlab.scalars import formats as F
 from test_formats_oracle import (DETERMINISTIC, assert_same, check_against_mpfr, same)
 
 

@@ -7,8 +7,8 @@ import ml_dtypes  # installed with onnx (test extra); provides real float8/bfloa
 import numpy as np
 import pytest
 
-from scalars import formats as F
-from scalars.errors import FormatError
+from scalarlab.scalars import formats as F
+from scalarlab.scalars.errors import FormatError
 
 
 @pytest.mark.parametrize("fmt,params", [

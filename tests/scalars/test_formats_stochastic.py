@@ -6,7 +6,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from scalars import formats as F
+from scalarlab.scalars import formats as F
 from test_formats_oracle import same
 
 N = 400_000

@@ -5,7 +5,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from scalars import formats as F
+from scalarlab.scalars import formats as F
 from test_formats_oracle import same
 
 

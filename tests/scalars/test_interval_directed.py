@@ -14,8 +14,8 @@ import gmpy2
 import numpy as np
 import pytest
 
-import scalars
-from scalars import directed as D
+from scalarlab import scalars
+from scalarlab.scalars import directed as D
 
 F32_MAX = float(np.finfo(np.float32).max)
 
@@ -173,7 +173,7 @@ def test_double_rounding_trap_is_avoided():
 def test_fp8_all_pairs_add_mul_div(fmt_name, prec, emin, emax, maxf):
     """Every pair of finite fp8 values; beyond max_finite RD clamps, RU goes to +inf
     (e4m3 has no infinities: an infinite endpoint means unbounded)."""
-    from scalars import formats
+    from scalarlab.scalars import formats
     fmt = formats.get(fmt_name)
     vals = np.unique(np.abs(formats.decode(np.arange(256), fmt)))
     vals = vals[np.isfinite(vals)]
@@ -195,7 +195,7 @@ def test_fp8_all_pairs_add_mul_div(fmt_name, prec, emin, emax, maxf):
 
 
 def test_grid_of_named_formats_matches_formats_module():
-    from scalars import formats
+    from scalarlab.scalars import formats
     for name in ("binary32", "bfloat16", "binary16", "e4m3", "e5m2", "tf32"):
         fmt = formats.get(name)
         g = D.grid_of_format(fmt)

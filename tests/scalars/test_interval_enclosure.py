@@ -16,8 +16,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import scalars
-from scalars import ContextError
+from scalarlab import scalars
+from scalarlab.scalars import ContextError
 
 BASES = ["float64", "binary32", "bfloat16", "rational", "mpmath:200"]
 ARITH = ["add", "sub", "mul", "div", "maximum", "minimum", "fma"]

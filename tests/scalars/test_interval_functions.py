@@ -15,8 +15,8 @@ import mpmath
 import numpy as np
 import pytest
 
-import scalars
-from scalars import directed as D
+from scalarlab import scalars
+from scalarlab.scalars import directed as D
 
 MONOTONE = ["exp", "log", "tanh", "sigmoid", "softplus", "erf"]
 FORMATS = {"binary32": (24, -126, 127), "bfloat16": (8, -126, 127)}
@@ -137,7 +137,7 @@ def test_sin_cos_point_endpoints_correctly_rounded(fmt_name, name):
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["exp", "log", "tanh", "sigmoid", "softplus"])
 def test_bfloat16_every_value(name):
-    from scalars import formats
+    from scalarlab.scalars import formats
     x = formats.decode(np.arange(2 ** 16), formats.get("bfloat16"))
     x = x[np.isfinite(x)]
     if name == "log":

@@ -8,8 +8,8 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-import scalars
-from scalars import ContextError
+from scalarlab import scalars
+from scalarlab.scalars import ContextError
 
 
 def _exact_hull(alo, ahi, blo, bhi):

@@ -8,9 +8,9 @@ import gmpy2
 import numpy as np
 import pytest
 
-import scalars
-from scalars import ContextError
-from scalars.interval import Interval
+from scalarlab import scalars
+from scalarlab.scalars import ContextError
+from scalarlab.scalars.interval import Interval
 
 BASES = ["float64", "binary32", "bfloat16", "binary16", "rational", "mpmath:200"]
 FLOAT_BASES = ["float64", "binary32", "bfloat16", "binary16"]

@@ -7,9 +7,9 @@ import mpmath
 import numpy as np
 import pytest
 
-import scalars
-from scalars.exact import mpf_parts
-from scalars import ContextError
+from scalarlab import scalars
+from scalarlab.scalars.exact import mpf_parts
+from scalarlab.scalars import ContextError
 
 M200 = scalars.get("mpmath:200")
 M53 = scalars.get("mpmath:53")

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from experiments.commands import tape_demo
-from scalars.errors import ScalarLabError
+from scalarlab.experiments.commands import tape_demo
+from scalarlab.scalars.errors import ScalarLabError
 
 
 def main(argv):

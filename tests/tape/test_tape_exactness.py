@@ -4,8 +4,8 @@ from fractions import Fraction
 
 import numpy as np
 
-import scalars
-from tape import EagerOps, backward, grad
+from scalarlab import scalars
+from scalarlab.tape import EagerOps, backward, grad
 
 
 def frac_array(r, shape, den=7):

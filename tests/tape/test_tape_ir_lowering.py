@@ -5,9 +5,9 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-import graph
-from tape import PlainOps
-from tape.ir_lowering import LoweringError, lower
+from scalarlab import graph
+from scalarlab.tape import PlainOps
+from scalarlab.tape.ir_lowering import LoweringError, lower
 
 
 def mlp(ops, x, p):

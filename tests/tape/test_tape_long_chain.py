@@ -3,7 +3,7 @@ import sys
 
 import numpy as np
 
-from tape import TapeBuilder, backward
+from scalarlab.tape import TapeBuilder, backward
 
 
 def test_100k_node_chain_backward():

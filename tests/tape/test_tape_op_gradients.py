@@ -5,9 +5,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import scalars
-from graph.optable import OPS
-from tape import TapeBuilder, backward
+from scalarlab import scalars
+from scalarlab.graph.optable import OPS
+from scalarlab.tape import TapeBuilder, backward
 
 RNG_SEED = 1234
 

@@ -5,7 +5,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tape import TapeBuilder, backward
+from scalarlab.tape import TapeBuilder, backward
 
 UNARY = ("tanh", "sigmoid", "sin", "neg")
 BINARY = ("add", "sub", "mul")

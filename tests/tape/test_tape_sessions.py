@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from tape import EagerOps, Handle, PlainOps, Session, TapeError
+from scalarlab.tape import EagerOps, Handle, PlainOps, Session, TapeError
 
 
 def program(ops, x):

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import torch
 
-from tape import TapeError, grad, hvp, jvp, vjp
+from scalarlab.tape import TapeError, grad, hvp, jvp, vjp
 
 
 def net(ops, x, p):

@@ -3,7 +3,7 @@ checks, output references, recorded once and re-evaluated with new parameters.""
 import numpy as np
 import pytest
 
-from tape import EagerOps, PlainOps, TapeError, TypedGraph, record, record_model
+from scalarlab.tape import EagerOps, PlainOps, TapeError, TypedGraph, record, record_model
 
 
 def mlp(ops, x, params):

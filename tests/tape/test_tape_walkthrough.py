@@ -5,8 +5,8 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-import scalars
-from tape import TapeBuilder, TapeError, backward, grad
+from scalarlab import scalars
+from scalarlab.tape import TapeBuilder, TapeError, backward, grad
 
 X0 = ["3", "-1.5"]
 
@@ -156,7 +156,7 @@ def test_experiment5_incompatible_mul_shapes_is_an_error_value():
 
 
 def test_experiment6_changed_constant_in_graph_is_detected():
-    from tape import record
+    from scalarlab.tape import record
 
     def quad(c):
         def program(ops, x):
@@ -190,7 +190,7 @@ def test_seed_of_wrong_shape():
 
 
 def test_contribution_of_wrong_shape_names_node_and_both_shapes():
-    from tape.tape import TapeNode
+    from scalarlab.tape.tape import TapeNode
     b = TapeBuilder("float64")
     x = b.leaf(X0, name="x")
     ctx = b.ctx
@@ -219,7 +219,7 @@ def test_disconnected_singular_rule_never_runs():
     np.testing.assert_array_equal(g[r], [0.0, 0.0])
     assert all(np.all(np.isfinite(v)) for v in g.values())
     # the rule itself would have produced nan had it run with a zero cotangent:
-    from graph.optable import get_op
+    from scalarlab.graph.optable import get_op
     ctx = b.ctx
     rule = get_op("div").vjp(ctx, ctx.zeros((2,)), [b.tape.value(one), b.tape.value(x)],
                              b.tape.value(r), {}, 0)

@@ -4,10 +4,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from graph.plan import PlanError
-from tape import Session as TapeSession
-from tape.layers import BatchNorm1d, Linear, ReLU, Sequential
-from tape.train import Backends, PlannedEagerOps, Session
+from scalarlab.graph.plan import PlanError
+from scalarlab.tape import Session as TapeSession
+from scalarlab.tape.layers import BatchNorm1d, Linear, ReLU, Sequential
+from scalarlab.tape.train import Backends, PlannedEagerOps, Session
 
 RNG = np.random.default_rng(8)
 # binary32 values (float32-representable), small sizes: the CUDA simulator is slow

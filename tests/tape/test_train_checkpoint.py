@@ -6,12 +6,12 @@ import json
 import numpy as np
 import pytest
 
-from tape import checkpoint_io
-from tape.data import Loader, regression25
-from tape.errors import TapeError
-from tape.layers import BatchNorm1d, Dropout, Linear, ReLU, Sequential
-from tape.optim import SGD, Adam
-from tape.train import Session
+from scalarlab.tape import checkpoint_io
+from scalarlab.tape.data import Loader, regression25
+from scalarlab.tape.errors import TapeError
+from scalarlab.tape.layers import BatchNorm1d, Dropout, Linear, ReLU, Sequential
+from scalarlab.tape.optim import SGD, Adam
+from scalarlab.tape.train import Session
 
 
 def _model(ctx, hidden=6):

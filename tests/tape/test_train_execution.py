@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import pytest
 
-from experiments.cli import main
-from tape.errors import TapeError
-from tape.layers import Linear, Sequential
-from tape.train import Session
+from scalarlab.experiments.cli import main
+from scalarlab.tape.errors import TapeError
+from scalarlab.tape.layers import Linear, Sequential
+from scalarlab.tape.train import Session
 
 
 def _run(capsys, *argv):

@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 import torch
 
-from tape.layers import (BatchNorm1d, Dropout, LayerNorm, Linear, ReLU, Sequential, Sigmoid,
+from scalarlab.tape.layers import (BatchNorm1d, Dropout, LayerNorm, Linear, ReLU, Sequential, Sigmoid,
                          Tanh)
-from tape.optim import SGD
-from tape.train import Session
+from scalarlab.tape.optim import SGD
+from scalarlab.tape.train import Session
 
 RNG = np.random.default_rng(11)
 X = RNG.normal(size=(6, 3))

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 import torch
 
-from tape.data import Loader, regression25
-from tape.errors import TapeError
-from tape.layers import Linear, ReLU, Sequential, Tanh
-from tape.optim import SGD, Adam
-from tape.train import Session
+from scalarlab.tape.data import Loader, regression25
+from scalarlab.tape.errors import TapeError
+from scalarlab.tape.layers import Linear, ReLU, Sequential, Tanh
+from scalarlab.tape.optim import SGD, Adam
+from scalarlab.tape.train import Session
 
 RNG = np.random.default_rng(3)
 X = RNG.normal(size=(7, 3))
@@ -120,7 +120,7 @@ def test_adam_in_rational_is_a_clear_error():
 
 @pytest.mark.parametrize("arith", ["float64", "binary32"])
 def test_loss_decreases_over_200_steps(arith):
-    from experiments.commands.quickstart_mlp import build
+    from scalarlab.experiments.commands.quickstart_mlp import build
     args = argparse.Namespace(arithmetic=arith, execution="typed-graph", device="cpu", seed=11)
     sess, loader, (Xd, Yd, _, _) = build(args)
     before = float(sess.loss(Xd, Yd))

@@ -4,8 +4,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tape import EagerOps, Session, grad
-from tape.recompute import checkpoint
+from scalarlab.tape import EagerOps, Session, grad
+from scalarlab.tape.recompute import checkpoint
 
 RNG = np.random.default_rng(5)
 W = [RNG.normal(size=(4, 4)) / 2 for _ in range(6)]
@@ -101,11 +101,11 @@ def test_checkpoint_lowers_peak_memory():
 
 
 def test_checkpointed_layer_trains_identically():
-    from tape.layers import Dropout, Linear, Sequential, Tanh
-    from tape.optim import SGD
-    from tape.recompute import Checkpointed
-    from tape.train import Session as Trainer
-    from tape.errors import TapeError
+    from scalarlab.tape.layers import Dropout, Linear, Sequential, Tanh
+    from scalarlab.tape.optim import SGD
+    from scalarlab.tape.recompute import Checkpointed
+    from scalarlab.tape.train import Session as Trainer
+    from scalarlab.tape.errors import TapeError
     x, y = RNG.normal(size=(6, 4)), RNG.normal(size=(6, 2))
 
     def run(model, ex):

@@ -8,7 +8,7 @@ model is <= 1.5).  Timings are best-of-N CPU time with one BLAS thread on both
 sides (the machine is shared).
 
 Part 2: peak traced memory (tracemalloc) of forward + backward through a deep MLP with
-and without ``tape.recompute.checkpoint`` segments, plus a check that gradients agree.
+and without ``tape.training.checkpoint`` segments, plus a check that gradients agree.
 
 Run: ``python bench/train.py [--quick]``.
 """
@@ -31,10 +31,8 @@ import numpy as np  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from scalarlab.tape import EagerOps, Session as TapeSession            # noqa: E402
-from scalarlab.tape.layers import Linear, ReLU, Sequential             # noqa: E402
-from scalarlab.tape.optim import SGD                                    # noqa: E402
-from scalarlab.tape.recompute import checkpoint                         # noqa: E402
-from scalarlab.tape.train import Session                                # noqa: E402
+from scalarlab.tape.training import (Linear, ReLU, SGD, Sequential,     # noqa: E402
+                                     TrainingSession, checkpoint)
 
 
 def _best(fn, reps: int, inner: int) -> float:
@@ -65,7 +63,7 @@ def throughput(sizes, batch, reps, inner):
     y = rng.normal(size=(batch, sizes[-1]))
     row = {"model": "-".join(map(str, sizes)), "batch": batch}
     for ex in ("eager", "typed-graph"):
-        sess = Session(_mlp(sizes), "float64", SGD("0.01", "0.9"), execution=ex, seed=0)
+        sess = TrainingSession(_mlp(sizes), "float64", SGD("0.01", "0.9"), execution=ex, seed=0)
         sess.step(x, y)                                  # records the graph / warms up
         row[ex] = 1.0 / _best(lambda: sess.step(x, y), reps, inner)
     layers = []

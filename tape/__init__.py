@@ -1,7 +1,9 @@
-"""Tape engine, program interpreters, typed graphs and autograd transforms.
+"""The autodiff core: tape engine, program interpreters, typed graphs and transforms.
 
 Every forward, VJP and JVP rule comes from the op table (:mod:`graph.optable`); this
-package only records, orders and accumulates.
+package only records, orders and accumulates.  The training framework (layers,
+optimizers, the trainer, checkpoints, data) lives in :mod:`scalarlab.tape.training`,
+which imports this core and is never imported by it.
 """
 from .errors import TapeError
 from .tape import Tape, TapeNode
@@ -12,18 +14,9 @@ from .ops_interface import Ops
 from .typed_graph import TypedGraph, Var
 from .interpreters import EagerOps, GraphOps, PlainOps, record, record_model
 from .transforms import grad, hvp, jvp, vjp
-from .train import TrainSession
-from .layers import (BatchNorm1d, Dropout, LayerNorm, Linear, Module, ReLU, Sequential,
-                     Sigmoid, Tanh)
-from .optim import SGD, Adam
-from .recompute import Checkpointed, checkpoint
-from .checkpoint_io import load as load_checkpoint, save as save_checkpoint
 
 __all__ = [
     "TapeError", "Tape", "TapeNode", "Gradients", "accumulate", "backward", "TapeBuilder",
     "Handle", "Session", "Ops", "TypedGraph", "Var", "EagerOps", "GraphOps", "PlainOps",
     "record", "record_model", "grad", "hvp", "jvp", "vjp",
-    "TrainSession", "Module", "Linear", "ReLU", "Tanh", "Sigmoid", "Dropout", "BatchNorm1d",
-    "LayerNorm", "Sequential", "SGD", "Adam", "checkpoint", "Checkpointed",
-    "save_checkpoint", "load_checkpoint",
 ]

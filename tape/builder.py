@@ -60,6 +60,16 @@ class TapeBuilder(Ops):
     # ---------------------------------------------------------------------- ops
     def apply(self, op: str, *ids: int, **attrs) -> int:
         """Append one node computing op-table record ``op`` on the nodes ``ids``."""
+        return self.apply_computed(op, ids, None, "forward", **attrs)
+
+    def apply_computed(self, op: str, ids, compute, source: str, **attrs) -> int:
+        """Like :meth:`apply`, but the value comes from ``compute(ctx, args, attrs, nb)``.
+
+        Used where the value is produced elsewhere -- a device kernel chosen by the
+        planner, or a forward-mode sweep that already holds the value -- while the node
+        keeps the op table's shape check and VJP rule.  ``source`` names the producer in
+        a shape-mismatch error; ``compute=None`` is the record's forward rule.
+        """
         tape, ctx = self.tape, self.ctx
         nodes = tape._nodes
         n = len(nodes)
@@ -81,14 +91,14 @@ class TapeBuilder(Ops):
         rec, full, k, out_shape = plan[:4]
         args = [nodes[i].value for i in ids]
         try:
-            y = as_value(rec.forward(ctx, args, full, 0))
+            y = as_value((rec.forward if compute is None else compute)(ctx, args, full, 0))
         except (ContextError, GraphError) as exc:
             raise TapeError(f"tape node {n} ({op}): {exc}") from None
         got = value_shape(ctx, y)
         want = plan[5] if plan[3] is None else out_shape
         if got != want:
-            raise TapeError(f"tape node {n}: op {op} forward produced shape {list(got)}, its "
-                            f"shape rule says {list(want)}")
+            raise TapeError(f"tape node {n}: op {op} {source} produced shape {list(got)}, "
+                            f"its shape rule says {list(want)}")
         requires = False
         for i in ids:
             if nodes[i].requires_grad:

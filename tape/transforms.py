@@ -21,7 +21,7 @@ from .errors import TapeError
 from .interpreters import flatten, record, unflatten
 
 
-class _Recorded:
+class _ProgramGraphs:
     """A program plus its typed graphs, one per argument-shape signature."""
 
     def __init__(self, program, ctx):
@@ -74,7 +74,7 @@ def _pick(per_arg, argnums):
 
 def grad(program, ctx="float64", argnums=0):
     """``g(*args)`` -> gradient of the scalar ``program(ops, *args)`` w.r.t. ``argnums``."""
-    rec = _Recorded(program, ctx)
+    rec = _ProgramGraphs(program, ctx)
 
     def g(*args):
         flat, recipes, graph = rec.prepare(args)
@@ -102,7 +102,7 @@ def _reverse(ctx, graph, flat, mask, seed):
 
 def vjp(program, *primals, ctx="float64"):
     """``(output, vjp_fn)``; ``vjp_fn(cotangent)`` returns one cotangent tree per argument."""
-    rec = _Recorded(program, ctx)
+    rec = _ProgramGraphs(program, ctx)
     flat, recipes, graph = rec.prepare(primals)
     b, ids = graph.to_tape(rec.ctx, flat)
     out_id = ids[graph.output.index]
@@ -124,7 +124,7 @@ def jvp(program, primals, tangents, ctx="float64", method="dual"):
     ``method="dual"`` (default) is the forward fold over ``dual:<ctx>``; ``"rules"`` uses
     the op table's JVP rules node by node.
     """
-    rec = _Recorded(program, ctx)
+    rec = _ProgramGraphs(program, ctx)
     flat, recipes, graph = rec.prepare(primals)
     if len(tangents) != len(primals):
         raise TapeError(f"jvp: {len(tangents)} tangent argument(s) for {len(primals)} primals")
@@ -152,7 +152,7 @@ def hvp(program, primals, v, ctx="float64", argnums=0):
     from scalarlab.scalars.dual import Dual
     if not isinstance(argnums, int):
         raise TapeError("hvp: argnums must be a single argument index")
-    rec = _Recorded(program, ctx)
+    rec = _ProgramGraphs(program, ctx)
     flat, recipes, graph = rec.prepare(primals)
     if graph.shape_of(graph.output.index) != ():
         raise TapeError("hvp: the program's output must be a scalar")

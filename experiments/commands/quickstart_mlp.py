@@ -67,13 +67,14 @@ def add_arguments(parser) -> None:
 
 def build(args, announce=None):
     """``(session, loader, data)`` for the parsed arguments."""
-    from scalarlab.tape.data import Loader, heldout, regression25
-    from scalarlab.tape.layers import Linear, ReLU, Sequential
-    from scalarlab.tape.optim import SGD
-    from scalarlab.tape.train import Session
+    from scalarlab.tape.training.data import Loader, heldout, regression25
+    from scalarlab.tape.training.layers import Linear, ReLU, Sequential
+    from scalarlab.tape.training.optim import SGD
+    from scalarlab.tape.training.trainer import TrainingSession
     model = Sequential(Linear(2, HIDDEN), ReLU(), Linear(HIDDEN, 1))
-    sess = Session(model, args.arithmetic, SGD(LR, MOMENTUM), execution=args.execution,
-                   device=args.device, seed=args.seed, show_backend=announce)
+    sess = TrainingSession(model, args.arithmetic, SGD(LR, MOMENTUM),
+                           execution=args.execution, device=args.device, seed=args.seed,
+                           show_backend=announce)
     ctx = sess.ctx
     X, Y = regression25()
     hx, hy = heldout()

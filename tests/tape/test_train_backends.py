@@ -6,8 +6,9 @@ import pytest
 
 from scalarlab.graph.plan import PlanError
 from scalarlab.tape import Session as TapeSession
-from scalarlab.tape.layers import BatchNorm1d, Linear, ReLU, Sequential
-from scalarlab.tape.train import Backends, PlannedEagerOps, Session
+from scalarlab.tape.training.layers import BatchNorm1d, Linear, ReLU, Sequential
+from scalarlab.tape.training.backends import Backends, PlannedEagerOps
+from scalarlab.tape.training.trainer import TrainingSession
 
 RNG = np.random.default_rng(8)
 # binary32 values (float32-representable), small sizes: the CUDA simulator is slow
@@ -18,8 +19,8 @@ B = RNG.normal(size=4).astype(np.float32).astype(np.float64)
 
 def test_cpu_lines_once_per_op():
     lines = []
-    sess = Session(Sequential(Linear(3, 4), ReLU(), Linear(4, 1)), "binary32",
-                   show_backend=lines.append, seed=1)
+    sess = TrainingSession(Sequential(Linear(3, 4), ReLU(), Linear(4, 1)), "binary32",
+                           show_backend=lines.append, seed=1)
     sess.step(X, np.zeros((2, 1)))
     sess.step(X, np.zeros((2, 1)))
     assert lines == [
@@ -56,6 +57,7 @@ def test_numba_cuda_capsules_in_the_eager_tape():
 
 def test_cuda_without_a_capsule_names_the_op():
     # the numba_cuda provider has no reduce_mean capsule (BatchNorm1d's batch statistics)
-    sess = Session(Sequential(Linear(3, 2), BatchNorm1d(2)), "binary32", device="cuda", seed=0)
+    sess = TrainingSession(Sequential(Linear(3, 2), BatchNorm1d(2)), "binary32",
+                           device="cuda", seed=0)
     with pytest.raises(PlanError, match="op reduce_mean.*device cuda"):
         sess.step(X, np.zeros((2, 2)))

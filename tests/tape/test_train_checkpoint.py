@@ -6,12 +6,12 @@ import json
 import numpy as np
 import pytest
 
-from scalarlab.tape import checkpoint_io
-from scalarlab.tape.data import Loader, regression25
+from scalarlab.tape.training import checkpoint_io
+from scalarlab.tape.training.data import Loader, regression25
 from scalarlab.tape.errors import TapeError
-from scalarlab.tape.layers import BatchNorm1d, Dropout, Linear, ReLU, Sequential
-from scalarlab.tape.optim import SGD, Adam
-from scalarlab.tape.train import Session
+from scalarlab.tape.training.layers import BatchNorm1d, Dropout, Linear, ReLU, Sequential
+from scalarlab.tape.training.optim import SGD, Adam
+from scalarlab.tape.training.trainer import TrainingSession
 
 
 def _model(ctx, hidden=6):
@@ -22,7 +22,7 @@ def _model(ctx, hidden=6):
 
 
 def _setup(ctx, opt, seed, hidden=6, loader_seed=None, execution="eager"):
-    sess = Session(_model(ctx, hidden), ctx, opt, seed=seed, execution=execution)
+    sess = TrainingSession(_model(ctx, hidden), ctx, opt, seed=seed, execution=execution)
     X, Y = regression25()
     loader = Loader(sess.ctx.convert(X), sess.ctx.convert(Y), 5,
                     seed=seed if loader_seed is None else loader_seed)

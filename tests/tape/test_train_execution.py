@@ -5,8 +5,8 @@ import pytest
 
 from scalarlab.experiments.cli import main
 from scalarlab.tape.errors import TapeError
-from scalarlab.tape.layers import Linear, Sequential
-from scalarlab.tape.train import Session
+from scalarlab.tape.training.layers import Linear, Sequential
+from scalarlab.tape.training.trainer import TrainingSession
 
 
 def _run(capsys, *argv):
@@ -78,7 +78,7 @@ def test_typed_graph_rejects_cuda(capsys):
 
 def test_interval_context_rejected():
     with pytest.raises(TapeError, match="not a point context"):
-        Session(Sequential(Linear(2, 1)), "interval:float64")
+        TrainingSession(Sequential(Linear(2, 1)), "interval:float64")
 
 
 def test_eager_cuda_uses_the_plan_or_says_why(capsys):

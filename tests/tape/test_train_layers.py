@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 import torch
 
-from scalarlab.tape.layers import (BatchNorm1d, Dropout, LayerNorm, Linear, ReLU, Sequential, Sigmoid,
-                         Tanh)
-from scalarlab.tape.optim import SGD
-from scalarlab.tape.train import Session
+from scalarlab.tape.training.layers import (BatchNorm1d, Dropout, LayerNorm, Linear, ReLU,
+                                            Sequential, Sigmoid, Tanh)
+from scalarlab.tape.training.optim import SGD
+from scalarlab.tape.training.trainer import TrainingSession
 
 RNG = np.random.default_rng(11)
 X = RNG.normal(size=(6, 3))
@@ -31,7 +31,7 @@ def test_layers_match_torch_gradients():
                                  torch.nn.Linear(4, 4), torch.nn.ReLU(),
                                  torch.nn.Linear(4, 2)).double()
     for ex in ("eager", "typed-graph"):
-        sess = Session(model, "float64", execution=ex, seed=4)
+        sess = TrainingSession(model, "float64", execution=ex, seed=4)
         _torch_copy(sess, tmodel)
         loss, grads = sess.gradients(X, Y)
         tmodel.zero_grad()
@@ -44,7 +44,7 @@ def test_layers_match_torch_gradients():
 
 def _dropout_session(ex="eager"):
     model = Sequential(Linear(3, 8), Dropout("0.5"), Tanh(), Linear(8, 2))
-    return Session(model, "float64", execution=ex, seed=9)
+    return TrainingSession(model, "float64", execution=ex, seed=9)
 
 
 @pytest.mark.parametrize("ex", ["eager", "typed-graph"])
@@ -79,7 +79,7 @@ def test_dropout_replay_matches_finite_difference(ex):
 
 def test_dropout_is_identity_in_eval_and_scaled_in_training():
     sess = _dropout_session()
-    plain = Session(Sequential(Linear(3, 8), Tanh(), Linear(8, 2)), "float64", seed=9)
+    plain = TrainingSession(Sequential(Linear(3, 8), Tanh(), Linear(8, 2)), "float64", seed=9)
     np.testing.assert_array_equal(sess.predict(X), plain.predict(X))
     assert sess.mode == "eval"
     # training-mode loss differs from the eval loss (a mask was applied)
@@ -91,7 +91,7 @@ def test_batchnorm_mode_switch_against_torch():
     tmodel = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.BatchNorm1d(4),
                                  torch.nn.Tanh(), torch.nn.Linear(4, 2)).double()
     for ex in ("eager", "typed-graph"):
-        sess = Session(model, "float64", SGD("0.05"), execution=ex, seed=2)
+        sess = TrainingSession(model, "float64", SGD("0.05"), execution=ex, seed=2)
         _torch_copy(sess, tmodel)
         tbn = tmodel[1]
         tbn.reset_running_stats()
@@ -126,7 +126,7 @@ def test_batchnorm_mode_switch_against_torch():
 def test_eager_and_graph_bit_identical_with_dropout_and_batchnorm():
     def make(ex):
         m = Sequential(Linear(3, 6), BatchNorm1d(6), ReLU(), Dropout("0.25"), Linear(6, 2))
-        return Session(m, "binary32", SGD("0.1", "0.9"), execution=ex, seed=5)
+        return TrainingSession(m, "binary32", SGD("0.1", "0.9"), execution=ex, seed=5)
     a, b = make("eager"), make("typed-graph")
     for k in range(4):
         la, lb = a.step(X, Y), b.step(X, Y)

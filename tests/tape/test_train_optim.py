@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 import torch
 
-from scalarlab.tape.data import Loader, regression25
+from scalarlab.tape.training.data import Loader, regression25
 from scalarlab.tape.errors import TapeError
-from scalarlab.tape.layers import Linear, ReLU, Sequential, Tanh
-from scalarlab.tape.optim import SGD, Adam
-from scalarlab.tape.train import Session
+from scalarlab.tape.training.layers import Linear, ReLU, Sequential, Tanh
+from scalarlab.tape.training.optim import SGD, Adam
+from scalarlab.tape.training.trainer import TrainingSession
 
 RNG = np.random.default_rng(3)
 X = RNG.normal(size=(7, 3))
@@ -31,7 +31,7 @@ def test_optimizers_match_torch(kind):
             lambda ps: torch.optim.SGD(ps, lr=0.05, momentum=0.9, weight_decay=0.01)
     else:
         ours, make = Adam("0.01"), lambda ps: torch.optim.Adam(ps, lr=0.01)
-    sess = Session(_model(), "float64", ours, seed=1)
+    sess = TrainingSession(_model(), "float64", ours, seed=1)
     tm = torch.nn.Sequential(torch.nn.Linear(3, 6), torch.nn.Tanh(), torch.nn.Linear(6, 2)).double()
     with torch.no_grad():
         for n, p in tm.named_parameters():
@@ -50,12 +50,12 @@ def test_optimizers_match_torch(kind):
 def test_optimizer_state_round_trip(kind):
     def opt():
         return SGD("0.05", "0.9") if kind == "sgd" else Adam("0.01", "0.8", "0.99")
-    a = Session(_model(), "float64", opt(), seed=2)
+    a = TrainingSession(_model(), "float64", opt(), seed=2)
     for _ in range(3):
         a.step(X, Y)
     state = a.optimizer.state_dict()
     assert state["step"] == 3 and set(state["slots"]) == set(a.optimizer.slot_names)
-    b = Session(_model(), "float64", opt(), seed=99)
+    b = TrainingSession(_model(), "float64", opt(), seed=99)
     b.params = {n: v.copy() for n, v in a.params.items()}
     b.optimizer.load_state_dict(state)
     assert b.optimizer.state_dict()["step"] == 3
@@ -81,11 +81,11 @@ def test_rational_training_is_exact():
     """Three SGD-momentum steps in rational == the same update computed with Fractions."""
     X, Y = regression25()
     model = Sequential(Linear(2, 4), ReLU(), Linear(4, 1))
-    sess = Session(model, "rational", SGD("1/8", "0.9"), seed=6)
+    sess = TrainingSession(model, "rational", SGD("1/8", "0.9"), seed=6)
     ctx = sess.ctx
     Xc, Yc = ctx.convert(X), ctx.convert(Y)
     P = {n: _frac(v) for n, v in sess.params.items()}
-    init_f64 = Session(model, "float64", seed=6).params
+    init_f64 = TrainingSession(model, "float64", seed=6).params
     for n in P:   # the initial state is the float64 draw, converted exactly
         assert all(Fraction(float(a)) == b for a, b in zip(init_f64[n].ravel(), P[n].ravel()))
     buf = {}
@@ -113,7 +113,7 @@ def test_rational_training_is_exact():
 
 
 def test_adam_in_rational_is_a_clear_error():
-    sess = Session(Sequential(Linear(3, 2)), "rational", Adam("0.1"))
+    sess = TrainingSession(Sequential(Linear(3, 2)), "rational", Adam("0.1"))
     with pytest.raises(TapeError, match="adam update in context rational"):
         sess.step(X, Y)
 

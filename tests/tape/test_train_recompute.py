@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from scalarlab.tape import EagerOps, Session, grad
-from scalarlab.tape.recompute import checkpoint
+from scalarlab.tape.training.recompute import checkpoint
 
 RNG = np.random.default_rng(5)
 W = [RNG.normal(size=(4, 4)) / 2 for _ in range(6)]
@@ -101,10 +101,10 @@ def test_checkpoint_lowers_peak_memory():
 
 
 def test_checkpointed_layer_trains_identically():
-    from scalarlab.tape.layers import Dropout, Linear, Sequential, Tanh
-    from scalarlab.tape.optim import SGD
-    from scalarlab.tape.recompute import Checkpointed
-    from scalarlab.tape.train import Session as Trainer
+    from scalarlab.tape.training.layers import Dropout, Linear, Sequential, Tanh
+    from scalarlab.tape.training.optim import SGD
+    from scalarlab.tape.training.recompute import Checkpointed
+    from scalarlab.tape.training.trainer import TrainingSession as Trainer
     from scalarlab.tape.errors import TapeError
     x, y = RNG.normal(size=(6, 4)), RNG.normal(size=(6, 2))
 

@@ -25,7 +25,7 @@ import numpy as np
 from scalarlab.scalars.base import to_fraction
 from scalarlab.scalars.errors import ContextError
 
-from .errors import TapeError
+from ..errors import TapeError
 
 FORMAT = "scalarlab-train-checkpoint"
 VERSION = 1

@@ -18,7 +18,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from .errors import TapeError
+from ..errors import TapeError
 
 
 class Forward:

@@ -15,7 +15,7 @@ from fractions import Fraction
 
 from scalarlab.scalars.errors import ContextError
 
-from .errors import TapeError
+from ..errors import TapeError
 
 
 def _hyper(name: str, value, lo=None, hi=None, lo_open=False, hi_open=False) -> str:

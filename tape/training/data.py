@@ -14,7 +14,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from .errors import TapeError
+from ..errors import TapeError
 
 GRID = ("-1", "-0.5", "0", "0.5", "1")
 HELDOUT_X = ("0.25", "0")

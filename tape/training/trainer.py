@@ -1,6 +1,6 @@
-"""The trainer session: a model, its named state, an optimizer and one execution path.
+"""The trainer: a model, its named state, an optimizer and one execution path.
 
-``Session(model, ctx, optimizer, execution=..., device=..., seed=...)``:
+``TrainingSession(model, ctx, optimizer, execution=..., device=..., seed=...)``:
 
 * ``step(x, y)`` runs in training mode: forward, loss, reverse pass, optimizer update,
   running-statistic updates; returns the step's loss.
@@ -21,22 +21,20 @@ the reverse pass differentiates the function that was evaluated.
 from __future__ import annotations
 
 from fractions import Fraction
-from types import SimpleNamespace
 
 import numpy as np
 
 from scalarlab.scalars.errors import ContextError
 
-from .backward import backward
-from .errors import TapeError
-from .interpreters import EagerOps, GraphOps
+from ..backward import backward
+from ..errors import TapeError
+from ..interpreters import EagerOps, GraphOps
+from ..session import Session
+from ..typed_graph import TypedGraph
+from ..values import value_shape
+from .backends import Backends, PlannedEagerOps
 from .layers import Forward, Module
-from .op_checks import check_op_shapes, resolve_attrs, split_args
 from .optim import Optimizer, SGD
-from .session import Handle, Session as TapeSession
-from .tape import TapeNode
-from .typed_graph import TypedGraph
-from .values import as_value, value_shape
 
 EXECUTIONS = ("eager", "typed-graph")
 DEVICES = ("cpu", "cuda")
@@ -47,88 +45,9 @@ def draw_mask(rng, ctx, shape: tuple, p: Fraction):
     keep = rng.random(shape) >= float(p)
     return ctx.mul(ctx.convert(keep.astype(np.float64)), ctx.convert(1 / (1 - p)))
 
-
-# ------------------------------------------------------------------ backend selection
-class Backends:
-    """Capsule selection for eager ops through :mod:`graph.plan` (policy -> plan -> bind).
-
-    One plan per op name, made the first time the op is applied; ``announce`` (a callable
-    taking a line) hears the ``--show-backend`` line at that moment, before it runs.
-    """
-
-    def __init__(self, device: str, ctx, announce=None):
-        from scalarlab.graph.plan import default_policy
-        self.policy = default_policy(device, ctx.name)
-        self.ctx = ctx
-        self.announce = announce
-        self.selected: dict = {}
-
-    def select(self, op: str):
-        """``(capsule, kernel)`` for ``op`` (``(None, None)``: no runtime work)."""
-        got = self.selected.get(op)
-        if got is not None:
-            return got
-        from scalarlab.graph.plan import backend_op, bind, plan
-        if backend_op(op) is None:
-            got = (None, None)
-        else:
-            node = SimpleNamespace(id=0, kind=SimpleNamespace(op=op))
-            bound = bind(plan(SimpleNamespace(nodes=[node]), self.policy))
-            entry = bound.plan.entries[0]
-            got = (entry.capsule, bound.kernels[0])
-            if self.announce is not None:
-                self.announce(entry.capsule.line(op, self.ctx))
-        self.selected[op] = got
-        return got
-
-
-class PlannedEagerOps(EagerOps):
-    """Eager interpreter whose ops first go through :class:`Backends`.
-
-    On the CPU the selected capsule is the reference (the op table's forward rule), which
-    is exactly what the tape builder runs, so the builder records the node.  On another
-    device the bound kernel computes the value and the node is appended here with the op
-    table's VJP rule (``vjp=tape`` in the capsule line).
-    """
-
-    def __init__(self, session, backends: Backends):
-        super().__init__(session)
-        self.backends = backends
-
-    def apply(self, op, *refs, **attrs):
-        capsule, kernel = self.backends.select(op)
-        if capsule is None or capsule.provider == "reference":
-            return super().apply(op, *refs, **attrs)
-        sess = self.session
-        tape = sess.tape
-        n = len(tape)
-        where = f"tape node {n} ({op} on {capsule.name})"
-        ids = [sess.resolve(r) for r in refs]
-        from scalarlab.graph.optable import get_op
-        rec = get_op(op)
-        full = resolve_attrs(rec, attrs, where)
-        k = split_args(rec, len(ids), where)
-        shapes = [tape.shape(i) for i in ids]
-        out_shape = check_op_shapes(rec, shapes[:k], shapes[k:], full, where)
-        args = [tape.value(i) for i in ids]
-        y = as_value(kernel(args, full, 0))
-        got = value_shape(self.ctx, y)
-        if got != out_shape:
-            raise TapeError(f"{where}: kernel produced shape {list(got)}, the shape rule "
-                            f"says {list(out_shape)}")
-        requires = any(tape[i].requires_grad for i in ids)
-        vjp = None
-        if requires:
-            def vjp(g, _rule=rec.vjp, _args=args, _y=y, _attrs=full, _ctx=self.ctx):
-                return _rule(_ctx, g, _args, _y, _attrs, 0)
-        i = tape.append(TapeNode(op, tuple(ids), y, out_shape, vjp, requires,
-                                 tuple(sorted(attrs.items()))))
-        return Handle(sess.id, sess.generation, i)
-
-
-# ------------------------------------------------------------------------ the trainer
-class _Recorded:
-    """A typed graph plus what the trainer needs to feed and read it."""
+class _TrainingGraph:
+    """A recorded training program: its typed graph plus what the trainer needs to feed
+    it (how many state inputs, the dropout-mask slots) and read it (the side values)."""
 
     def __init__(self, graph: TypedGraph, n_state: int, slots: list, sides: dict):
         self.graph = graph
@@ -137,15 +56,15 @@ class _Recorded:
         self.sides = sides          # {name: Var}
 
 
-class Session:
-    """A trainer session (exported from :mod:`tape` as ``TrainSession``)."""
+class TrainingSession:
+    """Trains one model in one context: ``step``, ``predict``, ``loss``, ``state_dict``."""
 
     def __init__(self, model: Module, ctx="float64", optimizer: Optimizer | None = None,
                  *, execution: str = "eager", device: str = "cpu", seed: int = 0,
                  show_backend=None):
         from scalarlab import scalars
         if not isinstance(model, Module):
-            raise TapeError(f"trainer: model must be a tape.layers.Module, got "
+            raise TapeError(f"trainer: model must be a tape.training.layers.Module, got "
                             f"{type(model).__name__}")
         self.ctx = scalars.get(ctx)
         if self.ctx.is_interval or self.ctx.is_dual:
@@ -249,7 +168,7 @@ class Session:
             raise TapeError(f"trainer ({self.execution}, {self.ctx.name}): {exc}") from None
 
     def _run_eager(self, x, y, training, want_grad):
-        sess = TapeSession(self.ctx)
+        sess = Session(self.ctx)
         ops = PlannedEagerOps(sess, self.backends) if self.backends else EagerOps(sess)
         refs = {}
         for n, v in self.params.items():
@@ -276,7 +195,7 @@ class Session:
                 grads[n] = self.ctx.zeros(self.ctx.shape(self.params[n])) if v is None else v
         return value, grads, sides, value_shape(self.ctx, x)[0]
 
-    def _recorded(self, xs, ys, training) -> _Recorded:
+    def _recorded(self, xs, ys, training) -> _TrainingGraph:
         key = (training, xs, ys)
         rec = self._graphs.get(key)
         if rec is not None:
@@ -291,7 +210,7 @@ class Session:
         g = TypedGraph([s for _, s in state] + [s for _, s, _ in slots] + [s for _, s in tail],
                        [n for n, _ in state] + [n for n, _, _ in slots] + [n for n, _ in tail])
         sides = self._record_into(g, len(state), slots, probe_masks=False, training=training)
-        rec = _Recorded(g, len(state), slots, sides)
+        rec = _TrainingGraph(g, len(state), slots, sides)
         if self.backends is not None:
             for node in g.nodes:
                 if node.kind not in ("const", "detach"):
@@ -356,6 +275,3 @@ class Session:
                 "params": dict(self.params), "buffers": dict(self.buffers),
                 "optimizer": self.optimizer.state_dict(),
                 "rng": self.rng.bit_generator.state}
-
-
-TrainSession = Session

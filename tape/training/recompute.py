@@ -16,14 +16,14 @@ inline (there is no tape to save on at recording time).
 """
 from __future__ import annotations
 
-from .backward import backward
-from .builder import TapeBuilder
-from .errors import TapeError
-from .interpreters import EagerOps, PlainOps
+from ..backward import backward
+from ..builder import TapeBuilder
+from ..errors import TapeError
+from ..interpreters import EagerOps, PlainOps
 from .layers import Forward, Module
-from .session import Handle
-from .tape import TapeNode
-from .values import value_shape
+from ..session import Handle, Session
+from ..tape import TapeNode
+from ..values import value_shape
 
 
 def checkpoint(ops, f, *inputs):
@@ -65,7 +65,6 @@ class _Recording(EagerOps):
     """The eager interpreter over a private builder (used for the recomputation)."""
 
     def __init__(self, builder: TapeBuilder):
-        from .session import Session
         s = Session(builder.ctx)
         s.builder = builder
         super().__init__(s)
@@ -75,7 +74,6 @@ class _Recording(EagerOps):
 
     def resolve(self, h) -> int:
         return self.session.resolve(h)
-
 
 
 class Checkpointed(Module):

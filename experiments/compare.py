@@ -32,6 +32,22 @@ DEFAULT_CHECK_SAMPLES = 256
 #: The cheap float64 reference is only allowed for formats with at most this many
 #: significand bits (it then carries >= 27 spare bits beyond the format's precision).
 CHEAP_REFERENCE_MAX_PRECISION = 26
+#: The check subset is drawn from ``seed + CHECK_SEED_OFFSET``, not ``seed``: callers draw
+#: the samples themselves from ``seed``, and the same stream would pick a subset correlated
+#: with how the samples were made.  Any fixed offset works; a prime keeps it off small seeds.
+CHECK_SEED_OFFSET = 7919
+#: Ziv-style safety net: a float64 value is treated as near a rounding boundary when a
+#: boundary lies within this many times the largest relative deviation from the oracle
+#: seen on the check (2^10: the check sees a subset, the batch may deviate more).
+BOUNDARY_SAFETY_FACTOR = 1024.0
+#: ... and never less than 2^-52 relative: two float64 roundings, even when the check saw
+#: float64 agree exactly with the oracle (a boundary *at* the value is always "near").
+BOUNDARY_MIN_REL_TOL = 2.0 ** -52
+#: Near-boundary samples are re-evaluated in the oracle only while there are at most
+#: max(BOUNDARY_REDO_MIN, n // BOUNDARY_REDO_DIVISOR) of them (a tenth of the batch);
+#: beyond that the shortcut saves little over the oracle on all samples.
+BOUNDARY_REDO_MIN = 16
+BOUNDARY_REDO_DIVISOR = 10
 
 
 class ExperimentError(ScalarLabError):
@@ -117,13 +133,12 @@ def parse_contexts(spec) -> list:
 
 
 def check_point_context(ctx, flag: str) -> None:
-    if ctx.is_interval or ctx.is_dual or getattr(ctx, "kind", "") == "complex":
-        what = "interval" if ctx.is_interval else "dual" if ctx.is_dual else "complex"
+    """Refuse interval, dual and complex contexts: error tables compare real point values."""
+    what = ("interval" if ctx.is_interval else "dual" if ctx.is_dual else
+            "complex" if metrics.has_complex_values(ctx) else None)
+    if what is not None:
         raise ExperimentError(f"{flag}: context {ctx.name} is a{'n' if what[0] == 'i' else ''} "
                               f"{what} context; error tables compare real point values")
-    if ctx.name.startswith("complex"):
-        raise ExperimentError(f"{flag}: context {ctx.name} is complex; error tables compare "
-                              f"real point values")
 
 
 def reduction_label(ctx) -> str:
@@ -249,7 +264,7 @@ def box_samples(center, radius: float, n: int, seed: int):
 def _chunk_size(ctx) -> int:
     # Object-valued contexts (mpmath, rationals) cost microseconds per scalar op: small
     # chunks keep the progress bar moving; array contexts take big batches.
-    return 256 if getattr(ctx, "fmt", None) is None and ctx.name != "float64" else 1 << 18
+    return 1 << 18 if is_array_context(ctx) else 256
 
 
 def evaluate_split(case: GraphCase, x, ctx, *, quiet=True, desc=None, partial=False) -> list:
@@ -316,94 +331,120 @@ def compute_reference(case, x, oracle_name, contexts, *, oracle_limit=DEFAULT_OR
                       nodes=None) -> Reference:
     """The oracle on every sample, or a float64 reference checked against it on a subset.
 
-    The float64 shortcut is taken only when there are more than ``oracle_limit`` samples,
-    no compared context is float64 itself or wider than ``CHEAP_REFERENCE_MAX_PRECISION``
-    significand bits, and on ``check_samples`` random samples float64 gives, at every
-    node (or every node of ``nodes``, the ones the caller will measure) and in every
-    compared format, exactly the same correctly rounded values as the oracle.  Otherwise
-    the oracle runs on everything and the label says why.
+    The float64 shortcut (:func:`checked_float64_reference`) is tried only when there are
+    more than ``oracle_limit`` samples, the oracle is an object-valued context (an array
+    context is as cheap as float64 itself), and no compared context is float64 itself or
+    wider than ``CHEAP_REFERENCE_MAX_PRECISION`` significand bits.  When it is not taken,
+    or declines, the oracle runs on everything (:func:`oracle_reference`) and the label
+    says why.
     """
     oracle = scalars.get(oracle_name)
     check_point_context(oracle, "--reference")
-    n = batch_size(x)
     why = ""
-    if n > oracle_limit:
+    if batch_size(x) > oracle_limit and not is_array_context(oracle):
         fmts = [metrics.format_of(c) for c in contexts]
         wide = [c.name for c, f in zip(contexts, fmts)
                 if f is None or f.man_bits + 1 > CHEAP_REFERENCE_MAX_PRECISION]
-        if oracle.name == "float64":
-            why = ""
-        elif wide:
+        if wide:
             why = (f"float64 reference not allowed: {', '.join(wide)} too precise for a "
                    f"float64 reference")
         else:
-            rng = np.random.default_rng(seed + 7919)
-            idx = np.sort(rng.choice(n, size=min(check_samples, n), replace=False))
-            sub = batch_take(x, idx)
-            ref_o = evaluate_split(case, sub, oracle, quiet=quiet, desc=f"check {oracle.name}")
-            f64 = scalars.get("float64")
-            ref_f = evaluate_split(case, sub, f64, quiet=True)
-            mismatches = 0
-            max_rel = 0.0
-            checked = range(len(ref_o)) if nodes is None else nodes
-            for i in checked:
-                (oh, ol), (fh, fl) = ref_o[i], ref_f[i]
-                e = metrics.entry_errors(fh, fl, oh, ol, None)
-                if e.rel_err.size:
-                    max_rel = max(max_rel, float(np.max(e.rel_err)))
-                for f in set(fmts):
-                    a = metrics.correctly_rounded(fh, fl, f)
-                    b = metrics.correctly_rounded(oh, ol, f)
-                    mismatches += int(np.count_nonzero(~((a == b) | (np.isnan(a) & np.isnan(b)))))
-            check = {"samples": int(idx.size), "max_rel_dev": max_rel,
-                     "rounding_mismatches": mismatches}
-            if mismatches == 0:
-                vals = evaluate_split(case, x, f64, quiet=quiet, desc="float64 reference")
-                # Ziv-style safety net: a float64 value within 1024x the deviation seen on
-                # the check of a rounding boundary of a compared format might round the
-                # other way than the exact value; those samples go to the oracle.
-                tol = max(1024.0 * max_rel, 2.0 ** -52)
-                near = np.zeros(n, dtype=bool)
-                from scalarlab.scalars import formats
-                for i in checked:
-                    hi = vals[i][0].reshape(n, -1)
-                    for f in set(fmts):
-                        with np.errstate(all="ignore"):
-                            a = formats.round_to_format(hi * (1 - tol), f)
-                            b = formats.round_to_format(hi * (1 + tol), f)
-                        near |= np.any((a != b) & ~(np.isnan(a) & np.isnan(b)), axis=1)
-                k = int(np.count_nonzero(near))
-                if k > max(16, n // 10):
-                    why = (f"float64 reference not used: {k} of {n} samples lie within its "
-                           f"error of a rounding boundary")
-                else:
-                    if k:
-                        sel = np.flatnonzero(near)
-                        redo = evaluate_split(case, batch_take(x, sel), oracle, quiet=quiet,
-                                              desc=f"boundary cases in {oracle.name}")
-                        for i in checked:
-                            hi, lo = vals[i][0].copy(), vals[i][1].copy()
-                            hi[sel], lo[sel] = redo[i]
-                            vals[i] = (hi, lo)
-                    check["near_boundary_in_oracle"] = k
-                    where = "every node" if nodes is None else \
-                        "node" + ("s " if len(nodes) > 1 else " ") + ", ".join(map(str, nodes))
-                    label = (f"float64, checked against {oracle.name} on {idx.size} samples "
-                             f"(max rel dev {max_rel:.2g}; identical correctly rounded values "
-                             f"at {where} in every compared format; {k} sample{'s' if k != 1 else ''} "
-                             f"near a rounding boundary re-evaluated in the oracle)")
-                    return Reference("float64", oracle.name, label, vals, check)
-            else:
-                why = (f"float64 reference failed the check ({mismatches} rounded values "
-                       f"differ on {idx.size} samples)")
-            why = (f"float64 reference failed the check ({mismatches} rounded values "
-                   f"differ on {idx.size} samples)")
+            ref, why = checked_float64_reference(case, x, oracle, set(fmts),
+                                                 check_samples=check_samples, seed=seed,
+                                                 quiet=quiet, nodes=nodes)
+            if ref is not None:
+                return ref
+    return oracle_reference(case, x, oracle, why, quiet=quiet)
+
+
+def is_array_context(ctx) -> bool:
+    """True for contexts whose values are numeric arrays (float64 and the binary formats):
+    a batch costs one numpy call per op.  Format-less contexts that do not reduce natively
+    (mpmath, rationals, fp32-real) hold Python objects and cost microseconds per scalar."""
+    return getattr(ctx, "fmt", None) is not None or ctx.reduction == "native"
+
+
+def oracle_reference(case, x, oracle, why: str = "", *, quiet=True) -> Reference:
+    """The oracle evaluated on every sample; ``why`` (if any) says why no shortcut was used."""
     vals = evaluate_split(case, x, oracle, quiet=quiet, desc=f"reference {oracle.name}")
     # Only a format-less context (mpmath, rational, fp32-real) is called an oracle; a
     # binary reference the user asked for is labelled as such.
     kind = "oracle" if metrics.format_of(oracle) is None else "requested reference, not an oracle"
     label = f"{oracle.name} ({kind}, all samples)" + (f"; {why}" if why else "")
     return Reference(oracle.name, oracle.name, label, vals)
+
+
+def checked_float64_reference(case, x, oracle, fmts, *, check_samples=DEFAULT_CHECK_SAMPLES,
+                              seed=0, quiet=True, nodes=None) -> tuple[Reference | None, str]:
+    """``(Reference, "")`` from float64 when it passes the check, else ``(None, why)``.
+
+    The check: on ``check_samples`` random samples, float64 and the oracle give, at every
+    node of ``nodes`` (default all) and in every format of ``fmts``, the same correctly
+    rounded values.  Then float64 evaluates the whole batch, and the samples whose float64
+    value lies within its error of a rounding boundary of a format are re-evaluated in the
+    oracle -- unless there are so many that the shortcut is pointless (then it declines).
+    """
+    n = batch_size(x)
+    rng = np.random.default_rng(seed + CHECK_SEED_OFFSET)
+    idx = np.sort(rng.choice(n, size=min(check_samples, n), replace=False))
+    sub = batch_take(x, idx)
+    ref_o = evaluate_split(case, sub, oracle, quiet=quiet, desc=f"check {oracle.name}")
+    f64 = scalars.get("float64")
+    ref_f = evaluate_split(case, sub, f64, quiet=True)
+    checked = list(range(len(ref_o)) if nodes is None else nodes)
+    mismatches, max_rel = 0, 0.0
+    for i in checked:
+        (oh, ol), (fh, fl) = ref_o[i], ref_f[i]
+        e = metrics.entry_errors(fh, fl, oh, ol, None)
+        if e.rel_err.size:
+            max_rel = max(max_rel, float(np.max(e.rel_err)))
+        for f in fmts:
+            a = metrics.correctly_rounded(fh, fl, f)
+            b = metrics.correctly_rounded(oh, ol, f)
+            mismatches += int(np.count_nonzero(~((a == b) | (np.isnan(a) & np.isnan(b)))))
+    if mismatches:
+        return None, (f"float64 reference failed the check ({mismatches} rounded values "
+                      f"differ on {idx.size} samples)")
+    check = {"samples": int(idx.size), "max_rel_dev": max_rel, "rounding_mismatches": 0}
+    vals = evaluate_split(case, x, f64, quiet=quiet, desc="float64 reference")
+    tol = max(BOUNDARY_SAFETY_FACTOR * max_rel, BOUNDARY_MIN_REL_TOL)
+    near = near_boundary(vals, checked, fmts, tol, n)
+    k = int(np.count_nonzero(near))
+    if k > max(BOUNDARY_REDO_MIN, n // BOUNDARY_REDO_DIVISOR):
+        return None, (f"float64 reference not used: {k} of {n} samples lie within its "
+                      f"error of a rounding boundary")
+    if k:
+        sel = np.flatnonzero(near)
+        redo = evaluate_split(case, batch_take(x, sel), oracle, quiet=quiet,
+                              desc=f"boundary cases in {oracle.name}")
+        for i in checked:
+            hi, lo = vals[i][0].copy(), vals[i][1].copy()
+            hi[sel], lo[sel] = redo[i]
+            vals[i] = (hi, lo)
+    check["near_boundary_in_oracle"] = k
+    where = "every node" if nodes is None else \
+        "node" + ("s " if len(nodes) > 1 else " ") + ", ".join(map(str, nodes))
+    label = (f"float64, checked against {oracle.name} on {idx.size} samples "
+             f"(max rel dev {max_rel:.2g}; identical correctly rounded values "
+             f"at {where} in every compared format; {k} sample{'s' if k != 1 else ''} "
+             f"near a rounding boundary re-evaluated in the oracle)")
+    return Reference("float64", oracle.name, label, vals, check), ""
+
+
+def near_boundary(vals, nodes, fmts, tol: float, n: int) -> np.ndarray:
+    """Per sample: does some node's float64 value ``hi`` have a rounding boundary of some
+    format within relative distance ``tol`` (``hi*(1-tol)`` and ``hi*(1+tol)`` round to
+    different values)?  Such a value may round the other way than the exact one."""
+    from scalarlab.scalars import formats
+    near = np.zeros(n, dtype=bool)
+    for i in nodes:
+        hi = vals[i][0].reshape(n, -1)
+        for f in fmts:
+            with np.errstate(all="ignore"):
+                a = formats.round_to_format(hi * (1 - tol), f)
+                b = formats.round_to_format(hi * (1 + tol), f)
+            near |= np.any((a != b) & ~(np.isnan(a) & np.isnan(b)), axis=1)
+    return near
 
 
 # ----------------------------------------------------------------------------- compare
@@ -469,8 +510,7 @@ def compare(case: GraphCase, contexts, x, *, reference=DEFAULT_REFERENCE,
             ctx_rows.append({
                 "graph": case.name, "node": int(node.id), "op": node_op(node),
                 "shape": node_shape(node), "context": ctx.name,
-                "format": getattr(fmt, "name", None) or ("binary64" if ctx.name == "float64"
-                                                         else "-"),
+                "format": "-" if fmt is None else fmt.name,
                 "reduction": reduction_label(ctx), "reference": ref.name,
                 "samples": batch_size(x), "entries": entries, "evaluated": val is not None,
                 **s})

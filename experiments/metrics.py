@@ -119,14 +119,31 @@ def correctly_rounded(ref_hi, ref_lo, fmt) -> np.ndarray:
     return formats.round_to_format(round_to_odd_f64(ref_hi, ref_lo), fmt, "nearest_even")
 
 
+def _point_dtype(ctx):
+    """The numpy dtype of a point context's values, read off ``convert(0.0)``."""
+    return np.asarray(ctx.convert(0.0)).dtype
+
+
+def has_complex_values(ctx) -> bool:
+    """True for a point context whose values are complex (e.g. ``complex128``)."""
+    if ctx.is_interval or ctx.is_dual:
+        return False
+    return _point_dtype(ctx).kind == "c"
+
+
 def format_of(ctx):
-    """The binary format a context's values live in (float64 -> binary64), or None."""
+    """The binary format a context's values live in (float64 -> binary64), or None.
+
+    ``ctx.fmt`` when the context declares one.  A point context without one whose values
+    are nevertheless float64 arrays computed natively is hardware float64: its format is
+    binary64 (object-valued contexts -- mpmath, rationals, fp32-real -- have none).
+    """
     fmt = getattr(ctx, "fmt", None)
     if fmt is not None:
         return fmt
-    if getattr(ctx, "name", "") == "float64":
-        return _binary64()
-    return None
+    if ctx.is_interval or ctx.is_dual or ctx.reduction != "native":
+        return None
+    return _binary64() if _point_dtype(ctx) == np.float64 else None
 
 
 def representable(v_hi, v_lo, fmt) -> bool:

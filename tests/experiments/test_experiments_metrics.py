@@ -7,6 +7,7 @@ import mpmath
 import numpy as np
 import pytest
 
+from scalarlab import scalars
 from scalarlab.experiments import metrics
 from scalarlab.scalars import formats
 
@@ -158,8 +159,13 @@ def test_relative_error_at_zero_and_nan_policy():
 
 
 def test_float64_ulps_in_binary64():
-    fmt = metrics.format_of(type("C", (), {"name": "float64", "fmt": None})())
+    fmt = metrics.format_of(scalars.get("float64"))
     assert metrics.is_binary64(fmt)
+    # The emulated binary64 context has the same format; hardware float64 differs from it
+    # only in how it reduces, not in its values' format.
+    assert metrics.format_of(scalars.get("binary64")) == fmt
+    for name in ("mpmath:200", "rational", "fp32-real", "complex128"):
+        assert metrics.format_of(scalars.get(name)) is None, name
     a = np.array([0.1, -2.5])
     b = np.array([np.nextafter(np.nextafter(0.1, 1), 1), -2.5])
     e = metrics.entry_errors(b, 0 * b, a, 0 * a, fmt)

@@ -4,16 +4,27 @@ Every transform records the program once per argument-shape signature as a
 :class:`~tape.typed_graph.TypedGraph` (cached on the transformed function), then:
 
 * ``grad`` / ``vjp`` lower that graph to a tape over the context and run the reverse loop;
-* ``jvp`` folds the graph forward over the dual context ``dual:<ctx>``, so tangents ride
-  along with the values (``method="rules"`` uses the op table's JVP rules instead, as a
-  cross-check);
-* ``hvp`` lowers the graph to a tape over ``dual:<ctx>`` with leaves ``(x, v)`` and runs
-  the reverse loop there (forward-over-reverse): the cotangent's tangent part is ``H v``.
+* ``jvp`` runs the op table's JVP rules node by node (``method="dual"`` folds the graph
+  over the dual context ``dual:<ctx>`` instead, as a cross-check);
+* ``hvp`` is forward-over-reverse with the forward mode taken from the op table: the JVP
+  rules give every node's value and tangent along ``v``, those pairs become the values of
+  a tape over ``dual:<ctx>``, and the reverse loop there runs the op table's VJP rules on
+  them, so each cotangent carries its derivative along ``v`` -- the tangent part of the
+  input cotangent is ``H v``.  ``method="dual"`` lowers the graph to a tape over
+  ``dual:<ctx>`` and lets the dual context evaluate the forward rules (a cross-check).
+
+First derivatives therefore come from the op table alone (its JVP and VJP rules, which
+agree at kinks: ``relu``/``abs`` at 0 contribute 0, ``max``/``min`` ties split 1/2-1/2);
+the dual arithmetic only differentiates the VJP rules' own formulas, whose
+piecewise-constant factors (heaviside, sign, tie weights) have tangent zero.
 
 A program is ``program(ops, *args)``; each argument may be a value or a nested
 list/tuple/dict of values, and results come back in the same structure.
 """
 from __future__ import annotations
+
+from scalarlab import scalars
+from scalarlab.scalars.dual import Dual
 
 from .backward import backward
 from .values import to_context, value_shape
@@ -25,7 +36,6 @@ class _ProgramGraphs:
     """A program plus its typed graphs, one per argument-shape signature."""
 
     def __init__(self, program, ctx):
-        from scalarlab import scalars
         self.program = program
         self.ctx = scalars.get(ctx)
         self.cache: dict = {}
@@ -90,8 +100,8 @@ def grad(program, ctx="float64", argnums=0):
     return g
 
 
-def _reverse(ctx, graph, flat, mask, seed):
-    b, ids = graph.to_tape(ctx, flat, requires_grad=mask)
+def _reverse(ctx, graph, flat, mask, seed, values=None):
+    b, ids = graph.to_tape(ctx, flat, requires_grad=mask, values=values)
     grads = backward(b.tape, ids[graph.output.index], seed=seed)
     cots = []
     for i, want in enumerate(mask):
@@ -118,11 +128,12 @@ def vjp(program, *primals, ctx="float64"):
     return b.tape.value(out_id), vjp_fn
 
 
-def jvp(program, primals, tangents, ctx="float64", method="dual"):
+def jvp(program, primals, tangents, ctx="float64", method="rules"):
     """``(output, output tangent)`` of ``program`` at ``primals`` along ``tangents``.
 
-    ``method="dual"`` (default) is the forward fold over ``dual:<ctx>``; ``"rules"`` uses
-    the op table's JVP rules node by node.
+    ``method="rules"`` (default) uses the op table's JVP rules node by node; ``"dual"``
+    is the forward fold over ``dual:<ctx>`` (a cross-check: the dual context's own
+    derivative rules).
     """
     rec = _ProgramGraphs(program, ctx)
     flat, recipes, graph = rec.prepare(primals)
@@ -134,24 +145,25 @@ def jvp(program, primals, tangents, ctx="float64", method="dual"):
         if len(leaves) != n:
             raise TapeError(f"jvp: a tangent has {len(leaves)} leaves, its primal has {n}")
         tflat.extend(leaves)
-    if method == "dual":
-        return graph.jvp(rec.ctx, flat, tflat)
     if method == "rules":
-        return graph.jvp_rules(rec.ctx, flat, tflat)
-    raise TapeError(f"jvp: method must be 'dual' or 'rules', got {method!r}")
+        return graph.jvp(rec.ctx, flat, tflat)
+    if method == "dual":
+        return graph.jvp_dual(rec.ctx, flat, tflat)
+    raise TapeError(f"jvp: method must be 'rules' or 'dual', got {method!r}")
 
 
-def hvp(program, primals, v, ctx="float64", argnums=0):
+def hvp(program, primals, v, ctx="float64", argnums=0, method="rules"):
     """Hessian-vector product of the scalar ``program`` w.r.t. ``primals[argnums]``.
 
-    Forward-over-reverse: the typed graph is lowered to a tape over ``dual:<ctx>`` whose
-    leaves carry tangent ``v`` (zero for the other arguments); the reverse loop then
-    computes ``(grad, H v)`` in one pass and the tangent part is returned.
+    Forward-over-reverse in one pass over a tape of duals ``(value, tangent along v)``.
+    ``method="rules"`` (default) takes every node's tangent from the op table's JVP rules;
+    ``"dual"`` lets the dual context evaluate the forward rules (a cross-check that
+    differs only where the dual context's derivative at a kink differs from the table's).
     """
-    from scalarlab import scalars
-    from scalarlab.scalars.dual import Dual
     if not isinstance(argnums, int):
         raise TapeError("hvp: argnums must be a single argument index")
+    if method not in ("rules", "dual"):
+        raise TapeError(f"hvp: method must be 'rules' or 'dual', got {method!r}")
     rec = _ProgramGraphs(program, ctx)
     flat, recipes, graph = rec.prepare(primals)
     if graph.shape_of(graph.output.index) != ():
@@ -162,18 +174,28 @@ def hvp(program, primals, v, ctx="float64", argnums=0):
         raise TapeError(f"hvp: direction has {len(vleaves)} leaves, argument {argnums} has "
                         f"{sum(mask)}")
     base = rec.ctx
-    dual = scalars.get(f"dual:{base.name}")
     vit = iter(vleaves)
-    dflat = []
-    for i, (x, m) in enumerate(zip(flat, mask)):
-        if m:
-            t = to_context(base, next(vit))
-            if value_shape(base, t) != graph.input_shapes[i]:
-                raise TapeError(f"hvp: direction leaf has shape {list(value_shape(base, t))}, "
-                                f"input {i} has shape {list(graph.input_shapes[i])}")
-        else:
-            t = base.zeros(graph.input_shapes[i])
-        dflat.append(Dual(x, t))
-    cots = _reverse(dual, graph, dflat, mask, None)
+    tangents = []
+    for i, m in enumerate(mask):
+        if not m:
+            tangents.append(None)
+            continue
+        t = to_context(base, next(vit))
+        if value_shape(base, t) != graph.input_shapes[i]:
+            raise TapeError(f"hvp: direction leaf has shape {list(value_shape(base, t))}, "
+                            f"input {i} has shape {list(graph.input_shapes[i])}")
+        tangents.append(t)
+    dual = scalars.get(f"dual:{base.name}")
+
+    def pair(i, x, t):
+        return Dual(x, base.zeros(graph.shape_of(i)) if t is None else t)
+
+    if method == "rules":
+        vals, tans = graph.jvp_all(base, flat, tangents)
+        dvals = [pair(i, x, t) for i, (x, t) in enumerate(zip(vals, tans))]
+        cots = _reverse(dual, graph, dvals[:len(flat)], mask, None, values=dvals)
+    else:
+        dflat = [pair(i, x, t) for i, (x, t) in enumerate(zip(flat, tangents))]
+        cots = _reverse(dual, graph, dflat, mask, None)
     tang = [c.tangent for c in cots]
     return _pick(_split(recipes, tang), argnums)

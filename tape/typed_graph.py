@@ -11,9 +11,10 @@ Evaluation:
 * ``forward(ctx, inputs)`` runs the forward rules left to right;
 * ``vjp`` lowers the graph to a tape over ``ctx`` (inputs become leaves) and runs the one
   reverse loop of :mod:`tape.backward`;
-* ``jvp`` is a forward fold over the dual context ``dual:<ctx>`` (tangents ride along in
-  the values); ``jvp_rules`` is the same derivative computed from the op table's JVP
-  rules, kept as an independent cross-check.
+* ``jvp`` runs the op table's JVP rules node by node (the canonical first derivative:
+  at a kink it gives exactly what the table's rule says); ``jvp_dual`` is the same
+  derivative as a forward fold over the dual context ``dual:<ctx>``, kept as an
+  independent cross-check.
 """
 from __future__ import annotations
 
@@ -182,24 +183,34 @@ class TypedGraph:
         """The output's value."""
         return self.forward_all(ctx, inputs)[self._out_index()]
 
-    def to_tape(self, ctx, inputs, requires_grad=None):
+    def to_tape(self, ctx, inputs, requires_grad=None, values=None):
         """Lower to a tape over ``ctx``: inputs become leaves (ids ``0..k-1``).
 
         Returns ``(builder, ids)`` with ``ids[i]`` the tape id of variable ``i``.
         ``requires_grad`` is a list of booleans per input (default: all True).
+        ``values``, when given, holds every variable's value (inputs first) already in
+        ``ctx``: op nodes then take their value from it instead of running the forward
+        rule, and keep the op table's shape check and VJP rule (used by ``hvp``, whose
+        forward sweep comes from the JVP rules).
         """
         b = TapeBuilder(ctx)
         vals = self._inputs(b.ctx, inputs)
         rg = [True] * len(vals) if requires_grad is None else list(requires_grad)
         ids = [b.leaf(v, name=self.input_names[i], requires_grad=rg[i])
                for i, v in enumerate(vals)]
-        for n in self.nodes:
+        k = len(vals)
+        for j, n in enumerate(self.nodes):
             if n.kind == "detach":
                 ids.append(b.detach(ids[n.args[0]]))
             elif n.kind == "const":
                 ids.append(b.const(n.value, name=n.name or "const"))
-            else:
+            elif values is None:
                 ids.append(b.apply(n.kind, *(ids[a] for a in n.args), **dict(n.attrs)))
+            else:
+                def given(ctx_, args, attrs, nb, _v=values[k + j]):
+                    return _v
+                ids.append(b.apply_computed(n.kind, tuple(ids[a] for a in n.args), given,
+                                            "forward-mode sweep", **dict(n.attrs)))
         return b, ids
 
     def vjp(self, ctx, inputs, seed=None, dense: bool = True):
@@ -219,47 +230,27 @@ class TypedGraph:
         return b.tape.value(out), cots
 
     def jvp(self, ctx, inputs, tangents):
-        """``(output, output tangent)``: the forward fold over ``dual:<ctx>``.
+        """``(output, output tangent)`` from the op table's JVP rules, node by node.
 
         ``tangents[i] is None`` means input ``i`` does not vary.
         """
-        from scalarlab import scalars
-        from scalarlab.scalars.dual import Dual
-        base = scalars.get(ctx)
-        dual = scalars.get(f"dual:{base.name}")
-        vals = self._inputs(base, inputs)
-        duals = []
-        for i, (v, t) in enumerate(zip(vals, self._tangents(base, tangents))):
-            duals.append(Dual(v, t))
-        y = self.forward(dual, duals)
-        return y.primal, y.tangent
+        vals, tans = self.jvp_all(ctx, inputs, tangents)
+        o = self._out_index()
+        t = tans[o]
+        return vals[o], self._zeros(ctx, o) if t is None else t
 
-    def _tangents(self, base, tangents) -> list:
-        if len(tangents) != len(self.input_shapes):
-            raise TapeError(f"typed graph: expected {len(self.input_shapes)} tangents, got "
-                            f"{len(tangents)}")
-        out = []
-        for i, t in enumerate(tangents):
-            if t is None:
-                out.append(base.zeros(self.input_shapes[i]))
-                continue
-            t = to_context(base, t)
-            got = value_shape(base, t)
-            if got != self.input_shapes[i]:
-                raise TapeError(f"typed graph: tangent {i} ({self.input_names[i]}) has shape "
-                                f"{list(got)}, input shape is {list(self.input_shapes[i])}")
-            out.append(t)
-        return out
+    def jvp_all(self, ctx, inputs, tangents) -> tuple:
+        """``(values, tangents)`` of every variable (inputs first), in ``ctx``.
 
-    def jvp_rules(self, ctx, inputs, tangents):
-        """``(output, output tangent)`` from the op table's JVP rules, node by node."""
+        Tangents come from the op table's JVP rules; ``None`` marks a variable that does
+        not vary (an input given no tangent, a constant, a detached value, or a node all of
+        whose arguments do not vary), so rules run only where something varies.
+        """
         from scalarlab import scalars
         base = scalars.get(ctx)
         vals = self.forward_all(base, inputs)
         k = len(self.input_shapes)
-        tans: list = [None if t is None else to_context(base, t) for t in tangents]
-        if len(tans) != k:
-            raise TapeError(f"typed graph: expected {k} tangents, got {len(tans)}")
+        tans = self._tangents(base, tangents)
         for j, n in enumerate(self.nodes):
             if n.kind in ("detach", "const"):
                 tans.append(None)       # stopped / constant: does not vary
@@ -271,8 +262,45 @@ class TypedGraph:
             if n.record.jvp is None:
                 raise TapeError(f"typed graph node {k + j} ({n.kind}): no JVP rule in the "
                                 f"op table")
-            tans.append(n.record.jvp(base, [vals[a] for a in n.args], ts, vals[k + j],
-                                     dict(n.attrs), 0))
-        o = self._out_index()
-        t = tans[o]
-        return vals[o], base.zeros(self.shape_of(o)) if t is None else t
+            try:
+                t = n.record.jvp(base, [vals[a] for a in n.args], ts, vals[k + j],
+                                 dict(n.attrs), 0)
+            except (ContextError, GraphError) as exc:
+                raise TapeError(f"typed graph node {k + j} ({n.kind}) JVP: {exc}") from None
+            tans.append(None if t is None else as_value(t))
+        return vals, tans
+
+    def jvp_dual(self, ctx, inputs, tangents):
+        """``(output, output tangent)``: the forward fold over ``dual:<ctx>`` (the
+        cross-check of :meth:`jvp`; the dual context's own derivative rules decide)."""
+        from scalarlab import scalars
+        from scalarlab.scalars.dual import Dual
+        base = scalars.get(ctx)
+        dual = scalars.get(f"dual:{base.name}")
+        vals = self._inputs(base, inputs)
+        duals = [Dual(v, self._zeros(base, i) if t is None else t)
+                 for i, (v, t) in enumerate(zip(vals, self._tangents(base, tangents)))]
+        y = self.forward(dual, duals)
+        return y.primal, y.tangent
+
+    def _zeros(self, ctx, index: int):
+        from scalarlab import scalars
+        return scalars.get(ctx).zeros(self.shape_of(index))
+
+    def _tangents(self, base, tangents) -> list:
+        """Input tangents converted into ``base`` and shape-checked; ``None`` stays."""
+        if len(tangents) != len(self.input_shapes):
+            raise TapeError(f"typed graph: expected {len(self.input_shapes)} tangents, got "
+                            f"{len(tangents)}")
+        out = []
+        for i, t in enumerate(tangents):
+            if t is None:
+                out.append(None)
+                continue
+            t = to_context(base, t)
+            got = value_shape(base, t)
+            if got != self.input_shapes[i]:
+                raise TapeError(f"typed graph: tangent {i} ({self.input_names[i]}) has shape "
+                                f"{list(got)}, input shape is {list(self.input_shapes[i])}")
+            out.append(t)
+        return out

@@ -107,7 +107,7 @@ def test_jvp_rules_are_adjoint_to_the_vjp():
     x, w = r.standard_normal(4), r.standard_normal((3, 4))
     vx, vw = r.standard_normal(4), r.standard_normal((3, 4))
     u = r.standard_normal(3)
-    y, t = g.jvp_rules("float64", [x, w], [vx, vw])
+    y, t = g.jvp("float64", [x, w], [vx, vw])
     _, (gx, gw) = g.vjp("float64", [x, w], seed=u)
     lhs = float(np.dot(t, u))
     rhs = float(np.dot(gx, vx) + np.sum(gw * vw))

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from scalarlab import scalars
 from scalarlab.graph.errors import GraphError
 from scalarlab.graph.optable import OPS, get_op
 from scalarlab.scalars.errors import ContextError
@@ -33,7 +34,6 @@ class TapeBuilder(Ops):
     """Records onto ``self.tape``; every method appends exactly one node, returns its id."""
 
     def __init__(self, ctx, tape: Tape | None = None):
-        from scalarlab import scalars
         self.ctx = scalars.get(ctx)
         self.tape = tape if tape is not None else Tape(self.ctx)
         if self.tape.ctx is not self.ctx:

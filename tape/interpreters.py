@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from scalarlab import scalars
 from scalarlab.graph.errors import GraphError
 from scalarlab.graph.optable import get_op
 from scalarlab.scalars.errors import ContextError
@@ -32,7 +33,6 @@ class PlainOps(Ops):
     interpreter = "plain"
 
     def __init__(self, ctx):
-        from scalarlab import scalars
         self.ctx = scalars.get(ctx)
 
     def apply(self, op, *refs, **attrs):

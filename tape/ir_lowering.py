@@ -16,7 +16,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from scalarlab.graph.errors import GraphError
+from scalarlab.graph.node import Graph, Node, OpKind
 from scalarlab.graph.optable import OPS
+from scalarlab.graph.payload import Payload, normalize_value, value_shape
+from scalarlab.graph.validate import check_payload, check_shapes, check_well_formed
 
 from .op_checks import check_op_shapes, resolve_attrs, split_args
 from .errors import TapeError
@@ -45,7 +48,6 @@ class ParamRef:
 
 
 def _raw_shape(value) -> tuple:
-    from scalarlab.graph.payload import normalize_value, value_shape
     return tuple(value_shape(normalize_value(value)))
 
 
@@ -59,20 +61,17 @@ class IRBuilderOps(Ops):
         self.payload: dict = {}
 
     def _push(self, parents, kind, shape) -> IRRef:
-        from scalarlab.graph.node import Node
         i = len(self.nodes)
         self.nodes.append(Node(i, list(parents), kind, list(shape)))
         return IRRef(i, tuple(shape))
 
     def input(self, shape) -> IRRef:
-        from scalarlab.graph.node import OpKind
         return self._push([], OpKind("input"), tuple(shape))
 
     def param(self, value, name: str = "param") -> ParamRef:
         return ParamRef(value, name, _raw_shape(value))
 
     def const(self, value: Any, name: str = "const") -> IRRef:
-        from scalarlab.graph.node import OpKind
         ref = self._push([], OpKind("const"), _raw_shape(value))
         self.payload[ref.id] = {"value": value}
         return ref
@@ -87,7 +86,6 @@ class IRBuilderOps(Ops):
         raise LoweringError(f"{where}: expected an IR reference, got {type(ref).__name__}")
 
     def detach(self, ref) -> IRRef:
-        from scalarlab.graph.node import OpKind
         r = self._node(ref, "lowering detach")
         return self._push([r.id], OpKind("detach"), r.shape)
 
@@ -95,7 +93,6 @@ class IRBuilderOps(Ops):
         return ref.shape
 
     def apply(self, op: str, *refs, **attrs) -> IRRef:
-        from scalarlab.graph.node import OpKind
         where = f"lowering to IR node {len(self.nodes)}"
         rec = OPS.get(op)
         if rec is None:
@@ -135,9 +132,6 @@ def lower(program, input_shape, params, check: bool = True):
     ``params`` are concrete parameter values (any tree of lists/dicts); they land in the
     payload.  The graph's output is the program's result; its input is ``x``.
     """
-    from scalarlab.graph.node import Graph
-    from scalarlab.graph.payload import Payload
-    from scalarlab.graph.validate import check_payload, check_shapes, check_well_formed
     ops = IRBuilderOps()
     x = ops.input(tuple(input_shape))
     leaves, recipe = flatten(params)

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from scalarlab.graph.optable import OPS
+
 
 class Ops:
     """Abstract operation interface; subclasses define ``apply``, ``detach``, ``const``."""
@@ -33,7 +35,6 @@ class Ops:
     # Convenience names: each is exactly one op-table op.
     def __getattr__(self, name):
         """Every other op-table op by its own name: ``ops.softmax(x, axis=0)``."""
-        from scalarlab.graph.optable import OPS
         if name.startswith("_") or name not in OPS:
             raise AttributeError(f"{type(self).__name__} has no attribute {name!r} (and the op "
                                  f"table has no op {name!r})")

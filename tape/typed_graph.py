@@ -24,8 +24,10 @@ from typing import Any
 
 import numpy as np
 
+from scalarlab import scalars
 from scalarlab.graph.errors import GraphError
 from scalarlab.graph.optable import get_op
+from scalarlab.scalars.dual import Dual
 from scalarlab.scalars.errors import ContextError
 
 from .backward import Gradients, backward
@@ -162,7 +164,6 @@ class TypedGraph:
 
     def forward_all(self, ctx, inputs) -> list:
         """Values of every variable (inputs first), evaluated in ``ctx``."""
-        from scalarlab import scalars
         ctx = scalars.get(ctx)
         vals = self._inputs(ctx, inputs)
         k = len(self.input_shapes)
@@ -246,7 +247,6 @@ class TypedGraph:
         not vary (an input given no tangent, a constant, a detached value, or a node all of
         whose arguments do not vary), so rules run only where something varies.
         """
-        from scalarlab import scalars
         base = scalars.get(ctx)
         vals = self.forward_all(base, inputs)
         k = len(self.input_shapes)
@@ -273,8 +273,6 @@ class TypedGraph:
     def jvp_dual(self, ctx, inputs, tangents):
         """``(output, output tangent)``: the forward fold over ``dual:<ctx>`` (the
         cross-check of :meth:`jvp`; the dual context's own derivative rules decide)."""
-        from scalarlab import scalars
-        from scalarlab.scalars.dual import Dual
         base = scalars.get(ctx)
         dual = scalars.get(f"dual:{base.name}")
         vals = self._inputs(base, inputs)
@@ -284,7 +282,6 @@ class TypedGraph:
         return y.primal, y.tangent
 
     def _zeros(self, ctx, index: int):
-        from scalarlab import scalars
         return scalars.get(ctx).zeros(self.shape_of(index))
 
     def _tangents(self, base, tangents) -> list:

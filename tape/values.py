@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from scalarlab.scalars.dual import Dual
 from scalarlab.scalars.errors import ContextError
 
 from .errors import TapeError
@@ -42,6 +43,5 @@ def stopped_value(ctx, v):
     is zero (a stopped value does not vary, so forward mode and the tape over duals agree
     with reverse mode: the detached branch contributes nothing at any order)."""
     if ctx.is_dual:
-        from scalarlab.scalars.dual import Dual
         return Dual(v.primal, ctx.base.zeros(ctx.shape(v)))
     return v

@@ -24,6 +24,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from scalarlab import scalars
 from scalarlab.scalars.errors import ContextError
 
 from ..backward import backward
@@ -62,7 +63,6 @@ class TrainingSession:
     def __init__(self, model: Module, ctx="float64", optimizer: Optimizer | None = None,
                  *, execution: str = "eager", device: str = "cpu", seed: int = 0,
                  show_backend=None):
-        from scalarlab import scalars
         if not isinstance(model, Module):
             raise TapeError(f"trainer: model must be a tape.training.layers.Module, got "
                             f"{type(model).__name__}")

@@ -106,28 +106,22 @@ def test_default_run_at_x0_header_and_seed_values(six, capsys):
         assert f"{float(np.asarray(vals[5]).reshape(-1)[0]):.6f}" == "0.027713"
 
 
-def _cancel_graph(tmp_path):
-    """x -> [x0 + x1, x0] -> (x0 + x1) - x0.  With x = (1, 2^-30) binary32 rounds the sum to
-    1 (correctly: 0 ULP at nodes 0 and 1) and node 2 becomes 0 instead of 2^-30: the gap
-    starts exactly at node 2.  float64 holds 1 + 2^-30 exactly: no divergence."""
-    g = graph.Graph([graph.Node(0, [], "input", [2]),
-                     graph.Node(1, [0], "linear", [2]),
-                     graph.Node(2, [1], "linear", [1])])
-    p = graph.Payload({1: {"linear": {"W": np.array([["1", "1"], ["1", "0"]], dtype=object),
-                                      "b": np.array(["0", "0"], dtype=object)}},
-                       2: {"linear": {"W": np.array([["1", "-1"]], dtype=object),
-                                      "b": np.array(["0"], dtype=object)}}})
+def _cancel_graph(tmp_path, cancel_graph):
+    """The cancellation graph (x0 + x1) - x0 in a file.  With x = (1, 2^-30) binary32
+    rounds the sum to 1 (correctly: 0 ULP at nodes 0 and 1) and node 2 becomes 0 instead
+    of 2^-30: the gap starts exactly at node 2.  float64 holds 1 + 2^-30 exactly: no
+    divergence."""
     path = tmp_path / "cancel.json"
-    graph.save(str(path), g, p)
+    graph.save(str(path), *cancel_graph)
     return path
 
 
 TWO_M30 = "0.000000000931322574615478515625"          # 2^-30, exactly
 
 
-def test_divergence_at_known_node(tmp_path):
+def test_divergence_at_known_node(tmp_path, cancel_graph):
     assert Fraction(TWO_M30) == Fraction(1, 2 ** 30)
-    path = _cancel_graph(tmp_path)
+    path = _cancel_graph(tmp_path, cancel_graph)
     case = C.load_case(str(path))
     x = C.parse_input(f"1,{TWO_M30}", case.input_shape())
     res = C.compare(case, C.parse_contexts("binary32,float64"), x, threshold=2.0)
@@ -142,8 +136,8 @@ def test_divergence_at_known_node(tmp_path):
     assert list(res.rows[res.rows["context"] == "float64"]["max_ulps"]) == [0.0, 0.0, 0.0]
 
 
-def test_cli_files_round_trip_and_plot(tmp_path, capsys):
-    path = _cancel_graph(tmp_path)
+def test_cli_files_round_trip_and_plot(tmp_path, capsys, cancel_graph):
+    path = _cancel_graph(tmp_path, cancel_graph)
     csv, js, md, png = (tmp_path / f"r.{s}" for s in ("csv", "json", "md", "png"))
     base = ["compare", str(path), "--input", f"1,{TWO_M30}", "--contexts", "binary32,bfloat16",
             "--quiet"]

@@ -16,16 +16,9 @@ from scalarlab import scalars
 from scalarlab.experiments import compare as C
 
 
-def _elapsed_case():
+def _elapsed_case(cancel_graph):
     """x = (t0, dt) -> [t0 + dt, t0] -> (t0 + dt) - t0: the exact result is dt."""
-    g = graph.Graph([graph.Node(0, [], "input", [2]),
-                     graph.Node(1, [0], "linear", [2]),
-                     graph.Node(2, [1], "linear", [1])])
-    p = graph.Payload({1: {"linear": {"W": np.array([["1", "1"], ["1", "0"]], dtype=object),
-                                      "b": np.array(["0", "0"], dtype=object)}},
-                       2: {"linear": {"W": np.array([["1", "-1"]], dtype=object),
-                                      "b": np.array(["0"], dtype=object)}}})
-    return C.GraphCase("elapsed", g, p)
+    return C.GraphCase("elapsed", *cancel_graph)
 
 
 def _pixels_case():
@@ -44,7 +37,7 @@ def _e4m3_midpoints() -> set:
     return {(a + b) / 2 for a, b in zip(vals, vals[1:])}
 
 
-def test_float64_fails_the_check_on_cancellation():
+def test_float64_fails_the_check_on_cancellation(cancel_graph):
     """Timestamps near 1.7e9 s with millisecond offsets: float64 rounds t0 + dt to
     multiples of 2^-22 s, so (t0 + dt) - t0 is not dt, and its binary16 rounding differs
     from dt's on the check samples: the oracle evaluates every sample."""
@@ -53,7 +46,7 @@ def test_float64_fails_the_check_on_cancellation():
     t0 = 1.7e9 + rng.uniform(0.0, 1e6, n)
     dt = rng.uniform(1e-3, 2e-3, n)
     x = np.stack([t0, dt], axis=1)
-    ref = C.compute_reference(_elapsed_case(), x, "mpmath:200",
+    ref = C.compute_reference(_elapsed_case(cancel_graph), x, "mpmath:200",
                               C.parse_contexts("binary16,bfloat16"),
                               oracle_limit=100, check_samples=32)
     assert ref.name == "mpmath:200" and ref.check == {}
@@ -70,7 +63,7 @@ def test_float64_fails_the_check_on_cancellation():
         assert exact == Fraction(dt[k])
         assert Fraction(float(hi[k, 0])) + Fraction(float(lo[k, 0])) == exact
     # ... which float64 does not give: the check was right to refuse it.
-    f64 = C.evaluate_split(_elapsed_case(), x, scalars.get("float64"))[2][0]
+    f64 = C.evaluate_split(_elapsed_case(cancel_graph), x, scalars.get("float64"))[2][0]
     assert np.count_nonzero(f64[:, 0] != dt) > n // 2
 
 
@@ -140,3 +133,34 @@ def test_shortcut_not_tried_for_array_oracles_or_wide_formats():
 def test_point_contexts_only(name, what):
     with pytest.raises(C.ExperimentError, match=f"context {name} is {what} context"):
         C.parse_contexts(name)
+
+
+@pytest.fixture(params=["fmt as registered", "fmt = binary64"])
+def float64_ctx(request, monkeypatch):
+    """float64 as registered, and with ``fmt`` declared as binary64 on its class: the
+    experiments must treat hardware float64 the same either way (by its flags, not its
+    name), and apart from the emulated ``binary64`` context (which reduces sequentially)."""
+    from scalarlab.scalars import formats
+    ctx = scalars.get("float64")
+    if request.param == "fmt = binary64":
+        monkeypatch.setattr(type(ctx), "fmt", formats.get("binary64"), raising=False)
+    return ctx
+
+
+def test_float64_is_binary64_hardware_either_way(float64_ctx):
+    from scalarlab.experiments import metrics
+    assert metrics.is_binary64(metrics.format_of(float64_ctx))
+    assert C.is_array_context(float64_ctx) and C._chunk_size(float64_ctx) == 1 << 18
+    assert C._chunk_size(scalars.get("mpmath:200")) == 256
+    x = np.random.default_rng(6).uniform(0, 1, size=(150, 4))
+    # float64 as a compared context is too precise for the float64 shortcut ...
+    ref = C.compute_reference(_pixels_case(), x, "mpmath:200", [float64_ctx], oracle_limit=100)
+    assert ref.name == "mpmath:200" and "float64 too precise" in ref.label
+    # ... and as the reference it is no oracle, and never replaced by itself.
+    ref = C.compute_reference(_pixels_case(), x, "float64", [scalars.get("e4m3")],
+                              oracle_limit=100)
+    assert ref.label == "float64 (requested reference, not an oracle, all samples)"
+    res = C.compare(_pixels_case(), [float64_ctx, scalars.get("binary64")], x[:3])
+    assert list(res.rows["format"]) == ["binary64"] * 4
+    assert list(res.rows["reduction"]) == ["native", "native", "sequential", "sequential"]
+    assert (res.rows["max_ulps"] == 0).all()

@@ -12,9 +12,9 @@ import numpy as np
 from numba import cuda
 
 from . import elementwise, gemm, interval, reduce, rowwise
+from .orders import TREE_WIDTH
 from .roundops import SIMULATED
 
-from .provider import TREE_WIDTH  # noqa: E402  (one definition of the tree order)
 # Tilings do not change results (every output is accumulated sequentially in k); the
 # simulator gets the small ones because it runs each thread in Python.
 GEMM_TILING = gemm.SMALL if SIMULATED else gemm.LARGE

@@ -18,13 +18,12 @@ import numpy as np
 
 from scalarlab.graph.plan import Capsule, PlanError, Provider, register_capsule, register_provider
 
+from .orders import TREE_WIDTH
+
 PROVIDER = "numba_cuda"
 FLOAT_FMT = "binary32|binary32+fma"
 INTERVAL_FMT = "interval:binary32"
 NO_DEVICE = "no CUDA device; set NUMBA_ENABLE_CUDASIM=1 to use the simulator"
-# reduce_sum's tree width (threads per row): part of its order, hence of its results; one
-# warp, the same on the GPU and in the simulator (where every thread is a Python thread)
-TREE_WIDTH = 32
 
 # (backend op, trust, reduction, note)
 _FLOAT = [
@@ -119,6 +118,20 @@ def _launch(name: str, fn, *args):
         raise PlanError(f"{name}: {NO_DEVICE} ({type(exc).__name__}: {exc})") from None
 
 
+def _axis(axis, rank: int) -> int:
+    """A per-example axis attribute as a non-negative int.  The run validated the graph
+    (check_shapes) before any kernel is called, so ``axis`` is an int in ``[-rank, rank)``."""
+    return axis % rank if rank else 0
+
+
+def _axes(axis, rank: int) -> tuple:
+    """An axis attribute (int, list, or None = all axes) as sorted distinct axes."""
+    if axis is None:
+        return tuple(range(rank))
+    items = axis if isinstance(axis, (list, tuple)) else [axis]
+    return tuple(sorted({_axis(a, rank) for a in items}))
+
+
 def _move_last(a: np.ndarray, axes: tuple):
     keep = [i for i in range(a.ndim) if i not in axes]
     t = np.transpose(a, keep + list(axes))
@@ -127,7 +140,6 @@ def _move_last(a: np.ndarray, axes: tuple):
 
 # ----------------------------------------------------------------------------- binder
 def _binder(capsule: Capsule, graph_op: str, ctx):
-    from scalarlab.graph.axes import norm_axes, norm_axis
     from . import host
 
     what = f"{capsule.name} (op {graph_op})"
@@ -166,7 +178,7 @@ def _binder(capsule: Capsule, graph_op: str, ctx):
             if graph_op == "sum":
                 axes, keepdims = tuple(range(r)), False
             else:
-                axes, keepdims = norm_axes(graph_op, attrs["axis"], r), attrs["keepdims"]
+                axes, keepdims = _axes(attrs["axis"], r), attrs["keepdims"]
             if not axes:
                 return _back(x)
             full = tuple(nb + a for a in axes)
@@ -196,7 +208,7 @@ def _binder(capsule: Capsule, graph_op: str, ctx):
     if bop == "softmax":
         def run(args, attrs, nb):
             x = _as_f32(args[0], what)
-            a = nb + norm_axis("softmax", attrs["axis"], x.ndim - nb)
+            a = nb + _axis(attrs["axis"], x.ndim - nb)
             t = np.moveaxis(x, a, -1)
             y = _launch(what, host.softmax_rows, t.reshape(-1, t.shape[-1]))
             return _back(np.moveaxis(y.reshape(t.shape), -1, a))
@@ -205,7 +217,7 @@ def _binder(capsule: Capsule, graph_op: str, ctx):
     if bop == "layernorm":
         def run(args, attrs, nb):
             x, gamma, beta, eps = (_as_f32(v, what) for v in args)
-            a = nb + norm_axis("layernorm", attrs["axis"], x.ndim - nb)
+            a = nb + _axis(attrs["axis"], x.ndim - nb)
             n = int(np.prod(x.shape[a:], dtype=np.int64))
             y = _launch(what, host.layernorm_rows, x.reshape(-1, n), gamma, beta, eps)
             return _back(y.reshape(x.shape))

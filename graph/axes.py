@@ -7,7 +7,7 @@ shape.  They use only the context vocabulary.
 """
 from __future__ import annotations
 
-from .optable import ShapeRuleError
+from .errors import ShapeRuleError
 
 
 def is_int(v) -> bool:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from scalarlab import scalars
-from scalarlab.scalars.errors import ContextError
+from scalarlab.scalars.errors import ContextError, ScalarLabError
 
 from .errors import GraphError
 from .node import Graph, fmt_shape
@@ -51,19 +51,49 @@ def _needed(g: Graph, output_id):
     return need
 
 
-def denote_all(g: Graph, payload, x, ctx, *, partial: bool = False, _need=None) -> list:
+def node_args(g: Graph, payload, ctx, node, vals) -> tuple:
+    """``(args, attrs)`` of one node in the op table's calling convention: parent values
+    from ``vals``, then its payload params converted into ``ctx`` (omitted optional params
+    filled with their defaults), and its attributes with defaults filled."""
+    rec = OPS[node.kind.op]
+    args = [vals[p] for p in node.parents]
+    if rec.params:
+        params = payload.converted(ctx, node.id)
+        for name in rec.params:
+            args.append(params[name] if name in params
+                        else _default_param(ctx, rec, name, g, node))
+    attrs = full_attrs(rec, node.kind.attrs) if rec.attrs or node.kind.attrs else {}
+    return args, attrs
+
+
+def _rule(rec, ctx):
+    """The rule the fold runs for an op in ``ctx``: the op's own interval rule in an
+    interval context when it has one (tighter than the forward rule run in interval
+    arithmetic, proved sound by its tests), else the forward rule."""
+    if rec.interval is not None and getattr(ctx, "is_interval", False):
+        return rec.interval
+    return rec.forward
+
+
+def denote_all(g: Graph, payload, x, ctx, *, partial: bool = False, kernels=None,
+               label: str = "IR eval", _need=None) -> list:
     """The value table: one context value per node (``None`` for skipped/failed nodes).
 
     ``x``: the input value (anything ``ctx.convert`` accepts, or already a ``ctx`` value),
     optionally with leading batch axes; a dict ``{input_id: value}`` for several inputs.
     ``partial=True``: a ContextError (or domain error) at a node yields ``None`` for it and
     every dependent instead of raising — IBP reads that as "no bound".
+    ``kernels``: the per-node kernel hook, ``{node_id: f(args, attrs, nb) -> value}``; a
+    node listed there runs its kernel instead of the op table's rule (the kernel planner's
+    bound plan), every other node runs the op table.  An error a kernel raises keeps its
+    class and gets the node prepended.  ``label`` starts every error message.
     """
     ctx = scalars.get(ctx)
     ensure_valid(g)
     payload = as_payload(payload)
     check_payload(g, payload)
     inputs = _input_values(g, x, ctx)
+    kernels = kernels or {}
 
     vals: list = [None] * len(g.nodes)
     batch = None
@@ -74,17 +104,17 @@ def denote_all(g: Graph, payload, x, ctx, *, partial: bool = False, _need=None) 
         try:
             v = convert_value(ctx, xv)
         except ContextError as exc:
-            raise ContextError(f"IR eval: input {i}: {exc}") from None
+            raise ContextError(f"{label}: input {i}: {exc}") from None
         s = tuple(ctx.shape(v))
         d = node.out_shape
         nb = len(s) - len(d)
         if nb < 0 or s[nb:] != d:
-            raise GraphError(f"IR eval: input {i}: input shape mismatch: got {fmt_shape(s)} vs "
+            raise GraphError(f"{label}: input {i}: input shape mismatch: got {fmt_shape(s)} vs "
                              f"declared {fmt_shape(d)} (leading batch axes allowed)")
         if batch is None:
             batch = s[:nb]
         elif s[:nb] != batch:
-            raise GraphError(f"IR eval: input {i}: batch axes {fmt_shape(s[:nb])} differ from "
+            raise GraphError(f"{label}: input {i}: batch axes {fmt_shape(s[:nb])} differ from "
                              f"{fmt_shape(batch)} of another input")
         vals[i] = v
     batch = batch or ()
@@ -97,44 +127,43 @@ def denote_all(g: Graph, payload, x, ctx, *, partial: bool = False, _need=None) 
         op = node.kind.op
         if op == "input" or (_need is not None and not _need[i]):
             continue
-        parents = node.parents
-        if any_failed and any(failed[p] for p in parents):
+        if any_failed and any(failed[p] for p in node.parents):
             failed[i] = True
             continue
-        rec = OPS[op]
+        where = f"{label}: {op} {i}"
+        kernel = kernels.get(i)
         try:
-            args = [vals[p] for p in parents]
-            if rec.params:
-                params = payload.converted(ctx, i)
-                for name in rec.params:
-                    if name in params:
-                        args.append(params[name])
-                    else:
-                        args.append(_default_param(ctx, rec, name, g, node))
-            attrs = full_attrs(rec, node.kind.attrs) if rec.attrs or node.kind.attrs else {}
-            y = rec.forward(ctx, args, attrs, nb)
-            if op == "const" and nb:
-                y = ctx.broadcast_to(ctx.reshape(y, (1,) * nb + tuple(node.out_shape)),
-                                     batch + tuple(node.out_shape))
+            args, attrs = node_args(g, payload, ctx, node, vals)
+            if kernel is not None:
+                y = kernel(args, attrs, nb)
+            else:
+                y = _rule(OPS[op], ctx)(ctx, args, attrs, nb)
+                if op == "const" and nb:
+                    y = ctx.broadcast_to(ctx.reshape(y, (1,) * nb + tuple(node.out_shape)),
+                                         batch + tuple(node.out_shape))
         except OpDataError as exc:
             if partial:
                 failed[i] = any_failed = True
                 continue
-            raise GraphError(f"IR eval: {op} {i}: {exc}") from None
+            raise GraphError(f"{where}: {exc}") from None
         except ContextError as exc:
             if partial:
                 failed[i] = any_failed = True
                 continue
-            raise ContextError(f"IR eval: {op} {i}: {exc}") from None
+            raise ContextError(f"{where}: {exc}") from None
         except GraphError as exc:
-            raise GraphError(f"IR eval: {op} {i}: {exc}") from None
+            raise GraphError(f"{where}: {exc}") from None
+        except ScalarLabError as exc:       # a kernel's own error class (the planner's)
+            raise type(exc)(f"{where}: {exc}") from None
         except (ValueError, TypeError, IndexError, ArithmeticError) as exc:
-            raise GraphError(f"IR eval: {op} {i}: rule failed: {type(exc).__name__}: {exc}") from exc
+            if kernel is not None:
+                raise
+            raise GraphError(f"{where}: rule failed: {type(exc).__name__}: {exc}") from exc
         # every value is batch + declared shape (check_shapes proved the declared shapes
         # consistent; this catches a rule disagreeing with its own shape rule)
         ys = ctx.shape(y)
         if len(ys) != nb + len(node.out_shape) or tuple(ys[nb:]) != node.out_shape:
-            raise GraphError(f"IR eval: {op} {i}: value has shape {fmt_shape(ys)}, expected batch "
+            raise GraphError(f"{where}: value has shape {fmt_shape(ys)}, expected batch "
                              f"{fmt_shape(batch)} + declared {fmt_shape(node.out_shape)}")
         vals[i] = y
     return vals
@@ -164,9 +193,3 @@ def denote(g: Graph, payload, x, ctx, output_id=None):
                          f"{len(g.nodes)} nodes)")
     vals = denote_all(g, payload, x, ctx, _need=_needed(g, int(output_id)))
     return vals[int(output_id)]
-
-
-# Public names for other evaluators of the IR (the kernel planner runs the same input
-# conversion and parameter defaults as the fold).
-input_values = _input_values
-default_param = _default_param

@@ -11,7 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from .axes import add_opt, is_int, pair
-from .optable import REQUIRED, OpRecord, ShapeRuleError, register
+from .errors import ShapeRuleError
+from .oprecord import REQUIRED, OpRecord, register
 
 
 def _size(shape) -> int:
@@ -216,7 +217,7 @@ register(OpRecord(
     attrs={"kernel_size": REQUIRED, "out_channels": None, "stride": 1, "padding": 0,
            "dilation": 1, "groups": 1},
     params=("weight", "bias"), param_shapes=_conv_params, param_defaults={"bias": "zeros"},
-    capsule="reference.conv2d", linear=True,
+    capsule="reference.conv2d", reduces=True, dot=True,
     doc="2-d convolution (cross-correlation, as torch), payload weight [O, C/groups, KH, KW], "
         "bias [O]; zero padding"))
 
@@ -361,5 +362,5 @@ register(OpRecord(
     name="avg_pool2d", arity=(1, 1), shape=_avgpool_shape, forward=_avgpool_forward,
     vjp=_avgpool_vjp, jvp=_avgpool_jvp,
     attrs={"kernel_size": REQUIRED, "stride": None, "padding": 0},
-    capsule="reference.avg_pool2d", linear=True,
+    capsule="reference.avg_pool2d", reduces=True,
     doc="mean over KHxKW windows, zero padding counted (torch count_include_pad=True)"))

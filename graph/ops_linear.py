@@ -7,7 +7,8 @@ rational).
 from __future__ import annotations
 
 from .axes import add_opt, align, broadcast_shapes, is_int, unbroadcast
-from .optable import OpRecord, ShapeRuleError, register
+from .errors import ShapeRuleError
+from .oprecord import OpRecord, register
 
 
 def _swap_last(ctx, v):
@@ -84,6 +85,7 @@ def _matmul_jvp(ctx, args, tans, y, attrs, nb):
 
 register(OpRecord(name="matmul", arity=(2, 2), shape=_matmul_shape, forward=_matmul_forward,
                   vjp=_matmul_vjp, jvp=_matmul_jvp, capsule="reference.matmul",
+                  reduces=True, dot=True,
                   doc="numpy.matmul of two parent values (per-example shapes)"))
 
 
@@ -162,5 +164,5 @@ register(OpRecord(name="linear", arity=(1, 1), shape=_linear_shape, forward=_lin
                   vjp=_linear_vjp, jvp=_linear_jvp, attrs={"out_features": None},
                   params=("W", "b"), param_shapes=_linear_params,
                   param_defaults={"b": "zeros"}, check_payload=_linear_check,
-                  capsule="reference.linear", linear=True,
+                  capsule="reference.linear", reduces=True, dot=True,
                   doc="y = x W^T + b, payload W [out, in], b [out] (PyTorch nn.Linear)"))

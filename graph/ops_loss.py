@@ -1,7 +1,8 @@
 """Loss op records: ``mse_loss(pred, target)`` = mean of squared differences -> shape []."""
 from __future__ import annotations
 
-from .optable import OpRecord, ShapeRuleError, register
+from .errors import ShapeRuleError
+from .oprecord import OpRecord, register
 
 
 def _mse_shape(in_shapes, attrs, declared=None):
@@ -50,5 +51,5 @@ def _mse_jvp(ctx, args, tans, y, attrs, nb):
 
 
 register(OpRecord(name="mse_loss", arity=(2, 2), shape=_mse_shape, forward=_mse_forward,
-                  vjp=_mse_vjp, jvp=_mse_jvp, capsule="reference.mse_loss",
+                  vjp=_mse_vjp, jvp=_mse_jvp, capsule="reference.mse_loss", reduces=True,
                   doc="mean((pred - target)^2) over the per-example entries (torch reduction='mean')"))

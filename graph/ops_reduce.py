@@ -8,7 +8,8 @@ context's endpointwise amax keeps the result an enclosure).
 from __future__ import annotations
 
 from .axes import add_opt, norm_axes, norm_axis
-from .optable import REQUIRED, OpRecord, ShapeRuleError, register
+from .errors import ShapeRuleError
+from .oprecord import REQUIRED, OpRecord, register
 
 
 def _b(nb, axes):
@@ -56,7 +57,7 @@ register(OpRecord(
     name="sum", arity=(1, 1), shape=_sum_shape,
     forward=lambda ctx, args, attrs, nb: _sum_all(ctx, args[0], nb), vjp=_sum_vjp,
     jvp=lambda ctx, args, tans, y, attrs, nb: None if tans[0] is None else _sum_all(ctx, tans[0], nb),
-    capsule="reference.reduce_sum", linear=True,
+    capsule="reference.reduce_sum", reduces=True,
     doc="sum of all per-example entries -> shape []"))
 
 
@@ -97,7 +98,7 @@ def _axis_red(op, mean):
 
     register(OpRecord(name=op, arity=(1, 1), shape=_axis_red_shape(op), forward=forward,
                       vjp=vjp, jvp=jvp, attrs={"axis": REQUIRED, "keepdims": False},
-                      capsule=f"reference.{op}", linear=True,
+                      capsule=f"reference.{op}", reduces=True,
                       doc=f"{'mean' if mean else 'sum'} over per-example axis (int or list)"))
 
 
@@ -144,7 +145,7 @@ def _softmax_jvp(ctx, args, tans, y, attrs, nb):
 
 register(OpRecord(name="softmax", arity=(1, 1), shape=_axis_shape("softmax"),
                   forward=_softmax_forward, vjp=_softmax_vjp, jvp=_softmax_jvp,
-                  attrs={"axis": REQUIRED}, capsule="reference.softmax",
+                  attrs={"axis": REQUIRED}, capsule="reference.softmax", reduces=True,
                   doc="exp(x - max) / sum exp(x - max) along a per-example axis"))
 
 
@@ -168,7 +169,7 @@ def _log_softmax_jvp(ctx, args, tans, y, attrs, nb):
 
 register(OpRecord(name="log_softmax", arity=(1, 1), shape=_axis_shape("log_softmax"),
                   forward=_log_softmax_forward, vjp=_log_softmax_vjp, jvp=_log_softmax_jvp,
-                  attrs={"axis": REQUIRED}, capsule="reference.log_softmax",
+                  attrs={"axis": REQUIRED}, capsule="reference.log_softmax", reduces=True,
                   doc="(x - max) - log sum exp(x - max) along a per-example axis"))
 
 
@@ -240,7 +241,7 @@ register(OpRecord(
     vjp=_ln_vjp, jvp=_ln_jvp, attrs={"axis": REQUIRED},
     params=("gamma", "beta", "eps"), param_shapes=_ln_params,
     param_defaults={"gamma": "ones", "beta": "zeros", "eps": LAYERNORM_EPS},
-    capsule="reference.layernorm",
+    capsule="reference.layernorm", reduces=True,
     doc="normalise over per-example axes axis.. (torch normalized_shape = shape[axis:]), "
         "payload gamma/beta of that shape and eps (default 1e-5)"))
 
@@ -319,6 +320,6 @@ register(OpRecord(
     forward=_bn_forward, vjp=_bn_vjp, jvp=_bn_jvp, attrs={"axis": 0},
     params=("mean", "var", "gamma", "beta", "eps"), param_shapes=_bn_params,
     param_defaults={"gamma": "ones", "beta": "zeros", "eps": LAYERNORM_EPS},
-    capsule="reference.batchnorm_eval", linear=True,
+    capsule="reference.batchnorm_eval",
     doc="eval-mode BatchNorm on a per-example channel axis (default 0 of [C, ...]): "
         "(x - mean)/sqrt(var + eps) * gamma + beta"))

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from .axes import broadcast_shapes, is_int, norm_axis, sum_batch, unbroadcast
-from .optable import REQUIRED, OpRecord, ShapeRuleError, register
+from .errors import ShapeRuleError
+from .oprecord import REQUIRED, OpRecord, register
 
 
 def _declared(op):
@@ -84,7 +85,7 @@ def _reshape_to(shape_rule):
 
 f, v, j = _reshape_to(_reshape_shape)
 register(OpRecord(name="reshape", arity=(1, 1), shape=_reshape_shape, forward=f, vjp=v, jvp=j,
-                  attrs={"shape": REQUIRED}, capsule="reference.reshape", linear=True,
+                  attrs={"shape": REQUIRED}, capsule="reference.reshape",
                   doc="per-example reshape (row-major), one -1 allowed"))
 
 
@@ -103,7 +104,7 @@ def _flatten_shape(in_shapes, attrs, declared=None):
 f, v, j = _reshape_to(_flatten_shape)
 register(OpRecord(name="flatten", arity=(1, 1), shape=_flatten_shape, forward=f, vjp=v, jvp=j,
                   attrs={"start_axis": 0, "end_axis": -1}, capsule="reference.reshape",
-                  linear=True, doc="merge per-example axes start_axis..end_axis (torch.flatten)"))
+                  doc="merge per-example axes start_axis..end_axis (torch.flatten)"))
 
 
 # ------------------------------------------------------------------------------ permute
@@ -140,7 +141,7 @@ register(OpRecord(name="permute", arity=(1, 1), shape=_permute_shape, forward=_p
                   vjp=_permute_vjp,
                   jvp=lambda ctx, args, tans, y, attrs, nb: None if tans[0] is None
                   else _permute_forward(ctx, [tans[0]], attrs, nb),
-                  attrs={"perm": REQUIRED}, capsule="reference.permute", linear=True,
+                  attrs={"perm": REQUIRED}, capsule="reference.permute",
                   doc="per-example axis permutation (torch.permute)"))
 
 
@@ -185,7 +186,7 @@ register(OpRecord(name="concat", arity=(2, None), shape=_concat_shape,
                   forward=lambda ctx, args, attrs, nb: ctx.concat(
                       list(args), axis=_concat_axis(ctx, args[0], attrs, nb)),
                   vjp=_concat_vjp, jvp=_concat_jvp, attrs={"axis": REQUIRED},
-                  capsule="reference.concat", linear=True,
+                  capsule="reference.concat",
                   doc="join >= 2 parents along a per-example axis"))
 
 
@@ -210,5 +211,5 @@ register(OpRecord(name="broadcast_to", arity=(1, 1), shape=_bcast_shape, forward
                   vjp=lambda ctx, g, args, y, attrs, nb: [unbroadcast(ctx, g, ctx.shape(args[0]), nb)],
                   jvp=lambda ctx, args, tans, y, attrs, nb: None if tans[0] is None
                   else _bcast_forward(ctx, [tans[0]], attrs, nb),
-                  attrs={"shape": REQUIRED}, capsule="reference.broadcast_to", linear=True,
+                  attrs={"shape": REQUIRED}, capsule="reference.broadcast_to",
                   doc="numpy broadcasting of the per-example value to shape"))

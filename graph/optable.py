@@ -1,94 +1,20 @@
 """THE op table: one record per op, defined beside its rules.
 
 Every consumer reads this table: the IR fold (``graph.fold``), the tape
-(``tape.TapeBuilder.apply``), the typed graph, IBP (through interval contexts) and the
-kernel planner.  Adding an op = adding one :class:`OpRecord` (plus tests).  The records
-live in ``graph/ops_*.py`` grouped by family; importing this module registers them all.
-
-Calling conventions (all rules are written against the scalar-context vocabulary, so they
-run in every context, derivatives included):
-
-* ``args`` = the parent values in order, followed by the op's payload parameters in the
-  order of ``record.params`` (e.g. linear: ``[x, W, b]``).  Parents may carry ``nb``
-  leading batch axes, all parents the SAME batch axes; parameters never do.  Attribute
-  axes always refer to the per-example shape (the rule adds ``nb``).
-* ``attrs`` is the node's attribute dict with defaults filled in (``record.attrs`` maps
-  attribute name -> default, ``REQUIRED`` = no default); :func:`full_attrs` builds it.
-* ``shape(in_shapes, attrs, declared=None) -> out_shape``: per-example shapes of the
-  parents only (params excluded), as tuples; raises :class:`ShapeRuleError` with a human
-  message on a bad shape/axis/attribute.  ``declared`` is the node's declared out shape;
-  only ops whose output extent lives in the payload read it (``input``/``const`` return it
-  unchanged; ``linear`` takes ``out_features`` from it unless the attribute is given;
-  ``conv2d`` takes ``out_channels`` likewise).  Other rules ignore it.
-* ``param_shapes(in_shapes, attrs, out_shape) -> {param: shape}`` for payload ops.
-  ``param_defaults`` maps optional params to ``"zeros"``, ``"ones"`` or a decimal string
-  (filled by the fold when the payload omits them, e.g. conv bias, layernorm eps).
-  ``check_payload(in_shapes, attrs, out_shape, given) -> None`` (optional) raises
-  :class:`ShapeRuleError` when the given param shapes disagree with the node; the default
-  compares ``given`` with ``param_shapes`` one parameter at a time.
-* ``forward(ctx, args, attrs, nb) -> value``.  ``input`` has no forward (the fold supplies
-  the input); ``const`` returns its payload value without batch axes (the fold broadcasts
-  it over the batch).
-* ``vjp(ctx, g, args, y, attrs, nb) -> list`` with one cotangent per arg (``None`` = no
-  contribution); cotangents of params are summed over the batch axes.
-* ``jvp(ctx, args, tangents, y, attrs, nb) -> tangent`` (``tangents[i] is None`` means
-  arg ``i`` does not vary); a rule returns ``None`` when the output does not vary.
-* Data errors a rule detects itself (``log``/``sqrt`` of values outside the domain in
-  point contexts) raise :class:`OpDataError`; the fold wraps them with the node.  Interval
-  and dual contexts are left to the context's own rules (a ``ContextError``).
-
-Flags: ``elementwise`` (same-shape map, binary ops broadcast per numpy on per-example
-shapes), ``monotone`` ("increasing"/"decreasing" for unary maps), ``linear`` (affine in
-the parent values once payload parameters are fixed: add, linear, conv2d, reshape, ...).
-``capsule`` is the reference kernel capsule name (``None``: no runtime work; note the
-full ``sum`` is planned as ``reference.reduce_sum``).
+(``tape.TapeBuilder.apply``), the typed graph, IBP (the fold over interval contexts, plus
+the ops' optional ``interval`` rules) and the kernel planner (``capsule``, ``reduces``,
+``dot``).  Adding an op = adding one :class:`~graph.oprecord.OpRecord` in the family module
+that holds its rules (``graph/ops_*.py``), plus tests.  The record type and its calling
+conventions are in :mod:`graph.oprecord`; importing this module registers every family.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Callable, Optional
+from .errors import GraphError, OpDataError, ShapeRuleError
+from .oprecord import OPS, REQUIRED, OpRecord, full_attrs, register
+from . import ops_elementwise, ops_linear, ops_conv, ops_reduce, ops_shape, ops_loss  # noqa: F401
 
-from .errors import GraphError
-
-
-class ShapeRuleError(GraphError):
-    """Raised by a shape rule; the validator wraps it with the node it concerns."""
-
-
-class OpDataError(GraphError):
-    """Raised by a forward rule on a value outside the op's domain; the fold names the node."""
-
-
-@dataclass(frozen=True)
-class OpRecord:
-    name: str
-    arity: tuple                      # (min_parents, max_parents or None)
-    shape: Callable
-    forward: Optional[Callable]       # None for input (fold supplies it)
-    vjp: Optional[Callable] = None    # None: not differentiable (e.g. input)
-    jvp: Optional[Callable] = None
-    attrs: dict = field(default_factory=dict)      # attribute name -> default (REQUIRED = no default)
-    params: tuple = ()                # payload parameter names, in arg order
-    param_shapes: Optional[Callable] = None
-    param_defaults: dict = field(default_factory=dict)  # optional param -> "zeros"/"ones"/decimal
-    check_payload: Optional[Callable] = None
-    capsule: Optional[str] = None     # reference capsule name, None: no runtime work
-    elementwise: bool = False
-    monotone: Optional[str] = None    # "increasing" / "decreasing" / None
-    linear: bool = False
-    doc: str = ""
-
-
-REQUIRED = object()
-
-OPS: dict[str, OpRecord] = {}
-
-
-def register(rec: OpRecord) -> OpRecord:
-    if rec.name in OPS:
-        raise ValueError(f"op {rec.name!r} registered twice")
-    OPS[rec.name] = rec
-    return rec
+__all__ = ["OPS", "OpRecord", "REQUIRED", "register", "full_attrs", "get_op",
+           "ShapeRuleError", "OpDataError"]
 
 
 def get_op(name: str) -> OpRecord:
@@ -96,24 +22,3 @@ def get_op(name: str) -> OpRecord:
         return OPS[name]
     except (KeyError, TypeError):
         raise GraphError(f"unknown op {name!r}; known ops: {', '.join(sorted(OPS))}") from None
-
-
-def full_attrs(rec: OpRecord, given: dict) -> dict:
-    """The attribute dict a rule sees: ``given`` plus defaults; unknown/missing -> ShapeRuleError."""
-    unknown = [k for k in given if k not in rec.attrs]
-    if unknown:
-        known = ", ".join(rec.attrs) or "none"
-        raise ShapeRuleError(f"{rec.name}: unknown attribute {unknown[0]!r} (known: {known})")
-    out = {}
-    for k, default in rec.attrs.items():
-        if k in given:
-            out[k] = given[k]
-        elif default is REQUIRED:
-            raise ShapeRuleError(f"{rec.name}: missing required attribute {k!r}")
-        else:
-            out[k] = default
-    return out
-
-
-# Register every op family (bottom import: the modules use the names defined above).
-from . import ops_elementwise, ops_linear, ops_conv, ops_reduce, ops_shape, ops_loss  # noqa: E402,F401

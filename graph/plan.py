@@ -30,12 +30,13 @@ from scalarlab import scalars
 from scalarlab.scalars.errors import ContextError, ScalarLabError
 
 from .errors import GraphError
-from .optable import OPS, full_attrs
+from .fold import denote_all, node_args  # noqa: F401  (node_args: for provider comparisons)
+from .node import fmt_shape
+from .optable import OPS
 
 TRUST_LEVELS = ("checked", "sampled", "trusted")   # strongest first
 DEVICES = ("cpu", "cuda")
 PROVIDER_MODULES = ("scalarlab.cuda_kernels.provider",)
-DOT_OPS = frozenset({"linear", "matmul", "conv2d"})    # backend ops with dot products
 
 
 class PlanError(ScalarLabError):
@@ -72,7 +73,7 @@ class Capsule:
         if self.reduction != "context":
             return self.reduction
         red = str(getattr(ctx, "reduction", "native"))
-        if self.op in DOT_OPS and getattr(ctx, "fma_dot", False):
+        if is_dot(self.op) and getattr(ctx, "fma_dot", False):
             red += "+fma"
         return red
 
@@ -142,17 +143,28 @@ def get_capsule(name: str) -> Capsule:
 
 
 # --------------------------------------------------------------- the reference provider
-# Ops whose forward rule contains no sum: their reference capsules report reduction=n/a.
-_NO_REDUCTION = {"reshape", "permute", "concat", "broadcast_to", "max_pool2d", "neg",
-                 "batchnorm_eval"}
-
-
 def backend_op(op: str) -> Optional[str]:
     """The backend op an IR op is planned as (None: no runtime work)."""
     rec = OPS.get(op)
     if rec is None or rec.capsule is None:
         return None
     return rec.capsule.split(".", 1)[1]
+
+
+def _records_of(bop: str) -> list:
+    """The op records planned as backend op ``bop`` (reshape and flatten share one)."""
+    return [rec for rec in OPS.values() if rec.capsule is not None
+            and rec.capsule.split(".", 1)[1] == bop]
+
+
+def is_dot(bop: str) -> bool:
+    """Does backend op ``bop`` sum dot products (``OpRecord.dot``)?"""
+    return any(rec.dot for rec in _records_of(bop))
+
+
+def reduces(bop: str) -> bool:
+    """Does backend op ``bop`` sum, so that its order matters (``OpRecord.reduces``)?"""
+    return any(rec.reduces for rec in _records_of(bop))
 
 
 def _reference_binder(capsule: Capsule, graph_op: str, ctx):
@@ -172,9 +184,9 @@ def _register_reference() -> None:
         prov, bop = rec.capsule.split(".", 1)
         if prov != "reference" or rec.capsule in _CAPSULES:   # shared: reshape/flatten
             continue
-        no_red = rec.elementwise or bop in _NO_REDUCTION
         register_capsule(Capsule(rec.capsule, bop, "reference", "cpu", trust="checked",
-                                 vjp="tape", reduction="n/a" if no_red else "context", fmt="*"))
+                                 vjp="tape", reduction="context" if reduces(bop) else "n/a",
+                                 fmt="*"))
 
 
 _LOADED = False
@@ -380,83 +392,37 @@ def bind(kplan: KernelPlan) -> BoundPlan:
 
 
 # ----------------------------------------------------------------------------- execute
-def node_args(graph, payload, ctx, node, vals) -> tuple:
-    """``(args, attrs)`` of one node in the op table's calling convention: parent values
-    from ``vals``, then its payload params converted into ``ctx`` (defaults filled)."""
-    from .fold import default_param as _default_param
+def _checked(kernel, node, ctx):
+    """``kernel`` with its value's shape checked: a provider returning the wrong shape is
+    a PlanError (the backend boundary), not a GraphError."""
+    want = tuple(node.out_shape)
 
-    rec = OPS[node.kind.op]
-    params = payload.converted(ctx, node.id)
-    args = [vals[p] for p in node.parents]
-    for name in rec.params:
-        args.append(params[name] if name in params
-                    else _default_param(ctx, rec, name, graph, node))
-    return args, full_attrs(rec, node.kind.attrs)
+    def run(args, attrs, nb):
+        y = kernel(args, attrs, nb)
+        ys = tuple(ctx.shape(y))
+        expect = tuple(ctx.shape(args[0]))[:nb] + want
+        if ys != expect:
+            raise PlanError(f"the kernel's value has shape {fmt_shape(ys)}, expected "
+                            f"{fmt_shape(expect)}")
+        return y
+    return run
 
 
 def run_planned(graph, payload, x, policy: Optional[Policy] = None, *, show_backend=None,
                 bound: Optional[BoundPlan] = None) -> list:
-    """Evaluate ``graph`` node by node through the bound plan: the value table.
+    """Evaluate ``graph`` through the bound plan: the value table.
 
-    Same conventions as :func:`graph.denote_all` (inputs with leading batch axes, payload
-    converted into the policy's context, defaults of optional params), but every runtime
-    node runs its selected capsule.  ``show_backend`` (a callable taking one string) gets
-    one line per IR op the first time it is selected, before anything runs.
+    This is the fold (:func:`graph.denote_all`: inputs with leading batch axes, payload
+    converted into the policy's context, defaults of optional params) with the bound plan's
+    kernels as its per-node kernel hook: every runtime node runs its selected capsule, and
+    ``input``/``const``/``detach`` (no runtime work) run the op table's bookkeeping rules.
+    ``show_backend`` (a callable taking one string) gets one line per IR op the first
+    time it is selected, before anything runs.
     """
-    from .fold import input_values as _input_values
-    from .node import fmt_shape
-    from .payload import as_payload, convert_value
-    from .validate import check_payload, ensure_valid
-
     if bound is None:
         bound = bind(plan(graph, policy))
-    ctx = bound.ctx
     if show_backend is not None:
         for line in bound.lines():
             show_backend(line)
-    ensure_valid(graph)
-    payload = as_payload(payload)
-    check_payload(graph, payload)
-    vals: list = [None] * len(graph.nodes)
-    batch = None
-    for i, xv in _input_values(graph, x, ctx).items():
-        v = convert_value(ctx, xv)
-        s = tuple(ctx.shape(v))
-        d = tuple(graph.nodes[i].out_shape)
-        nb = len(s) - len(d)
-        if nb < 0 or s[nb:] != d:
-            raise GraphError(f"run: input {i}: input shape mismatch: got {fmt_shape(s)} vs "
-                             f"declared {fmt_shape(d)} (leading batch axes allowed)")
-        if batch is not None and s[:nb] != batch:
-            raise GraphError(f"run: input {i}: batch axes {fmt_shape(s[:nb])} differ from "
-                             f"{fmt_shape(batch)} of another input")
-        batch = s[:nb]
-        vals[i] = v
-    batch = batch or ()
-    nb = len(batch)
-    for node in graph.nodes:
-        i, op = node.id, node.kind.op
-        if op == "input":
-            continue
-        where = f"run: {op} {i}"
-        try:
-            args, attrs = node_args(graph, payload, ctx, node, vals)
-            if i in bound.kernels:
-                y = bound.kernels[i](args, attrs, nb)
-            else:   # const / detach: no runtime work, the op table's rule is bookkeeping
-                y = OPS[op].forward(ctx, args, attrs, nb)
-                if op == "const" and nb:
-                    y = ctx.broadcast_to(ctx.reshape(y, (1,) * nb + tuple(node.out_shape)),
-                                         batch + tuple(node.out_shape))
-        except PlanError as exc:
-            raise PlanError(f"{where}: {exc}") from None
-        except ContextError as exc:
-            raise ContextError(f"{where}: {exc}") from None
-        except GraphError as exc:
-            raise GraphError(f"{where}: {exc}") from None
-        ys = tuple(ctx.shape(y))
-        if ys != batch + tuple(node.out_shape):
-            raise PlanError(f"run: node {i} (op {op}): the kernel's value has shape "
-                            f"{fmt_shape(ys)}, expected {fmt_shape(batch + tuple(node.out_shape))}")
-        vals[i] = y
-    return vals
+    kernels = {i: _checked(k, graph.nodes[i], bound.ctx) for i, k in bound.kernels.items()}
+    return denote_all(graph, payload, x, bound.ctx, kernels=kernels, label="run")

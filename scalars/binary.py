@@ -103,7 +103,7 @@ class BinaryContext(ArrayShapeOps):
         suffix = "+fma" if fma_dot else ("/pairwise" if reduction == "pairwise" else "")
         self.name = fmt.name + suffix
         self._path = arithmetic_path(fmt)
-        self._spec = K.make_spec(fmt)
+        self._spec = fmt.spec
         self._hw32 = fmt == formats.binary32      # hardware float32 is exactly binary32
         self.correctly_rounded = frozenset(_ELEMENTWISE_CR)
         order = {"sequential": "sequential sums and dot products",

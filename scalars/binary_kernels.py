@@ -1,7 +1,7 @@
 """Numba kernels of the binary-format contexts (:mod:`scalars.binary`).
 
 Everything here rounds to nearest-even onto a binary format whose values are carried as
-float64.  The format is described by a *spec* tuple built by :func:`make_spec`; every
+float64.  The format is described by the *spec* tuple ``Format.spec`` (scalars.formats); every
 kernel takes it as a runtime argument, so each kernel has one compiled signature whatever
 the format.
 
@@ -44,10 +44,8 @@ import math
 
 import numba
 import numpy as np
-from llvmlite import ir
-from numba import types
-from numba.core import cgutils
-from numba.extending import intrinsic
+
+from .eft import err_fma, f2i, fma, i2f, to_odd, two_prod, two_sum
 
 # IEEE semantics for x/0 (inf/NaN, no ZeroDivisionError); one compiled signature each.
 _jit = numba.njit(cache=True, error_model="numpy")
@@ -69,74 +67,6 @@ _SCALE_UP = 2.0 ** 200
 # binary64 = 2^-50); the absolute term covers results in float64's subnormal range.
 TR_REL = 2.0 ** -45
 TR_ABS = 2.0 ** -1060
-
-
-# ---------------------------------------------------------------- LLVM intrinsics
-@intrinsic
-def f2i(typingctx, x):
-    """Bit pattern of a float64 as int64 (an LLVM bitcast, free)."""
-    sig = types.int64(types.float64)
-
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], ir.IntType(64))
-    return sig, codegen
-
-
-@intrinsic
-def i2f(typingctx, x):
-    """float64 with the given int64 bit pattern."""
-    sig = types.float64(types.int64)
-
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], ir.DoubleType())
-    return sig, codegen
-
-
-@intrinsic
-def fma(typingctx, a, b, c):
-    """Correctly rounded a*b + c in float64 or float32 (``llvm.fma``: the FMA instruction,
-    or libm's exact ``fma``/``fmaf`` where the CPU has none)."""
-    if not (isinstance(a, types.Float) and a == b == c):
-        return None
-    sig = a(a, b, c)
-    width = a.bitwidth
-
-    def codegen(context, builder, signature, args):
-        t = ir.FloatType() if width == 32 else ir.DoubleType()
-        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(t, [t, t, t]),
-                                            f"llvm.fma.f{width}")
-        return builder.call(fn, args)
-    return sig, codegen
-
-
-# ---------------------------------------------------------------- format spec
-def make_spec(fmt) -> tuple:
-    """The tuple of constants the kernels need for nearest-even rounding onto ``fmt``.
-
-    ``(p53m, sub_shift, eminb, ecapb, maxf, ovf, mn, k53, cmax, csub)``: 53 - p; the shift
-    used below min_normal (53 - p with subnormals, 52 without: quantum min_normal); the
-    biased exponent field of min_normal and of the clamp emax + 1 (as bits in place); the
-    largest finite value; the (positive) value that overflow and ±inf inputs become (inf,
-    NaN for formats without infinities, max_finite when saturating); min_normal; and for
-    :func:`rn_fast` the factor 2^(53-p) and the clamps of c, 2^(emax+1+53-p) and
-    2^(emin+53-p).
-    """
-    p = fmt.precision
-    p53m = 53 - p
-    sub_shift = p53m if fmt.subnormals else 52
-    eminb = (fmt.emin + 1023) << 52
-    ecap = min(fmt.emax + 1, 1023 - max(p53m, sub_shift))
-    ecapb = (ecap + 1023) << 52
-    if fmt.saturate:
-        ovf = fmt.max_finite
-    elif fmt.has_inf:
-        ovf = math.inf
-    else:
-        ovf = math.nan
-    return (np.int64(p53m), np.int64(sub_shift), np.int64(eminb), np.int64(ecapb),
-            float(fmt.max_finite), float(ovf), float(fmt.min_normal),
-            math.ldexp(1.0, p53m), math.ldexp(1.0, ecap + p53m),
-            math.ldexp(1.0, fmt.emin + p53m))
 
 
 @_inline
@@ -179,28 +109,6 @@ def rn(x, spec):
     if abs(y) > spec[4]:
         y = math.copysign(spec[5], x)
     return y
-
-
-@_helper
-def to_odd(r, t):
-    """Round-to-odd at 53 bits of the exact value r + t (r = RN_53, |t| <= ulp(r)/2): move r
-    one ulp toward the exact value when inexact and r's last bit is even."""
-    if t != 0.0 and abs(r) < math.inf:
-        b = f2i(r)
-        if (b & 1) == 0:
-            if (t > 0.0) == (r > 0.0):
-                b += 1
-            else:
-                b -= 1
-            r = i2f(b)
-    return r
-
-
-@_helper
-def two_sum(a, b):
-    s = a + b
-    bb = s - a
-    return s, (a - (s - bb)) + (b - bb)
 
 
 # ---------------------------------------------------------------- elementwise kernels
@@ -265,9 +173,9 @@ def binary_sticky(op, a, b, out, unsafe, spec):
             if not (abs(r) < math.inf):
                 t = 0.0
         elif op == MUL:
-            r = x * y
+            r, e = two_prod(x, y)
             if abs(r) < math.inf:
-                t = fma(x, y, -r)
+                t = e
                 if abs(r) < _TINY and x != 0.0 and y != 0.0:
                     unsafe[i] = 1
         else:
@@ -281,18 +189,6 @@ def binary_sticky(op, a, b, out, unsafe, spec):
         if p53m <= 1 and t != 0.0:
             unsafe[i] = 1
         out[i] = rn(to_odd(r, t), spec)
-
-
-@_helper
-def err_fma(a, b, c, r):
-    """Sign-exact error of r = fma(a, b, c): a*b + c - r as one float64 whose sign is that of
-    the exact error (Boldo & Muller's ErrFma, no underflow assumed)."""
-    u1 = a * b
-    u2 = fma(a, b, -u1)
-    al, z = two_sum(c, u2)
-    b1, b2 = two_sum(u1, al)
-    g = (b1 - r) + b2
-    return g + z
 
 
 @_jit
@@ -429,11 +325,11 @@ def _mul_step(mode, x, y, spec):
         return rn_fast(x * y, spec), False
     if mode == NATIVE:
         return x * y, False
-    r = x * y
+    r, e = two_prod(x, y)
     t = 0.0
     bad = False
     if abs(r) < math.inf:
-        t = fma(x, y, -r)
+        t = e
         bad = abs(r) < _TINY and x != 0.0 and y != 0.0
     bad = bad or (spec[0] <= 1 and t != 0.0)
     return rn(to_odd(r, t), spec), bad

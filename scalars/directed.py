@@ -29,128 +29,62 @@ from fractions import Fraction
 import numba
 import numpy as np
 
+from .eft import prod_err, two_sum
+from .formats import Format, binary64
+
 DBL_MAX = float(np.finfo(np.float64).max)
-_SPLIT = 134217729.0                     # 2^27 + 1, Veltkamp's splitting constant
 # Operands whose magnitude lies in [2^-900, 2^900] (or is 0) never break the EFTs below:
 # the split cannot overflow and product errors stay far above the float64 subnormals.
 _SAFE_LO = 2.0 ** -900
 _SAFE_HI = 2.0 ** 900
 
 
-class Grid:
-    """The finite values of a binary format, as a subset of float64, with RD/RU onto it.
-
-    ``p`` significand bits (hidden bit included), smallest normal exponent ``emin``,
-    largest finite value ``max_finite``; ``subnormals=False`` flushes the gap below
-    ``2^emin`` to {0, 2^emin}.  Infinite endpoints are kept as they are even for formats
-    without infinities (an interval endpoint at +-inf means "unbounded").
-    """
-
-    def __init__(self, p: int, emin: int, max_finite: float, subnormals: bool = True,
-                 name: str = "?"):
-        if not (2 <= p <= 53 and -1022 <= emin):
-            raise ValueError(f"grid {name}: p={p}, emin={emin} is not a subset of float64")
-        self.p, self.emin, self.max_finite = int(p), int(emin), float(max_finite)
-        self.subnormals = bool(subnormals)
-        self.name = name
-        self.is_float64 = (self.p == 53 and self.emin == -1022 and self.max_finite == DBL_MAX
-                           and self.subnormals)
-
-    def __repr__(self) -> str:
-        return f"Grid({self.name}: p={self.p}, emin={self.emin}, max={self.max_finite})"
-
-    def _round(self, x: np.ndarray, floor) -> np.ndarray:
-        x = np.asarray(x, dtype=np.float64)
-        if self.is_float64:
-            return x.copy()
-        with np.errstate(all="ignore"):
-            _, E = np.frexp(x)                       # |x| = f 2^E, f in [0.5, 1)
-            q = np.maximum(E - 1, self.emin) - (self.p - 1)   # exponent of one grid step
-            y = np.ldexp(x, -q)                      # exact: only the exponent changes
-            r = np.ldexp(floor(y), q)                # integer * 2^q, exact (q >= -1074)
-            r = np.where(np.isfinite(x), r, x)
-        return r
-
-    def down(self, x) -> np.ndarray:
-        """Largest grid value <= x (elementwise); -inf below -max_finite."""
-        r = self._round(x, np.floor)
-        if self.is_float64:
-            return r
-        m = self.max_finite
-        r = np.where((x > m) & np.isfinite(x), m, r)
-        r = np.where(x < -m, -np.inf, r)
-        if not self.subnormals:
-            tiny = 2.0 ** self.emin
-            r = np.where((x > 0) & (x < tiny), 0.0, r)
-            r = np.where((x < 0) & (x > -tiny), -tiny, r)
-        return r
-
-    def up(self, x) -> np.ndarray:
-        """Smallest grid value >= x (elementwise); +inf above max_finite."""
-        r = self._round(x, np.ceil)
-        if self.is_float64:
-            return r
-        m = self.max_finite
-        r = np.where(x > m, np.inf, r)
-        r = np.where((x < -m) & np.isfinite(x), -m, r)
-        if not self.subnormals:
-            tiny = 2.0 ** self.emin
-            r = np.where((x > 0) & (x < tiny), tiny, r)
-            r = np.where((x < 0) & (x > -tiny), -0.0, r)
-        return r
-
-    def contains(self, x) -> np.ndarray:
-        """True where x is a grid value (or +-inf/NaN, which pass through)."""
-        x = np.asarray(x, dtype=np.float64)
-        return (self.down(x) == x) | ~np.isfinite(x)
+# ----------------------------------------------------------------- rounding onto a format
+# An interval endpoint lives on the *extended* grid of a format: its finite values plus
+# -inf and +inf, whatever the format's own overflow rule (an endpoint at +-inf means
+# "unbounded", also for formats without infinities or with saturation).  That is why these
+# are not round_to_format(x, fmt, "down"/"up"), which applies the format's overflow rule.
+def _round_onto(x: np.ndarray, fmt: Format, floor) -> np.ndarray:
+    with np.errstate(all="ignore"):
+        _, E = np.frexp(x)                       # |x| = f 2^E, f in [0.5, 1)
+        q = np.maximum(E - 1, fmt.emin) - fmt.man_bits   # exponent of one grid step
+        y = np.ldexp(x, -q)                      # exact: only the exponent changes
+        r = np.ldexp(floor(y), q)                # integer * 2^q, exact (q >= -1074)
+        return np.where(np.isfinite(x), r, x)
 
 
-FLOAT64 = Grid(53, -1022, DBL_MAX, True, "float64")
+def round_down(x, fmt: Format) -> np.ndarray:
+    """Largest value of ``fmt``'s extended grid <= x, elementwise (-inf below -max_finite;
+    without subnormals the gap below min_normal holds only 0).  NaN stays NaN."""
+    x = np.asarray(x, dtype=np.float64)
+    if fmt.is_binary64:
+        return x.copy()
+    r = _round_onto(x, fmt, np.floor)
+    m = fmt.max_finite
+    r = np.where((x > m) & np.isfinite(x), m, r)
+    r = np.where(x < -m, -np.inf, r)
+    if not fmt.subnormals:
+        tiny = fmt.min_normal
+        r = np.where((x > 0) & (x < tiny), 0.0, r)
+        r = np.where((x < 0) & (x > -tiny), -tiny, r)
+    return r
 
 
-def grid_of_format(fmt) -> Grid:
-    """Build the :class:`Grid` of a :class:`scalars.formats.Format` (read by attributes)."""
-    p = getattr(fmt, "precision", None) or getattr(fmt, "p", None)
-    if p is None:
-        p = int(fmt.man_bits) + 1
-    emin = getattr(fmt, "emin", None)
-    if emin is None:
-        emin = 2 - 2 ** (int(fmt.exp_bits) - 1)
-    mx = None
-    for attr in ("max_finite", "max_value", "largest", "max"):
-        v = getattr(fmt, attr, None)
-        if v is not None and not callable(v):
-            mx = float(v)
-            break
-    if mx is None:
-        emax = 2 ** (int(fmt.exp_bits) - 1) - 1
-        mx = math.ldexp(2.0 - 2.0 ** (1 - int(p)), emax)
-    sub = bool(getattr(fmt, "subnormals", True))
-    return Grid(int(p), int(emin), mx, sub, getattr(fmt, "name", "?"))
-
-
-# ----------------------------------------------------------------- error-free transforms
-def two_sum(a, b):
-    """s = RN(a+b) and e with a + b = s + e exactly (Knuth; no overflow assumed)."""
-    s = a + b
-    bb = s - a
-    e = (a - (s - bb)) + (b - bb)
-    return s, e
-
-
-def _split(a):
-    c = _SPLIT * a
-    hi = c - (c - a)
-    return hi, a - hi
-
-
-def two_prod(a, b):
-    """p = RN(a*b) and e with a*b = p + e exactly (Dekker; needs the safe range)."""
-    p = a * b
-    ah, al = _split(a)
-    bh, bl = _split(b)
-    e = ((ah * bh - p) + ah * bl + al * bh) + al * bl
-    return p, e
+def round_up(x, fmt: Format) -> np.ndarray:
+    """Smallest value of ``fmt``'s extended grid >= x, elementwise (+inf above
+    max_finite; a negative value that rounds up to zero gives -0.0)."""
+    x = np.asarray(x, dtype=np.float64)
+    if fmt.is_binary64:
+        return x.copy()
+    r = _round_onto(x, fmt, np.ceil)
+    m = fmt.max_finite
+    r = np.where(x > m, np.inf, r)
+    r = np.where((x < -m) & np.isfinite(x), -m, r)
+    if not fmt.subnormals:
+        tiny = fmt.min_normal
+        r = np.where((x > 0) & (x < tiny), tiny, r)
+        r = np.where((x < 0) & (x > -tiny), -0.0, r)
+    return r
 
 
 def _unsafe(*xs):
@@ -209,9 +143,7 @@ def _add_err_kernel(a, b, s, sgn, bad):
     for i in range(a.size):
         x = a[i]
         y = b[i]
-        t = x + y
-        bb = t - x
-        e = (x - (t - bb)) + (y - bb)
+        t, e = two_sum(x, y)
         s[i] = t
         fin = math.isfinite(x) and math.isfinite(y)
         if fin and math.isfinite(e):
@@ -244,7 +176,8 @@ def mul_err(a, b):
     """(s, sign(a*b - s)) elementwise, s = RN(a*b) (faithful), exact error sign."""
     a, b = _bc(a, b)
     with np.errstate(all="ignore"):
-        s, e = two_prod(a, b)
+        s = a * b
+        e = prod_err(a, b)
         finite_in = np.isfinite(a) & np.isfinite(b)
         sgn = np.where(finite_in & np.isfinite(e), np.sign(e), 0.0).astype(np.int8)
         bad = finite_in & (_unsafe(a, b) | ~np.isfinite(s)
@@ -264,7 +197,8 @@ def div_err(a, b):
     a, b = _bc(a, b)
     with np.errstate(all="ignore"):
         s = a / b
-        ph, pl = two_prod(s, b)
+        ph = s * b
+        pl = prod_err(s, b)
         t = a - ph
         r = np.sign(t - pl) * np.sign(b)
         finite_in = np.isfinite(a) & np.isfinite(b) & (b != 0)
@@ -279,7 +213,8 @@ def sqrt_err(a):
     a = np.array(a, dtype=np.float64)
     with np.errstate(all="ignore"):
         s = np.sqrt(a)
-        ph, pl = two_prod(s, s)
+        ph = s * s
+        pl = prod_err(s, s)
         r = np.sign((a - ph) - pl)
         ok = np.isfinite(a) & (a > 0)
         sgn = np.where(ok & np.isfinite(r), r, 0.0).astype(np.int8)
@@ -318,10 +253,10 @@ def _finish64_kernel(bits, sgn, lo, hi):
             lo[i] = _NEG_TINY_BITS if zero else (b + 1 if neg else b - 1)
 
 
-def finish(s, sgn, grid: Grid):
+def finish(s, sgn, fmt: Format):
     """(RD_grid(exact), RU_grid(exact)) from s = faithful(exact) and sign(exact - s)."""
     s = np.asarray(s, dtype=np.float64)
-    if grid.is_float64:   # one compiled pass; the float64 grid needs no further rounding
+    if fmt.is_binary64:   # one compiled pass; the float64 grid needs no further rounding
         fs = np.ascontiguousarray(s).reshape(-1)
         fg = np.ascontiguousarray(np.broadcast_to(np.asarray(sgn, dtype=np.int8), s.shape)).reshape(-1)
         lo = np.empty(fs.size, dtype=np.int64)
@@ -331,7 +266,7 @@ def finish(s, sgn, grid: Grid):
     with np.errstate(all="ignore"):
         below = np.where(sgn < 0, np.nextafter(s, -np.inf), s)
         above = np.where(sgn > 0, np.nextafter(s, np.inf), s)
-    return grid.down(below), grid.up(above)
+    return round_down(below, fmt), round_up(above, fmt)
 
 
 @numba.njit(cache=True)
@@ -368,15 +303,11 @@ def _midrad_kernel(c, r, lo, hi, bad):
         x = c[i]
         y = r[i]
         safe = (abs(x) <= _SAFE_HI) & (abs(y) <= _SAFE_HI)
-        t = x - y
-        bb = t - x
-        e = (x - (t - bb)) + (-y - bb)
+        t, e = two_sum(x, -y)      # x - y, exactly as IEEE subtracts
         ok = safe & _finite(t) & _finite(e)
         lo[i] = t
         loi[i] = _down_bits(loi[i], ok & (e < 0))
-        t2 = x + y
-        bb = t2 - x
-        e2 = (x - (t2 - bb)) + (y - bb)
+        t2, e2 = two_sum(x, y)
         ok2 = safe & _finite(t2) & _finite(e2)
         hi[i] = t2
         hii[i] = _up_bits(hii[i], ok2 & (e2 > 0))
@@ -405,15 +336,11 @@ def _midrad2d_kernel(C, R, scale, tiny, nzr, nzc, lo, hi, bad):
             y = y + (tiny if (nzr[i] & nzc[j]) else 0.0)
             R[i, j] = y
             safe = (abs(x) <= _SAFE_HI) & (abs(y) <= _SAFE_HI)
-            t = x - y
-            bb = t - x
-            e = (x - (t - bb)) + (-y - bb)
+            t, e = two_sum(x, -y)      # x - y, exactly as IEEE subtracts
             ok = safe & _finite(t) & _finite(e)
             lo[i, j] = t
             loi[i, j] = _down_bits(loi[i, j], ok & (e < 0))
-            t2 = x + y
-            bb = t2 - x
-            e2 = (x - (t2 - bb)) + (y - bb)
+            t2, e2 = two_sum(x, y)
             ok2 = safe & _finite(t2) & _finite(e2)
             hi[i, j] = t2
             hii[i, j] = _up_bits(hii[i, j], ok2 & (e2 > 0))
@@ -421,7 +348,7 @@ def _midrad2d_kernel(C, R, scale, tiny, nzr, nzc, lo, hi, bad):
     return rfin
 
 
-def midrad2d_dir(C, R, scale: float, tiny: float, nzr, nzc, grid: Grid = FLOAT64):
+def midrad2d_dir(C, R, scale: float, tiny: float, nzr, nzc, fmt: Format = binary64):
     """(RD_grid(C - R'), RU_grid(C + R')) for R' = R * scale + tiny [nzr_i and nzc_j],
     C, R (m, p) float64; one compiled pass (R is overwritten with R').  None when C or R
     has a non-finite entry (the caller then uses the endpoint algorithm); otherwise the
@@ -436,10 +363,10 @@ def midrad2d_dir(C, R, scale: float, tiny: float, nzr, nzc, grid: Grid = FLOAT64
     if not _midrad2d_kernel(C, R, float(scale), float(tiny), nzr, nzc, lo, hi, bad):
         return None
     if bad.any():   # overflow / extreme operands: the general exact path
-        lo = np.where(bad, sub_dir(C, R, FLOAT64)[0], lo)
-        hi = np.where(bad, add_dir(C, R, FLOAT64)[1], hi)
-    if not grid.is_float64:
-        lo, hi = grid.down(lo), grid.up(hi)
+        lo = np.where(bad, sub_dir(C, R, binary64)[0], lo)
+        hi = np.where(bad, add_dir(C, R, binary64)[1], hi)
+    if not fmt.is_binary64:
+        lo, hi = round_down(lo, fmt), round_up(hi, fmt)
     return lo, hi
 
 
@@ -561,12 +488,8 @@ def _midrad_prep_kernel(lo, hi, gamma, m, r, am, g, mask, rows):
             fin = fin & _finite(a) & _finite(b)
             eq = eq & (a == b)
             mm = a * 0.5 + b * 0.5
-            d1 = b - mm
-            bb = d1 - b
-            e1 = (b - (d1 - bb)) + (-mm - bb)
-            d2 = mm - a
-            bb = d2 - mm
-            e2 = (mm - (d2 - bb)) + (-a - bb)
+            d1, e1 = two_sum(b, -mm)
+            d2, e2 = two_sum(mm, -a)
             trust = (abs(a) <= _SAFE_HI) & (abs(b) <= _SAFE_HI) & _finite(e1) & _finite(e2)
             r[i, j] = d1
             ri[i, j] = _up_bits(ri[i, j], _finite(d1) & ((not trust) | (e1 > 0)))
@@ -607,7 +530,7 @@ def midrad_prep(lo, hi, gamma: float, axis: int = 1, key: str | None = None):
     return m, r, am, g, mask, bool(fin), bool(eq)
 
 
-def midrad_dir(c, r, grid: Grid = FLOAT64):
+def midrad_dir(c, r, fmt: Format = binary64):
     """(RD_grid(c - r), RU_grid(c + r)) elementwise, exactly (midpoint-radius results)."""
     c, r = np.broadcast_arrays(np.asarray(c, dtype=np.float64), np.asarray(r, dtype=np.float64))
     shape = c.shape
@@ -616,13 +539,13 @@ def midrad_dir(c, r, grid: Grid = FLOAT64):
     bad = np.zeros(fc.size, dtype=np.bool_)
     _midrad_kernel(fc, fr, lo, hi, bad)
     lo, hi = lo.reshape(shape), hi.reshape(shape)
-    if bad.any() or not grid.is_float64:
+    if bad.any() or not fmt.is_binary64:
         m = bad.reshape(shape)
         if bad.any():   # overflow / extreme operands: the general exact path
-            lo = np.where(m, sub_dir(c, r, FLOAT64)[0], lo)
-            hi = np.where(m, add_dir(c, r, FLOAT64)[1], hi)
-        if not grid.is_float64:
-            lo, hi = grid.down(lo), grid.up(hi)
+            lo = np.where(m, sub_dir(c, r, binary64)[0], lo)
+            hi = np.where(m, add_dir(c, r, binary64)[1], hi)
+        if not fmt.is_binary64:
+            lo, hi = round_down(lo, fmt), round_up(hi, fmt)
     return lo, hi
 
 
@@ -644,18 +567,14 @@ def _add_pair_kernel(alo, ahi, blo, bhi, lo, hi):
             i = base + k
             x = alo[i]
             y = blo[k]
-            t = x + y
-            bb = t - x
-            e = (x - (t - bb)) + (y - bb)
+            t, e = two_sum(x, y)
             fin = _finite(x) & _finite(y)
             ok_all = ok_all & (not (fin & ((not _finite(t)) | (abs(x) > _SAFE_HI) | (abs(y) > _SAFE_HI))))
             lo[i] = t
             loi[i] = _down_bits(loi[i], fin & _finite(e) & (e < 0))
             x = ahi[i]
             y = bhi[k]
-            t = x + y
-            bb = t - x
-            e = (x - (t - bb)) + (y - bb)
+            t, e = two_sum(x, y)
             fin = _finite(x) & _finite(y)
             ok_all = ok_all & (not (fin & ((not _finite(t)) | (abs(x) > _SAFE_HI) | (abs(y) > _SAFE_HI))))
             hi[i] = t
@@ -691,28 +610,28 @@ def add_pair_dir(alo, ahi, blo, bhi, shape):
     return lo.reshape(shape), hi.reshape(shape), bool(nan)
 
 
-def add_dir(a, b, grid: Grid = FLOAT64):
-    return finish(*add_err(a, b), grid)
+def add_dir(a, b, fmt: Format = binary64):
+    return finish(*add_err(a, b), fmt)
 
 
-def sub_dir(a, b, grid: Grid = FLOAT64):
-    return finish(*sub_err(a, b), grid)
+def sub_dir(a, b, fmt: Format = binary64):
+    return finish(*sub_err(a, b), fmt)
 
 
-def mul_dir(a, b, grid: Grid = FLOAT64):
-    return finish(*mul_err(a, b), grid)
+def mul_dir(a, b, fmt: Format = binary64):
+    return finish(*mul_err(a, b), fmt)
 
 
-def div_dir(a, b, grid: Grid = FLOAT64):
-    return finish(*div_err(a, b), grid)
+def div_dir(a, b, fmt: Format = binary64):
+    return finish(*div_err(a, b), fmt)
 
 
-def sqrt_dir(a, grid: Grid = FLOAT64):
-    return finish(*sqrt_err(a), grid)
+def sqrt_dir(a, fmt: Format = binary64):
+    return finish(*sqrt_err(a), fmt)
 
 
-def exact_dir(values, grid: Grid = FLOAT64):
-    """(RD, RU) onto ``grid`` of a flat sequence of exact rationals (Fraction/mpq)."""
+def exact_dir(values, fmt: Format = binary64):
+    """(RD, RU) onto ``fmt`` of a flat sequence of exact rationals (Fraction/mpq)."""
     n = len(values)
     s = np.empty(n); sgn = np.empty(n, dtype=np.int8)
     for i, q in enumerate(values):
@@ -722,7 +641,7 @@ def exact_dir(values, grid: Grid = FLOAT64):
         except OverflowError:
             si = DBL_MAX if q > 0 else -DBL_MAX
         s[i], sgn[i] = _settle(si, q)
-    return finish(s, sgn, grid)
+    return finish(s, sgn, fmt)
 
 
 # ------------------------------------------------------- elementary functions, directed
@@ -788,7 +707,7 @@ def _to_f64(v, mode: str) -> float:
         return float(+v)
 
 
-def mpfr_func_dir(name: str, x: float, grid: Grid) -> tuple[float, float]:
+def mpfr_func_dir(name: str, x: float, grid: Format) -> tuple[float, float]:
     """(RD_grid f(x), RU_grid f(x)) by MPFR with Ziv's strategy (precision 96..1024).
 
     L <= f(x) <= U holds at every precision, so the answer is always sound; it is the
@@ -803,8 +722,8 @@ def mpfr_func_dir(name: str, x: float, grid: Grid) -> tuple[float, float]:
         L, U = _mpfr_bounds(name, x, wp)
         if L != L or U != U:   # NaN: outside the domain
             return math.nan, math.nan
-        l1, l2 = grid.down(np.array(_to_f64(L, "down"))), grid.down(np.array(_to_f64(U, "down")))
-        h1, h2 = grid.up(np.array(_to_f64(L, "up"))), grid.up(np.array(_to_f64(U, "up")))
+        l1, l2 = round_down(_to_f64(L, "down"), grid), round_down(_to_f64(U, "down"), grid)
+        h1, h2 = round_up(_to_f64(L, "up"), grid), round_up(_to_f64(U, "up"), grid)
         lo, hi = float(l1), float(h2)
         if l1 == l2 and h1 == h2:
             break
@@ -845,7 +764,7 @@ def _known_bounds(name: str, x):
     return (-inf, F, inf, F)
 
 
-def func_dir(name: str, x, grid: Grid):
+def func_dir(name: str, x, grid: Format):
     """Correctly rounded (RD_grid f(x), RU_grid f(x)) for a grid coarser than float64.
 
     Fast path: the float64 value v, with |v - f(x)| <= 2^-40 |v| + 2^-1050; where
@@ -865,8 +784,8 @@ def func_dir(name: str, x, grid: Grid):
         a_up = np.maximum(a, np.where(lstrict, np.nextafter(lower, np.inf), lower))
         b_dn = np.minimum(b, np.where(ustrict, np.nextafter(upper, -np.inf), upper))
         b_up = np.minimum(b, upper)
-        d1, d2 = grid.down(a_dn), grid.down(b_dn)
-        u1, u2 = grid.up(a_up), grid.up(b_up)
+        d1, d2 = round_down(a_dn, grid), round_down(b_dn, grid)
+        u1, u2 = round_up(a_up, grid), round_up(b_up, grid)
     ok = (d1 == d2) & (u1 == u2) & np.isfinite(x)
     lo = np.where(ok, d1, np.nan)
     hi = np.where(ok, u2, np.nan)

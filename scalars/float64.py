@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-import gmpy2
 import numpy as np
 
 from .arrayshape import ArrayShapeOps
 from .base import as_object_array, check_broadcast, to_fraction
+from .eft import fma_f64
 from .errors import ContextError
 
 
@@ -46,87 +46,8 @@ def float64_array(x, ctx_name: str = "float64") -> np.ndarray:
         raise ContextError(f"context {ctx_name}: convert: value too large for float64: {exc}")
 
 
-# ---------------------------------------------------------------- fused multiply-add
-# numpy has no fma ufunc, so it is emulated with error-free transformations (Boldo &
-# Melquiond, "Emulation of FMA and correctly rounded sums: proved algorithms using
-# rounding to odd", IEEE TC 2008):
-#     (uh, ul) = TwoProduct(a, b)        a*b = uh + ul exactly (Dekker/Veltkamp)
-#     (th, tl) = TwoSum(c, uh)           c + uh = th + tl exactly (Knuth)
-#     v = RO(tl + ul)                    rounded to odd: keeps a sticky bit
-#     z = RN(th + v)                     = RN(a*b + c), the correctly rounded fma
-# Round-to-odd is built from TwoSum: if the sum is inexact and its last significand bit
-# is even, step one ulp toward the error.  The transformations are exact only without
-# overflow/underflow, so the fast path is restricted to operands where every partial
-# result is a normal double (bounds below); the rest (rare) goes to MPFR per element.
-_SPLITTER = 134217729.0  # 2^27 + 1
-_F64_MPFR = gmpy2.context(precision=53, emin=-1073, emax=1024, subnormalize=True)
-
-
-def _two_sum(a, b):
-    s = a + b
-    bv = s - a
-    return s, (a - (s - bv)) + (b - bv)
-
-
-def _split(a):
-    g = _SPLITTER * a
-    hi = g - (g - a)
-    return hi, a - hi
-
-
-def _two_product(a, b):
-    p = a * b
-    ah, al = _split(a)
-    bh, bl = _split(b)
-    return p, ((ah * bh - p) + ah * bl + al * bh) + al * bl
-
-
-def _add_round_odd(a, b):
-    s, e = _two_sum(a, b)
-    even = (s.view(np.int64) & 1) == 0
-    step = (e != 0) & even
-    if step.any():
-        s = np.where(step, np.nextafter(s, np.where(e > 0, np.inf, -np.inf)), s)
-    return s
-
-
-def fma_f64(a, b, c) -> np.ndarray:
-    """Correctly rounded a*b + c on float64 arrays (broadcast), IEEE special cases kept."""
-    shape = np.broadcast_shapes(np.shape(a), np.shape(b), np.shape(c))
-    a, b, c = (np.ascontiguousarray(np.broadcast_to(np.asarray(t, dtype=np.float64), shape))
-               .reshape(-1) for t in (a, b, c))
-    with np.errstate(all="ignore"):
-        aa, ab, ac = np.abs(a), np.abs(b), np.abs(c)
-        # |a|,|b| in [2^-500, 2^500): no overflow in the split or product, and with
-        # |a*b| >= 2^-800 and c = 0 or |c| in [2^-800, 2^1000) every exact partial term is
-        # a multiple of 2^-905, so no intermediate is subnormal and the result is finite.
-        safe = ((aa >= 2.0**-500) & (aa < 2.0**500) & (ab >= 2.0**-500) & (ab < 2.0**500)
-                & (aa * ab >= 2.0**-800)
-                & ((ac == 0) | ((ac >= 2.0**-800) & (ac < 2.0**1000))))
-        out = np.empty(a.shape)
-        uh, ul = _two_product(a[safe], b[safe])
-        th, tl = _two_sum(c[safe], uh)
-        out[safe] = th + _add_round_odd(tl, ul)
-        rest = ~safe
-        if rest.any():
-            ar, br, cr = a[rest], b[rest], c[rest]
-            finite = np.isfinite(ar) & np.isfinite(br) & np.isfinite(cr)
-            zero_prod = (ar == 0) | (br == 0)
-            # a product of zero is exact, so the native sum is the fused result (signs
-            # of zero included); infinite/NaN factors: the native expression is IEEE's.
-            r = ar * br + cr
-            # finite factors with a non-finite addend: the (finite) product cannot matter
-            # even when the native product overflows (inf - inf would be a false NaN).
-            fin_ab = np.isfinite(ar) & np.isfinite(br)
-            r = np.where(fin_ab & ~np.isfinite(cr), cr, r)
-            hard = np.flatnonzero(finite & ~zero_prod)
-            if hard.size:
-                with _F64_MPFR:  # MPFR fma: exact product+sum, one rounding, subnormals
-                    r[hard] = [float(gmpy2.fma(gmpy2.mpfr(x), gmpy2.mpfr(y), gmpy2.mpfr(z)))
-                               for x, y, z in zip(ar[hard].tolist(), br[hard].tolist(),
-                                                  cr[hard].tolist())]
-            out[rest] = r
-    return out.reshape(shape)
+# The fused multiply-add is the hardware operation itself (``llvm.fma.f64``: the FMA
+# instruction, or libm's correctly rounded fma), as a numpy ufunc: scalars.eft.fma_f64.
 
 
 class Float64Context(ArrayShapeOps):
@@ -190,10 +111,11 @@ class Float64Context(ArrayShapeOps):
     def minimum(self, a, b): return self._bin("minimum", np.minimum, a, b)
 
     def fma(self, a, b, c):
-        """a*b + c with ONE rounding (IEEE fusedMultiplyAdd), vectorised; see ``fma_f64``."""
+        """a*b + c with ONE rounding (IEEE fusedMultiplyAdd), vectorised (scalars.eft)."""
         a = self._arr(a, "fma"); b = self._arr(b, "fma"); c = self._arr(c, "fma")
         check_broadcast(self, "fma", a.shape, b.shape, c.shape)
-        return fma_f64(a, b, c)
+        with np.errstate(all="ignore"):
+            return np.asarray(fma_f64(a, b, c))
 
     def neg(self, a): return self._un("neg", np.negative, a)
     def abs(self, a): return self._un("abs", np.abs, a)

@@ -170,6 +170,43 @@ class Format:
     def total_bits(self) -> int:
         return 1 + self.exp_bits + self.man_bits
 
+    @property
+    def is_binary64(self) -> bool:
+        """True when the finite values are exactly float64's (binary64, whatever its
+        overflow rule): rounding onto the format is then the identity on float64."""
+        return (self.exp_bits == 11 and self.man_bits == 52 and self.subnormals
+                and self.nan_encoding == "ieee")
+
+    @functools.cached_property
+    def spec(self) -> tuple:
+        """The constants of nearest-even rounding onto this format, as the tuple the Numba
+        kernels of :mod:`scalars.binary_kernels` take (one compiled signature for every
+        format).  Derived from the fields above, computed once per Format object:
+
+        ``(p53m, sub_shift, eminb, ecapb, maxf, ovf, mn, k53, cmax, csub)``: 53 - p; the
+        shift used below min_normal (53 - p with subnormals, 52 without: quantum
+        min_normal); the biased exponent field of min_normal and of the clamp emax + 1 (as
+        bits in place); the largest finite value; the (positive) value that overflow and
+        ±inf inputs become (inf, NaN for formats without infinities, max_finite when
+        saturating); min_normal; and for ``rn_fast`` the factor 2^(53-p) and the clamps of
+        its constant, 2^(emax+1+53-p) and 2^(emin+53-p).
+        """
+        p53m = 53 - self.precision
+        sub_shift = p53m if self.subnormals else 52
+        eminb = (self.emin + 1023) << 52
+        ecap = min(self.emax + 1, 1023 - max(p53m, sub_shift))
+        ecapb = (ecap + 1023) << 52
+        if self.saturate:
+            ovf = self.max_finite
+        elif self.has_inf:
+            ovf = math.inf
+        else:
+            ovf = math.nan
+        return (np.int64(p53m), np.int64(sub_shift), np.int64(eminb), np.int64(ecapb),
+                float(self.max_finite), float(ovf), float(self.min_normal),
+                math.ldexp(1.0, p53m), math.ldexp(1.0, ecap + p53m),
+                math.ldexp(1.0, self.emin + p53m))
+
     def __str__(self) -> str:
         return self.name
 

@@ -43,6 +43,7 @@ from . import directed as D
 from .arrayshape import ArrayShapeOps
 from .base import Context, check_broadcast
 from .errors import ContextError
+from .formats import Format, binary64
 from .registry import register_family, register_name
 
 _TWO_PI_SAFE = 6.0        # an interval at least this wide covers a whole period of sin
@@ -100,11 +101,12 @@ def _is_special_float(x) -> bool:
 
 # ============================================================ endpoint arithmetics
 class _FloatEnds:
-    """Endpoints as float64 arrays on a :class:`directed.Grid` (float64 or a binary format)."""
+    """Endpoints as float64 arrays on the grid of a :class:`formats.Format` (binary64 or a
+    narrower binary format), rounded outward by :mod:`scalars.directed`."""
 
     kind = "float"
 
-    def __init__(self, grid: D.Grid):
+    def __init__(self, grid: Format):
         self.grid = grid
 
     def ok(self, x) -> bool:
@@ -128,14 +130,14 @@ class _FloatEnds:
         if isinstance(x, np.ndarray) and x.dtype.kind == "f":
             # no copy for float64 input (as the float64 context's convert)
             x = x.astype(np.float64, copy=False)
-            if self.grid.is_float64:
+            if self.grid.is_binary64:
                 # exact already: one (read-only by convention) array for both endpoints,
                 # which also lets matmul recognise a point operand by identity
                 return x, x
-            return self.grid.down(x), self.grid.up(x)
+            return D.round_down(x, self.grid), D.round_up(x, self.grid)
         if isinstance(x, (float, np.floating)):
             x = np.asarray(float(x))
-            return self.grid.down(x), self.grid.up(x)
+            return D.round_down(x, self.grid), D.round_up(x, self.grid)
         if isinstance(x, list):
             try:
                 t = np.asarray(x)
@@ -174,7 +176,7 @@ class _FloatEnds:
 
     def func(self, name, x):
         x = np.asarray(x, dtype=np.float64)
-        if self.grid.is_float64:
+        if self.grid.is_binary64:
             return D.func_widened_f64(name, x)
         return D.func_dir(name, x, self.grid)
 
@@ -445,7 +447,7 @@ class IntervalContext(Context):
         if base_name == "float64":
             from .registry import get
             self._base = get("float64")
-            self.ends = _FloatEnds(D.FLOAT64)
+            self.ends = _FloatEnds(binary64)
             self.fmt = None
             self.matmul_algorithm = "midpoint-radius"
             self.correctly_rounded = frozenset({"add", "sub", "mul", "div", "sqrt", "square",
@@ -478,9 +480,9 @@ class IntervalContext(Context):
         else:
             fmt = self._binary_format(base_name)
             self.fmt = fmt
-            self.ends = _FloatEnds(D.grid_of_format(fmt))
+            self.ends = _FloatEnds(fmt)
             self.matmul_algorithm = "midpoint-radius"
-            fn_cr = () if self.ends.grid.is_float64 else (
+            fn_cr = () if self.ends.grid.is_binary64 else (
                 "exp", "log", "tanh", "sigmoid", "softplus", "sin", "cos", "erf")
             self.correctly_rounded = frozenset(fn_cr) | frozenset({
                 "add", "sub", "mul", "div", "sqrt", "square", "neg", "abs", "maximum",
@@ -693,7 +695,7 @@ class IntervalContext(Context):
     # --------------------------------------------------------------- arithmetic
     def add(self, a, b):
         a, b, shape = self._pair(a, b, "add")
-        if self.ends.kind == "float" and self.ends.grid.is_float64:
+        if self.ends.kind == "float" and self.ends.grid.is_binary64:
             # one fused compiled pass for both endpoints (the bias add of a linear layer)
             r = D.add_pair_dir(a.lo, a.hi, b.lo, b.hi, shape)
             if r is not None:

@@ -33,7 +33,7 @@ def test_registry_names_and_properties():
         assert p["base"] == b
     assert scalars.get("interval:binary32").fmt.name == "binary32"
     assert scalars.get("interval:e4m3").fmt.name == "e4m3"
-    assert scalars.get("interval:binary(5,10)").ends.grid.p == 11
+    assert scalars.get("interval:binary(5,10)").ends.grid.precision == 11
     assert "exp" in scalars.get("interval:binary32").correctly_rounded
     assert "exp" not in scalars.get("interval:float64").correctly_rounded
     assert scalars.get("interval:rational").exact

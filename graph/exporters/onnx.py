@@ -24,7 +24,8 @@ from ..ops_elementwise import SAFE_LOG_TINY
 from ..optable import OPS, full_attrs
 from ..payload import Payload
 from ..validate import check_payload, check_shapes
-from ..importers.torch_fx import UnsupportedOpsError, require
+from ..importers.interchange import (Unsupported, UnsupportedOpsError, pair_list, payload_field,
+                                     require)
 
 DEFAULT_OPSET = 20
 _UNARY = {"relu": "Relu", "tanh": "Tanh", "sigmoid": "Sigmoid", "softplus": "Softplus",
@@ -61,7 +62,7 @@ def to_onnx(g: Graph, payload, *, dtype: str = "float32", opset: int = DEFAULT_O
     for n in g.nodes:
         try:
             ex.node(n)
-        except _Skip as exc:
+        except Unsupported as exc:
             problems.append(f"node {n.id} {n.kind}: {exc}")
     if problems:
         raise UnsupportedOpsError("to_onnx", problems)
@@ -78,10 +79,6 @@ def to_onnx(g: Graph, payload, *, dtype: str = "float32", opset: int = DEFAULT_O
     except Exception as exc:
         raise GraphError(f"to_onnx: onnx.checker rejects the exported model: {exc}") from None
     return model
-
-
-class _Skip(Exception):
-    pass
 
 
 class _Exporter:
@@ -120,21 +117,7 @@ class _Exporter:
 
     def param(self, n, name):
         """Payload field ``name`` of node ``n`` in the export context (default filled)."""
-        rec = OPS[n.kind.op]
-        fields = self.payload.get(n.id) or {}
-        in_shapes = [self.g.nodes[p].out_shape for p in n.parents]
-        shape = rec.param_shapes(in_shapes, full_attrs(rec, n.kind.attrs), n.out_shape)[name]
-        if name in fields:
-            v = fields[name]
-            if hasattr(v, "lo") or hasattr(v, "primal"):
-                raise _Skip(f"payload {name} is an interval/dual value")
-            val = self.ctx.convert(v)
-        else:
-            d = rec.param_defaults[name]
-            val = (self.ctx.zeros(shape) if d == "zeros" else self.ctx.ones(shape) if d == "ones"
-                   else self.ctx.full(shape, d) if shape else self.ctx.convert(d))
-        # binary32 context values are float64 arrays exactly representable in float32
-        return np.asarray(self.ctx.to_float64(val), dtype=np.float64).reshape(shape).astype(self.dtype)
+        return payload_field(self.g, self.payload, n, name, self.ctx).astype(self.dtype)
 
     def expand_rank(self, i, rank) -> str:
         """Value of node ``i`` with singleton axes after the batch axis up to per-example
@@ -203,7 +186,7 @@ class _Exporter:
                                       self.init("b", b)], base)
         elif op == "conv2d":
             if not off:
-                raise _Skip("conv2d of a constant-only value (ONNX Conv needs the batch axis)")
+                raise Unsupported("conv2d of a constant-only value (ONNX Conv needs the batch axis)")
             q = _pairs(attrs, ("kernel_size", "stride", "padding", "dilation"))
             y = self.emit("Conv", [x, self.init("weight", self.param(n, "weight")),
                                    self.init("bias", self.param(n, "bias"))], base,
@@ -211,7 +194,7 @@ class _Exporter:
                           pads=q["padding"] * 2, dilations=q["dilation"], group=attrs["groups"])
         elif op in ("max_pool2d", "avg_pool2d"):
             if not off:
-                raise _Skip(f"{op} of a constant-only value (ONNX pooling needs the batch axis)")
+                raise Unsupported(f"{op} of a constant-only value (ONNX pooling needs the batch axis)")
             st = attrs["stride"] if attrs["stride"] is not None else attrs["kernel_size"]
             q = _pairs(dict(attrs, stride=st), ("kernel_size", "stride", "padding"))
             kw = dict(kernel_shape=q["kernel_size"], strides=q["stride"], pads=q["padding"] * 2)
@@ -264,7 +247,7 @@ class _Exporter:
             xa = self.expand_rank(ps[0], len(shape))
             y = self.emit("Expand", [xa, self.ints("shape", ([1] if off else []) + shape)], base)
         else:
-            raise _Skip(f"no ONNX mapping for op {op!r}")
+            raise Unsupported(f"no ONNX mapping for op {op!r}")
         self.name[i] = y
 
     def matmul(self, n):
@@ -314,8 +297,5 @@ class _Exporter:
 
 
 def _pairs(attrs, keys):
-    out = {}
-    for k in keys:
-        v = attrs[k]
-        out[k] = [int(v), int(v)] if isinstance(v, int) else [int(t) for t in v]
-    return out
+    """The 2-d window attributes ``keys`` of ``attrs`` as ``{key: [int, int]}``."""
+    return {k: pair_list(attrs[k]) for k in keys}

@@ -5,7 +5,7 @@ convention the first ``batch_dims`` (default 1) axes of every graph input are ba
 so the IR input's declared shape is the rest and every ONNX ``axis`` is translated to a
 per-example axis; an operation over a batch axis is refused.  Pass ``batch_dims=0`` for a
 model whose input is one example.  All unsupported nodes are listed in ONE
-:class:`~graph.importers.torch_fx.UnsupportedOpsError`.
+:class:`~graph.importers.interchange.UnsupportedOpsError`.
 
 Mappings that compose IR ops: ``Gemm`` is ``linear`` when alpha = beta = 1, A is the
 batched input and B, C are initializers; otherwise (Transpose) -> matmul -> mul(alpha) ->
@@ -19,7 +19,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import GraphError
-from .torch_fx import IRBuilder, Unsupported, UnsupportedOpsError, require
+from .interchange import (Batched, IRBuilder, PendingConst, Unsupported, UnsupportedOpsError,
+                          exact_gelu_only, require)
 
 SUPPORTED = ("Gemm", "MatMul", "Add", "Sub", "Mul", "Div", "Relu", "Tanh", "Sigmoid",
              "Softplus", "Gelu", "Exp", "Log", "Abs", "Sqrt", "Neg", "Sin", "Cos", "Max", "Min",
@@ -31,22 +32,6 @@ _UNARY = {"Relu": "relu", "Tanh": "tanh", "Sigmoid": "sigmoid", "Softplus": "sof
           "Exp": "exp", "Log": "log", "Abs": "abs", "Sqrt": "sqrt", "Neg": "neg",
           "Sin": "sin", "Cos": "cos"}
 _BINARY = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div", "Max": "max", "Min": "min"}
-
-
-class _V:
-    """A tensor: IR node id + batch-axis count (0 for initializer-derived values)."""
-    __slots__ = ("id", "nb")
-
-    def __init__(self, id, nb):
-        self.id, self.nb = id, nb
-
-
-class _C:
-    """An initializer / Constant value not yet turned into a node."""
-    __slots__ = ("value", "name", "id")
-
-    def __init__(self, value, name):
-        self.value, self.name, self.id = value, name, None
 
 
 def load_onnx(path_or_model, *, batch_dims: int = 1, output=None):
@@ -77,10 +62,10 @@ def from_onnx(model, *, batch_dims: int = 1, output=None):
     if isinstance(batch_dims, bool) or not isinstance(batch_dims, int) or batch_dims < 0:
         raise GraphError(f"from_onnx: batch_dims must be a non-negative int, got {batch_dims!r}")
     g = model.graph
-    conv = _Converter(onnx, numpy_helper, _opset(model), batch_dims)
+    conv = _OnnxConverter(onnx, numpy_helper, _opset(model), batch_dims)
     env: dict = {}
     for init in g.initializer:
-        env[init.name] = _C(numpy_helper.to_array(init), init.name)
+        env[init.name] = PendingConst(numpy_helper.to_array(init), init.name)
     for vi in g.input:
         if vi.name in env:
             continue
@@ -125,18 +110,20 @@ def from_onnx(model, *, batch_dims: int = 1, output=None):
     if problems:
         raise UnsupportedOpsError("from_onnx", problems)
     v = env[name]
-    if isinstance(v, _C):
+    if isinstance(v, PendingConst):
         v = conv.materialize(v)
     return conv.b.finish(v.id)
 
 
-class _Converter:
+class _OnnxConverter:
+    """Maps ONNX nodes to IR nodes, one at a time, into an :class:`IRBuilder`."""
+
     def __init__(self, onnx, numpy_helper, opset, nb):
         self.onnx = onnx
         self.nh = numpy_helper
         self.opset = opset
         self.nb = nb
-        self.b = IRBuilder()
+        self.b = IRBuilder(nb)
         self.batch = None          # concrete batch extents when the input declares them
 
     # ---------------------------------------------------------------- values
@@ -159,38 +146,23 @@ class _Converter:
                              f"(after {self.nb} batch axes) must be concrete")
         if self.batch is None and all(d is not None for d in dims[:self.nb]):
             self.batch = tuple(dims[:self.nb])
-        return _V(self.b.add("input", [], out_shape=per), self.nb)
+        return Batched(self.b.add("input", [], out_shape=per), self.nb)
 
-    def materialize(self, c: _C) -> _V:
+    def materialize(self, c: PendingConst) -> Batched:
         if c.id is None:
             if c.value.dtype.kind not in "fiu":
                 raise Unsupported(f"initializer {c.name!r} of dtype {c.value.dtype} is not numeric")
             c.id = self.b.const(c.value.astype(np.float64))
-        return _V(c.id, 0)
+        return Batched(c.id, 0)
 
     def t(self, v):
-        return self.materialize(v) if isinstance(v, _C) else v
+        return self.materialize(v) if isinstance(v, PendingConst) else v
 
     def const_of(self, env, name, what):
         v = env.get(name)
-        if not isinstance(v, _C):
+        if not isinstance(v, PendingConst):
             raise Unsupported(f"{what} ({name!r}) must be an initializer or Constant")
         return v.value
-
-    def axis(self, a, v: _V, rank=None, what="axis"):
-        r = len(self.b.shape(v.id)) + v.nb if rank is None else rank
-        a = int(a)
-        if not -r <= a < max(r, 1):
-            raise Unsupported(f"{what}={a} out of range for rank {r}")
-        d = a + r if a < 0 else a
-        if d < v.nb:
-            raise Unsupported(f"{what}={a} is a batch axis (batch_dims={self.nb}): the IR "
-                              f"works per example")
-        return d - v.nb
-
-    def add(self, op, parents, params=None, **attrs) -> _V:
-        nbv = max(p.nb for p in parents) if parents else 0
-        return _V(self.b.add(op, [p.id for p in parents], params=params, **attrs), nbv)
 
     # ---------------------------------------------------------------- nodes
     def node(self, node, env):
@@ -205,7 +177,7 @@ class _Converter:
         if op == "Constant":
             if "value" not in A:
                 raise Unsupported(f"Constant with attributes {sorted(A)} (only value=)")
-            return [_C(self.nh.to_array(A["value"]), node.output[0])]
+            return [PendingConst(self.nh.to_array(A["value"]), node.output[0])]
         if op in ("Identity", "Dropout"):
             if op == "Dropout" and len(node.input) > 2 and node.input[2]:
                 tm = self.const_of(env, node.input[2], "training_mode")
@@ -217,24 +189,22 @@ class _Converter:
         if op in _UNARY:
             if op == "Softplus" and A:
                 raise Unsupported(f"attributes {sorted(A)}")
-            return [self.add(_UNARY[op], [self.t(ins[0])])]
+            return [self.b.apply(_UNARY[op], [self.t(ins[0])])]
         if op == "Gelu":
-            if A.get("approximate", "none") != "none":
-                raise Unsupported(f"approximate={A['approximate']!r} is a different function "
-                                  f"from the IR's exact erf gelu")
-            return [self.add("gelu", [self.t(ins[0])])]
+            exact_gelu_only(A.get("approximate", "none"), "Gelu")
+            return [self.b.apply("gelu", [self.t(ins[0])])]
         if op in _BINARY:
             if len(ins) != 2:
                 raise Unsupported(f"{len(ins)} inputs (the IR's {_BINARY[op]} takes 2)")
             return [self.binary(_BINARY[op], ins[0], ins[1])]
         if op == "MatMul":
             a, b = self.aligned(ins[0], ins[1], matmul=True)
-            return [self.add("matmul", [a, b])]
+            return [self.b.apply("matmul", [a, b])]
         if op == "Gemm":
             return [self.gemm(ins, A)]
         if op == "Reciprocal":
             x = self.t(ins[0])
-            return [self.add("div", [self.materialize(_C(np.float64(1.0), "one")), x])]
+            return [self.b.apply("div", [self.materialize(PendingConst(np.float64(1.0), "one")), x])]
         if op == "Expand":
             return [self.expand(ins)]
         if op in ("Softmax", "LogSoftmax"):
@@ -248,21 +218,13 @@ class _Converter:
         if op in ("MaxPool", "AveragePool"):
             return [self.pool(op, self.t(ins[0]), A, node)]
         if op == "Concat":
-            parts = [self.t(v) for v in ins]
-            if len({p.nb for p in parts}) > 1:
-                raise Unsupported("concatenates a constant with a batched tensor")
-            if len(parts) == 1:
-                return [parts[0]]
-            return [self.add("concat", parts, axis=self.axis(A["axis"], parts[0]))]
+            return [self.b.concat([self.t(v) for v in ins], A["axis"])]
         if op in ("ReduceSum", "ReduceMean"):
             return [self.reduce(op, ins, A, env)]
         if op == "Transpose":
             x = self.t(ins[0])
-            r = len(self.b.shape(x.id)) + x.nb
-            perm = list(A.get("perm", range(r - 1, -1, -1)))
-            if perm[:x.nb] != list(range(x.nb)):
-                raise Unsupported(f"perm {perm} moves a batch axis")
-            return [self.add("permute", [x], perm=[p - x.nb for p in perm[x.nb:]])]
+            r = self.b.rank(x)
+            return [self.b.permute(x, A.get("perm", range(r - 1, -1, -1)))]
         if op == "Reshape":
             return [self.reshape(ins, A, node, env)]
         if op == "Flatten":
@@ -272,10 +234,10 @@ class _Converter:
             a = int(A.get("axis", 1))
             a = a + r if a < 0 else a
             if x.nb and a == x.nb and r > x.nb:     # [N, prod(rest)]: per-example flatten
-                return [self.add("flatten", [x], start_axis=0, end_axis=-1)]
+                return [self.b.apply("flatten", [x], start_axis=0, end_axis=-1)]
             if x.nb == 0:
                 lead = int(np.prod(s[:a], dtype=np.int64))
-                return [self.add("reshape", [x], shape=[lead, int(np.prod(s[a:], dtype=np.int64))])]
+                return [self.b.apply("reshape", [x], shape=[lead, int(np.prod(s[a:], dtype=np.int64))])]
             raise Unsupported(f"Flatten(axis={A.get('axis', 1)}) merges batch axes with "
                               f"per-example axes")
         raise Unsupported("no IR mapping")
@@ -283,10 +245,10 @@ class _Converter:
     def aligned(self, a, b, matmul=False):
         """Operands as nodes; a constant of higher rank than the batched operand's
         per-example rank must have only leading 1s there (they align with batch axes)."""
-        va, vb = self.t(a) if not isinstance(a, _C) else None, self.t(b) if not isinstance(b, _C) else None
+        va, vb = self.t(a) if not isinstance(a, PendingConst) else None, self.t(b) if not isinstance(b, PendingConst) else None
         out = []
         for v, other in ((a, vb), (b, va)):
-            if isinstance(v, _C) and other is not None and other.nb:
+            if isinstance(v, PendingConst) and other is not None and other.nb:
                 per = len(self.b.shape(other.id))
                 val = v.value
                 extra = val.ndim - per
@@ -296,25 +258,25 @@ class _Converter:
                     if any(d != 1 for d in val.shape[:extra]):
                         raise Unsupported(f"constant {v.name!r} of shape {list(val.shape)} "
                                           f"broadcasts along a batch axis")
-                    v = _C(val.reshape(val.shape[extra:]), v.name)
+                    v = PendingConst(val.reshape(val.shape[extra:]), v.name)
             out.append(self.t(v))
         return out
 
     def binary(self, op, a, b):
         va, vb = self.aligned(a, b)
-        return self.add(op, [va, vb])
+        return self.b.apply(op, [va, vb])
 
     def gemm(self, ins, A):
         alpha, beta = float(A.get("alpha", 1.0)), float(A.get("beta", 1.0))
         ta, tb = int(A.get("transA", 0)), int(A.get("transB", 0))
         a, b = ins[0], ins[1]
         c = ins[2] if len(ins) > 2 else None
-        if isinstance(a, _V) and a.nb and ta:
+        if isinstance(a, Batched) and a.nb and ta:
             raise Unsupported("transA=1 on a batched A transposes the batch axis")
-        if (isinstance(b, _V) and b.nb) or (isinstance(c, _V) and c.nb):
+        if (isinstance(b, Batched) and b.nb) or (isinstance(c, Batched) and c.nb):
             raise Unsupported("a batched B or C operand (the batch axis is A's rows)")
-        if isinstance(a, _V) and a.nb and alpha == 1.0 and beta == 1.0 and isinstance(b, _C) \
-                and (c is None or isinstance(c, _C)):
+        if isinstance(a, Batched) and a.nb and alpha == 1.0 and beta == 1.0 and isinstance(b, PendingConst) \
+                and (c is None or isinstance(c, PendingConst)):
             W = b.value.T if not tb else b.value
             params = {"W": W.astype(np.float64)}
             if c is not None:
@@ -324,27 +286,27 @@ class _Converter:
                 cv = cv.reshape(-1) if cv.size == W.shape[0] else np.full(W.shape[0], cv.reshape(-1)[0])
                 params["b"] = cv
             per = self.b.shape(a.id)
-            return _V(self.b.add("linear", [a.id], out_shape=per[:-1] + (W.shape[0],),
+            return Batched(self.b.add("linear", [a.id], out_shape=per[:-1] + (W.shape[0],),
                                  params=params), a.nb)
         va = self.t(a)
         if ta:
-            va = self.add("permute", [va], perm=[1, 0])
+            va = self.b.apply("permute", [va], perm=[1, 0])
         vb = self.t(b)
         if tb:
-            vb = self.add("permute", [vb], perm=[1, 0])
-        y = self.add("matmul", [va, vb])
+            vb = self.b.apply("permute", [vb], perm=[1, 0])
+        y = self.b.apply("matmul", [va, vb])
         if alpha != 1.0:
-            y = self.add("mul", [y, self.materialize(_C(np.float64(np.float32(alpha)), "alpha"))])
+            y = self.b.apply("mul", [y, self.materialize(PendingConst(np.float64(np.float32(alpha)), "alpha"))])
         if c is not None:
-            vc = self.aligned(c, y)[0] if isinstance(c, _C) else self.t(c)
+            vc = self.aligned(c, y)[0] if isinstance(c, PendingConst) else self.t(c)
             if beta != 1.0:
-                vc = self.add("mul", [vc, self.materialize(_C(np.float64(np.float32(beta)), "beta"))])
-            y = self.add("add", [y, vc])
+                vc = self.b.apply("mul", [vc, self.materialize(PendingConst(np.float64(np.float32(beta)), "beta"))])
+            y = self.b.apply("add", [y, vc])
         return y
 
     def expand(self, ins):
         x = self.t(ins[0])
-        if not isinstance(ins[1], _C):
+        if not isinstance(ins[1], PendingConst):
             raise Unsupported("shape input computed at run time; the IR needs a constant shape")
         target = [int(t) for t in np.asarray(ins[1].value).reshape(-1)]
         s = self.b.shape(x.id)
@@ -357,20 +319,20 @@ class _Converter:
         if any(t != 1 for t in tgt[:x.nb]):
             raise Unsupported(f"shape {target} expands along a batch axis")
         per = [max(a, b) if 1 in (a, b) else a for a, b in zip(full[x.nb:], tgt[x.nb:])]
-        return self.add("broadcast_to", [x], shape=per)
+        return self.b.apply("broadcast_to", [x], shape=per)
 
     def softmax(self, op, x, A):
         irop = "softmax" if op == "Softmax" else "log_softmax"
         if self.opset >= 13:
-            return self.add(irop, [x], axis=self.axis(A.get("axis", -1), x))
-        a = self.axis(A.get("axis", 1), x)
+            return self.b.apply(irop, [x], axis=self.b.axis(A.get("axis", -1), x))
+        a = self.b.axis(A.get("axis", 1), x)
         s = self.b.shape(x.id)
         if a == len(s) - 1:
-            return self.add(irop, [x], axis=a)
+            return self.b.apply(irop, [x], axis=a)
         # before opset 13: softmax over the flattened axes [axis:] (coerced to 2-D)
-        flat = self.add("reshape", [x], shape=list(s[:a]) + [int(np.prod(s[a:]))])
-        y = self.add(irop, [flat], axis=a)
-        return self.add("reshape", [y], shape=list(s))
+        flat = self.b.apply("reshape", [x], shape=list(s[:a]) + [int(np.prod(s[a:]))])
+        y = self.b.apply(irop, [flat], axis=a)
+        return self.b.apply("reshape", [y], shape=list(s))
 
     def layernorm(self, ins, A, node):
         x = self.t(ins[0])
@@ -378,21 +340,21 @@ class _Converter:
             raise Unsupported(f"stash_type={A['stash_type']}")
         if len([o for o in node.output if o]) > 1:
             raise Unsupported("Mean / InvStdDev outputs are used")
-        a = self.axis(A.get("axis", -1), x)
+        a = self.b.axis(A.get("axis", -1), x)
         s = self.b.shape(x.id)
         norm = s[a:]
         params = {"eps": np.float64(np.float32(A.get("epsilon", 1e-5)))}
         for key, v in (("gamma", ins[1]), ("beta", ins[2] if len(ins) > 2 else None)):
             if v is None:
                 continue
-            if not isinstance(v, _C):
+            if not isinstance(v, PendingConst):
                 raise Unsupported(f"{key} must be an initializer")
             try:
                 params[key] = np.broadcast_to(np.asarray(v.value, np.float64), norm).copy()
             except ValueError:
                 raise Unsupported(f"{key} of shape {list(v.value.shape)} does not broadcast "
                                   f"to the normalized shape {list(norm)}") from None
-        return self.add("layernorm", [x], params=params, axis=a)
+        return self.b.apply("layernorm", [x], params=params, axis=a)
 
     def batchnorm(self, ins, A, node, env):
         x = self.t(ins[0])
@@ -406,7 +368,7 @@ class _Converter:
         for key, i in (("gamma", 1), ("beta", 2), ("mean", 3), ("var", 4)):
             vals[key] = np.asarray(self.const_of(env, node.input[i], key), np.float64).reshape(-1)
         vals["eps"] = np.float64(np.float32(A.get("epsilon", 1e-5)))
-        return self.add("batchnorm_eval", [x], params=vals, axis=self.axis(1, x))
+        return self.b.apply("batchnorm_eval", [x], params=vals, axis=self.b.axis(1, x))
 
     def _pads(self, A, kernel, node):
         ap = A.get("auto_pad", "NOTSET")
@@ -440,7 +402,7 @@ class _Converter:
             out = rec.shape([s], full_attrs(rec, attrs))
         except Exception as exc:
             raise Unsupported(f"IR rule rejects it: {exc}") from None
-        return _V(self.b.add("conv2d", [x.id], out_shape=out, params=params, **attrs), x.nb)
+        return Batched(self.b.add("conv2d", [x.id], out_shape=out, params=params, **attrs), x.nb)
 
     def pool(self, op, x, A, node):
         if int(A.get("ceil_mode", 0)):
@@ -454,13 +416,13 @@ class _Converter:
             if int(A.get("storage_order", 0)):
                 raise Unsupported("storage_order=1")
             attrs["dilation"] = [int(t) for t in A.get("dilations", [1, 1])]
-            return self.add("max_pool2d", [x], **attrs)
+            return self.b.apply("max_pool2d", [x], **attrs)
         if any(attrs["padding"]) and not int(A.get("count_include_pad", 0)):
             raise Unsupported("count_include_pad=0 with pads (the IR divides by the full "
                               "window, torch's default)")
         if A.get("dilations", [1, 1]) != [1, 1]:
             raise Unsupported(f"dilations {A['dilations']} (the IR's avg_pool2d has none)")
-        return self.add("avg_pool2d", [x], **attrs)
+        return self.b.apply("avg_pool2d", [x], **attrs)
 
     def reduce(self, op, ins, A, env):
         x = self.t(ins[0])
@@ -469,28 +431,19 @@ class _Converter:
             axes = [int(a) for a in np.asarray(self._axes_value(ins[1])).reshape(-1)]
         else:
             axes = [int(a) for a in A.get("axes", [])]
-        keep = bool(int(A.get("keepdims", 1)))
-        s = self.b.shape(x.id)
-        if not axes:
-            if int(A.get("noop_with_empty_axes", 0)):
-                return x
-            if x.nb:
-                raise Unsupported("reduces over all axes, batch axes included")
-            axes = list(range(len(s)))
-        per = sorted(self.axis(a, x) for a in axes)
-        irop = "reduce_sum" if op == "ReduceSum" else "reduce_mean"
-        if irop == "reduce_sum" and not keep and per == list(range(len(s))) and s:
-            return self.add("sum", [x])
-        return self.add(irop, [x], axis=per if len(per) != 1 else per[0], keepdims=keep)
+        if not axes and int(A.get("noop_with_empty_axes", 0)):
+            return x
+        return self.b.reduce("reduce_sum" if op == "ReduceSum" else "reduce_mean", x,
+                             axes or None, bool(int(A.get("keepdims", 1))))
 
     def _axes_value(self, v):
-        if not isinstance(v, _C):
+        if not isinstance(v, PendingConst):
             raise Unsupported("axes must be an initializer or Constant")
         return v.value
 
     def reshape(self, ins, A, node, env):
         x = self.t(ins[0])
-        if not isinstance(ins[1], _C):
+        if not isinstance(ins[1], PendingConst):
             raise Unsupported("shape input computed at run time (Shape/Gather/...); the IR "
                               "needs a constant shape")
         target = [int(t) for t in np.asarray(ins[1].value).reshape(-1)]
@@ -507,4 +460,4 @@ class _Converter:
         per = [full_in[x.nb + i] if (t == 0 and not allowzero) else t for i, t in enumerate(rest)]
         if x.nb + len(per) > len(full_in) and any(t == 0 for t in rest) and not allowzero:
             raise Unsupported(f"shape {target}: 0 copies an axis beyond the input's rank")
-        return self.add("reshape", [x], shape=per)
+        return self.b.apply("reshape", [x], shape=per)

@@ -12,9 +12,10 @@ import numpy as np
 
 from ..errors import GraphError
 from ..node import Graph, fmt_shape
-from ..optable import OPS, full_attrs
-from ..payload import Payload, value_shape
+from ..optable import OPS
+from ..payload import Payload
 from ..validate import check_payload, check_shapes
+from .interchange import Unsupported, param_shape, payload_field, require
 
 
 def _expected(g: Graph, node_id: int, param: str, key: str) -> tuple:
@@ -26,8 +27,7 @@ def _expected(g: Graph, node_id: int, param: str, key: str) -> tuple:
     if param not in rec.params:
         raise GraphError(f"state_dict: name {key!r} maps to {n.kind.op} {node_id} field "
                          f"{param!r}; the op's payload fields are {', '.join(rec.params) or 'none'}")
-    in_shapes = [g.nodes[p].out_shape for p in n.parents]
-    return tuple(rec.param_shapes(in_shapes, full_attrs(rec, n.kind.attrs), n.out_shape)[param])
+    return param_shape(g, n, param)
 
 
 def _check_names(g: Graph, names: dict) -> dict:
@@ -109,26 +109,13 @@ def state_dict_from_payload(g: Graph, payload, names: dict, *, dtype=None, numpy
     payload = payload if isinstance(payload, Payload) else Payload(payload)
     check_payload(g, payload)
     out = {}
-    for key, (node_id, param, shape) in plan.items():
-        rec = OPS[g.nodes[node_id].kind.op]
-        fields = payload.get(node_id) or {}
-        if param in fields:
-            v = fields[param]
-            if hasattr(v, "lo") or hasattr(v, "primal"):
-                raise GraphError(f"state_dict: payload {node_id} field {param!r} is an "
-                                 f"interval/dual value; export endpoints or primals explicitly")
-            a = np.asarray(f64.convert(v), dtype=np.float64).reshape(value_shape(v))
-        else:
-            d = rec.param_defaults.get(param)
-            if d is None:
-                raise GraphError(f"state_dict: payload has no field {param!r} for node {node_id} "
-                                 f"(name {key!r})")
-            a = np.zeros(shape) if d == "zeros" else np.ones(shape) if d == "ones" \
-                else np.full(shape, float(d))
-        out[key] = a
+    for key, (node_id, param, _) in plan.items():
+        try:
+            out[key] = payload_field(g, payload, g.nodes[node_id], param, f64)
+        except Unsupported as exc:
+            raise GraphError(f"state_dict: {exc} (name {key!r})") from None
     if numpy:
         return out
-    from .torch_fx import require
     torch = require("torch", "torch")
     dt = torch.float32 if dtype is None else dtype
     return {k: torch.as_tensor(v).to(dt) for k, v in out.items()}

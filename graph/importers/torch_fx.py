@@ -32,97 +32,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import GraphError
-from ..node import Graph, Node, OpKind, fmt_shape
-from ..optable import ShapeRuleError, full_attrs, get_op
+from ..node import Graph, fmt_shape
 from ..payload import Payload
-from ..validate import check_payload, check_shapes
-
-
-class UnsupportedOpsError(GraphError):
-    """A model holds operations the IR importer cannot map; ``.items`` lists each one."""
-
-    def __init__(self, source: str, items):
-        self.items = list(items)
-        lines = "\n".join(f"  - {t}" for t in self.items)
-        super().__init__(f"{source}: {len(self.items)} unsupported operation"
-                         f"{'' if len(self.items) == 1 else 's'}:\n{lines}")
-
-
-class Unsupported(Exception):
-    """Raised by one node's converter; the importer collects the reasons."""
-
-
-def require(module: str, extra: str):
-    """Import an optional dependency or raise a GraphError naming the extra to install."""
-    import importlib
-    try:
-        return importlib.import_module(module)
-    except ImportError:
-        raise GraphError(f"{module} is not installed; install the optional extra: "
-                         f"pip install 'scalarlab[{extra}]'") from None
-
-
-class IRBuilder:
-    """Appends IR nodes (ids = positions), inferring each node's shape with the op table's
-    own rule and comparing it with the shape the source model reports."""
-
-    def __init__(self):
-        self.nodes: list[Node] = []
-        self.payload = Payload()
-
-    def add(self, op, parents, *, out_shape=None, params=None, **attrs) -> int:
-        rec = get_op(op)
-        kind = OpKind(op, **attrs)
-        in_shapes = [self.nodes[p].out_shape for p in parents]
-        try:
-            fa = full_attrs(rec, kind.attrs)
-            if op in ("input", "const"):
-                inferred = tuple(out_shape)
-            elif op in ("linear", "conv2d") and out_shape is None:
-                raise ShapeRuleError(f"{op}: the importer must give the out shape")
-            else:
-                inferred = tuple(rec.shape(in_shapes, fa, declared=out_shape))
-        except ShapeRuleError as exc:
-            raise Unsupported(f"IR rule rejects it: {exc}") from None
-        if out_shape is not None and tuple(out_shape) != inferred:
-            raise Unsupported(f"per-example shape {fmt_shape(inferred)} by the IR rule, "
-                              f"{fmt_shape(out_shape)} in the source model")
-        i = len(self.nodes)
-        self.nodes.append(Node(i, list(parents), kind, inferred))
-        if params:
-            self.payload.set(i, params, op=op)
-        return i
-
-    def const(self, value) -> int:
-        v = np.asarray(value, dtype=np.float64)
-        return self.add("const", [], out_shape=v.shape, params={"value": v})
-
-    def shape(self, i) -> tuple:
-        return self.nodes[i].out_shape
-
-    def finish(self, output: int) -> tuple:
-        g = Graph(self.nodes, output)
-        check_shapes(g)
-        check_payload(g, self.payload)
-        return g, self.payload
+from .interchange import (Batched, IRBuilder, PendingConst, Unsupported, UnsupportedOpsError,
+                          exact_gelu_only, pair_list, require)
 
 
 # ------------------------------------------------------------------------------ values
-@dataclass
-class _T:
-    """A tensor value: IR node id and its batch-axis count (0 for constants)."""
-    id: int
-    nb: int
-
-
-@dataclass
-class _Param:
-    """A module tensor reached by get_attr, turned into a const node on first use."""
-    tensor: object
-    name: str
-    id: int = None
-
-
 @dataclass
 class _Int:
     """A Python int computed from a shape (``x.size(0)``); ``batch`` if it is a batch extent."""
@@ -259,17 +175,19 @@ def import_torch(module, example_input, *, batch_dims: int = 0) -> TorchImport:
         raise GraphError(f"from_torch: running the module on the example input failed "
                          f"({type(exc).__name__}: {exc}); if the example carries a batch axis "
                          f"pass batch_dims=1") from None
-    conv = _Converter(torch, gm, batch)
+    conv = _TorchConverter(torch, gm, batch)
     return conv.run()
 
 
-class _Converter:
+class _TorchConverter:
+    """Maps FX nodes to IR nodes, one at a time, into an :class:`IRBuilder`."""
+
     def __init__(self, torch, gm, batch):
         self.torch = torch
         self.gm = gm
         self.batch = batch
         self.nb = len(batch)
-        self.b = IRBuilder()
+        self.b = IRBuilder(len(batch))
         self.names: dict = {}
         self.ignored: list = []
         self.fn, self.methods, self.modules = _tables(torch)
@@ -283,7 +201,7 @@ class _Converter:
             if n.op == "output":
                 res = n.args[0]
                 v = env.get(res) if hasattr(res, "op") else None
-                if not isinstance(v, (_T, _Param)):
+                if not isinstance(v, (Batched, PendingConst)):
                     if v is not _FAILED:
                         problems.append(f"{n.name} (output): the model must return one tensor, "
                                         f"got {type(res).__name__}")
@@ -341,22 +259,22 @@ class _Converter:
             raise Unsupported("shape propagation recorded no single tensor result")
         return tuple(int(d) for d in tm.shape)
 
-    def tensor(self, v) -> _T:
-        if isinstance(v, _T):
+    def tensor(self, v) -> Batched:
+        if isinstance(v, Batched):
             return v
-        if isinstance(v, _Param):
+        if isinstance(v, PendingConst):
             if v.id is None:
-                v.id = self.b.const(_np(v.tensor))
+                v.id = self.b.const(_np(v.value))
                 if v.name in self._state_keys():
                     self.names[v.name] = (v.id, "value")
-            return _T(v.id, 0)
+            return Batched(v.id, 0)
         if isinstance(v, _Int):                       # x / x.size(1): a per-example extent
             if v.batch:
                 raise Unsupported(f"uses a batch extent ({v.value}) as a number: the IR works "
                                   f"per example")
             v = v.value
         if isinstance(v, (int, float)) and not isinstance(v, bool):
-            return _T(self.b.const(float(v)), 0)
+            return Batched(self.b.const(float(v)), 0)
         raise Unsupported(f"operand {v!r} is not a tensor")
 
     def _state_keys(self):
@@ -374,24 +292,14 @@ class _Converter:
             return s[nb_val:]
         return s
 
-    def emit(self, n, op, parents, *, params=None, **attrs) -> _T:
+    def emit(self, n, op, parents, *, params=None, **attrs) -> Batched:
+        """IR node ``op`` for FX node ``n``, its shape checked against ShapeProp's."""
         nbv = max(p.nb for p in parents) if parents else 0
-        i = self.b.add(op, [p.id for p in parents], out_shape=self.out(n, nbv), params=params, **attrs)
-        return _T(i, nbv)
+        return self.b.apply(op, parents, out_shape=self.out(n, nbv), params=params, **attrs)
 
-    def axis(self, dim, t: _T, what="dim") -> int:
-        rank = len(self.b.shape(t.id)) + t.nb
-        if isinstance(dim, _Int):
-            dim = dim.value
-        if not isinstance(dim, int) or isinstance(dim, bool):
-            raise Unsupported(f"{what} must be an int, got {dim!r}")
-        if not -rank <= dim < max(rank, 1):
-            raise Unsupported(f"{what}={dim} out of range for rank {rank}")
-        d = dim + rank if dim < 0 else dim
-        if d < t.nb:
-            raise Unsupported(f"{what}={dim} is a batch axis (batch_dims={self.nb}): the IR "
-                              f"works per example")
-        return d - t.nb
+    def axis(self, dim, t: Batched, what="dim") -> int:
+        """torch ``dim`` (an int, or a size read off a shape) as a per-example axis."""
+        return self.b.axis(_plain(dim), t, what)
 
     def arg(self, n, env, i, name, default=None):
         if len(n.args) > i:
@@ -415,14 +323,14 @@ class _Converter:
             if s[:self.nb] != self.batch:
                 raise Unsupported(f"input shape {fmt_shape(s)} does not start with the first "
                                   f"input's batch axes {fmt_shape(self.batch)}")
-            return _T(self.b.add("input", [], out_shape=s[self.nb:]), self.nb)
+            return Batched(self.b.add("input", [], out_shape=s[self.nb:]), self.nb)
         if key == "get_attr":
             obj = self.gm
             for part in n.target.split("."):
                 obj = getattr(obj, part)
             if not isinstance(obj, torch.Tensor):
                 raise Unsupported("get_attr of a non-tensor")
-            return _Param(obj, n.target)
+            return PendingConst(obj, n.target)
         if n.op == "call_module":
             return self.module(n, key, env)
         return self.function(n, key, env)
@@ -441,9 +349,7 @@ class _Converter:
         if key == "identity":
             return x
         if key == "GELU":
-            if m.approximate != "none":
-                raise Unsupported(f"GELU(approximate={m.approximate!r}) is a different function "
-                                  f"from the IR's exact erf gelu")
+            exact_gelu_only(m.approximate, "GELU")
             return self.emit(n, "gelu", [x])
         if key == "Softplus":
             return self.softplus(n, x, m.beta, m.threshold)
@@ -455,11 +361,7 @@ class _Converter:
         if key == "Flatten":
             return self.flatten(n, x, m.start_dim, m.end_dim)
         if key == "Linear":
-            params = {"W": _np(m.weight)}
-            self.names[pre + "weight"] = (len(self.b.nodes), "W")
-            if m.bias is not None:
-                params["b"] = _np(m.bias)
-                self.names[pre + "bias"] = (len(self.b.nodes), "b")
+            params = self.module_params(pre, W=("weight", m.weight), b=("bias", m.bias))
             return self.emit(n, "linear", [x], params=params)
         if key == "Conv2d":
             if m.padding_mode != "zeros":
@@ -474,11 +376,8 @@ class _Converter:
                         raise Unsupported("padding='same' with an even kernel extent pads "
                                           "asymmetrically; the IR pads symmetrically")
                     pad = tuple(t // 2 for t in tot)
-            params = {"weight": _np(m.weight)}
-            self.names[pre + "weight"] = (len(self.b.nodes), "weight")
-            if m.bias is not None:
-                params["bias"] = _np(m.bias)
-                self.names[pre + "bias"] = (len(self.b.nodes), "bias")
+            params = self.module_params(pre, weight=("weight", m.weight),
+                                        bias=("bias", m.bias))
             return self.emit(n, "conv2d", [x], params=params, kernel_size=list(m.kernel_size),
                              out_channels=m.out_channels, stride=list(m.stride),
                              padding=list(pad), dilation=list(m.dilation), groups=m.groups)
@@ -489,29 +388,18 @@ class _Converter:
             if m.running_mean is None:
                 raise Unsupported("BatchNorm without running statistics "
                                   "(track_running_stats=False)")
-            i = len(self.b.nodes)
-            params = {"mean": _np(m.running_mean), "var": _np(m.running_var),
-                      "eps": np.float64(m.eps)}
-            self.names[pre + "running_mean"] = (i, "mean")
-            self.names[pre + "running_var"] = (i, "var")
-            if m.affine:
-                params["gamma"], params["beta"] = _np(m.weight), _np(m.bias)
-                self.names[pre + "weight"] = (i, "gamma")
-                self.names[pre + "bias"] = (i, "beta")
+            params = self.module_params(pre, mean=("running_mean", m.running_mean),
+                                        var=("running_var", m.running_var),
+                                        gamma=("weight", m.weight), beta=("bias", m.bias))
+            params["eps"] = np.float64(m.eps)
             if getattr(m, "num_batches_tracked", None) is not None:
                 self.ignored.append(pre + "num_batches_tracked")
             return self.emit(n, "batchnorm_eval", [x], params=params, axis=self.axis(1, x))
         if key == "LayerNorm":
             k = len(m.normalized_shape)
-            rank = len(self.b.shape(x.id)) + x.nb
-            i = len(self.b.nodes)
-            params = {"eps": np.float64(m.eps)}
-            if m.weight is not None:
-                params["gamma"] = _np(m.weight)
-                self.names[pre + "weight"] = (i, "gamma")
-            if m.bias is not None:
-                params["beta"] = _np(m.bias)
-                self.names[pre + "bias"] = (i, "beta")
+            rank = self.b.rank(x)
+            params = self.module_params(pre, gamma=("weight", m.weight), beta=("bias", m.bias))
+            params["eps"] = np.float64(m.eps)
             return self.emit(n, "layernorm", [x], params=params, axis=self.axis(rank - k, x))
         if key in ("MaxPool2d", "AvgPool2d"):
             return self.pool(n, x, key, m.kernel_size, m.stride, m.padding,
@@ -521,6 +409,18 @@ class _Converter:
                              getattr(m, "divisor_override", None))
         raise Unsupported("no IR mapping")
 
+    def module_params(self, prefix: str, **fields) -> dict:
+        """Payload of the node about to be added: ``field=(attribute, tensor)`` for each
+        module tensor that is not None, each recorded under its state_dict key
+        ``prefix + attribute`` (so checkpoints load by name)."""
+        i = len(self.b.nodes)
+        params = {}
+        for name, (attr, tensor) in fields.items():
+            if tensor is not None:
+                params[name] = _np(tensor)
+                self.names[prefix + attr] = (i, name)
+        return params
+
     def softplus(self, n, x, beta, threshold):
         # threshold only switches torch to the identity; see the module docstring.
         if beta == 1:
@@ -529,10 +429,10 @@ class _Converter:
         c = self.b.const(float(beta))
         a = self.b.add("mul", [x.id, c], out_shape=s)
         y = self.b.add("softplus", [a], out_shape=s)
-        return _T(self.b.add("div", [y, c], out_shape=s), x.nb)
+        return Batched(self.b.add("div", [y, c], out_shape=s), x.nb)
 
     def flatten(self, n, x, start, end):
-        rank = len(self.b.shape(x.id)) + x.nb
+        rank = self.b.rank(x)
         if rank == 0:
             return self.emit(n, "reshape", [x], shape=[1])
         a = self.axis(start, x, "start_dim")
@@ -544,10 +444,10 @@ class _Converter:
             raise Unsupported("ceil_mode=True (the IR floors the output size)")
         if ret_idx:
             raise Unsupported("return_indices=True")
-        attrs = dict(kernel_size=_pair_list(k), stride=_pair_list(stride if stride else k),
-                     padding=_pair_list(pad))
+        attrs = dict(kernel_size=pair_list(k), stride=pair_list(stride if stride else k),
+                     padding=pair_list(pad))
         if key == "MaxPool2d":
-            attrs["dilation"] = _pair_list(dil)
+            attrs["dilation"] = pair_list(dil)
             return self.emit(n, "max_pool2d", [x], **attrs)
         if divisor is not None:
             raise Unsupported("divisor_override is not in the IR")
@@ -560,7 +460,7 @@ class _Converter:
         if key in ("getattr", "getitem"):
             obj = self.val(n.args[0], env)
             if key == "getattr":
-                if isinstance(obj, (_T, _Param)) and n.args[1] == "shape":
+                if isinstance(obj, (Batched, PendingConst)) and n.args[1] == "shape":
                     return self._shape_of(obj)
                 raise Unsupported(f"getattr {n.args[1]!r} of a tensor")
             if isinstance(obj, _ShapeTuple):
@@ -582,10 +482,7 @@ class _Converter:
             self._no_extra(n, ("inplace",))
             return self.emit(n, key, [self.tensor(self.val(n.args[0], env))])
         if key == "gelu":
-            approx = self.arg(n, env, 1, "approximate", "none")
-            if approx != "none":
-                raise Unsupported(f"gelu(approximate={approx!r}) is a different function from "
-                                  f"the IR's exact erf gelu")
+            exact_gelu_only(self.arg(n, env, 1, "approximate", "none"), "gelu")
             return self.emit(n, "gelu", [self.tensor(self.val(n.args[0], env))])
         if key == "softplus":
             return self.softplus(n, self.tensor(self.val(n.args[0], env)),
@@ -613,18 +510,14 @@ class _Converter:
             keep = bool(self.arg(n, env, 2, "keepdim", False))
             if n.kwargs.get("dtype") is not None:
                 raise Unsupported("dtype= conversion")
-            rank = len(self.b.shape(x.id)) + x.nb
             if dim is None or (isinstance(dim, (list, tuple)) and len(dim) == 0):
-                if x.nb:
-                    raise Unsupported("reduces over the batch axes too (give dim=)")
-                dims = list(range(rank))
-                if key == "sum" and not keep:
-                    return self.emit(n, "sum", [x])
+                if x.nb:         # before ShapeProp's shape check, which would fail first
+                    raise Unsupported("reduces over all axes, batch axes included (give dim=)")
+                dims = None
             else:
-                dims = list(dim) if isinstance(dim, (list, tuple)) else [dim]
-            axes = [self.axis(d, x) for d in dims]
-            op = "reduce_sum" if key == "sum" else "reduce_mean"
-            return self.emit(n, op, [x], axis=axes if len(axes) != 1 else axes[0], keepdims=keep)
+                dims = [_plain(d) for d in (dim if isinstance(dim, (list, tuple)) else [dim])]
+            return self.b.reduce("reduce_sum" if key == "sum" else "reduce_mean", x, dims, keep,
+                                 out_shape=self.out(n, x.nb))
         if key in ("softmax", "log_softmax"):
             x = self.tensor(self.val(n.args[0], env))
             dim = self.arg(n, env, 1, "dim")
@@ -635,13 +528,8 @@ class _Converter:
             return self.emit(n, key, [x], axis=self.axis(dim, x))
         if key == "cat":
             parts = [self.tensor(t) for t in self.val(n.args[0], env)]
-            dim = self.arg(n, env, 1, "dim", 0)
-            nbs = {p.nb for p in parts}
-            if len(nbs) > 1:
-                raise Unsupported("concatenates a constant with a batched tensor")
-            if len(parts) == 1:
-                return parts[0]
-            return self.emit(n, "concat", parts, axis=self.axis(dim, parts[0]))
+            dim = _plain(self.arg(n, env, 1, "dim", 0))
+            return self.b.concat(parts, dim, out_shape=self.out(n, max(p.nb for p in parts)))
         if key == "flatten":
             x = self.tensor(self.val(n.args[0], env))
             return self.flatten(n, x, self.arg(n, env, 1, "start_dim", 0),
@@ -652,7 +540,7 @@ class _Converter:
                 d = self.arg(n, env, 1, "dim")
                 if d is None:
                     raise Unsupported("squeeze() of all axes may drop a batch axis; give dim")
-                rank = len(self.b.shape(x.id)) + x.nb + (1 if key == "unsqueeze" else 0)
+                rank = self.b.rank(x) + (1 if key == "unsqueeze" else 0)
                 for dd in (d if isinstance(d, (list, tuple)) else [d]):
                     if key == "squeeze":
                         self.axis(dd, x)
@@ -664,7 +552,7 @@ class _Converter:
             return self.emit(n, "reshape", [x], shape=list(s))
         if key in ("permute", "transpose"):
             x = self.tensor(self.val(n.args[0], env))
-            rank = len(self.b.shape(x.id)) + x.nb
+            rank = self.b.rank(x)
             if key == "permute":
                 dims = [self.val(t, env) for t in n.args[1:]] or list(n.kwargs.get("dims", ()))
                 if len(dims) == 1 and isinstance(dims[0], (list, tuple)):
@@ -680,20 +568,18 @@ class _Converter:
                 dims[d0], dims[d1] = dims[d1], dims[d0]
             if sorted(dims) != list(range(rank)):
                 raise Unsupported(f"dims {dims} are not a permutation of {rank} axes")
-            if dims[:x.nb] != list(range(x.nb)):
-                raise Unsupported(f"permutation {dims} moves a batch axis")
-            return self.emit(n, "permute", [x], perm=[d - x.nb for d in dims[x.nb:]])
+            return self.b.permute(x, dims, out_shape=self.out(n, x.nb))
         if key == "linear":
             x = self.tensor(self.val(n.args[0], env))
             w = self.arg(n, env, 1, "weight")
             bias = self.arg(n, env, 2, "bias")
-            if not isinstance(w, _Param) or not (bias is None or isinstance(bias, _Param)):
+            if not isinstance(w, PendingConst) or not (bias is None or isinstance(bias, PendingConst)):
                 raise Unsupported("F.linear with a computed weight (give module tensors)")
             i = len(self.b.nodes)
-            params = {"W": _np(w.tensor)}
+            params = {"W": _np(w.value)}
             self._name(w, i, "W")
             if bias is not None:
-                params["b"] = _np(bias.tensor)
+                params["b"] = _np(bias.value)
                 self._name(bias, i, "b")
             return self.emit(n, "linear", [x], params=params)
         if key in ("max_pool2d", "avg_pool2d"):
@@ -712,27 +598,25 @@ class _Converter:
                              self.arg(n, env, 6, "divisor_override"))
         raise Unsupported("no IR mapping")
 
-    def _name(self, p: _Param, node_id, param):
+    def _name(self, p: PendingConst, node_id, param):
         if p.name in self._state_keys():
             self.names[p.name] = (node_id, param)
 
     def _shape_of(self, obj):
-        if isinstance(obj, _Param):
-            return _ShapeTuple(tuple(_Int(int(d)) for d in obj.tensor.shape))
+        if isinstance(obj, PendingConst):
+            return _ShapeTuple(tuple(_Int(int(d)) for d in obj.value.shape))
         s = self.b.shape(obj.id)
         return _ShapeTuple(tuple(_Int(int(d), True) for d in self.batch[:obj.nb]) +
                            tuple(_Int(int(d)) for d in s))
 
 
+def _plain(d):
+    """A dim argument as given, with a size read off a shape (``x.size(1)``) as its int."""
+    return d.value if isinstance(d, _Int) else d
+
+
 def _check_unsq(d, rank, nb):
-    if isinstance(d, _Int):
-        d = d.value
+    d = _plain(d)
     dd = d + rank if d < 0 else d
     if dd < nb:
         raise Unsupported(f"dim={d} inserts an axis before a batch axis")
-
-
-def _pair_list(v):
-    if isinstance(v, (list, tuple)):
-        return [int(t) for t in v]
-    return [int(v), int(v)]

@@ -19,7 +19,7 @@ from scalarlab import graph
 from scalarlab.graph import GraphError, Graph, Node, OpKind, Payload, examples
 from scalarlab.graph.exporters.onnx import to_onnx
 from scalarlab.graph.importers.onnx import SUPPORTED, from_onnx, load_onnx
-from scalarlab.graph.importers.torch_fx import UnsupportedOpsError
+from scalarlab.graph.importers.interchange import UnsupportedOpsError
 
 RNG = np.random.default_rng(7)
 

@@ -66,7 +66,7 @@ def node_args(g: Graph, payload, ctx, node, vals) -> tuple:
     return args, attrs
 
 
-def _rule(rec, ctx):
+def rule_for(rec, ctx):
     """The rule the fold runs for an op in ``ctx``: the op's own interval rule in an
     interval context when it has one (tighter than the forward rule run in interval
     arithmetic, proved sound by its tests), else the forward rule."""
@@ -137,7 +137,7 @@ def denote_all(g: Graph, payload, x, ctx, *, partial: bool = False, kernels=None
             if kernel is not None:
                 y = kernel(args, attrs, nb)
             else:
-                y = _rule(OPS[op], ctx)(ctx, args, attrs, nb)
+                y = rule_for(OPS[op], ctx)(ctx, args, attrs, nb)
                 if op == "const" and nb:
                     y = ctx.broadcast_to(ctx.reshape(y, (1,) * nb + tuple(node.out_shape)),
                                          batch + tuple(node.out_shape))

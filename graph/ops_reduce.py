@@ -3,9 +3,14 @@ layernorm, batchnorm_eval.
 
 Sums go through ``ctx.sum`` so the context's reduction order (sequential, pairwise,
 native) is the one used.  softmax subtracts ``ctx.amax`` first (stable; an interval
-context's endpointwise amax keeps the result an enclosure).
+context's endpointwise amax keeps the result an enclosure), and has its own, tighter
+interval rule.
 """
 from __future__ import annotations
+
+import numpy as np
+
+from scalarlab.scalars.interval import Interval
 
 from .axes import add_opt, norm_axes, norm_axis
 from .errors import ShapeRuleError
@@ -143,8 +148,38 @@ def _softmax_jvp(ctx, args, tans, y, attrs, nb):
     return _softmax_vjp(ctx, tans[0], args, y, attrs, nb)[0]   # the Jacobian is symmetric
 
 
+def _softmax_interval(ctx, args, attrs, nb):
+    """softmax over an interval context, coordinate i as ``1 / sum_j exp(x_j - x_i)``
+    with the j = i term exactly 1.
+
+    Why tighter: coordinate i increases in x_i and decreases in every other x_j.  In this
+    form each x_j (j != i) occurs once, and x_i occurs in every term with the same
+    (decreasing) effect on the sum, so interval arithmetic yields the exact range of the
+    coordinate over the box (lower end at x_i = lo_i, x_j = hi_j; upper end the other way),
+    up to the outward rounding of each operation.  The generic rule exp(x - max) / sum
+    uses every entry in the numerator, the max and the sum, and loses those correlations
+    (its boxes can even exceed [0, 1]).  The result is intersected with the generic rule's
+    box: both enclose the true range, so the intersection does, and it is never looser.
+    Cost: an n x n table per softmax row.
+    """
+    x = args[0]
+    a = _ax("softmax", ctx, x, attrs, nb)
+    s = tuple(ctx.shape(x))
+    n = s[a]
+    xi = ctx.reshape(x, s[:a + 1] + (1,) + s[a + 1:])     # i along axis a
+    xj = ctx.reshape(x, s[:a] + (1,) + s[a:])             # j along axis a + 1
+    terms = ctx.exp(ctx.sub(xj, xi))                      # exp(x_j - x_i)
+    diagonal = np.eye(n, dtype=bool).reshape((n, n) + (1,) * (len(s) - a - 1))
+    terms = ctx.where(diagonal, ctx.ones(()), terms)      # exp(x_i - x_i) = 1 exactly
+    tight = ctx.div(ctx.ones(()), ctx.sum(terms, axis=a + 1))
+    generic = _softmax_forward(ctx, args, attrs, nb)
+    # intersection: endpointwise max of the lower ends, min of the upper ends (exact)
+    return Interval(ctx.maximum(tight, generic).lo, ctx.minimum(tight, generic).hi)
+
+
 register(OpRecord(name="softmax", arity=(1, 1), shape=_axis_shape("softmax"),
                   forward=_softmax_forward, vjp=_softmax_vjp, jvp=_softmax_jvp,
+                  interval=_softmax_interval,
                   attrs={"axis": REQUIRED}, capsule="reference.softmax", reduces=True,
                   doc="exp(x - max) / sum exp(x - max) along a per-example axis"))
 

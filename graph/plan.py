@@ -30,7 +30,7 @@ from scalarlab import scalars
 from scalarlab.scalars.errors import ContextError, ScalarLabError
 
 from .errors import GraphError
-from .fold import denote_all, node_args  # noqa: F401  (node_args: for provider comparisons)
+from .fold import denote_all, node_args, rule_for  # noqa: F401  (node_args: for provider comparisons)
 from .node import fmt_shape
 from .optable import OPS
 
@@ -168,10 +168,11 @@ def reduces(bop: str) -> bool:
 
 
 def _reference_binder(capsule: Capsule, graph_op: str, ctx):
-    rec = OPS[graph_op]
+    # the rule the fold runs in ctx (an op's own interval rule in interval contexts)
+    rule = rule_for(OPS[graph_op], ctx)
 
     def run(args, attrs, nb):
-        return rec.forward(ctx, args, attrs, nb)
+        return rule(ctx, args, attrs, nb)
     return run
 
 

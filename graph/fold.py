@@ -4,6 +4,10 @@ One loop over the node array (ids are positions, parents are earlier), no recurs
 100,000-node chain evaluates.  Inputs may carry leading batch axes: every value in the
 table then has the same batch axes in front of its node's per-example shape, and one call
 over N samples equals N single calls (the rules only add ``nb`` to their axes).
+
+This is the one evaluation loop of the IR: each node runs the op table's forward rule, or
+the op's own ``interval`` rule in an interval context (IBP), or a kernel given per node
+through the ``kernels`` hook (the kernel planner's ``run_planned``).
 """
 from __future__ import annotations
 

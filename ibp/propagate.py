@@ -1,7 +1,8 @@
 """Interval bound propagation = the IR fold over an interval context.
 
 There is no second set of op rules here: ``graph.denote_all`` runs the op table's forward
-rules with an interval context, whose arithmetic encloses every point of its operands.
+rules with an interval context, whose arithmetic encloses every point of its operands, or
+an op's own tighter ``interval`` rule where its record has one (softmax).
 A node whose rule cannot bound its input (log of a box reaching 0, ...) raises a
 ``ContextError`` inside the fold; with ``partial=True`` the fold records ``None`` for it
 and for every node depending on it, and structural errors still raise.

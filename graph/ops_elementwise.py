@@ -2,17 +2,26 @@
 
 Binary ops broadcast per numpy's rules on the PER-EXAMPLE shapes (batch axes are aligned
 first).  Unary derivatives are expressed as ``dy/dx`` in context ops so VJP and JVP share
-them and run over intervals and duals too.
+them and run over intervals and duals too.  The scalar functions (exp, log, tanh, ...)
+get their records from :data:`scalars.functions.FUNCTIONS`: forward ``ctx.<name>``, the
+declared derivative for JVP and VJP, the domain check, the monotone flag.
+
+Over a dual context every record here computes the primal in the base context and the
+tangent with its own JVP rule, so the op table is the one source of derivatives, kinks
+included: relu'(0) = 0 although relu's forward is max(x, 0), whose ties split 1/2-1/2.
 """
 from __future__ import annotations
 
 import mpmath
 import numpy as np
 
+from scalarlab.scalars.dual import Dual, max_weight
 from scalarlab.scalars.errors import ContextError
+from scalarlab.scalars.functions import FUNCTIONS
 
 from .axes import add_opt, align, broadcast_shapes, unbroadcast
-from .optable import OpDataError, OpRecord, register
+from .errors import OpDataError
+from .oprecord import OpRecord, register
 
 # Constants for gelu, as decimal strings with ~1060 bits so every context (mpmath at high
 # precision included) converts them with its own single correct rounding.
@@ -39,7 +48,22 @@ def _aligned(ctx, a, b, nb):
     return align(ctx, a, nb, r), align(ctx, b, nb, r)
 
 
-def _binary(name, f, da, db, jvp, *, linear=False, doc=""):
+def _over_duals(forward, jvp):
+    """``forward`` that, over a dual context, returns Dual(forward of the primals in the
+    base, the record's ``jvp`` of the tangents) (nested duals recurse through the base)."""
+    def run(ctx, args, attrs, nb):
+        if not ctx.is_dual:
+            return forward(ctx, args, attrs, nb)
+        B = ctx.base
+        ds = [a if isinstance(a, Dual) else ctx.convert(a) for a in args]
+        prim = [d.primal for d in ds]
+        y = run(B, prim, attrs, nb)
+        t = jvp(B, prim, [d.tangent for d in ds], y, attrs, nb)
+        return Dual(y, B.zeros(B.shape(y)) if t is None else t)
+    return run
+
+
+def _binary(name, f, da, db, jvp, *, doc=""):
     """Record for ``f(a, b)``; ``da(ctx, g, a, b, y)``/``db`` give unreduced cotangents."""
     def forward(ctx, args, attrs, nb):
         a, b = _aligned(ctx, args[0], args[1], nb)
@@ -62,9 +86,8 @@ def _binary(name, f, da, db, jvp, *, linear=False, doc=""):
         return t if ctx.shape(t) == ys else ctx.broadcast_to(t, ys)
 
     return register(OpRecord(name=name, arity=(2, 2), shape=_binary_shape(name),
-                             forward=forward, vjp=vjp, jvp=jvp_rule,
-                             capsule=f"reference.{name}", elementwise=True, linear=linear,
-                             doc=doc))
+                             forward=_over_duals(forward, jvp_rule), vjp=vjp, jvp=jvp_rule,
+                             capsule=f"reference.{name}", elementwise=True, doc=doc))
 
 
 def _mul_opt(ctx, t, v):
@@ -73,11 +96,11 @@ def _mul_opt(ctx, t, v):
 
 _binary("add", lambda c, a, b: c.add(a, b),
         lambda c, g, a, b, y: g, lambda c, g, a, b, y: g,
-        lambda c, a, b, ta, tb, y: add_opt(c, ta, tb), linear=True, doc="a + b")
+        lambda c, a, b, ta, tb, y: add_opt(c, ta, tb), doc="a + b")
 _binary("sub", lambda c, a, b: c.sub(a, b),
         lambda c, g, a, b, y: g, lambda c, g, a, b, y: c.neg(g),
         lambda c, a, b, ta, tb, y: (c.neg(tb) if ta is None else ta if tb is None
-                                    else c.sub(ta, tb)), linear=True, doc="a - b")
+                                    else c.sub(ta, tb)), doc="a - b")
 _binary("mul", lambda c, a, b: c.mul(a, b),
         lambda c, g, a, b, y: c.mul(g, b), lambda c, g, a, b, y: c.mul(g, a),
         lambda c, a, b, ta, tb, y: add_opt(c, _mul_opt(c, ta, b), _mul_opt(c, tb, a)),
@@ -95,17 +118,11 @@ _binary("div", lambda c, a, b: c.div(a, b),
         lambda c, g, a, b, y: c.neg(c.div(c.mul(g, y), b)), _div_jvp, doc="a / b")
 
 
-def _tie_split(c, a, b):
-    """Weight of ``a`` in max(a, b): 1 where a > b, 0 where a < b, 1/2 at ties (torch)."""
-    ha = c.heaviside(c.sub(a, b))
-    hb = c.heaviside(c.sub(b, a))
-    half = c.convert("0.5")
-    return c.add(ha, c.mul(half, c.sub(c.sub(c.ones(()), ha), hb)))
-
-
 def _minmax(name, f, first_wins):
+    # Weight of a: 1 where a wins, 0 where b wins, 1/2 at ties (torch); the same rule as
+    # the dual context's maximum/minimum (scalars.dual.max_weight).
     def wa(c, a, b):
-        return _tie_split(c, a, b) if first_wins else _tie_split(c, b, a)
+        return max_weight(c, a, b) if first_wins else max_weight(c, b, a)
 
     def wb(c, a, b):
         return c.sub(c.ones(()), wa(c, a, b))
@@ -127,7 +144,7 @@ def _same_shape(in_shapes, attrs, declared=None):
     return tuple(in_shapes[0])
 
 
-def _unary(name, f, dydx, *, monotone=None, linear=False, doc=""):
+def _unary(name, f, dydx, *, monotone=None, doc=""):
     """Record for ``y = f(x)`` with derivative ``dydx(ctx, x, y)`` (a context value)."""
     def forward(ctx, args, attrs, nb):
         return f(ctx, args[0])
@@ -138,13 +155,14 @@ def _unary(name, f, dydx, *, monotone=None, linear=False, doc=""):
     def jvp(ctx, args, tans, y, attrs, nb):
         return None if tans[0] is None else ctx.mul(tans[0], dydx(ctx, args[0], y))
 
-    return register(OpRecord(name=name, arity=(1, 1), shape=_same_shape, forward=forward,
-                             vjp=vjp, jvp=jvp, capsule=f"reference.{name}",
-                             elementwise=True, monotone=monotone, linear=linear, doc=doc))
+    return register(OpRecord(name=name, arity=(1, 1), shape=_same_shape,
+                             forward=_over_duals(forward, jvp), vjp=vjp, jvp=jvp,
+                             capsule=f"reference.{name}",
+                             elementwise=True, monotone=monotone, doc=doc))
 
 
-def check_domain(ctx, x, op: str, strict: bool) -> None:
-    """Point contexts: raise OpDataError unless every entry is > 0 (strict) or >= 0.
+def check_domain(ctx, x, op: str, strict: bool, lo: float = 0.0) -> None:
+    """Point contexts: raise OpDataError unless every entry is > lo (strict) or >= lo.
 
     Interval contexts decide with their own rules (a ContextError that IBP can turn into
     "no bound"); contexts without comparisons are left to their own log/sqrt.
@@ -152,7 +170,7 @@ def check_domain(ctx, x, op: str, strict: bool) -> None:
     if ctx.is_interval:
         return
     try:
-        zero = ctx.zeros(())
+        zero = ctx.zeros(()) if lo == 0 else ctx.full((), lo)
         ok = ctx.less(zero, x) if strict else np.logical_not(ctx.less(x, zero))
         ok = np.asarray(ok, dtype=bool)
     except ContextError:
@@ -164,7 +182,10 @@ def check_domain(ctx, x, op: str, strict: bool) -> None:
         shown = repr(float(np.asarray(ctx.to_float64(x))[idx]))
     except (ContextError, TypeError, ValueError, IndexError):
         shown = "?"
-    what = "NaN" if shown == "nan" else ("non-positive" if strict else "negative")
+    if lo == 0:
+        what = "NaN" if shown == "nan" else ("non-positive" if strict else "negative")
+    else:
+        what = "NaN" if shown == "nan" else f"{'<=' if strict else '<'} {lo:g}"
     raise OpDataError(f"{op} of a {what} value: x{list(idx)} = {shown}")
 
 
@@ -178,17 +199,12 @@ def _neg_record():
     def jvp(ctx, args, tans, y, attrs, nb):
         return None if tans[0] is None else ctx.neg(tans[0])
 
-    register(OpRecord(name="neg", arity=(1, 1), shape=_same_shape, forward=forward, vjp=vjp,
-                      jvp=jvp, capsule="reference.neg", elementwise=True,
-                      monotone="decreasing", linear=True, doc="-x"))
+    register(OpRecord(name="neg", arity=(1, 1), shape=_same_shape,
+                      forward=_over_duals(forward, jvp), vjp=vjp, jvp=jvp, capsule="reference.neg", elementwise=True,
+                      monotone="decreasing", doc="-x"))
 
 
 _neg_record()
-
-
-def _log(ctx, x):
-    check_domain(ctx, x, "log", strict=True)
-    return ctx.log(x)
 
 
 def _sqrt(ctx, x):
@@ -224,20 +240,30 @@ def _gelu_d(ctx, x, y):
 _unary("abs", lambda c, x: c.abs(x), lambda c, x, y: c.sign(x), doc="|x|; derivative sign(x)")
 _unary("sqrt", _sqrt, lambda c, x, y: c.div(c.convert("0.5"), y), monotone="increasing",
        doc="sqrt(x); a negative entry is an error naming the node (point contexts)")
-_unary("exp", lambda c, x: c.exp(x), lambda c, x, y: y, monotone="increasing", doc="e^x")
-_unary("log", _log, lambda c, x, y: c.div(c.ones(()), x), monotone="increasing",
-       doc="natural log; a non-positive entry is an error naming the node (point contexts)")
+
+
+def _function_record(fn):
+    """The record of a scalar function: forward ctx.<name> (after the domain check in
+    point contexts), derivative and monotonicity as declared in scalars.functions."""
+    method = fn.name
+    dom = fn.domain
+
+    def forward(ctx, x):
+        if dom is not None:
+            check_domain(ctx, x, method, strict=dom.open, lo=dom.lo)
+        return getattr(ctx, method)(x)
+
+    doc = fn.doc + ("" if dom is None else
+                    f"; an entry outside the domain ({dom.why}) is an error naming the "
+                    f"node (point contexts)")
+    _unary(method, forward, fn.derivative, monotone=fn.monotone, doc=doc)
+
+
+for _fn in FUNCTIONS.values():
+    _function_record(_fn)
+
 _unary("safe_log", _safe_log, _safe_log_d, monotone="increasing",
        doc=f"log(max(x, {SAFE_LOG_TINY}))")
 _unary("relu", lambda c, x: c.maximum(x, c.zeros(())), lambda c, x, y: c.heaviside(x),
        monotone="increasing", doc="max(x, 0); derivative heaviside(x) (0 at x = 0)")
-_unary("tanh", lambda c, x: c.tanh(x), lambda c, x, y: c.sub(c.ones(()), c.square(y)),
-       monotone="increasing", doc="tanh x; derivative 1 - y^2")
-_unary("sigmoid", lambda c, x: c.sigmoid(x),
-       lambda c, x, y: c.mul(y, c.sub(c.ones(()), y)), monotone="increasing",
-       doc="1/(1+e^-x); derivative y(1-y)")
-_unary("softplus", lambda c, x: c.softplus(x), lambda c, x, y: c.sigmoid(x),
-       monotone="increasing", doc="log(1+e^x); derivative sigmoid(x)")
-_unary("sin", lambda c, x: c.sin(x), lambda c, x, y: c.cos(x), doc="sin x")
-_unary("cos", lambda c, x: c.cos(x), lambda c, x, y: c.neg(c.sin(x)), doc="cos x")
 _unary("gelu", _gelu, _gelu_d, doc="exact GELU x*Phi(x) with erf")

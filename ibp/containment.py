@@ -69,7 +69,14 @@ class ContainmentReport:
 
     @property
     def ok(self) -> bool:
+        """No sampled value outside its box and no failed evaluation.  Nodes without a
+        box (see :attr:`unbounded`) are not checked, so ``ok`` says nothing about them."""
         return self.violation_count == 0 and not self.failures
+
+    @property
+    def unbounded(self) -> list:
+        """Ids of the nodes whose rule gave no box (``None``): nothing was checked there."""
+        return [i for i, b in enumerate(self.boxes) if b is None]
 
     def first_counterexample(self) -> Optional[str]:
         if self.violations:

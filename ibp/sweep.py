@@ -3,7 +3,8 @@
 Every row is split into the same shards whatever runs them: shard ``k`` of a row draws
 its samples from ``SeedSequence([seed, row, k])``, so a Dask run returns exactly the
 serial result.  Per row the sweep reports how many samples (and vertices) were checked,
-the violations, the output box width, the sampled output range and
+the violations, how many nodes got no box (``unbounded``: their rule gave up, so nothing
+was checked there), the output box width, the sampled output range and
 ``tightness = sampled width / box width`` (1 would mean the box is attained).  For a
 vector output, widths are maxima over coordinates, ``sampled_lo``/``sampled_hi`` span all
 coordinates and tightness is the mean of the per-coordinate ratios.
@@ -23,7 +24,7 @@ from .propagate import run_ibp
 
 DEFAULT_SHARD = 2000
 COLUMNS = ["radius", "context", "interval_context", "samples", "vertices", "violations",
-           "failures", "box_lo", "box_hi", "box_width", "sampled_lo", "sampled_hi",
+           "failures", "unbounded", "box_lo", "box_hi", "box_width", "sampled_lo", "sampled_hi",
            "sampled_width", "tightness", "first_counterexample"]
 
 
@@ -66,7 +67,7 @@ def _run_shard(graph, payload, center, output_id, shard: _Shard):
         lo, hi = np.full(shape, np.inf), np.full(shape, -np.inf)
     return {"row": shard.row, "checked": rep.samples, "vertices": rep.vertices,
             "violations": rep.violation_count, "failures": len(rep.failures),
-            "sampled_lo": lo, "sampled_hi": hi,
+            "unbounded": len(rep.unbounded), "sampled_lo": lo, "sampled_hi": hi,
             "first": rep.first_counterexample(), "box": boxes[output_id]}
 
 
@@ -163,6 +164,7 @@ def _combine(rows, results) -> pd.DataFrame:
             "samples": n, "vertices": sum(p["vertices"] for p in parts),
             "violations": sum(p["violations"] for p in parts),
             "failures": sum(p["failures"] for p in parts),
+            "unbounded": max((p["unbounded"] for p in parts), default=0),
             "box_lo": box_lo, "box_hi": box_hi, "box_width": box_width,
             "sampled_lo": lo if np.isfinite(lo) else float("nan"),
             "sampled_hi": hi if np.isfinite(hi) else float("nan"),

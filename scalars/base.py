@@ -24,13 +24,14 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from .errors import ContextError
+from .functions import FUNCTIONS
 
 # Every method name of the vocabulary, grouped as DESIGN.md lists them.  Tests iterate
 # over these; ``Context.supports(op)`` answers whether a context can do one honestly.
 ELEMENTWISE_BINARY = ("add", "sub", "mul", "div", "maximum", "minimum")
-ELEMENTWISE_UNARY = ("neg", "abs", "sqrt", "square", "exp", "log", "tanh", "sigmoid",
-                     "softplus", "sin", "cos", "erf")
-TRANSCENDENTAL = ("exp", "log", "tanh", "sigmoid", "softplus", "sin", "cos", "erf")
+# The functions (exp, log, ...) are declared once in scalars.functions.
+TRANSCENDENTAL = tuple(FUNCTIONS)
+ELEMENTWISE_UNARY = ("neg", "abs", "sqrt", "square", *TRANSCENDENTAL)
 VOCABULARY = (
     "convert", "to_float64", "format", "zeros", "ones", "full",
     *ELEMENTWISE_BINARY, *ELEMENTWISE_UNARY, "fma",
@@ -119,14 +120,10 @@ class Context:
     def square(self, a): raise self.unsupported("square")            # a*a (tight for intervals)
     def maximum(self, a, b): raise self.unsupported("maximum")
     def minimum(self, a, b): raise self.unsupported("minimum")
-    def exp(self, a): raise self.unsupported("exp")
-    def log(self, a): raise self.unsupported("log")
-    def tanh(self, a): raise self.unsupported("tanh")
-    def sigmoid(self, a): raise self.unsupported("sigmoid")
-    def softplus(self, a): raise self.unsupported("softplus")
-    def sin(self, a): raise self.unsupported("sin")
-    def cos(self, a): raise self.unsupported("cos")
-    def erf(self, a): raise self.unsupported("erf")
+    # The functions of scalars.functions (exp, log, tanh, ...): one method each, generated
+    # below, calling this hook with the function's entry.  A context family implements
+    # the hook once, reading the entry (float64 evaluator, MPFR, derivative, ...).
+    def _function(self, fn, a): raise self.unsupported(fn.name)
 
     # Piecewise helpers, as context values: heaviside(x) = 1 where x > 0 else 0;
     # sign(x) in {-1, 0, 1}.  Interval contexts return enclosures ([0, 1] across 0).
@@ -153,6 +150,18 @@ class Context:
     def stack(self, xs: Sequence, axis: int = 0): raise self.unsupported("stack")
     def take(self, a, indices, axis: int): raise self.unsupported("take")
     def broadcast_to(self, a, shape): raise self.unsupported("broadcast_to")
+
+
+def _function_method(fn):
+    def method(self, a):
+        return self._function(fn, a)
+    method.__name__ = method.__qualname__ = fn.name
+    method.__doc__ = f"{fn.doc} (elementwise; declared in scalars.functions)"
+    return method
+
+
+for _fn in FUNCTIONS.values():
+    setattr(Context, _fn.name, _function_method(_fn))
 
 
 def is_decimal_string(x) -> bool:

@@ -1,17 +1,18 @@
 """IEEE binary-format contexts: binary64/32/16, bfloat16, tf32, e5m2, e4m3 and binary(E,M).
 
 Values are float64 arrays whose entries are values of the format.  Every elementwise
-operation (+ - * / sqrt fma, exp log tanh sigmoid softplus sin cos erf, convert) returns
+operation (+ - * / sqrt fma, the functions of :mod:`scalars.functions`, convert) returns
 the correctly rounded (nearest-even) result of the exact operation on those values, with
 the format's overflow, subnormals and NaN rules (:mod:`scalars.formats`).  How:
 
 * + - * / sqrt fma run in Numba kernels (:mod:`scalars.binary_kernels`): float64 and one
   rounding where the 2p+2 rule makes that exact, error-free transformations elsewhere;
   the IEEE binary64 format is the hardware itself.
-* transcendentals: a float64 libm value trusted to 2^-45 relative error (glibc's bound is
-  a few binary64 ulps, 2^-52..2^-50); where that interval straddles a rounding boundary
-  MPFR settles the element (:mod:`scalars.correct_rounding`).  binary64 itself goes to
-  MPFR for every element (correct, about a microsecond per element).
+* functions (exp, log, ...): the entry's float64 evaluator, trusted to
+  ``FAST_PATH_MARGIN`` times its declared ulps bound (2^-45 relative for 4 ulps); where
+  that interval straddles a rounding boundary MPFR settles the element
+  (:mod:`scalars.correct_rounding`).  binary64 itself goes to MPFR for every element
+  (correct, about a microsecond per element).
 * sum and matmul have an order.  Context names say which:
 
   ``<fmt>``            sequential, left to right, one rounding per product and per addition
@@ -37,6 +38,7 @@ from . import correct_rounding
 from . import formats
 from .arrayshape import ArrayShapeOps
 from .base import check_broadcast
+from .functions import F64_ABS_ERR, FUNCTIONS
 from .errors import ContextError, FormatError
 from .registry import register_family, register_name
 
@@ -45,12 +47,9 @@ REDUCTIONS = ("sequential", "pairwise")
 _SUFFIXES = {"": ("sequential", False), "+fma": ("sequential", True),
              "/pairwise": ("pairwise", False)}
 _ELEMENTWISE_CR = ("convert", "add", "sub", "mul", "div", "fma", "sqrt", "square", "neg",
-                   "abs", "maximum", "minimum", "exp", "log", "tanh", "sigmoid", "softplus",
-                   "sin", "cos", "erf")
+                   "abs", "maximum", "minimum", *FUNCTIONS)
 _BINOPS = {"add": K.ADD, "sub": K.SUB, "mul": K.MUL, "div": K.DIV}
 _NP_BINOPS = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide}
-_TRANS = {"exp": K.EXP, "log": K.LOG, "tanh": K.TANH, "sigmoid": K.SIGMOID,
-          "softplus": K.SOFTPLUS, "sin": K.SIN, "cos": K.COS, "erf": K.ERF}
 
 
 def _is_binary64(fmt) -> bool:
@@ -128,7 +127,8 @@ class BinaryContext(ArrayShapeOps):
                            K.STICKY: "error-free transformations + round-to-odd, MPFR "
                                      "where they could underflow"}[self._path],
             "transcendentals": ("MPFR per element" if self._path == K.NATIVE else
-                                "float64 libm within 2^-45, MPFR near rounding boundaries"),
+                                "float64 evaluator within 32x its declared ulps bound, "
+                                "MPFR near rounding boundaries"),
             "naming": "<format> sequential; <format>+fma fused dot products; "
                       "<format>/pairwise pairwise tree",
         })
@@ -290,22 +290,19 @@ class BinaryContext(ArrayShapeOps):
         self._settle("sqrt", out, unsafe, (x,))
         return out.reshape(shape)
 
-    def _transcendental(self, op, a):
-        shape, (x,) = self._operands(op, a)
+    def _function(self, fn, a):
+        """exp, log, ... (scalars.functions): the float64 evaluator rounded once where its
+        declared error bound cannot straddle a rounding boundary, MPFR elsewhere."""
+        shape, (x,) = self._operands(fn.name, a)
         out = np.empty(x.size)
         unsafe = np.zeros(x.size, dtype=np.uint8)
-        K.transcendental(self._path, _TRANS[op], x, out, unsafe, self._spec)
-        self._settle(op, out, unsafe, (x,))
+        if self._path == K.NATIVE:
+            unsafe[:] = 1                 # binary64: libm is not correctly rounded
+        else:
+            y = fn.eval_f64(x)
+            K.round_checked(self._path, x, y, fn.f64_rel, F64_ABS_ERR, out, unsafe, self._spec)
+        self._settle(fn, out, unsafe, (x,))
         return out.reshape(shape)
-
-    def exp(self, a): return self._transcendental("exp", a)
-    def log(self, a): return self._transcendental("log", a)
-    def tanh(self, a): return self._transcendental("tanh", a)
-    def sigmoid(self, a): return self._transcendental("sigmoid", a)
-    def softplus(self, a): return self._transcendental("softplus", a)
-    def sin(self, a): return self._transcendental("sin", a)
-    def cos(self, a): return self._transcendental("cos", a)
-    def erf(self, a): return self._transcendental("erf", a)
 
     # Exact operations: the result of each is a format value already.
     # np.negative/np.abs turn 0-d arrays into numpy scalars: keep values ndarrays

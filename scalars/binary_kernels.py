@@ -54,7 +54,6 @@ _helper = numba.njit(cache=True, error_model="numpy")
 
 FAST, NATIVE, STICKY = 0, 1, 2
 ADD, SUB, MUL, DIV = 0, 1, 2, 3
-EXP, LOG, TANH, SIGMOID, SOFTPLUS, SIN, COS, ERF = range(8)
 
 _SIGN = -0x8000000000000000
 _EXPM = 0x7FF0000000000000
@@ -62,11 +61,6 @@ _BIG = (900 + 1023) << 52          # |x| >= 2^901: rounding scales by 2^-200 fir
 _TINY = 2.0 ** -900                # float64 results below this may break the EFTs
 _SCALE_DN = 2.0 ** -200
 _SCALE_UP = 2.0 ** 200
-# Relative bound on the error of the float64 transcendental evaluations below, with a
-# 256x margin over what glibc's libm plus our compositions actually achieve (<= 4 ulp of
-# binary64 = 2^-50); the absolute term covers results in float64's subnormal range.
-TR_REL = 2.0 ** -45
-TR_ABS = 2.0 ** -1060
 
 
 @_inline
@@ -228,52 +222,24 @@ def fma_kernel(mode, a, b, c, out, unsafe, spec):
             out[i] = rn(to_odd(r, t), spec)
 
 
-# ---------------------------------------------------------------- transcendentals
-@_helper
-def _f64_eval(code, x):
-    """float64 evaluation (libm + short compositions) within TR_REL of the true value."""
-    if code == EXP:
-        return math.exp(x)
-    if code == LOG:
-        if x < 0.0:
-            return math.nan
-        return math.log(x)
-    if code == TANH:
-        return math.tanh(x)
-    if code == SIGMOID:
-        # 1/(1+e^-x) for x >= 0 and e^x/(1+e^x) below: no overflow, no cancellation.
-        if x >= 0.0:
-            return 1.0 / (1.0 + math.exp(-x))
-        e = math.exp(x)
-        return e / (1.0 + e)
-    if code == SOFTPLUS:
-        # log(1 + e^x) = max(x, 0) + log1p(e^-|x|): both terms >= 0, no cancellation.
-        if x != x:
-            return x
-        return max(x, 0.0) + math.log1p(math.exp(-abs(x)))
-    if code == SIN:
-        return math.sin(x)
-    if code == COS:
-        return math.cos(x)
-    return math.erf(x)
-
-
+# ---------------------------------------------------------------- functions
 @_jit
-def transcendental(mode, code, x, out, unsafe, spec):
-    """out = RN(f(x)) where the float64 value decides it; unsafe = 1 where the error bound
-    TR_REL straddles a rounding boundary (or f overflowed float64): settle with MPFR."""
+def round_checked(mode, x, y, rel, abs_err, out, unsafe, spec):
+    """out = RN(y), where y is a float64 value of f(x) with |y - f(x)| <= rel |y| + abs_err
+    (the evaluator's declared bound, :mod:`scalars.functions`).  unsafe = 1 where that
+    error interval straddles a rounding boundary, or y overflowed float64 at a finite x:
+    the caller settles those with MPFR.  NATIVE (binary64) flags everything."""
     for i in range(x.size):
-        xi = x[i]
-        y = _f64_eval(code, xi)
-        if abs(y) < math.inf:
-            d = abs(y) * TR_REL + TR_ABS
-            lo = rn(y - d, spec)
-            hi = rn(y + d, spec)
+        yi = y[i]
+        if abs(yi) < math.inf:
+            d = abs(yi) * rel + abs_err
+            lo = rn(yi - d, spec)
+            hi = rn(yi + d, spec)
             if mode == NATIVE or not (lo == hi or (lo != lo and hi != hi)):
                 unsafe[i] = 1
-        elif y == y and abs(xi) < math.inf and not (code == LOG and xi == 0.0):
-            unsafe[i] = 1   # exp overflowed float64: let MPFR decide (rare)
-        out[i] = y if mode == NATIVE else rn(y, spec)
+        elif yi == yi and abs(x[i]) < math.inf:
+            unsafe[i] = 1   # e.g. exp overflowed float64, log(0) = -inf: MPFR decides (rare)
+        out[i] = yi if mode == NATIVE else rn(yi, spec)
 
 
 @_jit

@@ -134,17 +134,12 @@ class Complex128Context(ArrayShapeOps):
     def abs(self, a): return self._un("abs", np.abs, a)  # |z| as a complex value
     def sqrt(self, a): return self._un("sqrt", np.sqrt, a)  # principal branch
     def square(self, a): return self._un("square", np.square, a)
-    def exp(self, a): return self._un("exp", np.exp, a)
-    def log(self, a): return self._un("log", np.log, a)  # principal branch
-    def tanh(self, a): return self._un("tanh", np.tanh, a)
-    def sin(self, a): return self._un("sin", np.sin, a)
-    def cos(self, a): return self._un("cos", np.cos, a)
-    def sigmoid(self, a): return self._un("sigmoid", lambda z: 1.0 / (1.0 + np.exp(-z)), a)
-    def softplus(self, a): return self._un("softplus", lambda z: np.log1p(np.exp(z)), a)
-
-    def erf(self, a):
-        self._arr(a, "erf")
-        raise self.unsupported("erf", "numpy has no complex erf")
+    def _function(self, fn, a):
+        """exp, log, ...: the entry's numpy complex function (principal branches)."""
+        self._arr(a, fn.name)
+        if fn.complex is None:
+            raise self.unsupported(fn.name, fn.complex_why)
+        return self._un(fn.name, fn.complex, a)
 
     # order-based ops: complex numbers are not ordered
     def maximum(self, a, b): raise self._unordered("maximum")

@@ -7,7 +7,8 @@ with 52-bit significands.  Those elements are recomputed here, one by one, in MP
 the format's precision, exponent range and subnormals (``formats.gmpy2_context``), so
 the result is the correctly rounded one by MPFR's own guarantee.  Functions MPFR lacks
 (sigmoid, softplus) are bracketed with directed rounding at increasing precision (Ziv's
-strategy) until both ends round to the same format value.
+strategy) until both ends round to the same format value; which functions MPFR has is
+declared in :mod:`scalars.functions`.
 """
 from __future__ import annotations
 
@@ -18,10 +19,9 @@ import numpy as np
 
 from . import formats
 
-# MPFR's one-call correctly rounded functions.
-_DIRECT = {"add": "add", "sub": "sub", "mul": "mul", "div": "div", "sqrt": "sqrt",
-           "fma": "fma", "exp": "exp", "log": "log", "tanh": "tanh", "sin": "sin",
-           "cos": "cos", "erf": "erf"}
+# MPFR's one-call correctly rounded arithmetic; the vocabulary's functions come from
+# scalars.functions (fn.mpfr, or Ziv's loop on fn.bounds).
+_ARITH = ("add", "sub", "mul", "div", "sqrt", "fma")
 _MAX_PREC = 1 << 16
 
 
@@ -41,60 +41,40 @@ def overflow_fix(values: np.ndarray, fmt) -> np.ndarray:
     return formats.round_to_format(np.asarray(values, dtype=np.float64), fmt)
 
 
-def _sigmoid_bounds(x, prec):
-    """Lower and upper MPFR bounds of 1 / (1 + e^-x) at precision ``prec``."""
-    dn = gmpy2.context(precision=prec, round=gmpy2.RoundDown)
-    up = gmpy2.context(precision=prec, round=gmpy2.RoundUp)
-    lo = dn.div(1, up.add(1, up.exp(-x)))
-    hi = up.div(1, dn.add(1, dn.exp(-x)))
-    return lo, hi
-
-
-def _softplus_bounds(x, prec):
-    """Lower and upper MPFR bounds of log(1 + e^x) = max(x, 0) + log1p(e^-|x|) (the second
-    form keeps e^x from overflowing MPFR's exponent range for huge x)."""
-    dn = gmpy2.context(precision=prec, round=gmpy2.RoundDown)
-    up = gmpy2.context(precision=prec, round=gmpy2.RoundUp)
-    pos = max(x, 0)
-    e = -abs(x)
-    return dn.add(pos, dn.log1p(dn.exp(e))), up.add(pos, up.log1p(up.exp(e)))
-
-
-_BOUNDS = {"sigmoid": _sigmoid_bounds, "softplus": _softplus_bounds}
-
-
-def _ziv(bounds, x, fctx, start_prec: int):
-    """Correct rounding of a composite function by bracketing (Ziv): raise the working
-    precision until both directed bounds round to the same format value.  For the
-    composites used here the value at a nonzero finite float is transcendental
-    (Lindemann-Weierstrass), never a rounding midpoint, so the loop ends; at x = 0 the
-    bounds are exact.  The cap only guards against a bug."""
+def ziv(fn, x, fctx, start_prec: int):
+    """Correct rounding in the gmpy2 context ``fctx`` of a function MPFR lacks, by
+    bracketing (Ziv): raise the working precision until both directed bounds
+    ``fn.bounds`` round to the same value.  For the compositions of scalars.functions the
+    value at a nonzero finite float is transcendental (Lindemann-Weierstrass), never a
+    rounding midpoint, so the loop ends; at their rational points the bounds are exact.
+    The cap only guards against a bug."""
     prec = start_prec
     while True:
-        lo, hi = bounds(x, prec)
+        lo, hi = fn.bounds(x, prec)
         a, b = fctx.plus(lo), fctx.plus(hi)
         if a == b or prec >= _MAX_PREC:
-            return float(a)
+            return a
         prec *= 2
 
 
-def settle(op: str, fmt, args, idx: np.ndarray) -> np.ndarray:
+def settle(op, fmt, args, idx: np.ndarray) -> np.ndarray:
     """Correctly rounded ``op`` of the flat float64 operand arrays ``args`` at positions
     ``idx`` (1-d int array), computed in MPFR; returns float64 values for those positions.
+    ``op`` is an arithmetic name (``"add"`` ... ``"fma"``) or a ScalarFunction.
     """
     fmt = formats.get(fmt)
     fctx = formats.gmpy2_context(fmt, "nearest_even")
     out = np.empty(idx.size, dtype=np.float64)
     cols = [np.asarray(a, dtype=np.float64)[idx].tolist() for a in args]
-    if op in _DIRECT:
-        fn = getattr(fctx, _DIRECT[op])
+    name = op if isinstance(op, str) else op.mpfr
+    if name is not None:
+        fn = getattr(fctx, name)
         out[:] = np.fromiter(map(float, map(fn, *cols)), np.float64, idx.size)
     else:
-        bounds = _BOUNDS[op]
         start = fmt.precision + 40
         for n in range(idx.size):
             xv = cols[0][n]
-            out[n] = xv if math.isnan(xv) else _ziv(bounds, _mp(xv), fctx, start)
+            out[n] = xv if math.isnan(xv) else float(ziv(op, _mp(xv), fctx, start))
     return overflow_fix(out, fmt)
 
 

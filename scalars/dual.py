@@ -7,9 +7,11 @@ rational context raises), ``dual:binary32`` rounds every primal and tangent oper
 binary32, and duals nest: ``dual:dual:float64`` carries second derivatives (the
 Hessian-vector products of the tape run over duals).
 
-Derivative conventions at kinks: ``abs'(0) = sign(0) = 0``; ``maximum``/``minimum`` take
-the tangent of the first argument on ties; ``heaviside``, ``sign``, ``less`` and ``argmax``
-act on primals and have zero tangent (they are piecewise constant).
+Derivative conventions at kinks, the same as the graph op table's (whose records, over a
+dual context, use their own JVP rules -- so relu'(0) = 0 there): ``abs'(0) = sign(0) = 0``;
+``maximum``/``minimum`` split ties 1/2-1/2 (:func:`max_weight`, as torch); ``heaviside``,
+``sign``, ``less`` and ``argmax`` act on primals and have zero tangent (they are piecewise
+constant).  The functions' rules come from :mod:`scalars.functions`.
 """
 from __future__ import annotations
 
@@ -17,6 +19,16 @@ from typing import Any
 
 import numpy as np
 
+
+
+def max_weight(ctx, a, b):
+    """Weight of ``a`` in the derivative of max(a, b), as a ``ctx`` value: 1 where a > b,
+    0 where a < b, 1/2 at ties (torch's convention).  The dual context and the graph op
+    table's max/min records both use this one rule."""
+    ha = ctx.heaviside(ctx.sub(a, b))
+    hb = ctx.heaviside(ctx.sub(b, a))
+    half = ctx.convert("0.5")
+    return ctx.add(ha, ctx.mul(half, ctx.sub(ctx.sub(ctx.ones(()), ha), hb)))
 from .base import Context, check_broadcast
 from .errors import ContextError
 from .registry import register_family, register_name
@@ -56,7 +68,6 @@ class DualContext(Context):
         self.correctly_rounded = frozenset()
         self.description = (f"forward-mode duals (primal, tangent) over {base.name}; every "
                             f"primal and tangent operation is a {base.name} operation")
-        self._erf_c = None
 
     def properties(self) -> dict:
         p = super().properties()
@@ -162,7 +173,16 @@ class DualContext(Context):
     def abs(self, a):
         a = self._d(a, "abs")
         B = self.base
-        return Dual(B.abs(a.primal), B.mul(B.sign(a.primal), a.tangent))
+        return Dual(B.abs(a.primal), B.mul(a.tangent, B.sign(a.primal)))
+    def _lattice(self, op, a, b, wa):
+        """max/min: tangent wa * a' + (1 - wa) * b' with the tie-splitting weight wa."""
+        B = self.base
+        wb = B.sub(B.ones(()), wa)
+        t = B.add(B.mul(a.tangent, wa), B.mul(b.tangent, wb))
+        y = getattr(B, op)(a.primal, b.primal)
+        shape = self._shape_of(y)
+        return Dual(y, t if self._shape_of(t) == shape else B.broadcast_to(t, shape))
+
 
     def sqrt(self, a):
         a = self._d(a, "sqrt")
@@ -177,73 +197,20 @@ class DualContext(Context):
 
     def maximum(self, a, b):
         a = self._d(a, "maximum"); b = self._d(b, "maximum")
-        B = self.base
-        pick_b = B.less(a.primal, b.primal)
-        return Dual(B.maximum(a.primal, b.primal), B.where(pick_b, b.tangent, a.tangent))
+        return self._lattice("maximum", a, b, max_weight(self.base, a.primal, b.primal))
 
     def minimum(self, a, b):
         a = self._d(a, "minimum"); b = self._d(b, "minimum")
-        B = self.base
-        pick_b = B.less(b.primal, a.primal)
-        return Dual(B.minimum(a.primal, b.primal), B.where(pick_b, b.tangent, a.tangent))
+        return self._lattice("minimum", a, b, max_weight(self.base, b.primal, a.primal))
 
     # ---------------------------------------------------------------- functions
-    def exp(self, a):
-        a = self._d(a, "exp")
-        e = self.base.exp(a.primal)
-        return Dual(e, self.base.mul(e, a.tangent))
-
-    def log(self, a):
-        a = self._d(a, "log")
-        return Dual(self.base.log(a.primal), self.base.div(a.tangent, a.primal))
-
-    def tanh(self, a):
-        a = self._d(a, "tanh")
+    def _function(self, fn, a):
+        """exp, log, ...: y = f(x) in the base, tangent t * f'(x) with the entry's
+        derivative (the same expression the graph op record's JVP uses)."""
+        a = self._d(a, fn.name)
         B = self.base
-        y = B.tanh(a.primal)
-        one = B.ones(self._shape_of(y))
-        return Dual(y, B.mul(B.sub(one, B.square(y)), a.tangent))
-
-    def sigmoid(self, a):
-        a = self._d(a, "sigmoid")
-        B = self.base
-        y = B.sigmoid(a.primal)
-        one = B.ones(self._shape_of(y))
-        return Dual(y, B.mul(B.mul(y, B.sub(one, y)), a.tangent))
-
-    def softplus(self, a):
-        a = self._d(a, "softplus")
-        B = self.base
-        return Dual(B.softplus(a.primal), B.mul(B.sigmoid(a.primal), a.tangent))
-
-    def sin(self, a):
-        a = self._d(a, "sin")
-        B = self.base
-        return Dual(B.sin(a.primal), B.mul(B.cos(a.primal), a.tangent))
-
-    def cos(self, a):
-        a = self._d(a, "cos")
-        B = self.base
-        return Dual(B.cos(a.primal), B.neg(B.mul(B.sin(a.primal), a.tangent)))
-
-    def _two_over_sqrt_pi(self):
-        """2/sqrt(pi) in the base, from a decimal string long enough for its precision."""
-        if self._erf_c is None:
-            import mpmath
-            prec = int(getattr(self.base, "prec", 0) or 0)
-            bits = max(128, prec + 64)
-            with mpmath.workprec(bits):
-                text = mpmath.nstr(2 / mpmath.sqrt(mpmath.pi), int(bits * 0.302) + 5)
-            self._erf_c = text
-        return self.base.convert(self._erf_c)
-
-    def erf(self, a):
-        # erf'(x) = 2/sqrt(pi) exp(-x^2)
-        a = self._d(a, "erf")
-        B = self.base
-        y = B.erf(a.primal)
-        g = B.mul(self._two_over_sqrt_pi(), B.exp(B.neg(B.square(a.primal))))
-        return Dual(y, B.mul(g, a.tangent))
+        y = getattr(B, fn.name)(a.primal)
+        return Dual(y, B.mul(a.tangent, fn.derivative(B, a.primal, y)))
 
     # ------------------------------------------------------ piecewise constants
     def heaviside(self, a):

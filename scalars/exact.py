@@ -18,9 +18,11 @@ from fractions import Fraction
 
 import gmpy2
 import numpy as np
+from . import correct_rounding
 
 from .arrayshape import ArrayShapeOps
 from .base import as_object_array, check_broadcast
+from .functions import FUNCTIONS
 from .errors import ContextError
 from .registry import register_name
 
@@ -374,17 +376,6 @@ def _mpf_to_mpq(x, name):
     return _dyadic(int(man), int(exp))
 
 
-# Rational values of the transcendental functions.  By Lindemann-Weierstrass, exp, sin,
-# cos, tanh and sigmoid of a nonzero rational are irrational, and log of a rational other
-# than 1 is irrational; softplus (log(1+e^x)) is irrational for every rational x.  So the
-# only exact results are at these points, and every other argument raises.  erf(0) = 0 is
-# supported; we claim nothing about erf elsewhere: it raises.
-_EXACT_POINTS = {
-    "exp": (0, 1), "log": (1, 0), "tanh": (0, 0), "sin": (0, 0), "cos": (0, 1),
-    "sigmoid": (0, gmpy2.mpq(1, 2)), "erf": (0, 0),
-}
-
-
 class RationalContext(ObjectArrayContext):
     """Exact arithmetic on gmpy2 ``mpq``: no rounding anywhere, order is irrelevant."""
 
@@ -399,7 +390,7 @@ class RationalContext(ObjectArrayContext):
                                    "maximum", "minimum", "sum", "matmul"})
     description = ("exact rationals (gmpy2 mpq); sqrt only of perfect squares; "
                    "transcendental functions raise except at their rational points "
-                   "(exp 0, log 1, tanh/sin/erf 0, cos 0, sigmoid 0)")
+                   "(exp 0, log 1, sin 0, ...: scalars.functions)")
 
     def _leaf(self, x):
         return _mpq_leaf(x)
@@ -458,32 +449,30 @@ class RationalContext(ObjectArrayContext):
         where = f" at index {list(idx)}" if idx else ""
         return f"{a[idx]}{where}"
 
-    def _transcendental(self, op, a):
+    def _function(self, fn, a):
+        """exp, log, ... (scalars.functions): exact only at the entry's rational points
+        (by Lindemann-Weierstrass there are no others); anywhere else a ContextError."""
+        op = fn.name
         a = self._arr(a, op)
-        point, value = _EXACT_POINTS.get(op, (None, None))
-        if point is not None:
-            at = np.asarray(np.equal(a, point), dtype=bool)
-            if at.all():
-                return np.full(a.shape, gmpy2.mpq(value), dtype=object)
+        if fn.domain is not None:
+            bad = fn.domain.outside(a)
+            if bad.any():
+                raise self._first_bad(op, bad, a, why=fn.domain.why)
+        out = np.empty(a.shape, dtype=object)
+        at = np.zeros(a.shape, dtype=bool)
+        for point, value in fn.rational_points.items():
+            here = np.asarray(np.equal(a, point), dtype=bool)
+            out[here] = gmpy2.mpq(value)
+            at |= here
+        if at.all():
+            return out
+        if fn.rational_points:
             where = f"{op}({self._show_at(a, ~at)}) is irrational"
-            only = f"; only {op}({point}) = {value} is exact"
+            only = "; only " + ", ".join(f"{op}({p}) = {v}" for p, v in
+                                         fn.rational_points.items()) + " is exact"
         else:
             where, only = f"{op} of a rational is irrational", ""
         raise ContextError(f"context rational cannot compute {op} honestly: {where}{only}")
-
-    def exp(self, a): return self._transcendental("exp", a)
-    def log(self, a):
-        a = self._arr(a, "log")
-        bad = np.asarray(np.less_equal(a, 0), dtype=bool)
-        if bad.any():
-            raise self._first_bad("log", bad, a, why="log of a non-positive value")
-        return self._transcendental("log", a)
-    def tanh(self, a): return self._transcendental("tanh", a)
-    def sigmoid(self, a): return self._transcendental("sigmoid", a)
-    def softplus(self, a): return self._transcendental("softplus", a)
-    def sin(self, a): return self._transcendental("sin", a)
-    def cos(self, a): return self._transcendental("cos", a)
-    def erf(self, a): return self._transcendental("erf", a)
 
     def _matmul_raw(self, a, b):
         # Exact, so the order does not matter; numpy's object matmul is one C loop of
@@ -520,8 +509,7 @@ class Fp32RealContext(ObjectArrayContext):
     leaf_label = "gmpy2.mpfr (24-bit)"
     format_label = "fp32-real (p=24, subnormals to 2^-149, no overflow)"
     correctly_rounded = frozenset({"add", "sub", "mul", "div", "fma", "sqrt", "square",
-                                   "neg", "abs", "maximum", "minimum", "exp", "log", "tanh",
-                                   "sigmoid", "softplus", "sin", "cos", "erf"})
+                                   "neg", "abs", "maximum", "minimum", *FUNCTIONS})
     description = ("binary32 significand and gradual underflow, unbounded exponent (never "
                    "overflows); every op correctly rounded (MPFR; sigmoid/softplus by a "
                    "Ziv loop); sum/matmul sequential")
@@ -538,8 +526,8 @@ class Fp32RealContext(ObjectArrayContext):
         self._round = _ufunc(c.plus, 1)
         self._neg = _ufunc(c.minus, 1)
         self._abs = _ufunc(c.abs, 1)
-        self._fn = {op: _ufunc(getattr(c, op), 1)
-                    for op in ("exp", "log", "tanh", "sin", "cos", "erf")}
+        self._fn = {fn.name: _ufunc(getattr(c, fn.mpfr), 1)
+                    for fn in FUNCTIONS.values() if fn.mpfr is not None}
         self._zero, self._one = c.plus(0), c.plus(1)
 
     def _leaf(self, x):
@@ -617,74 +605,21 @@ class Fp32RealContext(ObjectArrayContext):
             raise self._first_bad("sqrt", neg, a, why="negative argument has no real sqrt")
         return _object_result(self._sqrt(a))
 
-    def _mpfr_fn(self, op, a):
-        return self._unary(op, self._fn[op], a)
-
-    def exp(self, a): return self._mpfr_fn("exp", a)
-    def tanh(self, a): return self._mpfr_fn("tanh", a)
-    def sin(self, a): return self._mpfr_fn("sin", a)
-    def cos(self, a): return self._mpfr_fn("cos", a)
-    def erf(self, a): return self._mpfr_fn("erf", a)
-
-    def log(self, a):
-        a = self._arr(a, "log")
-        bad = np.asarray(np.less_equal(a, 0), dtype=bool)
-        if bad.any():
-            raise self._first_bad("log", bad, a, why="log of a non-positive value")
-        return self._mpfr_fn("log", a)
-
-    # sigmoid and softplus are compositions, so no single MPFR call rounds them.  Ziv's
-    # strategy: at working precision p compute a lower and an upper bound of the exact
-    # value with directed rounding at every step, round both to fp32-real; where they agree
-    # the correctly rounded result is decided (rounding is monotone), elsewhere retry at 2p.
-    # Only a value lying exactly on a rounding boundary could loop forever; sigmoid(0)=1/2
-    # is computed exactly (lo == hi), and by Lindemann-Weierstrass no other sigmoid or
-    # softplus value of a dyadic argument is rational, so every entry is decided.
-    def _ziv(self, op, bounds, a):
+    def _function(self, fn, a):
+        """exp, log, ... (scalars.functions): MPFR's correctly rounded function where the
+        entry names one; compositions (sigmoid, softplus) by Ziv's loop on the entry's
+        directed bounds (correct_rounding.ziv), which ends because their values at
+        nonzero dyadic arguments are transcendental (Lindemann-Weierstrass)."""
+        op = fn.name
         a = self._arr(a, op)
-        flat = a.reshape(-1)
-        out = np.empty(flat.size, dtype=object)
-        todo = np.arange(flat.size)
-        prec = 64
-        while todo.size:
-            if prec > 1 << 16:  # pragma: no cover - unreachable for non-boundary values
-                raise ContextError(f"context {self.name}: {op}({flat[todo[0]]}): rounding "
-                                   f"not decided at {prec // 2} bits")
-            x = flat[todo]
-            lo, hi = bounds(x, prec)
-            rlo = self._guard(op, lambda: self._round(lo))
-            rhi = self._guard(op, lambda: self._round(hi))
-            done = np.asarray(np.equal(rlo, rhi), dtype=bool)
-            out[todo[done]] = rlo[done]
-            todo = todo[~done]
-            prec *= 2
-        return out.reshape(a.shape)
-
-    @staticmethod
-    def _sigmoid_bounds(x, prec):
-        down, up = _working(prec, gmpy2.RoundDown), _working(prec, gmpy2.RoundUp)
-        negx = -x  # exact
-        # lo = RD(1 / RU(1 + RU(exp(-x)))),  hi = RU(1 / RD(1 + RD(exp(-x))))
-        d_up = _ufunc(up.add, 2)(1, _ufunc(up.exp, 1)(negx))
-        d_dn = _ufunc(down.add, 2)(1, _ufunc(down.exp, 1)(negx))
-        lo = _ufunc(down.div, 2)(1, d_up)
-        hi = _ufunc(up.div, 2)(1, d_dn)
-        return lo, hi
-
-    @staticmethod
-    def _softplus_bounds(x, prec):
-        # softplus(x) = max(x, 0) + log1p(exp(-|x|)): no overflow for any x, and
-        # log1p/exp are increasing, so directed rounding at each step bounds the result.
-        down, up = _working(prec, gmpy2.RoundDown), _working(prec, gmpy2.RoundUp)
-        negabs = -np.absolute(x)
-        pos = np.asarray(np.greater(x, 0), dtype=bool)
-        base = np.where(pos, x, gmpy2.mpfr(0)).astype(object)
-        lo = _ufunc(down.add, 2)(base, _ufunc(down.log1p, 1)(_ufunc(down.exp, 1)(negabs)))
-        hi = _ufunc(up.add, 2)(base, _ufunc(up.log1p, 1)(_ufunc(up.exp, 1)(negabs)))
-        return lo, hi
-
-    def sigmoid(self, a): return self._ziv("sigmoid", self._sigmoid_bounds, a)
-    def softplus(self, a): return self._ziv("softplus", self._softplus_bounds, a)
+        if fn.domain is not None:
+            bad = fn.domain.outside(a)
+            if bad.any():
+                raise self._first_bad(op, bad, a, why=fn.domain.why)
+        if fn.mpfr is not None:
+            return self._unary(op, self._fn[op], a)
+        one = _ufunc(lambda x: correct_rounding.ziv(fn, x, FP32_REAL, 64), 1)
+        return _object_result(self._guard(op, lambda: one(a)))
 
     def _add_reduce_last(self, a):
         # numpy's object reduce is a plain left-to-right loop (never pairwise) and each

@@ -121,27 +121,11 @@ class Float64Context(ArrayShapeOps):
     def abs(self, a): return self._un("abs", np.abs, a)
     def sqrt(self, a): return self._un("sqrt", np.sqrt, a)
     def square(self, a): return self._un("square", np.square, a)
-    def exp(self, a): return self._un("exp", np.exp, a)
-    def log(self, a): return self._un("log", np.log, a)
-    def tanh(self, a): return self._un("tanh", np.tanh, a)
-    def sin(self, a): return self._un("sin", np.sin, a)
-    def cos(self, a): return self._un("cos", np.cos, a)
 
-    def sigmoid(self, a):
-        a = self._arr(a, "sigmoid")
-        with np.errstate(all="ignore"):
-            # 1/(1+e^-x) for x >= 0 and e^x/(1+e^x) for x < 0: no overflow either side.
-            e = np.exp(-np.abs(a))
-            return np.asarray(np.where(a >= 0, 1.0 / (1.0 + e), e / (1.0 + e)))
-
-    def softplus(self, a):
-        a = self._arr(a, "softplus")
-        with np.errstate(all="ignore"):
-            return np.asarray(np.maximum(a, 0.0) + np.log1p(np.exp(-np.abs(a))))
-
-    def erf(self, a):
-        from .kernels import erf_f64
-        return np.asarray(erf_f64(self._arr(a, "erf")))
+    def _function(self, fn, a):
+        """exp, log, ...: the float64 evaluator of scalars.functions (libm, not correctly
+        rounded; NaN outside the domain)."""
+        return fn.eval_f64(self._arr(a, fn.name))
 
     def heaviside(self, a): return (self._arr(a, "heaviside") > 0).astype(np.float64)
     def sign(self, a): return np.asarray(np.sign(self._arr(a, "sign")))

@@ -9,11 +9,12 @@ blanket widening:
 
 * ``float64`` and binary bases (binary32, bfloat16, binary16, e4m3, ...): ``+ - * / sqrt``
   through :mod:`scalars.directed` (float64 result + error-free transformation gives the
-  exact sign of the error, then RD/RU onto the format's grid).  ``exp log tanh sigmoid
-  softplus sin cos erf`` endpoints are correctly rounded down/up for binary bases (fast
-  float64 path + MPFR fallback); for the ``float64`` base libm is not correctly rounded,
-  so the float64 value is widened by ``directed.WIDEN_ULPS`` = 4 ulps on each side (the
-  measured libm error is <= 2 ulps; the bound is tested against MPFR).
+  exact sign of the error, then RD/RU onto the format's grid).  The endpoints of the
+  functions of :mod:`scalars.functions` (exp, log, ...) are correctly rounded down/up for
+  binary bases (fast float64 path + MPFR fallback, :mod:`scalars.function_endpoints`); for
+  the ``float64`` base libm is not correctly rounded, so the float64 value is widened by
+  the entry's ``f64_ulps`` (4) on each side (the measured libm error is <= 2 ulps; the
+  bound is tested against MPFR).
 * ``rational``: exact endpoints (gmpy2 ``mpq``).  Functions run through the rational
   context, so they raise :class:`ContextError` except at its rational points (exp [0, 0]).
   There are no infinite endpoints: division by an interval containing 0 raises.
@@ -38,10 +39,12 @@ from fractions import Fraction
 from typing import Any
 
 import numpy as np
+from . import function_endpoints as FE
 
 from . import directed as D
 from .arrayshape import ArrayShapeOps
 from .base import Context, check_broadcast
+from .functions import FUNCTIONS
 from .errors import ContextError
 from .formats import Format, binary64
 from .registry import register_family, register_name
@@ -174,11 +177,11 @@ class _FloatEnds:
     def div(self, a, b): return D.div_dir(a, b, self.grid)
     def sqrt(self, a): return D.sqrt_dir(a, self.grid)
 
-    def func(self, name, x):
+    def func(self, fn, x):
         x = np.asarray(x, dtype=np.float64)
         if self.grid.is_binary64:
-            return D.func_widened_f64(name, x)
-        return D.func_dir(name, x, self.grid)
+            return FE.func_widened_f64(fn, x)
+        return FE.func_dir(fn, x, self.grid)
 
     def neg(self, x): return -x
 
@@ -231,7 +234,7 @@ class _RationalEnds:
     def mul(self, a, b): return self._pair(np.multiply(a, b))
     def div(self, a, b): return self._pair(np.divide(a, b))
     def sqrt(self, a): return self._pair(self.base.sqrt(a))
-    def func(self, name, x): return self._pair(getattr(self.base, name)(x))
+    def func(self, fn, x): return self._pair(getattr(self.base, fn.name)(x))
     def neg(self, x): return _obj(np.negative(x))
 
     def to_f64(self, x, side):
@@ -327,28 +330,20 @@ class _MpmathEnds:
         hi = np.frompyfunc(lambda x: mk(L.mpf_sqrt(x._mpf_, p, L.round_ceiling)), 1, 1)(a)
         return _obj(lo), _obj(hi)
 
-    def _value(self, name, x):
+    def _value(self, fn, x):
         """f(x) at PREC+GUARD bits (raw mpf tuple)."""
         w = self.wide
         X = w.make_mpf(x)
-        if name == "sigmoid":
-            if X >= 0:
-                v = 1 / (1 + w.exp(-X))
-            else:
-                e = w.exp(X)
-                v = e / (1 + e)
-        elif name == "softplus":
-            v = (X + w.log1p(w.exp(-X))) if X > 0 else w.log1p(w.exp(X))
-        else:
-            v = getattr(w, name)(X)
+        f = getattr(w, fn.mpmath) if isinstance(fn.mpmath, str) else fn.mpmath
+        v = f(X) if isinstance(fn.mpmath, str) else f(w, X)
         return v._mpf_
 
-    def _func_one(self, name, x, rnd_lo: bool):
+    def _func_one(self, fn, x, rnd_lo: bool):
         L, p = self.lib, self.prec
         raw = x._mpf_
         if raw == L.fnan:
             return self.mk(L.fnan)
-        v = self._value(name, raw)
+        v = self._value(fn, raw)
         if v in (L.finf, L.fninf, L.fnan, L.fzero):
             return self.mk(v)
         delta = L.mpf_shift(L.mpf_abs(v), -(p + self.WIDEN))
@@ -358,14 +353,14 @@ class _MpmathEnds:
             r = L.mpf_add(v, delta, p, L.round_ceiling)
         return self.mk(r)
 
-    def func(self, name, x):
-        rlo, rhi = D.RANGES[name]
+    def func(self, fn, x):
+        rlo, rhi = fn.range
         L = self.lib
         clo = self.mk(self._raw(rlo)) if math.isfinite(rlo) else None
         chi = self.mk(self._raw(rhi)) if math.isfinite(rhi) else None
 
         def one(t, lower):
-            r = self._func_one(name, t, lower)
+            r = self._func_one(fn, t, lower)
             if r._mpf_ == L.fnan:
                 return r
             # intersect with the function's range (sound, and keeps tanh <= 1 etc.)
@@ -453,8 +448,8 @@ class IntervalContext(Context):
             self.correctly_rounded = frozenset({"add", "sub", "mul", "div", "sqrt", "square",
                                                 "neg", "abs", "maximum", "minimum", "sum"})
             self.description = ("intervals with float64 endpoints: + - * / sqrt exactly "
-                                "directed (EFTs); libm functions widened by "
-                                f"{D.WIDEN_ULPS} ulps; matmul midpoint-radius")
+                                "directed (EFTs); libm functions widened by their "
+                                "declared ulps bound; matmul midpoint-radius")
         elif base_name == "rational":
             from .registry import get
             self._base = get("rational")
@@ -482,8 +477,7 @@ class IntervalContext(Context):
             self.fmt = fmt
             self.ends = _FloatEnds(fmt)
             self.matmul_algorithm = "midpoint-radius"
-            fn_cr = () if self.ends.grid.is_binary64 else (
-                "exp", "log", "tanh", "sigmoid", "softplus", "sin", "cos", "erf")
+            fn_cr = () if self.ends.grid.is_binary64 else tuple(FUNCTIONS)
             self.correctly_rounded = frozenset(fn_cr) | frozenset({
                 "add", "sub", "mul", "div", "sqrt", "square", "neg", "abs", "maximum",
                 "minimum", "sum"})
@@ -527,8 +521,7 @@ class IntervalContext(Context):
         """less/argmax never; functions over rational endpoints only at rational points."""
         if op in ("less", "argmax"):
             return False
-        if self.ends.kind == "rational" and op in ("sqrt", "exp", "log", "tanh", "sigmoid",
-                                                   "softplus", "sin", "cos", "erf"):
+        if self.ends.kind == "rational" and (op == "sqrt" or op in FUNCTIONS):
             return False
         return super().supports(op)
 
@@ -820,33 +813,50 @@ class IntervalContext(Context):
         return self._lattice(np.minimum, a, b, "minimum")
 
     # ----------------------------------------------------------------- functions
-    def _monotone(self, name, a):
-        a = self._iv(a, name)
-        lo, hi = self._dual_round(lambda x: self.ends.func(name, x), [a.lo], [a.hi])
-        return self._box(lo, hi)
-
-    def exp(self, a): return self._monotone("exp", a)
-    def tanh(self, a): return self._monotone("tanh", a)
-    def sigmoid(self, a): return self._monotone("sigmoid", a)
-    def softplus(self, a): return self._monotone("softplus", a)
-    def erf(self, a): return self._monotone("erf", a)
-
-    def log(self, a):
-        a = self._iv(a, "log")
-        self._check_domain("log", a)
+    def _function(self, fn, a):
+        """exp, log, ... (scalars.functions): the entry's shape decides the endpoints --
+        monotone: f of each end (rounded down / up); periodic: the ends plus the extreme
+        values wherever an extremum may lie inside; a domain end is raised on or, for an
+        open end touched by the interval, replaced by f's limit there."""
+        a = self._iv(a, fn.name)
+        if fn.periodic is not None:
+            return self._periodic(fn, a)
         E = self.ends
-        zero = E.is_zero(a.lo)
-        if zero.any() and E.kind == "rational":
-            raise ContextError(f"context {self.name}: log: interval touching 0 has no lower "
-                               f"bound (interval:rational has no infinite endpoints)")
-        safe_lo = E.wrap(np.where(zero, E.full((), 1), a.lo))
-        lo, hi = self._dual_round(lambda x: E.func("log", x), [safe_lo], [a.hi])
-        lo = E.wrap(np.where(zero, E.full((), -math.inf), lo))
+        lo_arg, hi_arg, at_end = a.lo, a.hi, None
+        if fn.domain is not None:
+            dom = fn.domain
+            bad = np.asarray(np.less(a.lo, dom.lo), dtype=bool)
+            if bad.any():
+                i = tuple(int(k) for k in np.argwhere(bad)[0])
+                below = "negative values" if dom.lo == 0 else f"values below {dom.lo:g}"
+                raise ContextError(
+                    f"context {self.name}: {fn.name}: interval [{a.lo[i]}, {a.hi[i]}] at "
+                    f"index {list(i)} contains {below}, where {fn.name} is undefined")
+            at_end = np.asarray(np.equal(a.lo, dom.lo), dtype=bool) if dom.open else None
+            if at_end is not None and at_end.any():
+                if E.kind == "rational" and not math.isfinite(dom.limit):
+                    raise ContextError(
+                        f"context {self.name}: {fn.name}: interval touching {dom.lo:g} has "
+                        f"no finite bound (interval:rational has no infinite endpoints)")
+                # any point inside the domain will do: its value is replaced below
+                lo_arg = E.wrap(np.where(at_end, a.hi, a.lo))
+        if fn.monotone == "decreasing":
+            lo, hi = self._dual_round(lambda x: E.func(fn, x), [hi_arg], [lo_arg])
+        else:
+            lo, hi = self._dual_round(lambda x: E.func(fn, x), [lo_arg], [hi_arg])
+        if at_end is not None and at_end.any():
+            side = "hi" if fn.monotone == "decreasing" else "lo"
+            lim = E.full((), dom.limit)
+            if side == "lo":
+                lo = E.wrap(np.where(at_end, lim, lo))
+            else:
+                hi = E.wrap(np.where(at_end, lim, hi))
         return self._box(lo, hi)
 
-    def _periodic(self, name, a):
-        """sin/cos: endpoint values, plus +-1 wherever an extremum may lie inside."""
-        a = self._iv(a, name)
+    def _periodic(self, fn, a):
+        """sin/cos: endpoint values, plus the extreme values wherever an extremum may lie
+        inside (the phases of fn.periodic, period 2 pi)."""
+        name = fn.name
         E = self.ends
         if E.kind == "rational":
             same = np.asarray(np.equal(a.lo, a.hi), dtype=bool)
@@ -860,30 +870,25 @@ class IntervalContext(Context):
         with np.errstate(all="ignore"):
             full = ~((hi_f - lo_f) < _TWO_PI_SAFE) | ~(np.abs(lo_f) < _HUGE_PHASE) \
                 | ~(np.abs(hi_f) < _HUGE_PHASE)
-            # Phases of the maxima / minima: sin max at pi/2 + 2k pi, min at -pi/2 + 2k pi;
-            # cos max at 2k pi, min at pi + 2k pi.  t = (x - phase) / 2pi carries a float64
-            # error below 2^-48 (|t| + 1); the margin 2^-40 (|t| + 1) makes the test
-            # conservative: an extremum that might lie inside is assumed to.
-            phases = (math.pi / 2, -math.pi / 2) if name == "sin" else (0.0, math.pi)
+            # t = (x - phase) / 2pi carries a float64 error below 2^-48 (|t| + 1); the
+            # margin 2^-40 (|t| + 1) makes the test conservative: an extremum that might
+            # lie inside is assumed to.
             has = []
-            for ph in phases:
+            for ph in (fn.periodic.maximum, fn.periodic.minimum):
                 tl = (lo_f - ph) / (2 * math.pi)
                 th = (hi_f - ph) / (2 * math.pi)
                 kl = np.ceil(tl - 2.0 ** -40 * (np.abs(tl) + 1))
                 kh = np.floor(th + 2.0 ** -40 * (np.abs(th) + 1))
                 has.append(kl <= kh)
         ends = E.wrap(np.stack([a.lo, a.hi]))
-        d, u = E.func(name, ends)
+        d, u = E.func(fn, ends)
         lo = np.minimum(E.wrap(d[0]), E.wrap(d[1]))
         hi = np.maximum(E.wrap(u[0]), E.wrap(u[1]))
-        one, mone = E.full((), 1), E.full((), -1)
-        hi = E.wrap(np.where(has[0] | full, one, hi))
-        lo = E.wrap(np.where(has[1] | full, mone, lo))
+        top, bottom = E.full((), fn.range[1]), E.full((), fn.range[0])
+        hi = E.wrap(np.where(has[0] | full, top, hi))
+        lo = E.wrap(np.where(has[1] | full, bottom, lo))
         lo, hi = self._whole(name, np.isnan(lo_f) | np.isnan(hi_f), lo, hi)
         return self._box(lo, hi)
-
-    def sin(self, a): return self._periodic("sin", a)
-    def cos(self, a): return self._periodic("cos", a)
 
     def heaviside(self, a):
         """heaviside(x) = 1 for x > 0 else 0: [1,1] above 0, [0,0] at or below, [0,1] across."""

@@ -4,9 +4,10 @@ Each precision gets its own private ``mpmath.MPContext`` (prec fixed at PREC), s
 carry their precision with them and nothing touches mpmath's global ``mp`` state.  Values
 are ``ndarray(dtype=object)`` of that context's ``mpf``; arithmetic runs through numpy's
 object loops.  ``+ - * / sqrt fma`` are correctly rounded (mpmath rounds every basic
-operation to nearest); ``exp log tanh sin cos erf`` come from mpmath's libmp at PREC bits
-(accurate to about an ulp, not guaranteed correctly rounded); sigmoid and softplus are
-evaluated with 32 guard bits and rounded once to PREC.  Reductions are sequential.
+operation to nearest); the functions of :mod:`scalars.functions` come from mpmath's libmp
+at PREC bits where mpmath has them (accurate to about an ulp, not guaranteed correctly
+rounded); compositions (sigmoid, softplus) are evaluated with 32 guard bits and rounded
+once to PREC.  Reductions are sequential.
 """
 from __future__ import annotations
 
@@ -154,39 +155,19 @@ class MpmathContext(ObjectArrayContext):
             raise self._first_bad("sqrt", neg, a, why="negative argument has no real sqrt")
         return self._lib("sqrt", libmp.mpf_sqrt, a)
 
-    def log(self, a):
-        a = self._arr(a, "log")
-        bad = np.asarray(np.less_equal(a, 0), dtype=bool)
-        if bad.any():
-            raise self._first_bad("log", bad, a, why="log of a non-positive value")
-        return self._lib("log", libmp.mpf_log, a)
-
-    def exp(self, a): return self._lib("exp", libmp.mpf_exp, a)
-    def tanh(self, a): return self._lib("tanh", libmp.mpf_tanh, a)
-    def sin(self, a): return self._lib("sin", libmp.mpf_sin, a)
-    def cos(self, a): return self._lib("cos", libmp.mpf_cos, a)
-    def erf(self, a): return self._lib("erf", libmp.mpf_erf, a)
-
-    def sigmoid(self, a):
-        wp = self.prec + _GUARD
-
-        def one(x):
-            # 1 / (1 + exp(-x)) at PREC+32 bits, then the division rounds to PREC.
-            e = libmp.mpf_exp(libmp.mpf_neg(x), wp, _RND)
-            return libmp.mpf_div(libmp.fone, libmp.mpf_add(libmp.fone, e, wp, _RND),
-                                 self.prec, _RND)
-        return self._lib("sigmoid", lambda x, p, r: one(x), a)
-
-    def softplus(self, a):
-        wp = self.prec + _GUARD
-
-        def one(x):
-            # max(x, 0) + log1p(exp(-|x|)): no overflow for large |x|.
-            e = libmp.mpf_exp(libmp.mpf_neg(libmp.mpf_abs(x)), wp, _RND)
-            l1p = self._wide.log1p(self._wide.make_mpf(e))._mpf_  # accurate for tiny e
-            base = x if libmp.mpf_sign(x) > 0 else libmp.fzero
-            return libmp.mpf_add(base, l1p, self.prec, _RND)
-        return self._lib("softplus", lambda x, p, r: one(x), a)
+    def _function(self, fn, a):
+        """exp, log, ... (scalars.functions): mpmath's libmp function at PREC bits where the
+        entry names one; a composition (sigmoid, softplus) at PREC+32 bits, rounded once."""
+        a = self._arr(a, fn.name)
+        if fn.domain is not None:
+            bad = fn.domain.outside(a)
+            if bad.any():
+                raise self._first_bad(fn.name, bad, a, why=fn.domain.why)
+        if isinstance(fn.mpmath, str):
+            return self._lib(fn.name, getattr(libmp, "mpf_" + fn.mpmath), a)
+        wide, p = self._wide, self.prec
+        return self._lib(fn.name, lambda x, _p, _r: libmp.mpf_pos(
+            fn.mpmath(wide, wide.make_mpf(x))._mpf_, p, _RND), a)
 
 
 def _family(m):

@@ -71,28 +71,39 @@ def random_graphs(draw, smooth: bool):
     return Graph(nodes), Payload(payload), centre, radius
 
 
-TOTAL = {"points": 0}
+MAX_EXAMPLES = 20
 
 
 @pytest.mark.parametrize("ictx,pctx,samples,smooth", CASES,
                          ids=[f"{c[0]}-vs-{c[1]}" for c in CASES])
 def test_random_graphs_are_enclosed(ictx, pctx, samples, smooth):
-    @settings(max_examples=20, deadline=None, derandomize=True,
+    """Every node of every drawn graph gets a box (the ops drawn all have interval rules
+    that never give up on a bounded input), and no checked point leaves its box."""
+    ran = {"examples": 0, "points": 0}
+
+    @settings(max_examples=MAX_EXAMPLES, deadline=None, derandomize=True, database=None,
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
     @given(random_graphs(smooth))
     def check(case):
         g, p, centre, radius = case
         box = Box.from_center_radius(centre, radius)
         boxes = run_ibp(g, p, box, ictx)
+        gave_up = [f"node {n.id} ({n.kind.op})" for n, b in zip(g.nodes, boxes) if b is None]
+        assert not gave_up, f"{ictx} gave no box for {', '.join(gave_up)}"
         rep = check_containment(g, p, box, samples=samples, point_ctx=pctx,
                                 interval_ctx=ictx, seed=11, boxes=boxes)
-        TOTAL["points"] += rep.checked
+        assert rep.unbounded == [] and rep.samples == samples
         assert rep.violation_count == 0, rep.first_counterexample()
         assert not rep.failures, rep.first_counterexample()
+        ran["examples"] += 1
+        ran["points"] += rep.checked
 
     check()
+    # derandomized and without an example database: the same MAX_EXAMPLES graphs every run
+    assert ran["examples"] >= MAX_EXAMPLES and ran["points"] >= samples * MAX_EXAMPLES, ran
 
 
-def test_enough_points_were_checked():
-    """The parametrised cases above ran over more than 10^5 sampled points in total."""
-    assert TOTAL["points"] >= 100_000, TOTAL
+def test_the_cases_check_more_than_1e5_points():
+    """Each case above checks at least ``samples`` points in each of its MAX_EXAMPLES
+    graphs (it asserts so itself); together that is more than 10^5 points."""
+    assert sum(c[2] for c in CASES) * MAX_EXAMPLES >= 100_000

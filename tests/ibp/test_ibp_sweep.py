@@ -10,8 +10,9 @@ from scalarlab.graph import examples
 from scalarlab.ibp import Box, check_containment, run_ibp, sweep
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def six():
+    """A fresh (graph, payload, x0) per test: no test sees another's changes."""
     return examples.six_node_mlp()
 
 
@@ -21,7 +22,7 @@ def test_sweep_rows_recompute(six):
                shard_size=128)
     assert list(df["radius"]) == [0.01, 0.01, 0.05, 0.05]
     assert (df["violations"] == 0).all() and (df["samples"] == 300).all()
-    assert (df["vertices"] == 16).all()
+    assert (df["vertices"] == 16).all() and (df["unbounded"] == 0).all()
     row = df.iloc[3]
     box = run_ibp(g, p, Box.from_center_radius(x0, "0.05"), "interval:binary32")[5]
     assert row["box_lo"] == float(box.lo_float()) and row["box_hi"] == float(box.hi_float())
@@ -32,6 +33,17 @@ def test_sweep_rows_recompute(six):
     assert row["sampled_lo"] >= row["box_lo"] and row["sampled_hi"] <= row["box_hi"]
     # wider boxes: wider sampled range
     assert df.iloc[2]["sampled_width"] > df.iloc[0]["sampled_width"]
+
+
+def test_sweep_counts_nodes_without_a_box(six):
+    """log(tanh(.)) at radius 0.5: the tanh box reaches below 0, so the log node gets no
+    box; the row says so instead of passing it silently."""
+    from scalarlab.graph import Graph, Node
+    g, p, x0 = six
+    gl = Graph(list(g.nodes) + [Node(6, [5], "log", [])])
+    df = sweep(gl, p, x0, ["0.01", "0.5"], ["binary32"], [50], seed=1, output_id=5)
+    assert list(df["unbounded"]) == [0, 1]
+    assert (df["violations"] == 0).all()
 
 
 def test_sweep_is_deterministic_and_shard_independent_of_engine(six):

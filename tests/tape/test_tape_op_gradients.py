@@ -54,6 +54,7 @@ CASES = {
     "safe_log": ([pos((3, 4))], {}, torch.log),
     "sqrt": ([pos((3, 4))], {}, torch.sqrt),
     "sin": ([anyv((3, 4))], {}, torch.sin),
+    "erf": ([anyv((3, 4))], {}, torch.erf),
     "cos": ([anyv((3, 4))], {}, torch.cos),
     "tanh": ([anyv((3, 4))], {}, torch.tanh),
     "sigmoid": ([anyv((3, 4))], {}, torch.sigmoid),

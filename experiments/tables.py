@@ -179,6 +179,27 @@ def write_table(path, kind: str, meta: dict, df: pd.DataFrame, *, title: str = "
     return path
 
 
+def write_outputs(args, kind: str, meta: dict, df: pd.DataFrame, *, plot=None,
+                  title: str = "", extra_md: str = "", **json_extra) -> list[str]:
+    """The output flags every table command shares: ``--out`` (:func:`write_table`),
+    ``--plot`` (``plot(path)`` draws the PNG) and ``--json`` (the JSON document on stdout,
+    the "wrote PATH" notes on stderr so that stdout stays parseable).
+
+    Returns the notes for the text view to print after its table (already printed when
+    ``--json`` was given).
+    """
+    if args.out:
+        write_table(args.out, kind, meta, df, title=title, extra_md=extra_md, **json_extra)
+    if args.plot and plot is not None:
+        plot(args.plot)
+    notes = [f"wrote {p}" for p in (args.out, args.plot if plot is not None else None) if p]
+    if args.json:
+        print(dumps(json_document(kind, meta, df, **json_extra)))
+        for n in notes:
+            print(n, file=sys.stderr)
+    return notes
+
+
 # -------------------------------------------------------------------------------- plots
 def new_figure(nrows: int = 1, ncols: int = 1):
     """A matplotlib figure on the Agg backend at the lab's fixed PNG size."""

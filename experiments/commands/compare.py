@@ -1,8 +1,6 @@
 """``scalarlab compare``: the discrepancy table of one graph across scalar contexts."""
 from __future__ import annotations
 
-import sys
-
 from .. import compare as C
 from .. import tables
 
@@ -92,21 +90,14 @@ def run(args) -> int:
                     input_desc=desc, quiet=args.quiet, oracle_limit=args.oracle_limit,
                     check_samples=args.check_samples, seed=args.seed)
     verdicts = [v for v in res.verdicts.values()]
-    if args.out:
-        md_verdicts = "## Verdicts\n\n" + "\n".join(f"- **{v['context']}** "
-                                                    f"[{v['reduction']}]: {v['text']}"
-                                                    for v in verdicts)
-        tables.write_table(args.out, "compare", res.meta(), res.rows,
-                           title=f"scalarlab compare: {case.name}", extra_md=md_verdicts,
-                           verdicts=verdicts)
-    if args.plot:
-        C.plot_bits(res, args.plot)
-    notes = [f"wrote {p}" for p in (args.out, args.plot) if p]
+    md_verdicts = "## Verdicts\n\n" + "\n".join(f"- **{v['context']}** "
+                                                f"[{v['reduction']}]: {v['text']}"
+                                                for v in verdicts)
+    notes = tables.write_outputs(args, "compare", res.meta(), res.rows,
+                                 plot=lambda path: C.plot_bits(res, path),
+                                 title=f"scalarlab compare: {case.name}", extra_md=md_verdicts,
+                                 verdicts=verdicts)
     if args.json:
-        print(tables.dumps(tables.json_document("compare", res.meta(), res.rows,
-                                                verdicts=verdicts)))
-        for n in notes:
-            print(n, file=sys.stderr)
         return 0
     print("\n".join(C.header_lines(res)))
     print()

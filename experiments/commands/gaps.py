@@ -1,8 +1,6 @@
 """``scalarlab gaps``: the distribution of one context's output rounding gap."""
 from __future__ import annotations
 
-import sys
-
 from scalarlab import scalars
 
 from .. import compare as C
@@ -48,20 +46,13 @@ def run(args) -> int:
                  check_samples=args.check_samples,
                  center_desc="--input" if args.input is not None else "x0")
     hist = res.histogram()
-    if args.out:
-        hist_md = "## Histogram (ULP distance: output entries)\n\n" + \
-            ", ".join(f"{k}: {v}" for k, v in hist.items())
-        tables.write_table(args.out, "gaps", res.meta(), res.summary,
-                           title=f"scalarlab gaps: {case.name} in {ctx.name}",
-                           extra_md=hist_md, histogram=hist)
-    if args.plot:
-        G.plot_histogram(res, args.plot)
-    notes = [f"wrote {p}" for p in (args.out, args.plot) if p]
+    hist_md = "## Histogram (ULP distance: output entries)\n\n" + \
+        ", ".join(f"{k}: {v}" for k, v in hist.items())
+    notes = tables.write_outputs(args, "gaps", res.meta(), res.summary,
+                                 plot=lambda path: G.plot_histogram(res, path),
+                                 title=f"scalarlab gaps: {case.name} in {ctx.name}",
+                                 extra_md=hist_md, histogram=hist)
     if args.json:
-        print(tables.dumps(tables.json_document("gaps", res.meta(), res.summary,
-                                                histogram=hist)))
-        for n in notes:
-            print(n, file=sys.stderr)
         return 0
     print("\n".join(G.header_lines(res)))
     print()

@@ -1,8 +1,6 @@
 """``scalarlab reduction-order``: ULP gaps between accumulation orders, per node."""
 from __future__ import annotations
 
-import sys
-
 from .. import compare as C
 from .. import reduction_order as R
 from .. import tables
@@ -34,16 +32,10 @@ def run(args) -> int:
     res = R.reduction_order(case, x, formats=fmts, reference=args.reference, input_desc=desc,
                             quiet=args.quiet, oracle_limit=args.oracle_limit,
                             check_samples=args.check_samples, seed=args.seed)
-    if args.out:
-        tables.write_table(args.out, "reduction-order", res.meta(), res.rows,
-                           title=f"scalarlab reduction-order: {case.name}")
-    if args.plot:
-        R.plot(res, args.plot)
-    notes = [f"wrote {p}" for p in (args.out, args.plot) if p]
+    notes = tables.write_outputs(args, "reduction-order", res.meta(), res.rows,
+                                 plot=lambda path: R.plot(res, path),
+                                 title=f"scalarlab reduction-order: {case.name}")
     if args.json:
-        print(tables.dumps(tables.json_document("reduction-order", res.meta(), res.rows)))
-        for n in notes:
-            print(n, file=sys.stderr)
         return 0
     print(f"scalarlab reduction-order: graph {case.name} ({len(case.nodes)} nodes)")
     print(f"  reference : {res.reference}")

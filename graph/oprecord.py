@@ -87,7 +87,6 @@ class OpRecord:
     dot: bool = False                 # ... and the sums are dot products (fma matters)
     interval: Optional[Callable] = None   # tighter, test-proved interval rule (see above)
     doc: str = ""
-    linear: bool = False              # read by nobody: goes once no op family passes it
 
 
 REQUIRED = object()

@@ -1,4 +1,4 @@
-"""``scalarlab graph-semantics``: the six-node experiment of the seed, end to end.
+"""``scalarlab graph-semantics``: interval bounds for the six-node MLP, end to end.
 
 Evaluate the centre input, propagate an l-infinity box through the graph with interval
 arithmetic, print the box at every node, then check deterministic samples (and the box

@@ -1,6 +1,6 @@
 """``scalarlab quickstart-mlp``: train the 2-8-1 ReLU MLP on the built-in 25-point data set.
 
-Prints the seed-shaped transcript: the held-out target and untrained prediction, the data
+Prints a fixed-layout transcript: the held-out target and untrained prediction, the data
 set size, the mean loss before training, a ``step k: loss=...`` line every ``--log-every``
 steps (the loss of that single mini-batch update), the mean loss after, the run's
 settings and the trained held-out prediction.  ``--execution typed-graph`` records the
@@ -59,7 +59,7 @@ def add_arguments(parser) -> None:
                         help="scalar context: binary32, float64, bfloat16, rational, ...")
     parser.add_argument("--log-every", type=_count("log-every"), default=1,
                         help="print the step loss every N steps, from step 0 (default 1: "
-                             "one line per step; 10 gives the seed's cadence)")
+                             "one line per step; 10: steps 0, 10, 20, ...)")
     parser.add_argument("--show-backend", action="store_true",
                         help="print the capsule selected for each op, the first time")
     parser.add_argument("--json", action="store_true", help="machine-readable output")

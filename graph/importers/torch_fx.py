@@ -5,7 +5,7 @@ torch is imported lazily (the core works without it).  The IR input's declared s
 the PER-EXAMPLE shape: with ``batch_dims=k`` the first ``k`` axes of the example input are
 batch axes, every torch ``dim`` is translated to a per-example axis, and an operation that
 mixes examples (a reduction, concat, softmax or permutation over a batch axis) is refused.
-With ``batch_dims=0`` (the default, as in the seed) the example is one example.  Give a
+With ``batch_dims=0`` (the default) the example is one example.  Give a
 batch of at least 2 examples: with a batch of 1 a reshape that moves the batch axis cannot
 be told from one that keeps it.  Shape arithmetic (``x.view(x.size(0), -1)``) is read from
 the propagated shapes, so the graph is specialised to the example's per-example shape.

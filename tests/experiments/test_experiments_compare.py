@@ -98,7 +98,8 @@ def test_default_run_at_x0_header_and_seed_values(six, capsys):
     assert "x0 = (0.3, -0.2, 0.1, 0.4)" in out and "samples    : 1" in out
     verdicts = out.split("verdict:")[1].strip().splitlines()
     assert [v.split()[0] for v in verdicts] == ["float64", "binary32", "bfloat16", "binary16", "e4m3"]
-    # The seed's value table: node 4 = 0.027720, node 5 = 0.027713 (float64 and binary32).
+    # The six-node MLP at x0: node 4 = 0.027720, node 5 = 0.027713 to 6 decimals (exact
+    # value of node 4: 0.02772; float64 and binary32 both print these digits).
     x0 = C.center_of(six, None)
     for name in ("float64", "binary32"):
         vals = graph.denote_all(six.graph, six.payload, x0, scalars.get(name))

@@ -1,5 +1,6 @@
-"""IBP on the seed's six-node graph: the printed boxes, the informative tanh box, the
-seed's variations, and the checker's ability to fail."""
+"""IBP on the six-node MLP: its boxes at radius 0.05 (exact values to 6 decimals), the
+informative tanh box, variations (radius, last op, a log node), and the checker's
+ability to fail."""
 from fractions import Fraction
 
 import numpy as np
@@ -10,8 +11,8 @@ from scalarlab.graph import Graph, Node, Payload, denote_all, examples
 from scalarlab.ibp import Box, check_containment, run_ibp
 from scalarlab.ibp.errors import IBPError
 
-# The seed's printed boxes (6 decimals) for radius 0.05 around x0.
-SEED_BOXES = {
+# The exact boxes (interval:rational, nodes 0-4) at 6 decimals for radius 0.05 around x0.
+EXACT_BOXES = {
     0: ([0.25, -0.25, 0.05, 0.35], [0.35, -0.15, 0.15, 0.45]),
     1: ([0.087, -0.0315, -0.0075, 0.0675, -0.015], [0.127, -0.0025, 0.0155, 0.0945, 0.009]),
     2: ([0.087, 0.0, 0.0, 0.0675, 0.0], [0.127, 0.0, 0.0155, 0.0945, 0.009]),
@@ -42,7 +43,7 @@ def test_boxes_match_seed(six, ctx):
     assert_boxed(boxes, expect_none=[5] if ctx == "interval:rational" else [])
     # bfloat16 endpoints are 8-bit: only outward, within a few of its ulps
     tol = 5e-7 if "bfloat16" not in ctx else 2e-3
-    for nid, (lo, hi) in SEED_BOXES.items():
+    for nid, (lo, hi) in EXACT_BOXES.items():
         b = boxes[nid]
         blo, bhi = b.lo_float().reshape(-1), b.hi_float().reshape(-1)
         # ours may be wider, only by outward rounding
@@ -57,8 +58,9 @@ def test_exact_boxes_in_rational(six):
     g, p, x0 = six
     boxes = run_ibp(g, p, Box.from_center_radius(x0, "0.05"), "interval:rational")
     assert_boxed(boxes, expect_none=[5])
-    lo4, hi4 = boxes[4].lo.item(), boxes[4].hi.item()
-    assert Fraction(lo4) == Fraction("0.020775") and Fraction(hi4) == Fraction("0.03564")
+    for nid, (lo, hi) in EXACT_BOXES.items():
+        assert [Fraction(v) for v in boxes[nid].lo.reshape(-1)] == [Fraction(str(v)) for v in lo]
+        assert [Fraction(v) for v in boxes[nid].hi.reshape(-1)] == [Fraction(str(v)) for v in hi]
     # tanh cannot be bounded exactly over rationals: no box, no error (asserted above)
 
 
@@ -69,7 +71,7 @@ def test_output_box_informative_and_contains_center(six):
     out = boxes[5]
     lo, hi = float(out.lo_float()), float(out.hi_float())
     assert lo <= 0.027713 <= hi
-    assert hi - lo < 0.02  # the seed's global [-1, 1] has width 2
+    assert hi - lo < 0.02  # the trivial tanh bound [-1, 1] has width 2
     # endpoint rule: [RD tanh(lo4), RU tanh(hi4)], within one binary32 ulp of the real values
     import mpmath
     from scalarlab.scalars import formats
@@ -146,7 +148,7 @@ def test_checker_reports_injected_unsound_rule(six):
 
 
 def test_radius_where_node2_coordinate1_leaves_zero(six):
-    """Variation 3: node 1 coordinate 1 is -0.017 at x0 with l1 weight norm 0.29, so the
+    """Radius variation: node 1 coordinate 1 is -0.017 at x0 with l1 weight norm 0.29, so the
     relu box [0, 0] opens exactly when the radius exceeds 0.017 / 0.29."""
     g, p, x0 = six
     crit = Fraction("0.017") / Fraction("0.29")
@@ -184,7 +186,7 @@ def test_sigmoid_and_abs_variations(six):
 
 
 def test_log_after_tanh_never_fails_but_ibp_cannot_show_it(six):
-    """Variation 6.  Every column of W2 sums to a positive number and relu >= 0, so the
+    """log after tanh.  Every column of W2 sums to a positive number and relu >= 0, so the
     sum is >= sum(b2) = 0.01 for EVERY input: log(tanh(.)) never fails.  IBP loses that
     correlation (node 3 is boxed per coordinate), so its tanh box reaches below 0 and the
     log node gets no bound; sampling finds no failing input."""

@@ -51,7 +51,7 @@ def test_sweep_is_deterministic_and_shard_independent_of_engine(six):
     a = sweep(g, p, x0, ["0.05"], ["binary32"], [500], seed=3, shard_size=200)
     b = sweep(g, p, x0, ["0.05"], ["binary32"], [500], seed=3, shard_size=200)
     pd.testing.assert_frame_equal(a, b)
-    # vertices pin the extremes; without them the seed shows in the sampled range
+    # vertices pin the extremes; without them the sampling seed shows in the sampled range
     c = sweep(g, p, x0, ["0.05"], ["binary32"], [500], seed=3, shard_size=200, vertices=False)
     d = sweep(g, p, x0, ["0.05"], ["binary32"], [500], seed=4, shard_size=200, vertices=False)
     assert c.iloc[0]["sampled_lo"] != d.iloc[0]["sampled_lo"]

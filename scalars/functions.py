@@ -1,5 +1,5 @@
 """The scalar functions of the vocabulary, each declared once: ``exp log tanh sigmoid
-softplus sin cos erf``.
+softplus sin cos erf atan``.
 
 A :class:`ScalarFunction` holds every fact the lab needs about one real function.  Nothing
 else in the package names these functions one by one; everything is derived from
@@ -205,6 +205,11 @@ def _odd_below_identity(cap):
     return facts
 
 
+# |atan x| < pi/2; float64's pi/2 lies BELOW the real pi/2 (and atan(1e300) above it), so
+# the bound is the next float64 up.
+_HALF_PI_UP = float(np.nextafter(math.pi / 2, math.inf))
+
+
 def _sigmoid_facts(x):   # 0 < s < 1, s > 1/2 iff x > 0, s(0) = 1/2
     pos, neg, zero = x > 0, x < 0, x == 0
     return (np.where(pos | zero, 0.5, 0.0), ~zero, np.where(neg | zero, 0.5, 1.0), ~zero)
@@ -293,6 +298,11 @@ _ENTRIES = (
         derivative=lambda c, x, y: c.mul(c.convert(TWO_OVER_SQRT_PI),
                                          c.exp(c.neg(c.square(x)))),
         complex_why="numpy has no complex erf", rational_points={0: 0}),
+    ScalarFunction(
+        "atan", "arctangent; derivative 1/(1+x^2)", f64=np.arctan, mpfr="atan",
+        mpmath="atan", range=(-_HALF_PI_UP, _HALF_PI_UP), monotone="increasing",
+        facts=_odd_below_identity(_HALF_PI_UP), complex=np.arctan, rational_points={0: 0},
+        derivative=lambda c, x, y: c.div(_one(c), c.add(_one(c), c.square(x)))),
 )
 
 #: name -> ScalarFunction, in vocabulary order.

@@ -101,6 +101,7 @@ CASES = [
     case("sin", [(2, 3)], np.sin),
     case("cos", [(2, 3)], np.cos),
     case("erf", [(2, 3)], lambda a: torch.erf(T(a)).numpy()),
+    case("atan", [(2, 3)], np.arctan),
     case("gelu", [(2, 3)], lambda a: F.gelu(T(a)).numpy()),
     case("matmul", [(2, 3), (3, 4)], np.matmul, exact=True),
     case("matmul", [(3,), (3, 2)], np.matmul, exact=True, name="matmul-vec"),

@@ -55,6 +55,7 @@ CASES = {
     "sqrt": ([pos((3, 4))], {}, torch.sqrt),
     "sin": ([anyv((3, 4))], {}, torch.sin),
     "erf": ([anyv((3, 4))], {}, torch.erf),
+    "atan": ([anyv((3, 4))], {}, torch.atan),
     "cos": ([anyv((3, 4))], {}, torch.cos),
     "tanh": ([anyv((3, 4))], {}, torch.tanh),
     "sigmoid": ([anyv((3, 4))], {}, torch.sigmoid),

@@ -38,9 +38,8 @@ from . import correct_rounding
 from . import formats
 from .arrayshape import ArrayShapeOps
 from .base import check_broadcast
-from .functions import F64_ABS_ERR, FUNCTIONS
 from .errors import ContextError, FormatError
-from .registry import register_family, register_name
+from .functions import F64_ABS_ERR, FUNCTIONS
 
 NAMED_FORMATS = ("binary64", "binary32", "binary16", "bfloat16", "tf32", "e5m2", "e4m3")
 REDUCTIONS = ("sequential", "pairwise")
@@ -534,27 +533,27 @@ def shortest_decimals(values: np.ndarray, fmt) -> list[str]:
 
 
 # ---------------------------------------------------------------------- registration
-def _factory(fmt_name: str, suffix: str):
+def _make(fmt_name: str, suffix: str) -> BinaryContext:
     reduction, fused = _SUFFIXES[suffix]
-    return lambda: BinaryContext(fmt_name, fma_dot=fused, reduction=reduction)
+    return BinaryContext(fmt_name, fma_dot=fused, reduction=reduction)
 
 
-for _nm in NAMED_FORMATS:
-    register_name(_nm, _factory(_nm, ""))
-register_name("binary32+fma", _factory("binary32", "+fma"))
-register_name("binary32/pairwise", _factory("binary32", "/pairwise"))
+def _named_variant(m, get):
+    return _make(m.group(1), m.group(2))
 
 
-def _named_variant(m):
-    return _factory(m.group(1), m.group(2))()
+def _family(m, get):
+    return _make(f"binary({int(m.group(1))},{int(m.group(2))})", m.group(3) or "")
 
 
-def _family(m):
-    fmt = f"binary({int(m.group(1))},{int(m.group(2))})"
-    return _factory(fmt, m.group(3) or "")()
-
-
-register_family(r"(" + "|".join(NAMED_FORMATS) + r")(\+fma|/pairwise)", _named_variant,
-                "<format>+fma, <format>/pairwise")
-register_family(r"binary\(\s*(\d+)\s*,\s*(\d+)\s*\)(\+fma|/pairwise)?", _family,
-                "binary(E,M)")
+# Registration data, read by scalars.registry (this module does not import the registry).
+CONTEXT_NAMES = {
+    **{nm: (lambda get, nm=nm: _make(nm, "")) for nm in NAMED_FORMATS},
+    "binary32+fma": lambda get: _make("binary32", "+fma"),
+    "binary32/pairwise": lambda get: _make("binary32", "/pairwise"),
+}
+CONTEXT_FAMILIES = (
+    (r"(" + "|".join(NAMED_FORMATS) + r")(\+fma|/pairwise)", _named_variant,
+     "<format>+fma, <format>/pairwise"),
+    (r"binary\(\s*(\d+)\s*,\s*(\d+)\s*\)(\+fma|/pairwise)?", _family, "binary(E,M)"),
+)

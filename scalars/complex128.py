@@ -16,7 +16,6 @@ from .arrayshape import ArrayShapeOps
 from .base import as_object_array, check_broadcast, to_fraction
 from .errors import ContextError
 from .exact import describe_value
-from .registry import register_name
 
 
 def _complex_leaf(x) -> complex:
@@ -170,4 +169,5 @@ class Complex128Context(ArrayShapeOps):
                                f"{list(b.shape)} do not contract") from None
 
 
-register_name("complex128", Complex128Context)
+# Registration data, read by scalars.registry (this module does not import the registry).
+CONTEXT_NAMES = {"complex128": lambda get: Complex128Context()}

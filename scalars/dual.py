@@ -31,7 +31,6 @@ def max_weight(ctx, a, b):
     return ctx.add(ha, ctx.mul(half, ctx.sub(ctx.sub(ctx.ones(()), ha), hb)))
 from .base import Context, check_broadcast
 from .errors import ContextError
-from .registry import register_family, register_name
 
 
 class Dual:
@@ -310,11 +309,7 @@ class DualContext(Context):
 
 
 # ---------------------------------------------------------------------- registry
-def _named(base: str) -> DualContext:
-    from .registry import get
-    return DualContext(get(base))
-
-
-register_family(r"dual:(.+)", lambda m: _named(m.group(1)), "dual:BASE")
-for _b in ("float64", "binary32", "rational", "mpmath:200"):
-    register_name(f"dual:{_b}", (lambda b=_b: _named(b)))
+# Registration data, read by scalars.registry (this module does not import the registry).
+CONTEXT_NAMES = {f"dual:{b}": (lambda get, b=b: DualContext(get(b)))
+                 for b in ("float64", "binary32", "rational", "mpmath:200")}
+CONTEXT_FAMILIES = ((r"dual:(.+)", lambda m, get: DualContext(get(m.group(1))), "dual:BASE"),)

@@ -18,13 +18,12 @@ from fractions import Fraction
 
 import gmpy2
 import numpy as np
-from . import correct_rounding
 
+from . import correct_rounding
 from .arrayshape import ArrayShapeOps
 from .base import as_object_array, check_broadcast
-from .functions import FUNCTIONS
 from .errors import ContextError
-from .registry import register_name
+from .functions import FUNCTIONS
 
 MPQ = type(gmpy2.mpq(0))
 MPZ = type(gmpy2.mpz(0))
@@ -633,5 +632,6 @@ class Fp32RealContext(ObjectArrayContext):
             return self._guard("matmul", lambda: np.matmul(a, b))
 
 
-register_name("rational", RationalContext)
-register_name("fp32-real", Fp32RealContext)
+# Registration data, read by scalars.registry (this module does not import the registry).
+CONTEXT_NAMES = {"rational": lambda get: RationalContext(),
+                 "fp32-real": lambda get: Fp32RealContext()}

@@ -49,7 +49,6 @@ def float64_array(x, ctx_name: str = "float64") -> np.ndarray:
 # The fused multiply-add is the hardware operation itself (``llvm.fma.f64``: the FMA
 # instruction, or libm's correctly rounded fma), as a numpy ufunc: scalars.eft.fma_f64.
 
-
 class Float64Context(ArrayShapeOps):
     name = "float64"
     kind = "hardware"
@@ -159,3 +158,7 @@ class Float64Context(ArrayShapeOps):
         except ValueError:
             raise ContextError(f"context {self.name}: matmul: shapes {list(a.shape)} and "
                                f"{list(b.shape)} do not contract") from None
+
+
+# Registration data, read by scalars.registry (this module does not import the registry).
+CONTEXT_NAMES = {"float64": lambda get: Float64Context()}

@@ -39,15 +39,14 @@ from fractions import Fraction
 from typing import Any
 
 import numpy as np
-from . import function_endpoints as FE
 
 from . import directed as D
+from . import function_endpoints as FE
 from .arrayshape import ArrayShapeOps
 from .base import Context, check_broadcast
-from .functions import FUNCTIONS
 from .errors import ContextError
 from .formats import Format, binary64
-from .registry import register_family, register_name
+from .functions import FUNCTIONS
 
 _TWO_PI_SAFE = 6.0        # an interval at least this wide covers a whole period of sin
 _HUGE_PHASE = 2.0 ** 40   # beyond this, locating extrema is not worth it: [-1, 1]
@@ -434,14 +433,16 @@ class IntervalContext(Context):
     is_interval = True
     reduction = "sequential"
 
-    def __init__(self, base_name: str):
+    def __init__(self, base_name: str, resolve):
+        """``resolve(name)`` returns the context called ``name`` (the registry's ``get``,
+        passed in so that this module does not import the registry)."""
         base_name = base_name.strip()
         self.base_name = base_name
+        self._resolve = resolve
         self.name = f"interval:{base_name}"
         self._base = None
         if base_name == "float64":
-            from .registry import get
-            self._base = get("float64")
+            self._base = resolve("float64")
             self.ends = _FloatEnds(binary64)
             self.fmt = None
             self.matmul_algorithm = "midpoint-radius"
@@ -451,8 +452,7 @@ class IntervalContext(Context):
                                 "directed (EFTs); libm functions widened by their "
                                 "declared ulps bound; matmul midpoint-radius")
         elif base_name == "rational":
-            from .registry import get
-            self._base = get("rational")
+            self._base = resolve("rational")
             self.ends = _RationalEnds(self._base)
             self.fmt = None
             self.exact = True
@@ -462,8 +462,7 @@ class IntervalContext(Context):
             self.description = ("intervals with exact rational endpoints; functions only at "
                                 "rational points; no infinite endpoints")
         elif base_name.startswith("mpmath:"):
-            from .registry import get
-            self._base = get(base_name)
+            self._base = resolve(base_name)
             self.ends = _MpmathEnds(self._base)
             self.fmt = None
             self.matmul_algorithm = "endpoint"
@@ -488,10 +487,9 @@ class IntervalContext(Context):
 
     def _binary_format(self, base_name: str):
         """The Format of a binary base; a clear error for anything else."""
-        from .registry import get
         ctx = None
         try:
-            ctx = get(base_name)
+            ctx = self._resolve(base_name)
         except ContextError:
             ctx = None
         if ctx is not None:
@@ -529,8 +527,7 @@ class IntervalContext(Context):
     def base(self):
         """The base context (resolved lazily for binary formats)."""
         if self._base is None:
-            from .registry import get
-            self._base = get(self.base_name)
+            self._base = self._resolve(self.base_name)
         return self._base
 
     def properties(self) -> dict:
@@ -1230,10 +1227,9 @@ def _mid_rad(v: Interval):
 
 
 # ---------------------------------------------------------------------- registry
-def _family(m):
-    return IntervalContext(m.group(1))
-
-
-register_family(r"interval:(.+)", _family, "interval:BASE")
-for _b in ("float64", "binary32", "bfloat16", "binary16", "rational", "mpmath:200"):
-    register_name(f"interval:{_b}", (lambda b=_b: IntervalContext(b)))
+# Registration data, read by scalars.registry (this module does not import the registry).
+CONTEXT_NAMES = {f"interval:{b}": (lambda get, b=b: IntervalContext(b, get))
+                 for b in ("float64", "binary32", "bfloat16", "binary16", "rational",
+                           "mpmath:200")}
+CONTEXT_FAMILIES = ((r"interval:(.+)", lambda m, get: IntervalContext(m.group(1), get),
+                     "interval:BASE"),)

@@ -19,7 +19,6 @@ from .base import check_broadcast
 from .errors import ContextError
 from .exact import (MPFR, MPQ, ObjectArrayContext, _dyadic, _mpq_leaf, _object_result,
                     mpf_parts)
-from .registry import register_family, register_name
 
 _MPF_BASE = mpmath.ctx_mp_python._mpf
 _RND = libmp.round_nearest
@@ -170,10 +169,8 @@ class MpmathContext(ObjectArrayContext):
             fn.mpmath(wide, wide.make_mpf(x))._mpf_, p, _RND), a)
 
 
-def _family(m):
-    return MpmathContext(int(m.group(1)))
-
-
-register_family(r"mpmath:(\d+)", _family, "mpmath:PREC")
-register_name("mpmath:200", lambda: MpmathContext(200))
-register_name("mpmath:53", lambda: MpmathContext(53))
+# Registration data, read by scalars.registry (this module does not import the registry).
+CONTEXT_NAMES = {"mpmath:200": lambda get: MpmathContext(200),
+                 "mpmath:53": lambda get: MpmathContext(53)}
+CONTEXT_FAMILIES = ((r"mpmath:(\d+)", lambda m, get: MpmathContext(int(m.group(1))),
+                     "mpmath:PREC"),)

@@ -1,31 +1,54 @@
 """Context registry: ``scalars.get(name)`` and ``scalars.names()``.
 
 Names are parsed, not just looked up, so families take parameters:
-``binary(E,M)``, ``mpmath:PREC``, ``interval:BASE``, ``dual:BASE``.  A context family
-module registers a *factory* with :func:`register_family`; concrete names listed by
-``names()`` come from :func:`register_name`.
+``binary(E,M)``, ``mpmath:PREC``, ``interval:BASE``, ``dual:BASE``.
+
+Each context module says what it offers in two module-level tables, which the registry
+reads when it first needs them; the context modules never import the registry, so the
+import graph stays acyclic (registry -> context modules, never back):
+
+* ``CONTEXT_NAMES``: ``{name: factory}``, the concrete names that ``names()`` lists;
+  ``factory(get)`` builds the context, where ``get`` is :func:`get` (an interval or dual
+  context resolves its base through it);
+* ``CONTEXT_FAMILIES`` (optional): ``[(pattern, factory, example)]`` for parametrised
+  names; ``factory(match, get)`` builds the context from the regular-expression match.
+
+Code outside ``scalars`` may add its own contexts with :func:`register_name` and
+:func:`register_family`.
 """
 from __future__ import annotations
 
+import importlib
 import re
+import threading
 from typing import Callable
 
 from .base import Context
 from .errors import ContextError
 
-_NAMED: dict[str, Callable[[], Context]] = {}
+# The context modules, in the order their names are listed by names().
+CONTEXT_MODULES = ("float64", "binary", "exact", "mpmath_ctx", "complex128", "interval",
+                   "dual")
+
+_NAMED: dict[str, Callable[..., Context]] = {}
 _FAMILIES: list[tuple[re.Pattern, Callable[..., Context], str]] = []
 _CACHE: dict[str, Context] = {}
+# One re-entrant lock for loading the tables and building contexts: a factory may call
+# get() for its base while the lock is held (interval:binary32 builds binary32).
+_LOCK = threading.RLock()
+_LOADED = False
 
 
 def register_name(name: str, factory: Callable[[], Context]) -> None:
-    """Register a concrete context name (listed by ``names()``)."""
-    _NAMED[name] = factory
+    """Register a concrete context name (listed by ``names()``); ``factory()`` builds it."""
+    with _LOCK:
+        _NAMED[name] = lambda get: factory()
 
 
 def register_family(pattern: str, factory: Callable[..., Context], example: str) -> None:
     """Register a parametrised family; ``factory(match)`` builds the context."""
-    _FAMILIES.append((re.compile(pattern + r"\Z"), factory, example))
+    with _LOCK:
+        _FAMILIES.append((re.compile(pattern + r"\Z"), lambda m, get: factory(m), example))
 
 
 def names() -> list[str]:
@@ -47,47 +70,54 @@ def get(name) -> Context:
         raise ContextError(f"context name must be a string, got {type(name).__name__}")
     _load_all()
     key = name.strip()
-    if key in _CACHE:
-        return _CACHE[key]
-    ctx = None
-    if key in _NAMED:
-        ctx = _NAMED[key]()
-    else:
-        for pat, factory, _ in _FAMILIES:
-            m = pat.match(key)
-            if m:
-                ctx = factory(m)
-                break
-    if ctx is None:
-        raise ContextError(
-            f"unknown context {name!r}; known contexts: {', '.join(_NAMED)}; "
-            f"families: {', '.join(ex for _, _, ex in _FAMILIES)}")
-    _CACHE[key] = ctx
+    ctx = _CACHE.get(key)
+    if ctx is not None:
+        return ctx
+    with _LOCK:   # one instance per name, also when several threads ask at once
+        ctx = _CACHE.get(key)
+        if ctx is not None:
+            return ctx
+        if key in _NAMED:
+            ctx = _NAMED[key](get)
+        else:
+            for pat, factory, _ in _FAMILIES:
+                m = pat.match(key)
+                if m:
+                    ctx = factory(m, get)
+                    break
+        if ctx is None:
+            raise ContextError(
+                f"unknown context {name!r}; known contexts: {', '.join(_NAMED)}; "
+                f"families: {', '.join(ex for _, _, ex in _FAMILIES)}")
+        _CACHE[key] = ctx
     return ctx
 
 
-_LOADED = False
-
-
 def _load_all() -> None:
-    """Import the context modules (each registers itself) once."""
+    """Read the tables of every context module, once.  Double-checked: ``_LOADED`` is set
+    only after every table is in, so a thread never sees a half-filled registry."""
     global _LOADED
     if _LOADED:
         return
-    _LOADED = True
-    import importlib
-    for mod in ("float64", "binary", "exact", "mpmath_ctx", "complex128", "interval", "dual"):
-        try:
-            importlib.import_module(f"{__package__}.{mod}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"{__package__}.{mod}":
-                raise
-
-
-# float64 is always present.
-def _f64():
-    from .float64 import Float64Context
-    return Float64Context()
-
-
-register_name("float64", _f64)
+    with _LOCK:
+        if _LOADED:
+            return
+        # Names registered from outside before the first lookup keep their place after
+        # the built-in ones.
+        outside, outside_families = dict(_NAMED), list(_FAMILIES)
+        _NAMED.clear()
+        _FAMILIES.clear()
+        for mod in CONTEXT_MODULES:
+            try:
+                module = importlib.import_module(f"{__package__}.{mod}")
+            except ModuleNotFoundError as exc:
+                if exc.name != f"{__package__}.{mod}":
+                    raise
+                continue
+            _NAMED.update(module.CONTEXT_NAMES)
+            _FAMILIES.extend((re.compile(pat + r"\Z"), factory, example)
+                             for pat, factory, example in getattr(module, "CONTEXT_FAMILIES", ()))
+        for nm, factory in outside.items():
+            _NAMED.setdefault(nm, factory)
+        _FAMILIES.extend(outside_families)
+        _LOADED = True

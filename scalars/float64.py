@@ -14,6 +14,7 @@ from .arrayshape import ArrayShapeOps
 from .base import as_object_array, check_broadcast, to_fraction
 from .eft import fma_f64
 from .errors import ContextError
+from .formats import binary64
 
 
 def _exact_to_float64(x) -> float:
@@ -52,6 +53,9 @@ def float64_array(x, ctx_name: str = "float64") -> np.ndarray:
 class Float64Context(ArrayShapeOps):
     name = "float64"
     kind = "hardware"
+    # The values are binary64's; the context is hardware, not an emulation of the format
+    # (reduction "native", libm functions): consumers read reduction/correctly_rounded.
+    fmt = binary64
     reduction = "native"
     correctly_rounded = frozenset({"add", "sub", "mul", "div", "sqrt", "neg", "abs",
                                    "square", "fma", "maximum", "minimum"})

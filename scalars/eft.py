@@ -29,8 +29,10 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-# Called from compiled kernels only; "inline" lets LLVM keep a kernel's loop vectorisable.
-_eft = numba.njit(inline="always", error_model="numpy")
+# Compiled once and linked into each calling kernel, where LLVM inlines them.  Numba's
+# on-disk cache of a *calling* module does not notice edits here: after changing this file,
+# delete scalars/__pycache__/*.nbi and *.nbc (or touch the calling modules).
+_eft = numba.njit(cache=True, error_model="numpy")
 
 
 # ---------------------------------------------------------------- LLVM intrinsics

@@ -107,8 +107,8 @@ def _binary64():
 
 
 def is_binary64(fmt) -> bool:
-    return fmt is not None and getattr(fmt, "man_bits", None) == 52 and \
-        getattr(fmt, "exp_bits", None) == 11
+    """Are ``fmt``'s finite values exactly float64's (the Format's own answer)?"""
+    return fmt is not None and fmt.is_binary64
 
 
 def correctly_rounded(ref_hi, ref_lo, fmt) -> np.ndarray:

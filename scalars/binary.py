@@ -41,7 +41,7 @@ from .base import check_broadcast
 from .errors import ContextError, FormatError
 from .functions import F64_ABS_ERR, FUNCTIONS
 
-NAMED_FORMATS = ("binary64", "binary32", "binary16", "bfloat16", "tf32", "e5m2", "e4m3")
+NAMED_FORMATS = tuple(formats.NAMED)   # one context per named Format
 REDUCTIONS = ("sequential", "pairwise")
 _SUFFIXES = {"": ("sequential", False), "+fma": ("sequential", True),
              "/pairwise": ("pairwise", False)}

@@ -1,31 +1,90 @@
-"""``scalarlab``: one CLI, one subcommand per module in :mod:`experiments.commands`."""
+"""``scalarlab``: one CLI, one subcommand per module in :mod:`experiments.commands`.
+
+Exit status of every command (README "Exit status"):
+
+* 0: the command ran and whatever it checks held;
+* 1: an error (``scalarlab <cmd>: error: ...`` on stderr: bad value, unknown context or
+  graph, unreadable input, unwritable output, full disk) or a check that failed or checked
+  nothing (violations, a row without a box or a successful sample, non-finite weights);
+* 2: a malformed command line (unknown flag, bad flag value), refused before any work;
+* 3: an internal error (a bug: the one line names the exception; ``SCALARLAB_TRACEBACK=1``
+  shows the traceback);
+* 130: interrupted (Ctrl-C); outputs being written are left as they were.
+"""
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
+import os
 import pkgutil
+import re
 import sys
 
 from scalarlab.scalars.errors import ScalarLabError
 
 from . import commands
 
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+
+# A value that starts with "-" but is a number or a list of numbers: "-0.3,0.2", "-1e-3".
+_NEGATIVE_VALUE = re.compile(r"-(\d|\.\d|inf|nan)", re.IGNORECASE)
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """Every option's help ends with its default (unless the text already states it)."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if ("default" not in text and action.default not in (None, False, argparse.SUPPRESS)
+                and action.option_strings and action.nargs != 0):
+            d = action.default
+            if isinstance(d, (list, tuple)):
+                d = ",".join(map(str, d))
+            text += f" (default: {d})"
+        return text
+
 
 class _Parser(argparse.ArgumentParser):
-    """argparse that rejects an option given twice (``--steps 1 --steps 2``)."""
+    """argparse with the lab's rules: an option given twice is refused (``--steps 1
+    --steps 2``); a negative number after an option is its value (``--input -0.3,0.2``);
+    errors are one line ``<prog>: error: ...`` with exit status 2."""
+
+    def __init__(self, *a, **kw):
+        kw.setdefault("formatter_class", _HelpFormatter)
+        super().__init__(*a, **kw)
 
     def parse_known_args(self, args=None, namespace=None):
         args = list(sys.argv[1:] if args is None else args)
-        seen = set()
-        for tok in args:
+        glued, seen = [], set()
+        for i, tok in enumerate(args):
             if tok == "--":
+                glued.extend(args[i:])
                 break
+            prev = glued[-1] if glued else None
+            if (prev is not None and _NEGATIVE_VALUE.match(tok) and "=" not in prev
+                    and prev in self._option_string_actions
+                    and self._option_string_actions[prev].nargs is None
+                    and self._option_string_actions[prev].option_strings):
+                glued[-1] = f"{prev}={tok}"          # --input -0.3,0.2 -> --input=-0.3,0.2
+                continue
             if tok.startswith("--"):
                 key = tok.split("=", 1)[0]
                 if key in seen:
                     self.error(f"option {key} given more than once")
                 seen.add(key)
-        return super().parse_known_args(args, namespace)
+            glued.append(tok)
+        return super().parse_known_args(glued, namespace)
+
+    #: the subcommand being parsed (set by main), so that the top-level parser's errors
+    #: about the subcommand's arguments ("unrecognized arguments") name it
+    command = ""
+    commands: tuple = ()
+
+    def error(self, message):
+        message = " ".join(str(message).split())
+        prog = f"{self.prog} {self.command}" if self.command else self.prog
+        self.exit(EXIT_USAGE, f"{prog}: error: {message} (see {prog} --help)\n")
 
 
 def _command_modules():
@@ -39,31 +98,112 @@ def _command_modules():
     return mods
 
 
+def _version() -> str:
+    from .outputs import versions
+    v = versions()
+    return (f"scalarlab {v['scalarlab']} (numpy {v['numpy']}, gmpy2 {v['gmpy2']}, "
+            f"mpmath {v['mpmath']}, python {v['python']})")
+
+
+class _VersionAction(argparse.Action):
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS,
+                 help="print the versions of scalarlab, numpy, gmpy2, mpmath and exit"):
+        super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(_version())
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="scalarlab",
-                     description="scalarlab: what floating point does to a computation.")
+                     description="scalarlab: what floating point does to a computation.",
+                     epilog="exit status: 0 ok; 1 error or failed check; 2 bad command line; "
+                            "3 internal error; 130 interrupted")
+    parser.add_argument("--version", action=_VersionAction)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for mod in _command_modules():
         p = sub.add_parser(mod.NAME, help=getattr(mod, "HELP", ""),
                            description=getattr(mod, "HELP", ""))
         mod.add_arguments(p)
         p.set_defaults(_run=mod.run)
+    parser.commands = tuple(sub.choices)
     return parser
 
 
-def main(argv=None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if not getattr(args, "_run", None):
-        parser.print_help()
-        return 2
+def _command_name(argv) -> str:
+    for tok in argv:
+        if not tok.startswith("-"):
+            return tok
+    return ""
+
+
+def _say(cmd: str, text: str) -> None:
+    prog = f"scalarlab {cmd}" if cmd else "scalarlab"
     try:
-        return int(args._run(args) or 0)
+        print(f"{prog}: {text}", file=sys.stderr)
+        sys.stderr.flush()
+    except (OSError, ValueError):                            # pragma: no cover
+        pass
+
+
+def _silence_stdout() -> None:
+    """After a failed write to stdout (closed pipe, full disk): point the descriptor at
+    /dev/null so the interpreter's final flush does not print a second error."""
+    try:
+        fd = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(fd, sys.stdout.fileno())
+        os.close(fd)
+    except (OSError, ValueError, AttributeError):            # pragma: no cover
+        pass
+
+
+def main(argv=None) -> int:
+    from . import outputs
+    argv = list(sys.argv[1:] if argv is None else argv)
+    cmd = _command_name(argv)
+    outputs.COMMAND_LINE[:] = argv
+    try:
+        parser = build_parser()          # --help, --version, usage errors: SystemExit
+        if cmd in parser.commands:
+            parser.command = cmd
+        args = parser.parse_args(argv)
+        if not getattr(args, "_run", None):
+            parser.print_help()
+            return EXIT_USAGE
+        cmd = args.command
+        status = int(args._run(args) or 0)
+        sys.stdout.flush()
+        return status
+    except KeyboardInterrupt:
+        _say(cmd, "interrupted (outputs not replaced)")
+        return EXIT_INTERRUPTED
     except ScalarLabError as exc:
-        print(f"scalarlab {args.command}: error: {exc}", file=sys.stderr)
-        return 1
-    except BrokenPipeError:  # pragma: no cover
-        return 0
+        _say(cmd, "error: " + " ".join(str(exc).split("\n")))
+        return EXIT_ERROR
+    except BrokenPipeError:
+        _silence_stdout()
+        return EXIT_OK                   # `scalarlab ... | head`: the reader had enough
+    except OSError as exc:
+        stdout_failed = exc.errno in (errno.ENOSPC, errno.EIO, errno.EPIPE, errno.EBADF)
+        if stdout_failed:
+            _silence_stdout()
+        where = f"{exc.filename}: " if exc.filename else ("standard output: " if stdout_failed
+                                                         else "")
+        _say(cmd, f"error: {where}{exc.strerror or exc}")
+        return EXIT_ERROR
+    except MemoryError:
+        _say(cmd, "error: out of memory (use fewer samples or a smaller graph)")
+        return EXIT_ERROR
+    except Exception as exc:                       # a bug: one line, traceback on request
+        if os.environ.get("SCALARLAB_TRACEBACK"):
+            raise
+        msg = " ".join(str(exc).split())
+        _say(cmd, f"error: internal error: {type(exc).__name__}: {msg} "
+                  "(SCALARLAB_TRACEBACK=1 shows the traceback)")
+        return EXIT_INTERNAL
+    finally:
+        outputs.COMMAND_LINE.clear()
 
 
 if __name__ == "__main__":  # pragma: no cover

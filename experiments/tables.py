@@ -17,15 +17,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from scalarlab.scalars.errors import ScalarLabError
+from . import outputs
+from .outputs import OutputError  # noqa: F401  (re-exported: tables.OutputError)
 
 #: Pixel size of every PNG the lab writes (figsize inches x dpi), stated in the README.
 PLOT_SIZE_IN = (8.0, 4.5)
 PLOT_DPI = 100
-
-
-class OutputError(ScalarLabError):
-    """A requested output file cannot be written (unknown suffix, unwritable path)."""
 
 
 # ----------------------------------------------------------------------------- progress
@@ -138,11 +135,8 @@ def json_rows(df: pd.DataFrame) -> list[dict]:
 
 
 def json_document(kind: str, meta: dict, df: pd.DataFrame, version: int = 1, **extra) -> dict:
-    doc = {"format": f"scalarlab-{kind}", "version": version, "meta": json_value(meta),
-           "rows": json_rows(df)}
-    for k, v in extra.items():
-        doc[k] = json_value(v)
-    return doc
+    """The one output schema (:func:`outputs.document`) with the rows of ``df``."""
+    return outputs.document(kind, meta, rows=json_rows(df), version=version, **extra)
 
 
 def dumps(doc: dict) -> str:
@@ -156,26 +150,23 @@ OUT_SUFFIXES = (".csv", ".md", ".json")
 def write_table(path, kind: str, meta: dict, df: pd.DataFrame, *, title: str = "",
                 extra_md: str = "", **json_extra) -> Path:
     """Write ``df`` (+ ``meta``) to ``path``; the suffix picks CSV, Markdown or JSON."""
-    path = Path(path)
+    path = outputs.check_output_file(path, "--out", OUT_SUFFIXES)
     suffix = path.suffix.lower()
-    if suffix not in OUT_SUFFIXES:
-        raise OutputError(f"--out {path}: unknown file type {suffix or '(none)'!r}; "
-                          f"use one of {', '.join(OUT_SUFFIXES)}")
-    try:
-        if path.parent and not path.parent.exists():
-            raise OutputError(f"--out {path}: directory {path.parent} does not exist")
-        if suffix == ".csv":
-            df.to_csv(path, index=False, na_rep="")
-        elif suffix == ".json":
-            path.write_text(dumps(json_document(kind, meta, df, **json_extra)) + "\n")
-        else:
-            parts = [f"# {title or 'scalarlab ' + kind}", "", markdown_meta(meta), "",
-                     markdown_table(df), ""]
-            if extra_md:
-                parts += [extra_md, ""]
-            path.write_text("\n".join(parts))
-    except OSError as exc:
-        raise OutputError(f"--out {path}: cannot write: {exc.strerror or exc}") from None
+    doc = json_document(kind, meta, df, **json_extra)
+    if suffix == ".csv":
+        # the CSV stays a plain table; its meta goes to a sidecar FILE.csv.meta.json
+        outputs.write_text(path, df.to_csv(index=False, na_rep=""))
+        side = {k: v for k, v in doc.items() if k != "rows"}
+        side["table"] = path.name
+        outputs.write_text(str(path) + ".meta.json", outputs.dumps(side) + "\n")
+    elif suffix == ".json":
+        outputs.write_text(path, dumps(doc) + "\n")
+    else:
+        parts = [f"# {title or 'scalarlab ' + kind}", "", markdown_meta(doc["meta"]), "",
+                 markdown_table(df), ""]
+        if extra_md:
+            parts += [extra_md, ""]
+        outputs.write_text(path, "\n".join(parts))
     return path
 
 
@@ -218,15 +209,13 @@ def save_figure(fig, path) -> Path:
     if path.suffix.lower() != ".png":
         plt.close(fig)
         raise OutputError(f"--plot {path}: plots are written as PNG; name the file *.png")
-    if path.parent and not path.parent.exists():
-        plt.close(fig)
-        raise OutputError(f"--plot {path}: directory {path.parent} does not exist")
     try:
+        outputs.check_output_file(path, "--plot", (".png",))
         # Fixed margins instead of tight_layout (which draws the figure twice): the size
-        # stays exactly PLOT_SIZE_IN x PLOT_DPI (no bbox='tight' either).
-        fig.savefig(path, format="png", dpi=PLOT_DPI)
-    except OSError as exc:
-        raise OutputError(f"--plot {path}: cannot write: {exc.strerror or exc}") from None
+        # stays exactly PLOT_SIZE_IN x PLOT_DPI (no bbox='tight' either).  Drawn into a
+        # temporary file beside PATH and renamed: an interrupted run leaves no partial PNG.
+        with outputs.atomic_path(path, "--plot") as tmp:
+            fig.savefig(tmp, format="png", dpi=PLOT_DPI)
     finally:
         plt.close(fig)
     return path

@@ -211,4 +211,4 @@ def _round_float(a, up: bool) -> np.ndarray:
 
 
 def _fmt_list(v) -> str:
-    return "[" + ", ".join(f"{float(t):.6g}" for t in v) + "]"
+    return "[" + ", ".join(repr(float(t)) for t in np.asarray(v).reshape(-1)) + "]"  # round-trip

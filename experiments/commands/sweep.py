@@ -1,113 +1,165 @@
 """``scalarlab sweep``: containment sweeps over radii x contexts x sample counts."""
 from __future__ import annotations
 
-import json
+import re
 import sys
 
 import numpy as np
 
+from .. import argtypes as T
+from .. import outputs
+
 NAME = "sweep"
 HELP = "sampled containment sweep (radii x contexts x sample counts), serial or on Dask"
 
+_ADDRESS = re.compile(r"((tcp|tls|inproc|ucx|ws|wss)://)?[A-Za-z0-9_.\-\[\]:]+:\d{1,5}/?\Z")
+
+
+def scheduler_address(text: str) -> str:
+    """argparse ``type=``: a Dask scheduler address ``[tcp://]HOST:PORT``."""
+    import argparse
+    if not _ADDRESS.match(text.strip()):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a Dask scheduler address "
+                                         "(tcp://HOST:PORT)")
+    return text.strip()
+
 
 def add_arguments(p):
-    p.add_argument("graph", nargs="?", default="six-node",
+    p.add_argument("graph", nargs="?", default="six-node", metavar="GRAPH",
                    help="graph file or built-in name (default six-node)")
     src = p.add_mutually_exclusive_group()
-    src.add_argument("--input", help='box centre, e.g. "0.3,-0.2,0.1,0.4"')
-    src.add_argument("--input-file", help="box centre from a .npy file")
-    p.add_argument("--payload", help="payload .npz for a graph file without inline payload")
-    p.add_argument("--radii", default="0.01,0.05,0.5", help="comma-separated radii")
-    p.add_argument("--samples", default="1000", help="comma-separated sample counts")
-    p.add_argument("--contexts", default="float64,binary32,bfloat16",
-                   help="comma-separated point contexts (boxes in interval:<ctx>)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--shard-size", type=int, default=2000, help="samples per shard")
+    src.add_argument("--input", type=T.input_spec, metavar="X",
+                     help='box centre, e.g. "0.3,-0.2,0.1,0.4" (default: the graph\'s x0)')
+    src.add_argument("--input-file", type=T.npy_file, metavar="X.npy",
+                     help="box centre from a .npy file")
+    p.add_argument("--payload", metavar="P.npz",
+                   help="payload .npz for a graph file without inline payload")
+    p.add_argument("--radii", type=T.decimal_list(0, T.RADIUS_MAX), default="0.01,0.05,0.5",
+                   metavar="R,R", help="comma-separated l-inf radii >= 0")
+    p.add_argument("--samples", type=T.integer_list(0), default="1000", metavar="N,N",
+                   help="comma-separated sample counts")
+    p.add_argument("--contexts", type=T.context_list, default="float64,binary32,bfloat16",
+                   metavar="A,B", help="comma-separated point contexts (boxes in "
+                                       "interval:<ctx>)")
+    p.add_argument("--seed", type=T.integer(0), default=0, metavar="S",
+                   help="seed of the sample generator")
+    p.add_argument("--shard-size", type=T.integer(1), default=2000, metavar="N",
+                   help="samples per shard")
     d = p.add_mutually_exclusive_group()
-    d.add_argument("--workers", type=int, help="run shards on a local Dask cluster of N workers")
-    d.add_argument("--scheduler", help="run shards on an existing Dask scheduler ADDRESS")
-    p.add_argument("--out", help="write the table to FILE.csv, .md or .json")
-    p.add_argument("--json", action="store_true", help="print JSON records")
+    d.add_argument("--workers", type=T.integer(1), metavar="N",
+                   help="run shards on a local Dask cluster of N workers (default: serial)")
+    d.add_argument("--scheduler", type=scheduler_address, metavar="ADDRESS",
+                   help="run shards on an existing Dask scheduler tcp://HOST:PORT")
+    p.add_argument("--connect-timeout", type=T.real(0, 3600, lo_open=True), default=10.0,
+                   metavar="SEC", help="seconds to wait for the Dask scheduler")
+    p.add_argument("--out", type=outputs.output_file(".csv", ".md", ".json"), metavar="FILE",
+                   help="write the table to FILE.csv (meta in FILE.csv.meta.json), .md or "
+                        ".json")
+    p.add_argument("--json", action="store_true", help="print the JSON document on stdout")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
-def _floats(text: str, what: str):
-    from scalarlab.ibp.errors import IBPError
-    try:
-        return [t.strip() for t in text.split(",") if t.strip() and float(t) == float(t)]
-    except ValueError:
-        raise IBPError(f"--{what}: cannot read {text!r} as comma-separated numbers") from None
+def _center(case, args):
+    from .. import compare as C
+    spec = args.input if args.input is not None else args.input_file
+    x = C.center_of(case, spec)
+    if isinstance(x, dict):
+        raise C.ExperimentError(f"graph {case.name} has {len(x)} input nodes; sweep boxes "
+                                "one input")
+    if C.batch_size(x) != 1:
+        raise C.ExperimentError(f"--input holds {C.batch_size(x)} inputs; sweep needs one "
+                                "centre")
+    return x[0]
 
 
-def _ints(text: str, what: str):
-    from scalarlab.ibp.errors import IBPError
-    try:
-        return [int(t) for t in text.split(",") if t.strip()]
-    except ValueError:
-        raise IBPError(f"--{what}: cannot read {text!r} as comma-separated integers") from None
+def _run_sweep(g, payload, center, args, progress):
+    from scalarlab.ibp import sweep
+    from ..compare import ExperimentError
+    kw = dict(seed=args.seed, shard_size=args.shard_size, workers=args.workers,
+              scheduler=args.scheduler, progress=progress)
+    if not (args.workers or args.scheduler):
+        return sweep(g, payload, center, args.radii, args.contexts, args.samples, **kw)
+    import dask
+    with dask.config.set({"distributed.comm.timeouts.connect": f"{args.connect_timeout}s"}):
+        try:
+            return sweep(g, payload, center, args.radii, args.contexts, args.samples, **kw)
+        except (OSError, TimeoutError) as exc:
+            where = f"--scheduler {args.scheduler}" if args.scheduler else \
+                f"--workers {args.workers}"
+            raise ExperimentError(f"{where}: Dask cluster not reachable: "
+                                  f"{' '.join(str(exc).split()) or type(exc).__name__}") \
+                from None
+
+
+def unchecked_rows(df) -> list[str]:
+    """Rows that checked nothing: no output box, or not one sample evaluated."""
+    out = []
+    for _, r in df.iterrows():
+        why = []
+        if np.isnan(r["box_lo"]) or np.isnan(r["box_hi"]):
+            why.append("no output box (non-finite weights or a rule that gave up)")
+        if np.isnan(r["sampled_lo"]):
+            why.append(f"no successful sample ({r['failures']} evaluation failures)")
+        if why:
+            out.append(f"radius {r['radius']!r} context {r['context']} samples "
+                       f"{r['samples']}: " + "; ".join(why))
+    return out
 
 
 def run(args) -> int:
-    from scalarlab.graph import examples
-    from scalarlab.ibp import sweep
-    from scalarlab.ibp.errors import IBPError
-
+    from .. import compare as C
+    from .. import tables
     from scalarlab.graph.fileformat import load_npz
 
-    g, payload, default_x = examples.resolve(args.graph)
+    case = C.load_case(args.graph)
+    g, payload = case.graph, case.payload
     if args.payload:
         payload = load_npz(args.payload)
-    if args.input is not None:
-        center = _floats(args.input, "input")
-    elif args.input_file:
-        try:
-            center = np.load(args.input_file)
-        except (OSError, ValueError) as exc:
-            raise IBPError(f"--input-file {args.input_file}: {exc}") from None
-    elif default_x is not None:
-        center = default_x
-    else:
-        center = np.zeros(tuple(g.nodes[0].out_shape))
-    radii = _floats(args.radii, "radii")
-    counts = _ints(args.samples, "samples")
-    contexts = [c.strip() for c in args.contexts.split(",") if c.strip()]
-    total = len(radii) * len(contexts) * sum(max(1, -(-n // args.shard_size)) for n in counts)
+    center = _center(case, args)
+    total = len(args.radii) * len(args.contexts) * sum(max(1, -(-n // args.shard_size))
+                                                        for n in args.samples)
     bar = None
     if not args.quiet and sys.stderr.isatty():
         from tqdm import tqdm
         bar = tqdm(total=total, unit="shard", desc="sweep", file=sys.stderr)
     try:
-        df = sweep(g, payload, center, radii, contexts, counts, seed=args.seed,
-                   shard_size=args.shard_size, workers=args.workers, scheduler=args.scheduler,
-                   progress=(bar.update if bar else None))
+        df = _run_sweep(g, payload, center, args, bar.update if bar else None)
     finally:
         if bar:
             bar.close()
+    meta = {"graph": outputs.graph_meta(args.graph, g, payload),
+            "center": [str(t) if isinstance(t, str) else repr(float(t))
+                       for t in np.asarray(center, dtype=object).reshape(-1)],
+            "center_source": "--input" if args.input is not None else
+                             "--input-file" if args.input_file else "x0",
+            "radii": list(args.radii), "samples": list(args.samples),
+            "contexts": list(args.contexts), "seed": args.seed,
+            "shard_size": args.shard_size,
+            "execution": (f"dask scheduler {args.scheduler}" if args.scheduler else
+                          f"local dask, {args.workers} workers" if args.workers else "serial"),
+            "columns": "sampled_lo/sampled_hi span all output coordinates; box_width and "
+                       "sampled_width are maxima of per-coordinate widths (for a scalar "
+                       "output sampled_width = sampled_hi - sampled_lo)"}
     if args.out:
-        _write(df, args.out)
+        tables.write_table(args.out, "sweep", meta, df,
+                           title=f"scalarlab sweep: {case.name}")
     if args.json:
-        print(json.dumps(json.loads(df.to_json(orient="records")), indent=2))
+        outputs.print_document(tables.json_document("sweep", meta, df))
     else:
         import pandas as pd
         with pd.option_context("display.width", 200, "display.max_columns", 50):
             print(df.drop(columns=["first_counterexample"]).to_string(index=False))
-        bad = df[df["violations"] > 0]
-        for _, row in bad.iterrows():
-            print(f"counterexample (radius {row['radius']}, {row['context']}): "
+        for _, row in df[df["violations"] > 0].iterrows():
+            print(f"counterexample (radius {row['radius']!r}, {row['context']}): "
                   f"{row['first_counterexample']}")
-    return 1 if (df["violations"] > 0).any() else 0
-
-
-def _write(df, path: str) -> None:
-    from scalarlab.ibp.errors import IBPError
-    if path.endswith(".csv"):
-        df.to_csv(path, index=False)
-    elif path.endswith(".md"):
-        from scalarlab.experiments.tables import markdown_table
-        with open(path, "w") as fh:
-            fh.write(markdown_table(df) + "\n")
-    elif path.endswith(".json"):
-        df.to_json(path, orient="records", indent=2)
-    else:
-        raise IBPError(f"--out {path}: use a .csv, .md or .json file name")
-
+    if args.out:
+        outputs.note(f"wrote {args.out}", to_stderr=args.json)
+    status = 0
+    if (df["violations"] > 0).any():
+        status = 1
+    bad = unchecked_rows(df)
+    if bad:
+        print(f"scalarlab sweep: error: {len(bad)} row(s) checked nothing; first: {bad[0]}",
+              file=sys.stderr)
+        status = 1
+    return status

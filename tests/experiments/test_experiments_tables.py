@@ -45,7 +45,8 @@ def test_json_round_trip(tmp_path):
                            verdicts=[{"context": "e4m3", "x": np.float64(2.5)}])
     doc = json.loads(p.read_text())
     assert doc["format"] == "scalarlab-demo" and doc["version"] == 1
-    assert doc["meta"] == {"graph": "g", "samples": 3}
+    assert {k: doc["meta"][k] for k in ("graph", "samples")} == {"graph": "g", "samples": 3}
+    assert set(doc["meta"]["versions"]) >= {"scalarlab", "numpy", "gmpy2", "mpmath"}
     assert doc["verdicts"] == [{"context": "e4m3", "x": 2.5}]
     back = pd.DataFrame(doc["rows"])
     assert list(back.columns) == list(df.columns)

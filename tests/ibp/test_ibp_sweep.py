@@ -106,7 +106,9 @@ def test_sweep_cli_json_and_csv(tmp_path, capsys):
     rc = main(["sweep", "six-node", "--radii", "0.01,0.05", "--samples", "100",
                "--contexts", "binary32", "--json", "--quiet", "--out", str(out)])
     assert rc == 0
-    recs = json.loads(capsys.readouterr().out)
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["format"] == "scalarlab-sweep" and doc["meta"]["seed"] == 0
+    recs = doc["rows"]
     assert len(recs) == 2 and all(r["violations"] == 0 for r in recs)
     assert {"samples", "violations", "box_width", "sampled_width", "tightness"} <= set(recs[0])
     df = pd.read_csv(out)
@@ -116,7 +118,9 @@ def test_sweep_cli_json_and_csv(tmp_path, capsys):
 def test_sweep_cli_errors(capsys):
     assert main(["sweep", "no-such-graph"]) == 1
     assert "no-such-graph" in capsys.readouterr().err
-    assert main(["sweep", "--radii", "a,b"]) == 1
+    with pytest.raises(SystemExit) as e:
+        main(["sweep", "--radii", "a,b"])
+    assert e.value.code == 2
     assert "--radii" in capsys.readouterr().err
     with pytest.raises(SystemExit) as e:
         main(["sweep", "--workers", "2", "--scheduler", "tcp://x:1"])

@@ -1,0 +1,151 @@
+"""argparse ``type=`` functions shared by the ``scalarlab`` commands.
+
+A bad value is refused while the command line is parsed, before any computation, as the
+one line ``scalarlab <cmd>: error: argument --flag: ...`` with exit status 2 (see
+``experiments.cli``).  Numeric lists accept negative numbers (``--input -0.3,0.2``: the CLI
+parser glues a value that starts with ``-`` to the option before it).
+"""
+from __future__ import annotations
+
+import argparse
+import math
+from fractions import Fraction
+
+
+def _fail(msg: str):
+    raise argparse.ArgumentTypeError(msg)
+
+
+def integer(lo: int | None = None, hi: int | None = None):
+    """An integer in ``[lo, hi]`` (either bound optional)."""
+    def parse(text: str) -> int:
+        try:
+            v = int(str(text).strip(), 10)
+        except ValueError:
+            _fail(f"expected an integer, got {text!r}")
+        if lo is not None and v < lo:
+            _fail(f"must be >= {lo}, got {v}")
+        if hi is not None and v > hi:
+            _fail(f"must be <= {hi}, got {v}")
+        return v
+    parse.__name__ = "integer"
+    return parse
+
+
+def real(lo: float | None = None, hi: float | None = None, *, lo_open: bool = False):
+    """A finite float in ``[lo, hi]`` (``(lo, hi]`` with ``lo_open``)."""
+    def parse(text: str) -> float:
+        try:
+            v = float(str(text).strip())
+        except ValueError:
+            _fail(f"expected a number, got {text!r}")
+        if not math.isfinite(v):
+            _fail(f"must be a finite number, got {text!r}")
+        if lo is not None and (v < lo or (lo_open and v == lo)):
+            _fail(f"must be {'>' if lo_open else '>='} {lo:g}, got {text}")
+        if hi is not None and v > hi:
+            _fail(f"must be <= {hi:g}, got {text}")
+        return v
+    parse.__name__ = "number"
+    return parse
+
+
+#: Sampling radii: finite, >= 0, and small enough that the box width 2r is finite.
+RADIUS_MAX = 1e300
+radius = real(0.0, RADIUS_MAX)
+
+
+def _items(text: str, what: str) -> list[str]:
+    parts = [t.strip() for t in str(text).split(",")]
+    if not any(parts):
+        _fail(f"no {what} given")
+    if any(not t for t in parts):
+        _fail(f"empty item in {text!r} (a doubled or trailing comma?)")
+    return parts
+
+
+def decimal(text: str, *, lo: float | None = None, hi: float | None = None) -> str:
+    """One exact decimal or p/q number, kept as its text (exact for rational contexts)."""
+    t = text.strip()
+    try:
+        q = Fraction(t)
+    except (ValueError, ZeroDivisionError):
+        _fail(f"{t!r} is not a decimal number")
+    if lo is not None and q < Fraction(lo):
+        _fail(f"{t} must be >= {lo:g}")
+    if hi is not None and q > Fraction(hi):
+        _fail(f"{t} must be <= {hi:g}")
+    return t
+
+
+def decimal_list(lo: float | None = None, hi: float | None = None):
+    """Comma-separated exact decimals (negative allowed unless ``lo``), returned as a list of
+    their texts; NaN, infinities and empty items are refused."""
+    def parse(text: str) -> list[str]:
+        return [decimal(t, lo=lo, hi=hi) for t in _items(text, "numbers")]
+    parse.__name__ = "list of numbers"
+    return parse
+
+
+def integer_list(lo: int | None = None, hi: int | None = None):
+    one = integer(lo, hi)
+
+    def parse(text: str) -> list[int]:
+        return [one(t) for t in _items(text, "integers")]
+    parse.__name__ = "list of integers"
+    return parse
+
+
+def name_list(text: str) -> list[str]:
+    """Comma-separated names without empty items or repeats."""
+    parts = _items(text, "names")
+    dup = sorted({p for p in parts if parts.count(p) > 1})
+    if dup:
+        _fail(f"{', '.join(dup)} given more than once")
+    return parts
+
+
+name_list.__name__ = "list of names"
+
+
+def context_name(text: str) -> str:
+    """A scalar context name known to the registry (parametrised families included)."""
+    from scalarlab import scalars
+    from scalarlab.scalars.errors import ScalarLabError
+    try:
+        scalars.get(text)
+    except ScalarLabError as exc:
+        _fail(str(exc))
+    return text.strip()
+
+
+def context_list(text: str) -> list[str]:
+    parts = name_list(text)
+    for p in parts:
+        context_name(p)
+    return parts
+
+
+context_list.__name__ = "list of contexts"
+
+
+def npy_file(text: str) -> str:
+    """An existing ``.npy`` file (read later, with its shape checked against the graph)."""
+    import os
+    if not text.endswith(".npy"):
+        _fail(f"{text!r}: expected a .npy file")
+    if not os.path.isfile(text):
+        _fail(f"{text}: no such file")
+    return text
+
+
+def input_spec(text: str) -> str:
+    """``--input``: comma-separated exact decimals (negative allowed: ``-0.3,0.2``) or a
+    ``.npy`` file; checked here, returned as given (the command reshapes it)."""
+    if text.strip().endswith(".npy"):
+        return npy_file(text.strip())
+    decimal_list()(text.replace(";", ","))
+    return text
+
+
+input_spec.__name__ = "input"

@@ -160,7 +160,12 @@ def parse_input(text: str, shape: tuple):
             arr = np.load(path, allow_pickle=False)
         except (OSError, ValueError) as exc:
             raise ExperimentError(f"--input {text}: not a readable .npy array: {exc}") from None
+        if arr.dtype.kind not in "fiub":
+            raise ExperimentError(f"--input {text}: array of {arr.dtype} values; expected "
+                                  "real numbers")
         arr = np.asarray(arr, dtype=np.float64)
+        if not np.all(np.isfinite(arr)):
+            raise ExperimentError(f"--input {text}: holds NaN or infinite values")
         if arr.shape == shape:
             arr = arr[None]
         if arr.shape[1:] != shape:
@@ -248,8 +253,9 @@ def box_samples(center, radius: float, n: int, seed: int):
     """``n`` inputs uniform in the l-inf box of ``radius`` around ``center`` (seeded)."""
     if n < 1:
         raise ExperimentError(f"--samples must be >= 1, got {n}")
-    if not np.isfinite(radius) or radius < 0:
-        raise ExperimentError(f"--radius must be a finite number >= 0, got {radius}")
+    if not np.isfinite(2.0 * radius) or radius < 0:
+        raise ExperimentError(f"--radius must be a finite number >= 0 (and 2r finite), "
+                              f"got {radius}")
     if batch_size(center) != 1:
         raise ExperimentError(f"sampling needs a single centre input, got {batch_size(center)}")
     rng = np.random.default_rng(seed)

@@ -1,7 +1,9 @@
 """``scalarlab compare``: the discrepancy table of one graph across scalar contexts."""
 from __future__ import annotations
 
+from .. import argtypes as T
 from .. import compare as C
+from .. import outputs
 from .. import tables
 
 NAME = "compare"
@@ -13,47 +15,67 @@ def add_graph_and_input_arguments(p, *, samples_default=None, radius_default=0.0
     """GRAPH, --input, --samples, --radius, --seed (shared with gaps and reduction-order)."""
     p.add_argument("graph", nargs="?", default=None, metavar="GRAPH",
                    help="built-in graph name (default: six-node) or a graph file")
-    p.add_argument("--input", default=None, metavar="X",
+    p.add_argument("--input", type=T.input_spec, default=None, metavar="X",
                    help="input as comma-separated exact decimals (e.g. '0.3,-0.2,0.1,0.4') "
                         "or a .npy file of one input or a batch; default: the graph's x0")
-    p.add_argument("--samples", type=int, default=samples_default, metavar="N",
+    p.add_argument("--samples", type=T.integer(1), default=samples_default, metavar="N",
                    help="draw N inputs uniformly from the box of --radius around the input "
                         f"(default: {samples_default or 'no sampling: the input itself'})")
-    p.add_argument("--radius", type=float, default=radius_default, metavar="R",
+    p.add_argument("--radius", type=T.radius, default=radius_default, metavar="R",
                    help=f"l-inf radius of the sampling box (default {radius_default})")
-    p.add_argument("--seed", type=int, default=0, metavar="S",
+    p.add_argument("--seed", type=T.integer(0), default=0, metavar="S",
                    help="random seed of the sampling (default 0)")
 
 
 def add_reference_arguments(p) -> None:
-    p.add_argument("--reference", default=C.DEFAULT_REFERENCE, metavar="CTX",
+    p.add_argument("--reference", type=T.context_name, default=C.DEFAULT_REFERENCE,
+                   metavar="CTX",
                    help=f"oracle context (default {C.DEFAULT_REFERENCE})")
-    p.add_argument("--oracle-limit", type=int, default=C.DEFAULT_ORACLE_LIMIT, metavar="N",
+    p.add_argument("--oracle-limit", type=T.integer(0), default=C.DEFAULT_ORACLE_LIMIT,
+                   metavar="N",
                    help="above N samples a float64 reference replaces the oracle, but only "
                         "after it reproduces the oracle's correctly rounded values on "
                         f"--check-samples samples (default {C.DEFAULT_ORACLE_LIMIT})")
-    p.add_argument("--check-samples", type=int, default=C.DEFAULT_CHECK_SAMPLES, metavar="K",
+    p.add_argument("--check-samples", type=T.integer(1), default=C.DEFAULT_CHECK_SAMPLES,
+                   metavar="K",
                    help=f"samples used for that check (default {C.DEFAULT_CHECK_SAMPLES})")
 
 
 def add_output_arguments(p, *, plot=True) -> None:
     p.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
-    p.add_argument("--out", default=None, metavar="FILE",
-                   help="also write the table to FILE (.csv, .md or .json)")
+    p.add_argument("--out", type=outputs.output_file(*tables.OUT_SUFFIXES), default=None,
+                   metavar="FILE", help="also write the table to FILE (.csv with its meta in "
+                                        "FILE.csv.meta.json, .md or .json)")
     if plot:
-        p.add_argument("--plot", default=None, metavar="FILE.png", help="write a PNG plot")
+        p.add_argument("--plot", type=outputs.output_file(".png"), default=None,
+                       metavar="FILE.png", help="write a PNG plot")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
 
 
 def add_arguments(p) -> None:
     add_graph_and_input_arguments(p)
-    p.add_argument("--contexts", default=",".join(C.DEFAULT_CONTEXTS), metavar="A,B,...",
+    p.add_argument("--contexts", type=T.context_list, default=",".join(C.DEFAULT_CONTEXTS),
+                   metavar="A,B,...",
                    help=f"contexts to compare (default {','.join(C.DEFAULT_CONTEXTS)})")
     add_reference_arguments(p)
-    p.add_argument("--threshold", type=float, default=C.DEFAULT_THRESHOLD_BITS, metavar="BITS",
+    p.add_argument("--threshold", type=T.real(0), default=C.DEFAULT_THRESHOLD_BITS,
+                   metavar="BITS",
                    help="divergence = first node whose max bits of error exceeds BITS "
                         f"(default {C.DEFAULT_THRESHOLD_BITS:g})")
     add_output_arguments(p)
+
+
+def run_meta(args, case, center=None) -> dict:
+    """What every table command records besides its own figures: the graph (name, path,
+    SHA-256), the input source and centre (exact texts), the seed."""
+    meta = {"graph": outputs.graph_meta(getattr(args, "graph", None), case.graph,
+                                        case.payload),
+            "input_source": "--input" if getattr(args, "input", None) is not None else "x0",
+            "seed": getattr(args, "seed", None)}
+    if center is not None and not isinstance(center, dict) and C.batch_size(center) == 1:
+        meta["center"] = [v if isinstance(v, str) else repr(float(v))
+                          for v in center.reshape(-1)]
+    return meta
 
 
 def describe_input(x, src: str) -> str:
@@ -93,7 +115,8 @@ def run(args) -> int:
     md_verdicts = "## Verdicts\n\n" + "\n".join(f"- **{v['context']}** "
                                                 f"[{v['reduction']}]: {v['text']}"
                                                 for v in verdicts)
-    notes = tables.write_outputs(args, "compare", res.meta(), res.rows,
+    meta = {**res.meta(), **run_meta(args, case, C.center_of(case, args.input))}
+    notes = tables.write_outputs(args, "compare", meta, res.rows,
                                  plot=lambda path: C.plot_bits(res, path),
                                  title=f"scalarlab compare: {case.name}", extra_md=md_verdicts,
                                  verdicts=verdicts)

@@ -3,10 +3,11 @@ from __future__ import annotations
 
 from scalarlab import scalars
 
+from .. import argtypes as T
 from .. import compare as C
 from .. import gaps as G
 from .. import tables
-from .compare import add_output_arguments, add_reference_arguments
+from .compare import add_output_arguments, add_reference_arguments, run_meta
 
 NAME = "gaps"
 HELP = ("distribution of a context's output rounding gap over sampled inputs: percentiles, "
@@ -16,19 +17,20 @@ HELP = ("distribution of a context's output rounding gap over sampled inputs: pe
 def add_arguments(p) -> None:
     p.add_argument("graph", nargs="?", default=None, metavar="GRAPH",
                    help="built-in graph name (default: six-node) or a graph file")
-    p.add_argument("--context", default="binary32", metavar="CTX",
+    p.add_argument("--context", type=T.context_name, default="binary32", metavar="CTX",
                    help="context whose gap is measured (default binary32)")
-    p.add_argument("--samples", type=int, default=2000, metavar="N",
+    p.add_argument("--samples", type=T.integer(1), default=2000, metavar="N",
                    help="number of sampled inputs (default 2000)")
     p.add_argument("--sampling", choices=G.SAMPLINGS, default="box",
                    help="box: uniform in the box, rounded to the format; bitpattern: "
                         "uniform over the format's values in the box (default box)")
-    p.add_argument("--input", default=None, metavar="X",
+    p.add_argument("--input", type=T.input_spec, default=None, metavar="X",
                    help="centre of the box as comma-separated decimals (default: the graph's x0)")
-    p.add_argument("--radius", type=float, default=0.05, metavar="R",
+    p.add_argument("--radius", type=T.radius, default=0.05, metavar="R",
                    help="l-inf radius of the sampling box (default 0.05)")
-    p.add_argument("--seed", type=int, default=0, metavar="S", help="random seed (default 0)")
-    p.add_argument("--node", type=int, default=None, metavar="ID",
+    p.add_argument("--seed", type=T.integer(0), default=0, metavar="S",
+                   help="random seed (default 0)")
+    p.add_argument("--node", type=T.integer(0), default=None, metavar="ID",
                    help="node whose gap is measured (default: the graph's output)")
     add_reference_arguments(p)
     add_output_arguments(p)
@@ -48,7 +50,8 @@ def run(args) -> int:
     hist = res.histogram()
     hist_md = "## Histogram (ULP distance: output entries)\n\n" + \
         ", ".join(f"{k}: {v}" for k, v in hist.items())
-    notes = tables.write_outputs(args, "gaps", res.meta(), res.summary,
+    meta = {**res.meta(), **run_meta(args, case, center)}
+    notes = tables.write_outputs(args, "gaps", meta, res.summary,
                                  plot=lambda path: G.plot_histogram(res, path),
                                  title=f"scalarlab gaps: {case.name} in {ctx.name}",
                                  extra_md=hist_md, histogram=hist)

@@ -1,37 +1,63 @@
-"""``scalarlab graph-semantics``: interval bounds for the six-node MLP, end to end.
+"""``scalarlab graph-semantics [GRAPH]``: interval bounds for a graph, end to end.
 
 Evaluate the centre input, propagate an l-infinity box through the graph with interval
 arithmetic, print the box at every node, then check deterministic samples (and the box
-vertices) against the boxes: exit 0 when all are inside, 1 with the first counterexample.
+vertices) against the boxes: exit 0 when all are inside, 1 with the first counterexample,
+and 1 when nothing was checked (no output box, or not one sample evaluated).
 """
 from __future__ import annotations
 
-import json
+import sys
+
+import numpy as np
 
 from scalarlab import scalars
 
+from .. import argtypes as T
+from .. import outputs
+
 NAME = "graph-semantics"
-HELP = "six-node graph: centre value, IBP box per node, sampled containment check"
+HELP = "any graph (default six-node): centre value, IBP box per node, sampled containment check"
 
 
 def add_arguments(p):
-    p.add_argument("--samples", type=int, default=50, help="random samples to check (default 50)")
-    p.add_argument("--radius", default="0.05", help="l-infinity radius of the input box (default 0.05)")
-    p.add_argument("--context", default="binary32",
+    p.add_argument("graph", nargs="?", default="six-node", metavar="GRAPH",
+                   help="built-in graph name or a graph file (default six-node)")
+    p.add_argument("--input", type=T.input_spec, default=None, metavar="X",
+                   help="box centre as comma-separated decimals (default: the graph's x0)")
+    p.add_argument("--payload", default=None, metavar="P.npz",
+                   help="payload .npz for a graph file without inline payload")
+    p.add_argument("--samples", type=T.integer(0), default=50,
+                   help="random samples to check (default 50)")
+    p.add_argument("--radius", type=lambda t: T.decimal(t, lo=0, hi=T.RADIUS_MAX),
+                   default="0.05", help="l-infinity radius of the input box (default 0.05)")
+    p.add_argument("--context", type=T.context_name, default="binary32",
                    help="point context; boxes use interval:<context> (default binary32)")
-    p.add_argument("--seed", type=int, default=0, help="sample generator seed (default 0)")
+    p.add_argument("--seed", type=T.integer(0), default=0,
+                   help="sample generator seed (default 0)")
     p.add_argument("--no-vertices", action="store_true", help="do not check the box vertices")
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
 
-def run(args) -> int:
-    from scalarlab.graph import denote_all, examples
-    from scalarlab.ibp import Box, check_containment, run_ibp
-    from scalarlab.ibp.errors import IBPError
+def _center(args):
+    from .. import compare as C
+    case = C.load_case(args.graph)
+    x = C.center_of(case, args.input)
+    if isinstance(x, dict) or C.batch_size(x) != 1:
+        raise C.ExperimentError(f"graph {case.name}: graph-semantics boxes one input node "
+                                "around one centre")
+    return case, x[0]
 
-    if args.samples < 0:
-        raise IBPError(f"--samples must be >= 0, got {args.samples}")
-    g, payload, x0 = examples.six_node_mlp()
+
+def run(args) -> int:
+    from scalarlab.graph import denote_all
+    from scalarlab.graph.fileformat import load_npz
+    from scalarlab.ibp import Box, check_containment, run_ibp
+
+    case, x0 = _center(args)
+    g, payload = case.graph, case.payload
+    if args.payload:
+        payload = load_npz(args.payload)
     pctx = scalars.get(args.context)
     ictx = scalars.get(f"interval:{pctx.name}")
     center_vals = denote_all(g, payload, pctx.convert(x0), pctx)
@@ -41,20 +67,36 @@ def run(args) -> int:
                             interval_ctx=ictx, seed=args.seed,
                             vertices=not args.no_vertices, boxes=boxes)
     out = g.output
+    evaluated = rep.checked - len(rep.failures)
+    nothing = []
+    if boxes[out] is None:
+        nothing.append(f"no box for the output node {out} (a rule could not bound it)")
+    if evaluated <= 0:
+        nothing.append(f"no successful sample ({rep.checked} checked, "
+                       f"{len(rep.failures)} failed)")
+    status = 0 if rep.ok and not nothing else 1
     if args.json:
-        doc = {
-            "context": pctx.name, "interval_context": ictx.name,
-            "center": [float(t) for t in x0], "radius": str(args.radius),
-            "center_values": [pctx.to_float64(v).tolist() for v in center_vals],
-            "boxes": [None if b is None else {"lo": b.lo_float().tolist(),
-                                               "hi": b.hi_float().tolist()} for b in boxes],
-            "samples": rep.samples, "vertices": rep.vertices,
-            "violations": rep.violation_count, "failures": len(rep.failures),
-            "ok": rep.ok, "first_counterexample": rep.first_counterexample(),
-        }
-        print(json.dumps(doc, indent=2))
-        return 0 if rep.ok else 1
-    print(f"== graph semantics: six-node MLP, point context {pctx.name}, "
+        meta = {"graph": outputs.graph_meta(args.graph, g, payload),
+                "context": pctx.name, "interval_context": ictx.name,
+                "center": [t if isinstance(t, str) else repr(float(t))
+                           for t in np.asarray(x0, dtype=object).reshape(-1)],
+                "radius": str(args.radius), "samples": rep.samples, "seed": args.seed,
+                "vertices": rep.vertices}
+        rows = [{"node": i, "center_value": np.asarray(pctx.to_float64(v)).tolist(),
+                 "lo": None if b is None else np.asarray(b.lo_float()).tolist(),
+                 "hi": None if b is None else np.asarray(b.hi_float()).tolist()}
+                for i, (v, b) in enumerate(zip(center_vals, boxes))]
+        summary = {"samples": rep.samples, "vertices": rep.vertices,
+                   "violations": rep.violation_count, "failures": len(rep.failures),
+                   "unbounded": rep.unbounded, "ok": rep.ok and not nothing,
+                   "first_counterexample": rep.first_counterexample(),
+                   "nothing_checked": nothing}
+        outputs.print_document(outputs.document("graph-semantics", meta, rows=rows,
+                                                summary=summary))
+        for why in nothing:
+            print(f"scalarlab graph-semantics: error: {why}", file=sys.stderr)
+        return status
+    print(f"== graph semantics: {case.name}, point context {pctx.name}, "
           f"boxes in {ictx.name} ==")
     print(f"centre x0 = {pctx.format(center_vals[0])}")
     for i, v in enumerate(center_vals):
@@ -70,9 +112,11 @@ def run(args) -> int:
               if ob.lo.ndim == 0 else f"output interval: {ob.format(6)}")
     print(f"samples checked: {rep.samples} random + {rep.vertices} box vertices "
           f"(seed {args.seed})")
-    if rep.ok:
+    if not rep.ok:
+        print(f"counterexample: {rep.first_counterexample()}")
+        print(f"{rep.violation_count} violation(s), {len(rep.failures)} evaluation failure(s)")
+    elif not nothing:
         print(f"all {rep.checked} samples inside")
-        return 0
-    print(f"counterexample: {rep.first_counterexample()}")
-    print(f"{rep.violation_count} violation(s), {len(rep.failures)} evaluation failure(s)")
-    return 1
+    for why in nothing:
+        print(f"scalarlab graph-semantics: error: {why}", file=sys.stderr)
+    return status

@@ -22,9 +22,10 @@ import scalarlab.scalars.formats as F
 from scalarlab.graph.plan import Policy, bind, node_args, plan, run_planned
 from scalarlab.graph.payload import as_payload
 
+from .. import outputs
 from .. import tables
-from ..compare import ExperimentError, load_case, node_shape
-from .compare import add_graph_and_input_arguments, batch_from_args
+from ..compare import ExperimentError, center_of, load_case, node_shape
+from .compare import add_graph_and_input_arguments, batch_from_args, run_meta
 
 NAME = "provider-diff"
 HELP = ("per node ULP gap between the numba-cuda kernels and the binary32 reference "
@@ -38,8 +39,8 @@ def add_arguments(p) -> None:
     p.add_argument("--context", default="binary32", choices=CONTEXTS,
                    help="reference context; binary32+fma makes linear use fma (default binary32)")
     p.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
-    p.add_argument("--out", default=None, metavar="FILE",
-                   help="also write the table to FILE (.csv, .md or .json)")
+    p.add_argument("--out", type=outputs.output_file(*tables.OUT_SUFFIXES), default=None,
+                   metavar="FILE", help="also write the table to FILE (.csv, .md or .json)")
 
 
 def _gap(a, b, fmt) -> np.ndarray:
@@ -109,6 +110,7 @@ def run(args) -> int:
     x, desc = batch_from_args(case, args)
     df, meta = diff(case, x, args.context)
     meta["input"] = desc
+    meta.update(run_meta(args, case, center_of(case, args.input)))
     if args.out:
         tables.write_table(args.out, "provider-diff", meta, df,
                            title=f"scalarlab provider-diff: {case.name}")

@@ -1,11 +1,42 @@
 """``scalarlab reduction-order``: ULP gaps between accumulation orders, per node."""
 from __future__ import annotations
 
+import argparse
+
+from .. import argtypes as T
 from .. import compare as C
 from .. import reduction_order as R
 from .. import tables
 from .compare import (add_graph_and_input_arguments, add_output_arguments,
-                      add_reference_arguments, batch_from_args)
+                      add_reference_arguments, batch_from_args, run_meta)
+
+
+def format_list(text: str) -> list[str]:
+    """argparse ``type=``: format names; a context name stands for its format
+    (``float64`` -> ``binary64``)."""
+    from scalarlab import scalars
+    from scalarlab.scalars import formats as F
+    from scalarlab.scalars.errors import ScalarLabError
+    out = []
+    for name in T.name_list(text):
+        try:
+            out.append(F.get(name).name)
+            continue
+        except ScalarLabError as exc:
+            first = exc
+        try:
+            fmt = getattr(scalars.get(name), "fmt", None)
+        except ScalarLabError:
+            fmt = None
+        if fmt is None:
+            raise argparse.ArgumentTypeError(str(first))
+        out.append(fmt.name)
+    if len(set(out)) != len(out):
+        raise argparse.ArgumentTypeError(f"{text!r} names a format more than once")
+    return out
+
+
+format_list.__name__ = "list of formats"
 
 NAME = "reduction-order"
 HELP = ("evaluate a graph in binary32 and bfloat16 under sequential, pairwise, fma and "
@@ -14,25 +45,23 @@ HELP = ("evaluate a graph in binary32 and bfloat16 under sequential, pairwise, f
 
 def add_arguments(p) -> None:
     add_graph_and_input_arguments(p, samples_default=1000)
-    p.add_argument("--formats", default=",".join(R.DEFAULT_FORMATS), metavar="F,G",
-                   help=f"formats to study (default {','.join(R.DEFAULT_FORMATS)})")
+    p.add_argument("--formats", type=format_list, default=",".join(R.DEFAULT_FORMATS),
+                   metavar="F,G",
+                   help="formats to study (or contexts: float64 = binary64) "
+                        f"(default {','.join(R.DEFAULT_FORMATS)})")
     add_reference_arguments(p)
     add_output_arguments(p)
 
 
 def run(args) -> int:
     case = C.load_case(args.graph)
-    fmts = [f.strip() for f in args.formats.split(",") if f.strip()]
-    if not fmts:
-        raise C.ExperimentError("--formats: no format named")
-    from scalarlab.scalars import formats as F
-    for f in fmts:
-        F.get(f)                                   # unknown format: FormatError with the list
+    fmts = list(args.formats)
     x, desc = batch_from_args(case, args)
     res = R.reduction_order(case, x, formats=fmts, reference=args.reference, input_desc=desc,
                             quiet=args.quiet, oracle_limit=args.oracle_limit,
                             check_samples=args.check_samples, seed=args.seed)
-    notes = tables.write_outputs(args, "reduction-order", res.meta(), res.rows,
+    meta = {**res.meta(), **run_meta(args, case, C.center_of(case, args.input))}
+    notes = tables.write_outputs(args, "reduction-order", meta, res.rows,
                                  plot=lambda path: R.plot(res, path),
                                  title=f"scalarlab reduction-order: {case.name}")
     if args.json:

@@ -75,9 +75,11 @@ def test_graph_semantics_cli(capsys):
     assert "all 66 samples inside" in out
     assert main(["graph-semantics", "--samples", "20", "--json", "--context", "float64"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["ok"] and doc["samples"] == 20 and doc["violations"] == 0
+    summary = doc["summary"]
+    assert doc["format"] == "scalarlab-graph-semantics" and doc["meta"]["radius"] == "0.05"
+    assert summary["ok"] and summary["samples"] == 20 and summary["violations"] == 0
     # float64 endpoints are rounded outward from the exact decimals 0.3 - 0.05, ...
-    lo0 = doc["boxes"][0]["lo"]
+    lo0 = doc["rows"][0]["lo"]
     assert lo0 == pytest.approx([0.25, -0.25, 0.05, 0.35], abs=1e-16)
     assert lo0[2] < 0.05 and lo0[0] == 0.25  # 0.05 is not a float64; 0.25 is
 

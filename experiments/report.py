@@ -3,9 +3,9 @@
 ``write_report(dir)`` runs, with fixed seeds so the report is reproducible:
 
 1. ``compare`` at the built-in input of every built-in graph that has one (default contexts);
-2. ``compare`` on the six-node graph over sampled inputs around x0;
-3. ``gaps`` of binary32 and bfloat16 on the six-node output (box and bit-pattern sampling);
-4. ``reduction-order`` on the six-node graph (binary32 and bfloat16);
+2. ``compare`` on the six-node graph (or ``graph=``) over sampled inputs around x0;
+3. ``gaps`` of binary32 and bfloat16 on its output (box and bit-pattern sampling);
+4. ``reduction-order`` on it (binary32 and bfloat16);
 
 and writes ``report.md`` beside one CSV per table and one PNG per plot.
 """
@@ -20,6 +20,7 @@ from scalarlab import scalars
 
 from . import compare as C
 from . import gaps as G
+from . import outputs
 from . import reduction_order as R
 from . import tables
 
@@ -63,17 +64,48 @@ def _safe(name: str) -> str:
 
 
 def write_report(directory, *, samples: int = 1000, gap_samples: int = 2000, seed: int = 0,
-                 quiet: bool = True, graphs=None) -> Report:
-    """Run the standard experiments and write ``report.md`` (+ CSV, PNG) into ``directory``."""
-    d = tables.ensure_dir(directory)
-    rep = Report(d)
+                 quiet: bool = True, graphs=None, graph: str = "six-node",
+                 center: str | None = None) -> Report:
+    """Run the standard experiments and write ``report.md`` (+ CSV, PNG) into ``directory``.
+
+    ``graphs`` get the discrepancy tables at their own inputs (section 1); ``graph`` (a
+    built-in name or a graph file, centre ``center`` or its x0) gets the sampled sections.
+    The report is built in a new directory beside ``directory`` and swapped in at the end
+    (:func:`outputs.atomic_directory`): an interrupted or failed run leaves the previous
+    report as it was.
+    """
+    outputs.check_output_dir(directory)
+    main_case = C.load_case(graph)
+    main_center = C.center_of(main_case, center)
+    if isinstance(main_center, dict) or C.batch_size(main_center) != 1:
+        raise C.ExperimentError(f"report: graph {main_case.name} needs one input node and one "
+                                "centre for the sampled sections")
+    with outputs.atomic_directory(directory) as work:
+        rep = _build(Report(Path(work)), samples=samples, gap_samples=gap_samples, seed=seed,
+                     quiet=quiet, graphs=graphs, six=main_case, center=main_center,
+                     spec=graph)
+    rep.directory = Path(directory)
+    return rep
+
+
+def _build(rep: Report, *, samples, gap_samples, seed, quiet, graphs, six, center,
+           spec) -> Report:
+    d = rep.directory
+    label = six.name
+    meta = outputs.run_meta()
+    meta["graph"] = outputs.graph_meta(spec, six.graph, six.payload)
     contexts = C.parse_contexts(list(C.DEFAULT_CONTEXTS))
     rep.add("# scalarlab report\n\n"
             f"Reference: the `{C.DEFAULT_REFERENCE}` oracle unless a section says otherwise. "
             "ULP = ordinal distance between a context's value and the reference correctly "
             "rounded into that context's format; bits of error = log2(1 + ULP) (Herbie). "
             f"Seeds: {seed}. Contexts and their reduction orders: "
-            + ", ".join(f"`{c.name}` ({C.reduction_label(c)})" for c in contexts) + ".")
+            + ", ".join(f"`{c.name}` ({C.reduction_label(c)})" for c in contexts) + ".\n\n"
+            + tables.markdown_meta({"versions": meta["versions"], "command": meta["command"],
+                                    "sampled graph": meta["graph"],
+                                    "centre": ", ".join(str(v) for v in
+                                                        C.as_float64(center).reshape(-1)),
+                                    "samples": samples, "gap samples": gap_samples}))
 
     names = builtin_graphs() if graphs is None else list(graphs)
     steps = tables.progress(total=len(names) + 4, desc="report", quiet=quiet)
@@ -94,17 +126,15 @@ def write_report(directory, *, samples: int = 1000, gap_samples: int = 2000, see
         rep.image(f"compare_{_safe(name)}", lambda p, r=res: C.plot_bits(r, p))
         steps.update(1)
 
-    six = C.load_case("six-node")
-    center = C.center_of(six, None)
     # 2. sampled compare
     x = C.box_samples(center, 0.05, samples, seed)
     desc = f"{samples} samples uniform in the l-inf box of radius 0.05 around x0 (seed {seed})"
     res = C.compare(six, contexts, x, input_desc=desc, quiet=quiet, seed=seed)
-    rep.add(f"## 2. six-node over {samples} sampled inputs\n\n"
+    rep.add(f"## 2. {label} over {samples} sampled inputs\n\n"
             + tables.markdown_meta({"reference": res.reference.label, "input": desc}))
-    rep.table("compare_six-node_sampled", res.rows, COMPARE_VIEW)
+    rep.table(f"compare_{_safe(label)}_sampled", res.rows, COMPARE_VIEW)
     rep.add("\n".join(f"- **{v['context']}**: {v['text']}" for v in res.verdicts.values()))
-    rep.image("compare_six-node_sampled", lambda p: C.plot_bits(res, p))
+    rep.image(f"compare_{_safe(label)}_sampled", lambda p: C.plot_bits(res, p))
     steps.update(1)
 
     # 3. gaps
@@ -119,13 +149,13 @@ def write_report(directory, *, samples: int = 1000, gap_samples: int = 2000, see
             rep.image(f"gaps_{ctx_name}_{sampling}", lambda p, r=g: G.plot_histogram(r, p))
         steps.update(1)
     gdf = pd.concat(gap_rows, ignore_index=True)
-    rep.table("gaps_six-node", gdf, ["context", "sampling", "samples", "metric", "mean", "p50",
+    rep.table(f"gaps_{_safe(label)}", gdf, ["context", "sampling", "samples", "metric", "mean", "p50",
                                      "p90", "p99", "p99.9", "max"])
 
     # 4. reduction orders
     xr = C.box_samples(center, 0.05, samples, seed)
     ro = R.reduction_order(six, xr, input_desc=desc, quiet=quiet, seed=seed)
-    rep.add(f"## 4. Reduction orders on six-node ({samples} samples)\n\n"
+    rep.add(f"## 4. Reduction orders on {label} ({samples} samples)\n\n"
             + tables.markdown_meta({"reference": ro.reference,
                                     "orders": {f: ", ".join(f"{o}={c.name}" for o, c in d.items())
                                                for f, d in ro.contexts.items()}})
@@ -134,10 +164,10 @@ def write_report(directory, *, samples: int = 1000, gap_samples: int = 2000, see
     for f, miss in ro.missing.items():
         for o, why in miss.items():
             rep.add(f"- {f}: `{o}` left out ({why})")
-    rep.table("reduction_order_six-node", ro.rows,
+    rep.table(f"reduction_order_{_safe(label)}", ro.rows,
               ["format", "order", "node", "op", "max_ulps_vs_sequential", "frac_differs",
                "max_ulps_vs_reference", "mean_ulps_vs_reference"])
-    rep.image("reduction_order_six-node", lambda p: R.plot(ro, p))
+    rep.image(f"reduction_order_{_safe(label)}", lambda p: R.plot(ro, p))
     steps.update(1)
     steps.close()
 

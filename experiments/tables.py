@@ -130,7 +130,15 @@ def json_value(v):
 
 
 def json_rows(df: pd.DataFrame) -> list[dict]:
-    return [{str(k): json_value(v) for k, v in zip(df.columns, row)}
+    """Rows as JSON objects; a ``shape`` column's "[2, 3]" text becomes the list [2, 3]."""
+    def cell(k, v):
+        if k == "shape" and isinstance(v, str) and v.startswith("["):
+            try:
+                return json.loads(v)
+            except ValueError:
+                return v
+        return json_value(v)
+    return [{str(k): cell(k, v) for k, v in zip(df.columns, row)}
             for row in df.itertuples(index=False, name=None)]
 
 

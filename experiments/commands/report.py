@@ -2,45 +2,62 @@
 from __future__ import annotations
 
 import json
+import os
 
+from .. import argtypes as T
+from .. import outputs
 from .. import report as R
 
 NAME = "report"
 HELP = ("run the standard experiments (compare, gaps, reduction-order) on the built-in graphs "
-        "and write report.md with its tables (CSV) and plots (PNG)")
+        "(or any graph files) and write report.md with its tables (CSV) and plots (PNG)")
 
 
 def add_arguments(p) -> None:
-    p.add_argument("--out", default="scalarlab-report", metavar="DIR",
-                   help="directory for report.md, CSVs and PNGs (default ./scalarlab-report)")
-    p.add_argument("--samples", type=int, default=1000, metavar="N",
+    p.add_argument("--out", type=outputs.output_dir(), default="scalarlab-report", metavar="DIR",
+                   help="directory for report.md, CSVs and PNGs, replaced as a whole when the "
+                        "report is complete (default ./scalarlab-report)")
+    p.add_argument("--samples", type=T.integer(1), default=1000, metavar="N",
                    help="sampled inputs for the sampled compare and reduction-order (default 1000)")
-    p.add_argument("--gap-samples", type=int, default=2000, metavar="N",
+    p.add_argument("--gap-samples", type=T.integer(1), default=2000, metavar="N",
                    help="sampled inputs per gaps run (default 2000)")
-    p.add_argument("--graphs", default=None, metavar="A,B",
-                   help="built-in graphs for the discrepancy tables (default: all built-ins)")
-    p.add_argument("--seed", type=int, default=0, metavar="S", help="random seed (default 0)")
+    p.add_argument("--graphs", type=T.name_list, default=None, metavar="A,B",
+                   help="built-in graphs or graph files for the discrepancy tables at their "
+                        "own inputs (default: all built-ins)")
+    p.add_argument("--graph", default="six-node", metavar="GRAPH",
+                   help="built-in graph or graph file for the sampled sections (default "
+                        "six-node)")
+    p.add_argument("--input", type=T.input_spec, default=None, metavar="X",
+                   help="centre of the sampled sections (default: --graph's x0)")
+    p.add_argument("--seed", type=T.integer(0), default=0, metavar="S",
+                   help="random seed (default 0)")
     p.add_argument("--json", action="store_true", help="print the list of files as JSON")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
 
 
 def run(args) -> int:
     from ..compare import ExperimentError
-    if args.samples < 1 or args.gap_samples < 1:
-        raise ExperimentError("--samples and --gap-samples must be >= 1")
     graphs = None
+    known = R.builtin_graphs()
     if args.graphs is not None:
-        graphs = [g.strip() for g in args.graphs.split(",") if g.strip()]
-        known = R.builtin_graphs()
-        bad = [g for g in graphs if g not in known]
-        if bad or not graphs:
-            raise ExperimentError(f"--graphs: unknown built-in graph(s) {', '.join(bad) or '(none)'};"
-                                  f" built-ins: {', '.join(known)}")
+        graphs = list(args.graphs)
+        bad = [g for g in graphs if g not in known and not os.path.isfile(g)]
+        if bad:
+            raise ExperimentError(f"--graphs: {', '.join(bad)}: neither a built-in graph nor "
+                                  f"a file; built-ins: {', '.join(known)}")
+    if args.graph not in known and not os.path.isfile(args.graph):
+        raise ExperimentError(f"--graph {args.graph}: neither a built-in graph nor a file; "
+                              f"built-ins: {', '.join(known)}")
     rep = R.write_report(args.out, samples=args.samples, gap_samples=args.gap_samples,
-                         seed=args.seed, quiet=args.quiet, graphs=graphs)
+                         seed=args.seed, quiet=args.quiet, graphs=graphs, graph=args.graph,
+                         center=args.input)
     if args.json:
-        print(json.dumps({"format": "scalarlab-report", "version": 1,
-                          "directory": str(rep.directory), "files": rep.files}, indent=2))
+        meta = {"graph": outputs.graph_meta(args.graph), "graphs": graphs or known,
+                "samples": args.samples, "gap_samples": args.gap_samples, "seed": args.seed,
+                "directory": str(rep.directory)}
+        print(outputs.dumps(outputs.document(
+            "report", meta, rows=[{"file": f} for f in rep.files],
+            directory=str(rep.directory), files=rep.files)))
         return 0
     print(f"wrote {rep.directory / R.REPORT_NAME} with {len(rep.files) - 1} tables and plots:")
     for f in rep.files[1:]:

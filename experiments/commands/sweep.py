@@ -99,7 +99,8 @@ def unchecked_rows(df) -> list[str]:
         if np.isnan(r["box_lo"]) or np.isnan(r["box_hi"]):
             why.append("no output box (non-finite weights or a rule that gave up)")
         if np.isnan(r["sampled_lo"]):
-            why.append(f"no successful sample ({r['failures']} evaluation failures)")
+            why.append(f"no sample with a finite output ({r['failures']} evaluation "
+                       "failures)")
         if why:
             out.append(f"radius {r['radius']!r} context {r['context']} samples "
                        f"{r['samples']}: " + "; ".join(why))
@@ -122,8 +123,11 @@ def run(args) -> int:
     if not args.quiet and sys.stderr.isatty():
         from tqdm import tqdm
         bar = tqdm(total=total, unit="shard", desc="sweep", file=sys.stderr)
+    import warnings
     try:
-        df = _run_sweep(g, payload, center, args, bar.update if bar else None)
+        with warnings.catch_warnings():      # all-NaN outputs are reported per row below
+            warnings.simplefilter("ignore", RuntimeWarning)
+            df = _run_sweep(g, payload, center, args, bar.update if bar else None)
     finally:
         if bar:
             bar.close()

@@ -41,11 +41,14 @@ def test_report_writes_markdown_tables_and_plots(tmp_path, capsys):
 
 def test_report_unknown_graph(tmp_path, capsys):
     assert main(["report", "--out", str(tmp_path), "--graphs", "six-node,nine-node"]) == 1
-    assert "unknown built-in graph(s) nine-node" in capsys.readouterr().err
+    assert "nine-node: neither a built-in graph nor a file" in capsys.readouterr().err
 
 
 def test_report_directory_error(tmp_path, capsys):
     blocker = tmp_path / "file"
     blocker.write_text("x")
-    assert main(["report", "--out", str(blocker / "sub"), "--quiet"]) == 1
-    assert "cannot create directory" in capsys.readouterr().err
+    import pytest
+    with pytest.raises(SystemExit) as exc:          # refused while parsing: nothing computed
+        main(["report", "--out", str(blocker / "sub"), "--quiet"])
+    assert exc.value.code == 2
+    assert "does not exist" in capsys.readouterr().err

@@ -1,7 +1,6 @@
 """``scalarlab eval GRAPH``: evaluate a graph under one scalar context and print the values."""
 from __future__ import annotations
 
-import json
 import os
 
 import numpy as np
@@ -11,6 +10,8 @@ from scalarlab import scalars
 from scalarlab.graph import examples
 from scalarlab.graph.errors import GraphError
 from scalarlab.graph.fileformat import exact_str
+
+from .. import outputs
 
 NAME = "eval"
 HELP = "evaluate a graph (built-in or file) in a scalar context: output or all node values"
@@ -125,6 +126,23 @@ def _node_json(ctx, node, v):
             "shape": list(ctx.shape(v)), **_views(ctx, v)}
 
 
+def _format_value(ctx, v, out_shape) -> str:
+    """A node value as text; a batch (leading axes beyond the node's shape) one line per
+    sample, ``[i] value``."""
+    shape = tuple(ctx.shape(v))
+    out_shape = tuple(int(t) for t in out_shape)
+    lead = len(shape) - len(out_shape)
+    if lead <= 0:
+        return ctx.format(v)
+    n = int(np.prod(shape[:lead]))
+    flat = ctx.reshape(v, (n, *out_shape))
+    lines = [f"batch of {n}" + (f" {list(shape[:lead])}" if lead > 1 else "")]
+    for i in range(n):
+        one = ctx.reshape(ctx.take(flat, np.array([i]), axis=0), out_shape)
+        lines.append(f"  [{i}] {ctx.format(one)}")
+    return "\n".join(lines)
+
+
 def run(args) -> int:
     g, payload, x = examples.resolve(args.graph)
     if args.payload:
@@ -149,11 +167,15 @@ def run(args) -> int:
         vals = {g.output: graph.denote(g, payload, x, ctx)}
         show = [g.nodes[g.output]]
     if args.json:
-        doc = {"graph": args.graph, "context": ctx.name, "output": g.output,
-               "nodes": [_node_json(ctx, n, vals[n.id]) for n in show]}
-        print(json.dumps(doc, indent=1))
+        meta = {"graph": outputs.graph_meta(args.graph, g, payload), "context": ctx.name,
+                "output": g.output, "device": args.device or "fold",
+                "input": ("--input " + args.input if args.input is not None else
+                          "--input-file " + args.input_file if args.input_file else "x0")}
+        outputs.print_document(outputs.document(
+            "eval", meta, rows=[_node_json(ctx, n, vals[n.id]) for n in show]))
         return 0
     print(f"graph {os.path.basename(args.graph)}, context {ctx.name}, output node {g.output}")
     for n in show:
-        print(f"node {n.id} {n.kind} out={graph.fmt_shape(n.out_shape)}: {ctx.format(vals[n.id])}")
+        print(f"node {n.id} {n.kind} out={graph.fmt_shape(n.out_shape)}: "
+              f"{_format_value(ctx, vals[n.id], n.out_shape)}")
     return 0

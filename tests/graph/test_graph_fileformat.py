@@ -145,8 +145,8 @@ def test_cli_eval_table_and_json(tmp_path, capsys):
     assert out[-2] == "node 4 sum out=[]: 0.027720"
     assert main(["eval", "six-node", "--context", "binary32", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    node = doc["nodes"][0]
-    assert doc["context"] == "binary32" and node["id"] == 5
+    node = doc["rows"][0]
+    assert doc["meta"]["context"] == "binary32" and node["id"] == 5
     assert float(np.float32(node["float64"])) == node["float64"]
     assert float(np.float32(float(node["exact"]))) == node["float64"]   # shortest round trip
     assert main(["eval", "six-node", "--context", "rational", "--all", "--json",
@@ -156,10 +156,13 @@ def test_cli_eval_table_and_json(tmp_path, capsys):
     graph.save(tmp_path / "four.json", Graph(list(g.nodes)[:5]), p)
     assert main(["eval", str(tmp_path / "four.json"), "--context", "rational", "--json",
                  "--input", "0.3,-0.2,0.1,0.4"]) == 0
-    assert json.loads(capsys.readouterr().out)["nodes"][0]["exact"] == "693/25000"
+    assert json.loads(capsys.readouterr().out)["rows"][0]["exact"] == "693/25000"
     np.save(tmp_path / "x.npy", np.array([[0.3, -0.2, 0.1, 0.4], [0, 0, 0, 0]]))
     assert main(["eval", "six-node", "--input-file", str(tmp_path / "x.npy")]) == 0
-    assert capsys.readouterr().out.splitlines()[-1].startswith("node 5 tanh out=[]: [0.027713, ")
+    lines = capsys.readouterr().out.splitlines()       # a batch: one line per sample
+    assert lines[-3:] == ["node 5 tanh out=[]: batch of 2", "  [0] 0.027713", "  [1] 0.014199"]
+    assert main(["eval", "six-node", "--input", "0,0,0,0"]) == 0   # sample 1 on its own
+    assert capsys.readouterr().out.splitlines()[-1] == "node 5 tanh out=[]: 0.014199"
     assert main(["eval", "six-node", "--input", "1,2,3"]) == 1
     assert "do not fill the input shape [4]" in capsys.readouterr().err
 
@@ -198,17 +201,17 @@ def test_axis_examples_match_torch():
 def test_cli_eval_json_exact_strings_per_context(capsys):
     import mpmath
     assert main(["eval", "six-node", "--context", "mpmath:200", "--json"]) == 0
-    node = json.loads(capsys.readouterr().out)["nodes"][0]
+    node = json.loads(capsys.readouterr().out)["rows"][0]
     ctx = scalars.get("mpmath:200")
     y = np.asarray(graph.denote(*examples.six_node_mlp(), ctx), dtype=object).item()
     with mpmath.workprec(200):
         assert mpmath.mpf(node["exact"]) == y and len(node["exact"]) > 60
     assert main(["eval", "six-node", "--context", "interval:binary32", "--json"]) == 0
-    node = json.loads(capsys.readouterr().out)["nodes"][0]
+    node = json.loads(capsys.readouterr().out)["rows"][0]
     lo, hi = node["lo"]["float64"], node["hi"]["float64"]
     assert lo < 0.027712902180357324 < hi and float(np.float32(lo)) == lo
     assert main(["eval", "six-node", "--context", "dual:float64", "--json", "--all"]) == 0
-    nodes = json.loads(capsys.readouterr().out)["nodes"]
+    nodes = json.loads(capsys.readouterr().out)["rows"]
     assert nodes[5]["primal"]["exact"] == repr(0.027712902180357324)
     assert nodes[5]["tangent"]["float64"] == 0.0
 

@@ -19,10 +19,10 @@ def test_device_cuda_in_simulator_matches_reference(capsys):
     cuda = json.loads(capsys.readouterr().out)
     assert main(["eval", "six-node", "--context", "binary32", "--all", "--json"]) == 0
     ref = json.loads(capsys.readouterr().out)
-    assert cuda["context"] == "binary32"
+    assert cuda["meta"]["context"] == "binary32"
     # linear and relu orders match the reference: bit-identical values
     for nid in (0, 1, 2, 3):
-        assert cuda["nodes"][nid]["exact"] == ref["nodes"][nid]["exact"]
+        assert cuda["rows"][nid]["exact"] == ref["rows"][nid]["exact"]
 
 
 def test_device_cuda_refuses_float64(capsys):

@@ -7,8 +7,6 @@ correctly rounded operations, as a table or as JSON (``--json``).
 """
 from __future__ import annotations
 
-import json
-
 import pandas as pd
 
 from scalarlab import scalars
@@ -75,7 +73,9 @@ def _table(rows: list[dict]) -> str:
 def run(args) -> int:
     rows, families = collect(args.name)
     if args.json:
-        print(json.dumps({"contexts": rows, "families": families}, indent=2, sort_keys=True))
+        from .. import outputs
+        outputs.print_document(outputs.document(
+            "contexts", {"names": args.name}, rows=rows, families=families))
         return 0
     print(_table(rows))
     if families:

@@ -1,8 +1,14 @@
 """``scalarlab import MODEL.onnx -o GRAPH.json``: an ONNX model as a scalarlab graph file."""
 from __future__ import annotations
 
+import json
+import os
+
 from scalarlab import graph
 from scalarlab.graph.importers.onnx import load_onnx
+
+from .. import argtypes as T
+from .. import outputs
 
 NAME = "import"
 HELP = "import an ONNX model (initializers -> payload) and write a scalarlab graph file"
@@ -11,8 +17,9 @@ HELP = "import an ONNX model (initializers -> payload) and write a scalarlab gra
 def add_arguments(p) -> None:
     p.add_argument("model", metavar="MODEL.onnx", help="the ONNX model file")
     p.add_argument("-o", "--out", required=True, metavar="GRAPH.json",
+                   type=outputs.output_file(".json"),
                    help="graph file to write (JSON; payload inline unless --npz)")
-    p.add_argument("--batch-dims", type=int, default=1, metavar="K",
+    p.add_argument("--batch-dims", type=T.integer(0, 8), default=1, metavar="K",
                    help="leading batch axes of the model's inputs (default 1, the ONNX "
                         "convention; 0: the input is one example)")
     p.add_argument("--output", default=None, metavar="NAME",
@@ -23,7 +30,16 @@ def add_arguments(p) -> None:
 
 def run(args) -> int:
     g, p = load_onnx(args.model, batch_dims=args.batch_dims, output=args.output)
-    graph.save(args.out, g, p, npz=args.npz)
+    # Both files are written to temporary names beside their targets and renamed.
+    ref = None
+    if args.npz:
+        npz_path = os.path.splitext(args.out)[0] + ".npz"
+        outputs.check_output_file(npz_path, "--npz")
+        with outputs.atomic_path(npz_path, "--npz") as tmp:
+            graph.fileformat.save_npz(tmp, g, p)
+        ref = os.path.basename(npz_path)
+    doc = graph.fileformat.to_json(g, p, payload_file=ref)
+    outputs.write_text(args.out, json.dumps(doc, indent=1) + "\n")
     if args.listing:
         print(graph.listing(g))
     print(f"wrote {args.out}: {len(g.nodes)} nodes, {len(p)} payload entries")

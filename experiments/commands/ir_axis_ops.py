@@ -10,6 +10,8 @@ from scalarlab import scalars
 from scalarlab.graph import examples
 from scalarlab.scalars.errors import ContextError
 
+from .. import argtypes as T
+
 NAME = "ir-axis-ops"
 HELP = "the IR axis tutorial: softmax/layernorm/concat at axis 1 on [2,3,4], shapes and values"
 
@@ -20,7 +22,7 @@ def add_arguments(p) -> None:
     p.add_argument("--arithmetic", default="native", metavar="NAME",
                    help="scalar context: native (float64), ieee (binary32), complex "
                         "(complex128) or any context name (default native)")
-    p.add_argument("--leading", type=int, default=4, metavar="K",
+    p.add_argument("--leading", type=T.integer(1), default=4, metavar="K",
                    help="how many leading output values to print (default 4)")
 
 

@@ -10,7 +10,6 @@ paths run the same program text through the same op-table rules.
 from __future__ import annotations
 
 import argparse
-import json
 
 NAME = "quickstart-mlp"
 HELP = "train a small MLP on the 25-point regression set (eager or typed-graph execution)"
@@ -134,7 +133,9 @@ def run(args) -> int:
         lines: list = []
         report = transcript(args, out=lines.append)
         report["lines"] = lines
-        print(json.dumps(report, indent=1))
+        from .. import outputs
+        meta = {k: report[k] for k in ("seed", "steps", "arithmetic", "execution", "device")}
+        outputs.print_document(outputs.document("quickstart-mlp", meta, tables=report))
     else:
         transcript(args)
     return 0

@@ -1,7 +1,6 @@
 """``scalarlab report``: the standard experiments on the built-in graphs, as a Markdown report."""
 from __future__ import annotations
 
-import json
 import os
 
 from .. import argtypes as T

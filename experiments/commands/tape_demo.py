@@ -8,8 +8,6 @@ figure is exact.
 """
 from __future__ import annotations
 
-import json
-
 NAME = "tape-demo"
 HELP = "walk the tape example: recorded nodes, (4, 5), forward 22.5, gradients 4x and 2x"
 
@@ -86,7 +84,9 @@ def run(args) -> int:
         "transform": {"live": _fmt(ctx, live_t), "detached": _fmt(ctx, det_t)},
     }
     if args.json:
-        print(json.dumps(report, indent=2))
+        from .. import outputs
+        outputs.print_document(outputs.document(
+            "tape-demo", {"context": ctx.name, "x": X0}, tables=report))
         return 0
     print(f"context: {ctx.name}")
     print("program: z = x*x + x*x, l = sum(z) at x = (3, -1.5)")

@@ -10,7 +10,8 @@ REQUIRED = {"float64", "rational", "fp32-real", "mpmath:200", "mpmath:53", "comp
 def test_json_lists_every_registered_context(capsys):
     assert main(["contexts", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    rows = {r["name"]: r for r in data["contexts"]}
+    assert data["format"] == "scalarlab-contexts" and "versions" in data["meta"]
+    rows = {r["name"]: r for r in data["rows"]}
     assert set(scalars.names()) <= set(rows) and REQUIRED <= set(rows)
     assert "mpmath:PREC" in data["families"]
     assert rows["rational"]["exact"] is True and rows["rational"]["reduction"] == "sequential"
@@ -36,7 +37,7 @@ def test_table_has_a_row_per_context(capsys):
 
 def test_name_filter_and_unknown_name(capsys):
     assert main(["contexts", "--json", "--name", "mpmath:123"]) == 0
-    rows = json.loads(capsys.readouterr().out)["contexts"]
+    rows = json.loads(capsys.readouterr().out)["rows"]
     assert [r["name"] for r in rows] == ["mpmath:123"] and "123-bit" in rows[0]["format"]
     assert main(["contexts", "--name", "nope"]) == 1
     err = capsys.readouterr().err

@@ -32,7 +32,7 @@ def test_text_output_float64(capsys):
 
 def test_json_rational_is_exact(capsys):
     assert main(["tape-demo", "--context", "rational", "--json"]) == 0
-    rep = json.loads(capsys.readouterr().out)
+    rep = json.loads(capsys.readouterr().out)["tables"]
     assert rep["context"] == "rational"
     assert (rep["output_id"], rep["tape_length"]) == (4, 5)
     assert rep["forward"] == "45/2"

@@ -91,7 +91,7 @@ def test_json_report_matches_the_text(capsys):
     import json
     rc, text, _ = _run(capsys, "--steps", "2", "--arithmetic", "float64")
     rc2, js, _ = _run(capsys, "--steps", "2", "--arithmetic", "float64", "--json")
-    rep = json.loads(js)
+    rep = json.loads(js)["tables"]
     assert rc == rc2 == 0
     assert rep["lines"] == text.splitlines()
     assert rep["dataset_size"] == 25 and rep["target"] == "[0.200000]"

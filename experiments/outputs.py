@@ -58,11 +58,11 @@ def check_output_file(path, flag: str = "--out", suffixes=None) -> Path:
     where = f"{flag} {path}".strip()
     if not str(path):
         raise OutputError(f"{flag or 'output'}: empty file name")
+    if p.is_dir():
+        raise OutputError(f"{where}: is a directory")
     if suffixes is not None and p.suffix.lower() not in suffixes:
         raise OutputError(f"{where}: unknown file type {p.suffix or '(none)'!r}; use "
                           f"one of {', '.join(suffixes)}")
-    if p.is_dir():
-        raise OutputError(f"{where}: is a directory")
     parent = p.parent if str(p.parent) else Path(".")
     if not parent.is_dir():
         raise OutputError(f"{where}: directory {parent} does not exist")

@@ -149,3 +149,18 @@ def input_spec(text: str) -> str:
 
 
 input_spec.__name__ = "input"
+
+
+def existing_file(*suffixes: str):
+    """argparse ``type=``: an existing file (with one of ``suffixes`` if given)."""
+    def parse(text: str) -> str:
+        import os
+        if not text.strip():
+            _fail("empty file name")
+        if suffixes and not text.lower().endswith(tuple(s.lower() for s in suffixes)):
+            _fail(f"{text!r}: expected a {' or '.join(suffixes)} file")
+        if not os.path.isfile(text):
+            _fail(f"{text}: no such file")
+        return text
+    parse.__name__ = "file"
+    return parse

@@ -36,9 +36,9 @@ class _HelpFormatter(argparse.HelpFormatter):
 
     def _get_help_string(self, action):
         text = action.help or ""
-        if ("default" not in text and action.default not in (None, False, argparse.SUPPRESS)
-                and action.option_strings and action.nargs != 0):
-            d = action.default
+        d = action.default
+        if ("default" not in text and d is not None and d is not False
+                and d != argparse.SUPPRESS and action.option_strings and action.nargs != 0):
             if isinstance(d, (list, tuple)):
                 d = ",".join(map(str, d))
             text += f" (default: {d})"

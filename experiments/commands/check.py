@@ -13,6 +13,8 @@ from scalarlab import graph
 from scalarlab.graph import examples
 from scalarlab.graph.errors import GraphError
 
+from .. import argtypes as T
+
 NAME = "check"
 HELP = ("validate a graph: structure (ids, parents, arity), shapes, payload (finite weights); "
         "prints ok or the error")
@@ -21,7 +23,7 @@ HELP = ("validate a graph: structure (ids, parents, arity), shapes, payload (fin
 def add_arguments(p) -> None:
     p.add_argument("graph", metavar="GRAPH",
                    help=f"built-in graph ({', '.join(examples.names())}) or a graph file")
-    p.add_argument("--payload", default=None, metavar="P.npz",
+    p.add_argument("--payload", type=T.existing_file(".npz"), default=None, metavar="P.npz",
                    help="check against this payload instead of the graph's own")
     p.add_argument("--allow-nonfinite", action="store_true",
                    help="report NaN/inf weights as a warning instead of an error")

@@ -13,6 +13,8 @@ from scalarlab.graph.fileformat import exact_str
 
 from .. import outputs
 
+from .. import argtypes as T
+
 NAME = "eval"
 HELP = "evaluate a graph (built-in or file) in a scalar context: output or all node values"
 
@@ -20,12 +22,14 @@ HELP = "evaluate a graph (built-in or file) in a scalar context: output or all n
 def add_arguments(p) -> None:
     p.add_argument("graph", metavar="GRAPH",
                    help=f"built-in graph ({', '.join(examples.names())}) or a graph file")
-    p.add_argument("--payload", default=None, metavar="P.npz", help="payload .npz to use instead")
+    p.add_argument("--payload", type=T.existing_file(".npz"), default=None, metavar="P.npz",
+                   help="payload .npz to use instead")
     src = p.add_mutually_exclusive_group()
     src.add_argument("--input", default=None, metavar="X",
                      help="comma-separated exact decimals, e.g. '0.3,-0.2,0.1,0.4' (a multiple "
                           "of the input size evaluates a batch)")
-    src.add_argument("--input-file", default=None, metavar="X.npy",
+    src.add_argument("--input-file", type=T.existing_file(".npy", ".npz"), default=None,
+                     metavar="X.npy",
                      help=".npy input (leading batch axes allowed) or .npz keyed by input id")
     p.add_argument("--context", default=None, metavar="NAME",
                    help="scalar context (default float64, or binary32 with --device cuda; "

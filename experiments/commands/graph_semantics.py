@@ -25,7 +25,7 @@ def add_arguments(p):
                    help="built-in graph name or a graph file (default six-node)")
     p.add_argument("--input", type=T.input_spec, default=None, metavar="X",
                    help="box centre as comma-separated decimals (default: the graph's x0)")
-    p.add_argument("--payload", default=None, metavar="P.npz",
+    p.add_argument("--payload", type=T.existing_file(".npz"), default=None, metavar="P.npz",
                    help="payload .npz for a graph file without inline payload")
     p.add_argument("--samples", type=T.integer(0), default=50,
                    help="random samples to check (default 50)")

@@ -32,7 +32,7 @@ def add_arguments(p):
                      help='box centre, e.g. "0.3,-0.2,0.1,0.4" (default: the graph\'s x0)')
     src.add_argument("--input-file", type=T.npy_file, metavar="X.npy",
                      help="box centre from a .npy file")
-    p.add_argument("--payload", metavar="P.npz",
+    p.add_argument("--payload", type=T.existing_file(".npz"), metavar="P.npz",
                    help="payload .npz for a graph file without inline payload")
     p.add_argument("--radii", type=T.decimal_list(0, T.RADIUS_MAX), default="0.01,0.05,0.5",
                    metavar="R,R", help="comma-separated l-inf radii >= 0")

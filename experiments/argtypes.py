@@ -64,9 +64,18 @@ def _items(text: str, what: str) -> list[str]:
     return parts
 
 
+#: Largest decimal exponent accepted in exact inputs (1e-999999 would make every exact
+#: operation on it slow; binary64 spans about 1e-324 .. 1e308).
+MAX_EXPONENT = 1000
+_EXPONENT = __import__("re").compile(r"[eE]([+-]?\d+)\s*\Z")
+
+
 def decimal(text: str, *, lo: float | None = None, hi: float | None = None) -> str:
     """One exact decimal or p/q number, kept as its text (exact for rational contexts)."""
     t = text.strip()
+    m = _EXPONENT.search(t)
+    if m and abs(int(m.group(1))) > MAX_EXPONENT:
+        _fail(f"{t!r}: decimal exponent beyond +-{MAX_EXPONENT}")
     try:
         q = Fraction(t)
     except (ValueError, ZeroDivisionError):

@@ -207,7 +207,7 @@ def plot(res: ReductionOrderResult, path):
     fmts = list(res.contexts)
     fig, axes = new_figure(len(fmts), 1)
     axes = np.atleast_1d(axes)
-    fig.subplots_adjust(bottom=0.08)
+    fig.subplots_adjust(bottom=0.08, left=0.12)   # room for the two-line y-labels
     nodes = res.case.nodes
     for ax, f in zip(axes, fmts):
         sub = res.rows[res.rows["format"] == f]
@@ -219,6 +219,11 @@ def plot(res: ReductionOrderResult, path):
                    np.nan_to_num(s["max_ulps_vs_reference"], posinf=0.0), width, label=o)
         ax.set_xticks([int(n.id) for n in nodes])
         ax.set_xticklabels([f"{int(n.id)} {C.node_op(n)}" for n in nodes], fontsize=7)
+        # symlog: 0 stays at 0 and 1 ULP stays visible next to 1000 ULP
+        ax.set_yscale("symlog", linthresh=1.0)
+        top = np.nan_to_num(sub["max_ulps_vs_reference"].to_numpy(dtype=float), nan=0.0,
+                            posinf=0.0).max(initial=0.0)
+        ax.set_ylim(0, max(2.0, top) * 8)          # headroom above the bars for the legend
         ax.set_ylabel(f"{f}\nmax ULP vs ref", fontsize=8)
         ax.grid(alpha=0.3, axis="y")
         ax.legend(fontsize=7, ncol=len(orders))

@@ -80,6 +80,8 @@ def _run_sweep(g, payload, center, args, progress):
     if not (args.workers or args.scheduler):
         return sweep(g, payload, center, args.radii, args.contexts, args.samples, **kw)
     import dask
+    import distributed  # noqa: F401  (its config defaults must exist before set() below;
+    # a set() that creates the "distributed" key would delete it again on exit)
     with dask.config.set({"distributed.comm.timeouts.connect": f"{args.connect_timeout}s"}):
         try:
             return sweep(g, payload, center, args.radii, args.contexts, args.samples, **kw)

@@ -181,24 +181,28 @@ def test_cheap_reference_only_after_check(six):
     assert res.reference.name == "mpmath:200" and "too precise" in res.reference.label
 
 
-@pytest.mark.parametrize("argv, msg", [
-    (["--contexts", "binary33"], "unknown context 'binary33'"),
-    (["--contexts", "interval:binary32"], "interval context"),
-    (["--contexts", "binary32,binary32"], "given more than once"),
-    (["no-such-graph"], "neither a built-in"),
-    (["--input", "1,2"], "got 2 numbers, the input node has shape [4]"),
-    (["--input", "1,2,x,4"], "'x' is not a decimal number"),
-    (["--input", "missing.npy"], "no such file"),
-    (["--out", "table.xlsx"], "unknown file type '.xlsx'"),
-    (["--plot", "plot.jpg"], "PNG"),
-    (["--samples", "0"], "--samples must be >= 1"),
-    (["--reference", "mpmath:x"], "unknown context"),
-    (["--threshold", "-1"], "--threshold"),
+@pytest.mark.parametrize("argv, msg, status", [      # 2: refused while parsing the flags
+    (["--contexts", "binary33"], "unknown context 'binary33'", 2),
+    (["--contexts", "interval:binary32"], "interval context", 1),
+    (["--contexts", "binary32,binary32"], "given more than once", 2),
+    (["no-such-graph"], "neither a built-in", 1),
+    (["--input", "1,2"], "got 2 numbers, the input node has shape [4]", 1),
+    (["--input", "1,2,x,4"], "'x' is not a decimal number", 2),
+    (["--input", "missing.npy"], "no such file", 2),
+    (["--out", "table.xlsx"], "unknown file type '.xlsx'", 2),
+    (["--plot", "plot.jpg"], "use one of .png", 2),
+    (["--samples", "0"], "--samples: must be >= 1", 2),
+    (["--reference", "mpmath:x"], "unknown context", 2),
+    (["--threshold", "-1"], "--threshold", 2),
 ])
-def test_user_errors_exit_1_with_message(argv, msg, capsys, tmp_path, monkeypatch):
+def test_user_errors_exit_1_with_message(argv, msg, status, capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     ctx = [] if "--contexts" in argv else ["--contexts", "binary32"]
-    assert main(["compare", "--quiet", *ctx, *argv]) == 1
+    try:
+        rc = main(["compare", "--quiet", *ctx, *argv])
+    except SystemExit as exc:
+        rc = exc.code
+    assert rc == status
     err = capsys.readouterr().err
     assert err.startswith("scalarlab compare: error: ") and msg in err
     assert "Traceback" not in err

@@ -104,15 +104,19 @@ def test_cli_json_out_and_histogram_png(tmp_path, capsys):
     assert png_size(png) == (800, 450)
 
 
-@pytest.mark.parametrize("argv, msg", [
-    (["--context", "mpmath:200"], "has none"),
-    (["--context", "nope"], "unknown context"),
-    (["--context", "interval:float64"], "interval context"),
-    (["--node", "9"], "has nodes 0..5"),
-    (["--radius", "-1"], "--radius"),
+@pytest.mark.parametrize("argv, msg, status", [      # 2: refused while parsing the flags
+    (["--context", "mpmath:200"], "has none", 1),
+    (["--context", "nope"], "unknown context", 2),
+    (["--context", "interval:float64"], "interval context", 1),
+    (["--node", "9"], "has nodes 0..5", 1),
+    (["--radius", "-1"], "--radius", 2),
 ])
-def test_gaps_user_errors(argv, msg, capsys):
-    assert main(["gaps", "--samples", "5", "--quiet", *argv]) == 1
+def test_gaps_user_errors(argv, msg, status, capsys):
+    try:
+        rc = main(["gaps", "--samples", "5", "--quiet", *argv])
+    except SystemExit as exc:
+        rc = exc.code
+    assert rc == status
     err = capsys.readouterr().err
     assert err.startswith("scalarlab gaps: error: ") and msg in err
 

@@ -15,7 +15,8 @@ HELP = "import an ONNX model (initializers -> payload) and write a scalarlab gra
 
 
 def add_arguments(p) -> None:
-    p.add_argument("model", metavar="MODEL.onnx", help="the ONNX model file")
+    p.add_argument("model", metavar="MODEL.onnx", type=T.existing_file(),
+                   help="the ONNX model file")
     p.add_argument("-o", "--out", required=True, metavar="GRAPH.json",
                    type=outputs.output_file(".json"),
                    help="graph file to write (JSON; payload inline unless --npz)")

@@ -34,9 +34,12 @@ def _count(what):
 
 def _seed(text):
     try:
-        return int(text, 10)
+        v = int(text, 10)
     except ValueError:
         raise argparse.ArgumentTypeError(f"seed must be an integer, got {text!r}") from None
+    if v < 0:                                   # numpy generators take seeds >= 0
+        raise argparse.ArgumentTypeError(f"seed must be >= 0, got {v}")
+    return v
 
 
 def _arithmetic(text):

@@ -185,8 +185,22 @@ def _env():
     return env
 
 
-def test_ctrl_c_and_full_stdout_in_a_real_process():
-    """SIGINT during training and ``--json > /dev/full``: one line, exit 130 / 1."""
+def test_full_stdout_in_a_real_process():
+    """``--json > /dev/full``: the failed flush of stdout is one line, exit 1."""
+    assert os.path.exists("/dev/full"), "Linux provides /dev/full"
+    cmd = [sys.executable, "-m", "scalarlab.experiments"]
+    with open("/dev/full", "w") as full:
+        res = subprocess.run([*cmd, "contexts", "--json"], stdout=full,
+                             stderr=subprocess.PIPE, text=True, env=_env(), timeout=120)
+    assert res.returncode == 1
+    lines = res.stderr.strip().splitlines()
+    assert lines == [f"scalarlab contexts: error: standard output: "
+                     f"{os.strerror(errno.ENOSPC)}"], lines
+
+
+@pytest.mark.slow
+def test_ctrl_c_in_a_real_process():
+    """SIGINT during training: one line, exit 130 (in-process: test_ctrl_c_in_process)."""
     cmd = [sys.executable, "-m", "scalarlab.experiments"]
     proc = subprocess.Popen([*cmd, "quickstart-mlp", "--steps", "100000", "--arithmetic",
                              "float64"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -204,14 +218,6 @@ def test_ctrl_c_and_full_stdout_in_a_real_process():
     assert proc.returncode == 130
     assert err.strip().splitlines() == ["scalarlab quickstart-mlp: interrupted (outputs not "
                                         "replaced)"]
-    if os.path.exists("/dev/full"):
-        with open("/dev/full", "w") as full:
-            res = subprocess.run([*cmd, "contexts", "--json"], stdout=full,
-                                 stderr=subprocess.PIPE, text=True, env=_env(), timeout=120)
-        assert res.returncode == 1
-        lines = res.stderr.strip().splitlines()
-        assert lines == [f"scalarlab contexts: error: standard output: "
-                         f"{os.strerror(errno.ENOSPC)}"], lines
 
 
 # --------------------------------------------------------------------------- fuzz
@@ -255,11 +261,14 @@ def _fuzz_cases(n_per_flag=2, seed=15):
     return [[t for t in c if t is not None] for c in cases]
 
 
-def test_fuzz_every_subcommand_with_bad_flag_values(tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize("per_flag, seed", [
+    (1, 15), pytest.param(len(BAD_VALUES), 0, marks=pytest.mark.slow, id="every-value")])
+def test_fuzz_every_subcommand_with_bad_flag_values(per_flag, seed, tmp_path, monkeypatch,
+                                                    capsys):
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("SCALARLAB_TRACEBACK", raising=False)
-    cases = _fuzz_cases()
-    assert len(cases) > 100
+    cases = _fuzz_cases(per_flag, seed)
+    assert len(cases) > 80
     for argv in cases:
         rc, out, err = _run(argv, capsys)
         assert rc in (0, 1, 2), (argv, rc, err)

@@ -107,6 +107,43 @@ def dumps(g: Graph, payload=None) -> str:
     return json.dumps(to_json(g, None if payload is None else Payload(payload)), indent=1)
 
 
+class _Replacing:
+    """``with _Replacing(path) as tmp:`` write ``tmp`` (beside ``path``, same suffix); it is
+    renamed onto ``path`` only if the block ends normally, else removed, so an interrupted
+    or failed save (full disk, Ctrl-C) leaves the previous file intact."""
+
+    def __init__(self, path):
+        self.path = os.fspath(path)
+
+    def __enter__(self) -> str:
+        import tempfile
+        d, name = os.path.split(os.path.abspath(self.path))
+        fd, self.tmp = tempfile.mkstemp(dir=d, prefix=f".{name}.",
+                                        suffix=".tmp" + os.path.splitext(name)[1])
+        os.close(fd)
+        return self.tmp
+
+    def __exit__(self, kind, exc, tb):
+        if kind is None:
+            try:
+                mask = os.umask(0)
+                os.umask(mask)
+                os.chmod(self.tmp, 0o666 & ~mask)
+                os.replace(self.tmp, self.path)
+                return False
+            except OSError:
+                self._remove()
+                raise
+        self._remove()
+        return False
+
+    def _remove(self) -> None:
+        try:
+            os.unlink(self.tmp)
+        except OSError:
+            pass
+
+
 def save_npz(path, g: Graph, payload) -> None:
     payload = Payload(payload)
     arrays = {}
@@ -120,7 +157,8 @@ def save_npz(path, g: Graph, payload) -> None:
                 a = np.asarray([exact_str(t) for t in a.reshape(-1)], dtype=str).reshape(a.shape)
             arrays[f"{k}.{op}.{name}"] = a
     try:
-        np.savez(path, **arrays)
+        with _Replacing(path) as tmp:
+            np.savez(tmp, **arrays)
     except OSError as exc:
         raise GraphError(f"payload file {path}: cannot write: {exc}") from None
 
@@ -139,7 +177,7 @@ def save(path, g: Graph, payload=None, *, npz: bool = False) -> None:
         ref = os.path.basename(stem + ".npz")
     doc = to_json(g, payload, payload_file=ref)
     try:
-        with open(path, "w") as fh:
+        with _Replacing(path) as tmp, open(tmp, "w") as fh:
             json.dump(doc, fh, indent=1)
             fh.write("\n")
     except OSError as exc:

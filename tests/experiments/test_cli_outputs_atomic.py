@@ -220,3 +220,35 @@ def test_csv_sidecar_and_markdown_meta(tmp_path, capsys):
     text = md.read_text()
     assert text.startswith("# scalarlab sweep: six-node\n") and "- **seed**: 0" in text
     assert "- **versions**: scalarlab=" in text
+
+
+def test_graph_files_and_payloads_are_replaced_atomically(tmp_path, monkeypatch):
+    """graph.save / save_npz (also used by `scalarlab import`): an interrupted save keeps
+    the previous file."""
+    import numpy as np
+    from scalarlab import graph
+    from scalarlab.graph import examples, fileformat
+    g, p, _ = examples.six_node_mlp()
+    path = tmp_path / "g.json"
+    graph.save(path, g, p, npz=True)
+    before = {f.name: f.read_bytes() for f in tmp_path.iterdir()}
+    assert set(before) == {"g.json", "g.npz"}
+
+    def broken_dump(doc, fh, **kw):
+        fh.write('{"format": "scalarlab-graph", "nodes": [')      # half a file
+        raise KeyboardInterrupt
+    monkeypatch.setattr(fileformat.json, "dump", broken_dump)
+    with pytest.raises(KeyboardInterrupt):
+        graph.save(path, g, p)
+    monkeypatch.undo()
+
+    def broken_savez(f, **arrays):
+        with open(f, "wb") as fh:
+            fh.write(b"PK partial")
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    monkeypatch.setattr(np, "savez", broken_savez)
+    with pytest.raises(graph.GraphError, match="No space left on device"):
+        fileformat.save_npz(tmp_path / "g.npz", g, p)
+    assert {f.name: f.read_bytes() for f in tmp_path.iterdir()} == before
+    g2, p2 = graph.load(path)
+    assert len(g2.nodes) == len(g.nodes)

@@ -113,14 +113,17 @@ def _build(rep: Report, *, samples, gap_samples, seed, quiet, graphs, six, cente
     rep.add("## 1. Discrepancy tables at the built-in inputs")
     for name in names:
         case = C.load_case(name)
-        if case.x0 is None:
-            rep.add(f"### {name}\n\n(no built-in input: skipped)")
+        if case.x0 is None and name != spec:
+            rep.add(f"### {name}\n\n(no built-in input: skipped; give it as --graph with "
+                    "--input)")
             steps.update(1)
             continue
-        x = C.center_of(case, None)
-        res = C.compare(case, contexts, x, input_desc="built-in x0", quiet=True, seed=seed)
+        # the sampled graph is tabulated at the report's centre (its x0 or --input)
+        x, where = (center, "the report's centre") if name == spec else \
+            (C.center_of(case, None), "built-in x0")
+        res = C.compare(case, contexts, x, input_desc=where, quiet=True, seed=seed)
         rep.add(f"### {name}\n\n" + tables.markdown_meta(
-            {"reference": res.reference.label, "input": "built-in x0"}))
+            {"reference": res.reference.label, "input": where}))
         rep.table(f"compare_{_safe(name)}", res.rows, COMPARE_VIEW)
         rep.add("\n".join(f"- **{v['context']}**: {v['text']}" for v in res.verdicts.values()))
         rep.image(f"compare_{_safe(name)}", lambda p, r=res: C.plot_bits(r, p))

@@ -252,3 +252,30 @@ def test_graph_files_and_payloads_are_replaced_atomically(tmp_path, monkeypatch)
     assert {f.name: f.read_bytes() for f in tmp_path.iterdir()} == before
     g2, p2 = graph.load(path)
     assert len(g2.nodes) == len(g.nodes)
+
+
+def test_report_takes_graph_files_and_a_centre(tmp_path, monkeypatch, capsys):
+    """report --graph FILE --input X: the sampled sections run on the file's graph at X
+    (the sections themselves are stubbed; test_experiments_report runs a real report)."""
+    from scalarlab import graph
+    from scalarlab.experiments import report as R
+    from scalarlab.graph import examples
+    g, p, _ = examples.six_node_mlp()
+    f = tmp_path / "g.json"
+    graph.save(f, g, p)
+    seen = {}
+
+    def record(rep, **kw):
+        seen.update(kw)
+        (rep.directory / R.REPORT_NAME).write_text("stub")
+        rep.files.append(R.REPORT_NAME)
+        return rep
+    monkeypatch.setattr(R, "_build", record)
+    assert main(["report", "--out", str(tmp_path / "rep"), "--graph", str(f), "--graphs",
+                 f"{f},concat-axis", "--input", "-0.3,0.2,0.1,0.4", "--quiet"]) == 0
+    assert seen["spec"] == str(f) and seen["graphs"] == [str(f), "concat-axis"]
+    assert seen["six"].name == "g.json" and len(seen["six"].nodes) == 6
+    assert seen["center"].reshape(-1).tolist() == ["-0.3", "0.2", "0.1", "0.4"]
+    assert main(["report", "--out", str(tmp_path / "rep"), "--graph", str(f),
+                 "--quiet"]) == 1                   # a file has no x0: --input is needed
+    assert "has no built-in input; give --input" in capsys.readouterr().err

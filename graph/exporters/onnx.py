@@ -35,11 +35,14 @@ _BINARY = {"add": "Add", "sub": "Sub", "mul": "Mul", "div": "Div", "max": "Max",
 
 
 def save_onnx(path, g: Graph, payload, **kw) -> None:
-    """Write :func:`to_onnx` of ``g`` to ``path``."""
+    """Write :func:`to_onnx` of ``g`` to ``path`` (atomically: a temporary file beside it,
+    renamed into place when complete, so a failed save keeps the previous file)."""
+    from ..fileformat import _Replacing
     onnx = require("onnx", "onnx")
     model = to_onnx(g, payload, **kw)
     try:
-        onnx.save(model, str(path))
+        with _Replacing(path) as tmp:
+            onnx.save(model, tmp)
     except OSError as exc:
         raise GraphError(f"cannot write ONNX model {path!r}: {exc}") from None
 

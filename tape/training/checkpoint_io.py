@@ -14,9 +14,11 @@ partial load.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
+import tempfile
 import zipfile
 from pathlib import Path
 
@@ -99,13 +101,27 @@ def save(path, session, loader=None) -> tuple:
         "entries": meta_entries,
     }
     npz_path.parent.mkdir(parents=True, exist_ok=True)
-    tmp_npz = npz_path.with_name(npz_path.name + ".tmp")
-    with open(tmp_npz, "wb") as fh:
-        np.savez(fh, **arrays)
-    tmp_json = json_path.with_name(json_path.name + ".tmp")
-    tmp_json.write_text(json.dumps(meta, indent=1, sort_keys=True))
-    os.replace(tmp_npz, npz_path)
-    os.replace(tmp_json, json_path)
+    # Both files are written under unique temporary names beside their targets and renamed
+    # into place only when both are complete; a failure or an interrupt removes the
+    # temporaries and leaves the previous checkpoint as it was.  An interrupt between the
+    # two renames leaves a new npz beside the old metadata: the per-entry SHA-256 in the
+    # metadata makes ``load`` refuse that pair with a clear error instead of mixing saves.
+    temps = []
+    try:
+        for target, write in ((npz_path, lambda fh: np.savez(fh, **arrays)),
+                              (json_path, lambda fh: fh.write(
+                                  json.dumps(meta, indent=1, sort_keys=True).encode()))):
+            fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp",
+                                       dir=target.parent)
+            temps.append(tmp)
+            with os.fdopen(fd, "wb") as fh:
+                write(fh)
+        os.replace(temps[0], npz_path)
+        os.replace(temps[1], json_path)
+    finally:
+        for tmp in temps:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
     return npz_path, json_path
 
 

@@ -129,3 +129,45 @@ def test_truncated_and_mismatched_checkpoints(tmp_path):
         checkpoint_io.load(tmp_path / "nothing", sess, loader)
     # nothing was changed by the failed loads: the session still trains
     assert sess.steps == 2
+
+
+def test_interrupted_save_keeps_the_previous_checkpoint(tmp_path, monkeypatch):
+    """A save interrupted while writing leaves the old pair and no temporaries; a save cut
+    between its two renames (new npz, old metadata) is refused by load, never mixed."""
+    sess, loader = _setup("float64", SGD("0.05", "0.9"), seed=3)
+    sess.step(*loader.next())
+    npz, meta = checkpoint_io.save(tmp_path / "ck", sess, loader)
+    old = (npz.read_bytes(), meta.read_bytes())
+    sess.step(*loader.next())
+
+    real_savez = np.savez
+
+    def interrupted_savez(fh, **arrays):
+        real_savez(fh, **arrays)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(checkpoint_io.np, "savez", interrupted_savez)
+    with pytest.raises(KeyboardInterrupt):
+        checkpoint_io.save(tmp_path / "ck", sess, loader)
+    monkeypatch.setattr(checkpoint_io.np, "savez", real_savez)
+    assert (npz.read_bytes(), meta.read_bytes()) == old
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ck.json", "ck.npz"]
+
+    import os
+    real_replace, calls = os.replace, []
+
+    def replace_once(src, dst):
+        calls.append(dst)
+        if len(calls) == 2:
+            raise OSError(28, "No space left on device")
+        real_replace(src, dst)
+
+    monkeypatch.setattr(checkpoint_io.os, "replace", replace_once)
+    with pytest.raises(OSError):
+        checkpoint_io.save(tmp_path / "ck", sess, loader)
+    monkeypatch.setattr(checkpoint_io.os, "replace", real_replace)
+    assert npz.read_bytes() != old[0] and meta.read_bytes() == old[1]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ck.json", "ck.npz"]
+    fresh, loader2 = _setup("float64", SGD("0.05", "0.9"), seed=4)
+    with pytest.raises(TapeError, match="not a pair|checksum"):
+        checkpoint_io.load(tmp_path / "ck.npz", fresh, loader2)

@@ -1,0 +1,309 @@
+"""CROWN: backward linear bounds over the IR, sound in floating point.
+
+CROWN (Zhang et al., "Efficient Neural Network Robustness Certification with General
+Activation Functions", NeurIPS 2018) bounds a node z_t by linear functions of the input:
+starting from ``Lambda = I`` at z_t it walks the graph backwards; an affine node
+``z_v = M z_u + b`` maps ``Lambda -> Lambda M`` and adds ``Lambda b`` to the offset; a
+nonlinear node ``z_v = s(z_u)`` with linear bounds ``a_l z + b_l <= s(z) <= a_u z + b_u``
+on the box of z_u maps ``Lambda -> Lambda+ a_l + Lambda- a_u`` (for a lower bound) and adds
+``Lambda+ b_l + Lambda- b_u``.  At the input the linear function is minimised over the box.
+The upper bound of z_t is minus the lower bound of -z_t, so one pass runs the rows of
+``[I; -I]`` together.
+
+Floating-point soundness.  Every coefficient, offset and relaxation parameter is an
+*interval* of the interval context (default ``interval:float64``) that contains the exact
+real value the algorithm would compute from the same relaxation choices:
+
+* the Jacobian M and offset b of an affine node are enclosed by evaluating the op's own
+  forward rule in the interval context at 0 and at every basis vector (one batched call;
+  ``M e_k = f(e_k) - f(0)`` exactly for an affine f), so every affine op of the table
+  (linear, conv2d, avg_pool2d, reshape/flatten/permute, sums, batchnorm_eval, and add /
+  sub / mul / div by a constant) is handled by one rule;
+* relaxation lines (chords, tangents) are computed in interval arithmetic from exact
+  floats l, u (the endpoints of the input node's bound), so the exact line -- a valid bound
+  by the convexity arguments below -- has its slope and offset inside the intervals;
+* Lambda+ / Lambda- of an interval Lambda are the intervals [max(lo,0), max(hi,0)] and
+  [min(lo,0), min(hi,0)], which contain the positive and negative parts of the exact value;
+* products and sums use the context's outward rounding, and the final minimisation over
+  the input box is an interval product whose lower end is taken.
+
+So the returned bounds enclose the exact range of z_t over the box (tested against
+sampling and vertices), and they differ from a plain float64 CROWN only by rounding.
+
+Relaxations (l < u the bounds of the input of the nonlinearity):
+
+* relu: inactive (u <= 0) 0; active (l >= 0) identity; otherwise the upper chord
+  ``u (z - l) / (u - l)`` and the adaptive lower line ``z`` if ``u >= -l`` else 0
+  (CROWN-Ada).
+* tanh, sigmoid: convex part (u <= 0): upper chord, lower tangent at d = (l + u) / 2;
+  concave part (l >= 0): lower chord, upper tangent at d; straddling 0: the parallel lines
+  through (l, s(l)) and (u, s(u)) with slope m = min(s'(l), s'(u)), which is the smallest
+  slope of s on [l, u] (s' decreases in |z|), so ``s(z) - s(l) >= m (z - l)`` and
+  ``s(u) - s(z) >= m (u - z)`` by the mean value theorem.  (The paper's straddling case
+  searches a tangent point by bisection; these lines are valid CROWN bounds of the same
+  family, chosen because their validity does not depend on a numerically solved point.)
+
+Methods: ``"crown"`` bounds every input of a nonlinearity by CROWN (its relaxations use
+those bounds); ``"crown-ibp"`` (Zhang et al. 2020) takes those intermediate bounds from
+IBP and uses CROWN only for the output.  Nodes not bounded by CROWN get the interval rule
+of their op applied to their parents' boxes, so every node has a box.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+
+from scalarlab.graph.fold import node_args, rule_for
+from scalarlab.graph.optable import OPS
+from scalarlab.scalars.interval import Interval
+
+from .box import Box
+from .errors import IBPError
+from .propagate import interval_context
+
+__all__ = ["run_crown", "CrownError", "METHODS", "AFFINE_OPS", "RELAXED_OPS"]
+
+METHODS = ("ibp", "crown", "crown-ibp")
+
+#: ops affine in their one input-dependent parent (the other parents are constants)
+AFFINE_OPS = frozenset({"linear", "conv2d", "avg_pool2d", "flatten", "reshape", "permute",
+                        "sum", "reduce_sum", "reduce_mean", "batchnorm_eval", "neg",
+                        "broadcast_to", "detach", "add", "sub", "mul", "div"})
+#: elementwise nonlinearities with a linear relaxation here
+RELAXED_OPS = frozenset({"relu", "tanh", "sigmoid"})
+
+
+class CrownError(IBPError):
+    """The graph has a node CROWN cannot bound (no affine form, no relaxation)."""
+
+
+def run_crown(graph, payload, box: Box, ctx="interval:float64", method: str = "crown",
+              output_id: Optional[int] = None) -> list:
+    """One :class:`Box` per node: CROWN bounds at the output and (``method="crown"``) at
+    every input of a nonlinearity, the op's interval rule elsewhere.
+
+    ``box`` bounds the graph's one input; with leading batch axes each box of the batch
+    is bounded separately (CROWN is per example).  ``method="ibp"`` returns
+    :func:`run_ibp`'s boxes, for uniform callers.
+    """
+    from scalarlab.graph.payload import as_payload
+    from scalarlab.graph.validate import check_payload, ensure_valid
+
+    from .propagate import run_ibp
+
+    if method not in METHODS:
+        raise IBPError(f"run_crown: unknown method {method!r}; use one of {', '.join(METHODS)}")
+    ictx = interval_context(ctx)
+    if not isinstance(box, Box):
+        raise IBPError(f"run_crown: expected a Box for the input, got {type(box).__name__}")
+    if method == "ibp":
+        return run_ibp(graph, payload, box, ictx)
+    ensure_valid(graph)
+    payload = as_payload(payload)
+    check_payload(graph, payload)
+    ins = graph.input_ids()
+    if len(ins) != 1:
+        raise CrownError(f"run_crown: the graph must have exactly one input node, it has "
+                         f"{len(ins)} ({ins})")
+    in_shape = tuple(graph.nodes[ins[0]].out_shape)
+    nb = len(box.shape) - len(in_shape)
+    if nb < 0 or tuple(box.shape[nb:]) != in_shape:
+        raise CrownError(f"run_crown: box shape {list(box.shape)} does not match the input "
+                         f"node's shape {list(in_shape)} (leading batch axes allowed)")
+    out = graph.output if output_id is None else int(output_id)
+    if nb:
+        per = [_crown_one(graph, payload, box[idx], ictx, method, out)
+               for idx in np.ndindex(box.shape[:nb])]
+        return [None if any(p[i] is None for p in per) else
+                Box(np.stack([p[i].lo for p in per]).reshape(box.shape[:nb] + p0.shape),
+                    np.stack([p[i].hi for p in per]).reshape(box.shape[:nb] + p0.shape))
+                for i, p0 in enumerate(per[0])]
+    return _crown_one(graph, payload, box, ictx, method, out)
+
+
+# ------------------------------------------------------------------------------ helpers
+def _flat(ctx, v) -> Interval:
+    return ctx.reshape(v, (int(np.prod(ctx.shape(v), dtype=np.int64)),))
+
+
+def _ends(v: Interval):
+    return np.asarray(v.lo).reshape(-1), np.asarray(v.hi).reshape(-1)
+
+
+def _depends(graph, input_id) -> list:
+    dep = [False] * len(graph.nodes)
+    dep[input_id] = True
+    for n in graph.nodes:
+        if any(dep[p] for p in n.parents):
+            dep[n.id] = True
+    return dep
+
+
+def _crown_one(graph, payload, box, ictx, method, out) -> list:
+    in_id = graph.input_ids()[0]
+    dep = _depends(graph, in_id)
+    need = [False] * len(graph.nodes)
+    need[out] = True
+    if method == "crown":
+        for n in graph.nodes:
+            if n.kind.op in RELAXED_OPS and dep[n.id]:
+                need[n.parents[0]] = True
+    anc = [False] * len(graph.nodes)           # only ancestors of the output are bounded
+    anc[out] = True
+    for i in range(out, -1, -1):
+        if anc[i]:
+            for p in graph.nodes[i].parents:
+                anc[p] = True
+    vals: list = [None] * len(graph.nodes)
+    vals[in_id] = box.to_interval(ictx)
+    for node in graph.nodes:
+        i = node.id
+        if i == in_id or not anc[i]:
+            continue
+        if need[i] and dep[i]:
+            vals[i] = _backward(graph, payload, ictx, vals, dep, i)
+            continue
+        args, attrs = node_args(graph, payload, ictx, node, vals)
+        vals[i] = rule_for(OPS[node.kind.op], ictx)(ictx, args, attrs, 0)
+    return [None if v is None else Box.from_interval(ictx, v) for v in vals]
+
+
+def _affine_parts(graph, payload, ictx, node, vals, dep):
+    """(variable parent id, M as an interval (n_v, n_u), offset b as an interval (n_v,))
+    of an affine node, from its forward rule at 0 and at the basis vectors."""
+    var = [p for p in node.parents if dep[p]]
+    op = node.kind.op
+    if len(var) != 1 or (op == "div" and node.parents[0] != var[0]):
+        raise CrownError(f"crown: node {node.id} ({op}) is not affine in one input-dependent "
+                         f"parent")
+    u = var[0]
+    shp = tuple(graph.nodes[u].out_shape)
+    n_u = int(np.prod(shp, dtype=np.int64))
+    basis = np.concatenate([np.zeros((1, n_u)), np.eye(n_u)]).reshape((n_u + 1,) + shp)
+    X = ictx.convert(basis)
+    local = list(vals)
+    for p in node.parents:          # constant parents broadcast over the basis batch
+        if p != u:
+            local[p] = ictx.broadcast_to(ictx.reshape(vals[p], (1,) + ictx.shape(vals[p])),
+                                         (n_u + 1,) + ictx.shape(vals[p]))
+    local[u] = X
+    args, attrs = node_args(graph, payload, ictx, node, local)
+    Y = OPS[op].forward(ictx, args, attrs, 1)
+    Y = ictx.reshape(Y, (n_u + 1, int(np.prod(ictx.shape(Y)[1:], dtype=np.int64))))
+    b = ictx.take(Y, [0], axis=0)
+    cols = ictx.sub(ictx.take(Y, list(range(1, n_u + 1)), axis=0), b)   # (n_u, n_v)
+    return u, ictx.transpose(cols, (1, 0)), ictx.reshape(b, (ictx.shape(b)[1],))
+
+
+def _split(ictx, lam: Interval):
+    """Intervals enclosing the positive and negative parts of the exact Lambda."""
+    lo, hi = lam.lo, lam.hi
+    pos = Interval(np.maximum(lo, 0), np.maximum(hi, 0))
+    neg = Interval(np.minimum(lo, 0), np.minimum(hi, 0))
+    return ictx.make(pos.lo, pos.hi), ictx.make(neg.lo, neg.hi)
+
+
+def _pt(ictx, a) -> Interval:
+    return ictx.make(a, a)
+
+
+def _relax(ictx, op, l, u):
+    """(a_l, b_l, a_u, b_u) intervals per coordinate enclosing valid linear bounds of op on
+    [l, u] (float endpoint arrays)."""
+    n = l.shape[0]
+    one, zero = ictx.ones((n,)), ictx.zeros((n,))
+    L, U = _pt(ictx, l), _pt(ictx, u)
+    point = l == u
+    safe_den = ictx.sub(U, L)
+    safe_den = ictx.where(point, one, safe_den)
+    if op == "relu":
+        dead, alive = u <= 0, l >= 0
+        cross = ~dead & ~alive
+        au = ictx.div(U, ictx.where(cross, safe_den, one))
+        au = ictx.where(cross, au, ictx.where(alive, one, zero))
+        bu = ictx.where(cross, ictx.mul(ictx.neg(L), au), zero)
+        al = ictx.where(alive | (cross & (u >= -l)), one, zero)
+        return al, zero, au, bu
+    f = getattr(ictx, op)
+
+    def deriv(s):
+        if op == "tanh":
+            return ictx.sub(one, ictx.square(s))
+        return ictx.mul(s, ictx.sub(one, s))
+
+    sl, su = f(L), f(U)
+    d = np.asarray(l * 0.5 + u * 0.5)
+    d = np.minimum(np.maximum(d, l), u)
+    D = _pt(ictx, d)
+    sd = f(D)
+    td = deriv(sd)                                         # tangent at d: slope
+    tb = ictx.sub(sd, ictx.mul(td, D))                     # ... and offset
+    chord = ictx.div(ictx.sub(su, sl), safe_den)
+    cb = ictx.sub(sl, ictx.mul(chord, L))
+    m = ictx.minimum(deriv(sl), deriv(su))
+    ml = ictx.sub(sl, ictx.mul(m, L))
+    mu = ictx.sub(su, ictx.mul(m, U))
+    convex, concave = u <= 0, l >= 0
+    al = ictx.where(convex, td, ictx.where(concave, chord, m))
+    bl = ictx.where(convex, tb, ictx.where(concave, cb, ml))
+    au = ictx.where(convex, chord, ictx.where(concave, td, m))
+    bu = ictx.where(convex, cb, ictx.where(concave, tb, mu))
+    # a point interval: the constant bounds [s(l), s(l)]
+    al = ictx.where(point, zero, al)
+    au = ictx.where(point, zero, au)
+    bl = ictx.where(point, _pt(ictx, sl.lo), bl)
+    bu = ictx.where(point, _pt(ictx, sl.hi), bu)
+    return al, bl, au, bu
+
+
+def _acc(ictx, lams, k, v):
+    lams[k] = v if lams.get(k) is None else ictx.add(lams[k], v)
+
+
+def _backward(graph, payload, ictx, vals, dep, t) -> Interval:
+    """CROWN bounds of node t (an Interval of its shape) from the boxes in ``vals``."""
+    shp = tuple(graph.nodes[t].out_shape)
+    n = int(np.prod(shp, dtype=np.int64))
+    lams = {t: ictx.convert(np.concatenate([np.eye(n), -np.eye(n)]))}
+    c = ictx.zeros((2 * n,))
+    lower = None
+    for i in range(t, -1, -1):
+        lam = lams.pop(i, None)
+        if lam is None:
+            continue
+        node = graph.nodes[i]
+        op = node.kind.op
+        if not dep[i]:                               # a constant: its (point) box
+            c = ictx.add(c, ictx.matmul(lam, _flat(ictx, vals[i])))
+            continue
+        if op == "input":
+            lower = ictx.add(ictx.matmul(lam, _flat(ictx, vals[i])), c)
+            continue
+        if op in RELAXED_OPS:
+            u = node.parents[0]
+            l_, u_ = _ends(vals[u])
+            al, bl, au, bu = _relax(ictx, op, l_, u_)
+            pos, neg = _split(ictx, lam)
+            _acc(ictx, lams, u, ictx.add(ictx.mul(pos, al), ictx.mul(neg, au)))
+            c = ictx.add(c, ictx.add(ictx.matmul(pos, bl), ictx.matmul(neg, bu)))
+            continue
+        if op in ("add", "sub") and all(dep[p] for p in node.parents):
+            a, b = node.parents
+            if (tuple(graph.nodes[a].out_shape) != shp or tuple(graph.nodes[b].out_shape) != shp):
+                raise CrownError(f"crown: node {i} ({op}): broadcasting between two "
+                                 f"input-dependent parents is not supported")
+            _acc(ictx, lams, a, lam)
+            _acc(ictx, lams, b, lam if op == "add" else ictx.neg(lam))
+            continue
+        if op in AFFINE_OPS:
+            u, M, b = _affine_parts(graph, payload, ictx, node, vals, dep)
+            _acc(ictx, lams, u, ictx.matmul(lam, M))
+            c = ictx.add(c, ictx.matmul(lam, b))
+            continue
+        raise CrownError(f"crown: node {i} ({op}) has no linear bound here; CROWN supports "
+                         f"affine ops ({', '.join(sorted(AFFINE_OPS))}) and "
+                         f"{', '.join(sorted(RELAXED_OPS))}")
+    lo = lower.lo[:n]
+    hi = ictx.neg(Interval(lower.lo[n:], lower.hi[n:])).hi
+    return ictx.make(lo.reshape(shp), hi.reshape(shp))

@@ -35,6 +35,9 @@ Relaxations (l < u the bounds of the input of the nonlinearity):
 * relu: inactive (u <= 0) 0; active (l >= 0) identity; otherwise the upper chord
   ``u (z - l) / (u - l)`` and the adaptive lower line ``z`` if ``u >= -l`` else 0
   (CROWN-Ada).
+* max_pool2d: per window, the lower line x[j*] (j* the entry of largest lower bound) and
+  the upper line x[j*] when its lower bound is at least every other upper bound of the
+  window (the max is then x[j*]), else the constant largest upper bound.
 * tanh, sigmoid: convex part (u <= 0): upper chord, lower tangent at d = (l + u) / 2;
   concave part (l >= 0): lower chord, upper tangent at d; straddling 0: the parallel lines
   through (l, s(l)) and (u, s(u)) with slope m = min(s'(l), s'(u)), which is the smallest
@@ -71,7 +74,7 @@ AFFINE_OPS = frozenset({"linear", "conv2d", "avg_pool2d", "flatten", "reshape", 
                         "sum", "reduce_sum", "reduce_mean", "batchnorm_eval", "neg",
                         "broadcast_to", "detach", "add", "sub", "mul", "div"})
 #: elementwise nonlinearities with a linear relaxation here
-RELAXED_OPS = frozenset({"relu", "tanh", "sigmoid"})
+RELAXED_OPS = frozenset({"relu", "tanh", "sigmoid", "max_pool2d"})
 
 
 class CrownError(IBPError):
@@ -161,7 +164,10 @@ def _crown_one(graph, payload, box, ictx, method, out) -> list:
         i = node.id
         if i == in_id or not anc[i]:
             continue
-        if need[i] and dep[i]:
+        # an elementwise activation's box is its interval rule on its input's CROWN box:
+        # never looser than CROWN through its own relaxation (the relaxation lines lie
+        # below/above s, so CROWN gives at best a_l l + b_l <= s(l))
+        if need[i] and dep[i] and node.kind.op not in ("relu", "tanh", "sigmoid"):
             vals[i] = _backward(graph, payload, ictx, vals, dep, i)
             continue
         args, attrs = node_args(graph, payload, ictx, node, vals)
@@ -257,6 +263,35 @@ def _relax(ictx, op, l, u):
     return al, bl, au, bu
 
 
+def _maxpool_relax(graph, payload, ictx, node, vals):
+    """(S_L, S_U, b_U) of a max_pool2d node: y >= x[j*] with j* the window entry of largest
+    lower bound; y <= x[j*] too when that lower bound reaches every other upper bound of
+    the window (then y = x[j*]), else y <= b_U = the window's largest upper bound.  The
+    windows come from the op's forward rule at the basis vectors (e_k >= 0: the outputs
+    whose window holds k become 1).  Every entry is an exact float: no rounding."""
+    u = node.parents[0]
+    shp = tuple(graph.nodes[u].out_shape)
+    n_u = int(np.prod(shp, dtype=np.int64))
+    from scalarlab import scalars
+    f64 = scalars.get("float64")
+    local = list(vals)
+    local[u] = np.eye(n_u).reshape((n_u,) + shp)
+    args, attrs = node_args(graph, payload, f64, node, local)
+    member = np.asarray(OPS["max_pool2d"].forward(f64, args, attrs, 1)).reshape(n_u, -1).T > 0
+    lo, hi = _ends(ictx.to_float64(vals[u]))
+    rows = np.arange(member.shape[0])
+    jstar = np.argmax(np.where(member, lo[None, :], -np.inf), axis=1)
+    others = np.where(member, hi[None, :], -np.inf)
+    top = np.max(others, axis=1)
+    others[rows, jstar] = -np.inf
+    exact = lo[jstar] >= np.max(others, axis=1)
+    SL = np.zeros(member.shape)
+    SL[rows, jstar] = 1.0
+    SU = SL * exact[:, None]
+    bU = np.where(exact, 0.0, top)
+    return u, ictx.convert(SL), ictx.convert(SU), ictx.convert(bU)
+
+
 def _acc(ictx, lams, k, v):
     lams[k] = v if lams.get(k) is None else ictx.add(lams[k], v)
 
@@ -279,6 +314,12 @@ def _backward(graph, payload, ictx, vals, dep, t) -> Interval:
             continue
         if op == "input":
             lower = ictx.add(ictx.matmul(lam, _flat(ictx, vals[i])), c)
+            continue
+        if op == "max_pool2d":
+            u, SL, SU, bU = _maxpool_relax(graph, payload, ictx, node, vals)
+            pos, neg = _split(ictx, lam)
+            _acc(ictx, lams, u, ictx.add(ictx.matmul(pos, SL), ictx.matmul(neg, SU)))
+            c = ictx.add(c, ictx.matmul(neg, bU))
             continue
         if op in RELAXED_OPS:
             u = node.parents[0]

@@ -73,6 +73,7 @@ def ref_crown(layers, l0, u0, method="crown"):
 
     def backward(k_end):
         n = layers[k_end - 1][1].shape[0]
+        assert layers[k_end - 1][0] == "affine"
         AL, AU = np.eye(n), np.eye(n)
         cL, cU = np.zeros(n), np.zeros(n)
         for k in range(k_end - 1, -1, -1):
@@ -81,6 +82,14 @@ def ref_crown(layers, l0, u0, method="crown"):
                 W, b = lay[1], lay[2]
                 cL, cU = cL + AL @ b, cU + AU @ b
                 AL, AU = AL @ W, AU @ W
+            elif lay[0] == "maxpool":
+                SL, SU, bU = ref_maxpool(lay[1], *pre[k])
+                P, N = np.maximum(AL, 0), np.minimum(AL, 0)
+                cL = cL + N @ bU
+                AL = P @ SL + N @ SU
+                P, N = np.maximum(AU, 0), np.minimum(AU, 0)
+                cU = cU + P @ bU
+                AU = P @ SU + N @ SL
             else:
                 al, bl, au, bu = ref_relax(lay[0], *pre[k])
                 P, N = np.maximum(AL, 0), np.minimum(AL, 0)
@@ -100,10 +109,16 @@ def ref_crown(layers, l0, u0, method="crown"):
             lows.append(W @ m - np.abs(W) @ r + b)
             highs.append(W @ m + np.abs(W) @ r + b)
         else:
-            if method == "crown":
+            if method == "crown" and layers[k - 1][0] == "affine":
                 pre[k] = backward(k)
+            elif method == "crown":      # maxpool right after an activation: its IBP box
+                pre[k] = (lows[-1], highs[-1])
             else:
                 pre[k] = (lows[-1], highs[-1])
+            if lay[0] == "maxpool":
+                lows.append(np.array([pre[k][0][r].max() for r in lay[1]]))
+                highs.append(np.array([pre[k][1][r].max() for r in lay[1]]))
+                continue
             f = ACTS[lay[0]][0]
             lows.append(f(pre[k][0]))
             highs.append(f(pre[k][1]))
@@ -154,7 +169,31 @@ def pool_matrix(C, H, W, k):
     return M
 
 
-def small_cnn(seed, act="relu"):
+def member_matrix(C, H, W, k):
+    OH, OW = H // k, W // k
+    M = np.zeros((C * OH * OW, C * H * W), dtype=bool)
+    for c, y, x, i, j in itertools.product(range(C), range(OH), range(OW), range(k), range(k)):
+        M[(c * OH + y) * OW + x, (c * H + k * y + i) * W + k * x + j] = True
+    return M
+
+
+def ref_maxpool(member, l, u):
+    """(S_L, S_U, b_U) of the max-pool relaxation described in ibp/crown.py."""
+    n_v = member.shape[0]
+    SL, SU, bU = np.zeros(member.shape), np.zeros(member.shape), np.zeros(n_v)
+    for o in range(n_v):
+        idx = np.flatnonzero(member[o])
+        j = idx[np.argmax(l[idx])]
+        rest = [t for t in idx if t != j]
+        SL[o, j] = 1.0
+        if not rest or l[j] >= max(u[t] for t in rest):
+            SU[o, j] = 1.0
+        else:
+            bU[o] = max(u[idx])
+    return SL, SU, bU
+
+
+def small_cnn(seed, act="relu", pool="avg"):
     """conv(1->2, 3x3) -> act -> avg_pool 2 -> flatten -> linear(8->5) -> tanh -> linear(5->3)
     on a 1x6x6 input; the graph and the equivalent dense layer list."""
     rng = np.random.default_rng(seed)
@@ -164,7 +203,7 @@ def small_cnn(seed, act="relu"):
     g = Graph([Node(0, [], "input", [1, 6, 6]),
                Node(1, [0], OpKind("conv2d", kernel_size=3), [2, 4, 4]),
                Node(2, [1], act, [2, 4, 4]),
-               Node(3, [2], OpKind("avg_pool2d", kernel_size=2), [2, 2, 2]),
+               Node(3, [2], OpKind(f"{pool}_pool2d", kernel_size=2), [2, 2, 2]),
                Node(4, [3], "flatten", [8]),
                Node(5, [4], "linear", [5]),
                Node(6, [5], "tanh", [5]),
@@ -175,6 +214,8 @@ def small_cnn(seed, act="relu"):
     P = pool_matrix(2, 4, 4, 2)
     layers = [("affine", Mc, bc), (act,), ("affine", W1 @ P, b1), ("tanh",),
               ("affine", W2, b2)]
+    if pool == "max":
+        layers[2:3] = [("maxpool", member_matrix(2, 4, 4, 2)), ("affine", W1, b1)]
     # W1 @ P folds the pool into the next linear layer: the same network
     return g, payload, layers
 
@@ -247,9 +288,10 @@ def test_crown_mlp_sound_and_equal_to_float_reference(case, method):
             _close(b.lo_float(), b.hi_float(), pl, ph)
 
 
-@pytest.mark.parametrize("seed,act", [(0, "relu"), (1, "sigmoid")])
-def test_crown_cnn_sound_and_equal_to_float_reference(seed, act):
-    g, payload, layers = small_cnn(seed, act)
+@pytest.mark.parametrize("seed,act,pool", [(0, "relu", "avg"), (1, "sigmoid", "avg"),
+                                           (2, "relu", "max")])
+def test_crown_cnn_sound_and_equal_to_float_reference(seed, act, pool):
+    g, payload, layers = small_cnn(seed, act, pool)
     rng = np.random.default_rng(seed)
     x0 = rng.normal(0, 1, (1, 6, 6))
     lo0, hi0 = x0 - 0.1, x0 + 0.1
@@ -258,7 +300,9 @@ def test_crown_cnn_sound_and_equal_to_float_reference(seed, act):
     (rlo, rhi), pre = ref_crown(layers, lo0.reshape(-1), hi0.reshape(-1))
     _close(boxes[-1].lo_float(), boxes[-1].hi_float(), rlo, rhi)
     _close(boxes[1].lo_float().reshape(-1), boxes[1].hi_float().reshape(-1), *pre[1])
-    _close(boxes[5].lo_float(), boxes[5].hi_float(), *pre[3])
+    _close(boxes[5].lo_float(), boxes[5].hi_float(), *pre[3 if pool == "avg" else 4])
+    if pool == "max":      # the max-pool's input box: relu of the conv's CROWN box
+        _close(boxes[2].lo_float().reshape(-1), boxes[2].hi_float().reshape(-1), *pre[2])
     ibp = run_ibp(g, payload, Box(lo0, hi0), "interval:float64")
     assert np.all(boxes[-1].width() <= ibp[-1].width() * (1 + 1e-12))
 

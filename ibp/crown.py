@@ -167,7 +167,9 @@ def _crown_one(graph, payload, box, ictx, method, out) -> list:
         # an elementwise activation's box is its interval rule on its input's CROWN box:
         # never looser than CROWN through its own relaxation (the relaxation lines lie
         # below/above s, so CROWN gives at best a_l l + b_l <= s(l))
-        if need[i] and dep[i] and node.kind.op not in ("relu", "tanh", "sigmoid"):
+        # (with method "crown", where that input box is CROWN's; crown-ibp's is IBP's)
+        if need[i] and dep[i] and (method != "crown" or node.kind.op not in
+                                   ("relu", "tanh", "sigmoid")):
             vals[i] = _backward(graph, payload, ictx, vals, dep, i)
             continue
         args, attrs = node_args(graph, payload, ictx, node, vals)

@@ -21,6 +21,9 @@ def add_arguments(p):
                    help="point context; boxes use interval:<context> (default binary32)")
     p.add_argument("--seed", type=int, default=0, help="sample generator seed (default 0)")
     p.add_argument("--no-vertices", action="store_true", help="do not check the box vertices")
+    p.add_argument("--method", default="ibp",
+                   help="bounding method for the boxes: ibp, crown or crown-ibp (default "
+                        "ibp); the output widths of all three are compared at the end")
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
 
@@ -36,7 +39,11 @@ def run(args) -> int:
     ictx = scalars.get(f"interval:{pctx.name}")
     center_vals = denote_all(g, payload, pctx.convert(x0), pctx)
     box = Box.from_center_radius(x0, args.radius)
-    boxes = run_ibp(g, payload, box, ictx)
+    from scalarlab.ibp.crown import run_crown
+    boxes = (run_ibp(g, payload, box, ictx) if args.method == "ibp"
+             else run_crown(g, payload, box, ictx, method=args.method))
+    widths = {m: float(run_crown(g, payload, box, ictx, method=m)[g.output].width())
+              for m in ("ibp", "crown", "crown-ibp")}
     rep = check_containment(g, payload, box, samples=args.samples, point_ctx=pctx,
                             interval_ctx=ictx, seed=args.seed,
                             vertices=not args.no_vertices, boxes=boxes)
@@ -51,6 +58,7 @@ def run(args) -> int:
             "samples": rep.samples, "vertices": rep.vertices,
             "violations": rep.violation_count, "failures": len(rep.failures),
             "ok": rep.ok, "first_counterexample": rep.first_counterexample(),
+            "method": args.method, "output_width": widths,
         }
         print(json.dumps(doc, indent=2))
         return 0 if rep.ok else 1
@@ -68,6 +76,9 @@ def run(args) -> int:
     else:
         print(f"output interval: [{float(ob.lo_float()):.6f}, {float(ob.hi_float()):.6f}]"
               if ob.lo.ndim == 0 else f"output interval: {ob.format(6)}")
+    print(f"bounding method: {args.method}; output width by method: " + ", ".join(
+        f"{m} {w:.6g} ({w / widths['ibp']:.3f} of ibp)" if widths["ibp"] > 0 else f"{m} {w:.6g}"
+        for m, w in widths.items()))
     print(f"samples checked: {rep.samples} random + {rep.vertices} box vertices "
           f"(seed {args.seed})")
     if rep.ok:

@@ -22,6 +22,9 @@ def add_arguments(p):
     p.add_argument("--contexts", default="float64,binary32,bfloat16",
                    help="comma-separated point contexts (boxes in interval:<ctx>)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--method", default="ibp",
+                   help="comma-separated bounding methods: ibp, crown, crown-ibp (default ibp); "
+                        "with several, column width_vs_ibp compares output widths")
     p.add_argument("--shard-size", type=int, default=2000, help="samples per shard")
     d = p.add_mutually_exclusive_group()
     d.add_argument("--workers", type=int, help="run shards on a local Dask cluster of N workers")
@@ -79,7 +82,8 @@ def run(args) -> int:
     try:
         df = sweep(g, payload, center, radii, contexts, counts, seed=args.seed,
                    shard_size=args.shard_size, workers=args.workers, scheduler=args.scheduler,
-                   progress=(bar.update if bar else None))
+                   progress=(bar.update if bar else None),
+                   methods=[m.strip() for m in args.method.split(",") if m.strip()])
     finally:
         if bar:
             bar.close()

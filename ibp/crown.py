@@ -46,6 +46,12 @@ Relaxations (l < u the bounds of the input of the nonlinearity):
   searches a tangent point by bisection; these lines are valid CROWN bounds of the same
   family, chosen because their validity does not depend on a numerically solved point.)
 
+Any other op (softmax, layernorm, exp, a product of two activations, ...) has no linear
+form here: the backward pass stops at its box (its interval rule applied to its parents'
+boxes, which CROWN bounds), adding ``min over the box of Lambda z`` -- sound because the
+node's value is a point of its box.  So every graph of the op table is accepted, with
+CROWN's tightness on its affine/relu/tanh/sigmoid/max-pool stretches.
+
 Methods: ``"crown"`` bounds every input of a nonlinearity by CROWN (its relaxations use
 those bounds); ``"crown-ibp"`` (Zhang et al. 2020) takes those intermediate bounds from
 IBP and uses CROWN only for the output.  Nodes not bounded by CROWN get the interval rule
@@ -148,10 +154,14 @@ def _crown_one(graph, payload, box, ictx, method, out) -> list:
     dep = _depends(graph, in_id)
     need = [False] * len(graph.nodes)
     need[out] = True
+    kinds = [_kind(graph, n, dep) for n in graph.nodes]
     if method == "crown":
+        # inputs of relaxations, and of ops without a linear form (their box, from their
+        # interval rule, is where the backward pass stops), get CROWN boxes
         for n in graph.nodes:
-            if n.kind.op in RELAXED_OPS and dep[n.id]:
-                need[n.parents[0]] = True
+            if dep[n.id] and (kinds[n.id] in ("relaxed", "maxpool") or kinds[n.id] is None):
+                for p in n.parents:
+                    need[p] = True
     anc = [False] * len(graph.nodes)           # only ancestors of the output are bounded
     anc[out] = True
     for i in range(out, -1, -1):
@@ -168,8 +178,8 @@ def _crown_one(graph, payload, box, ictx, method, out) -> list:
         # never looser than CROWN through its own relaxation (the relaxation lines lie
         # below/above s, so CROWN gives at best a_l l + b_l <= s(l))
         # (with method "crown", where that input box is CROWN's; crown-ibp's is IBP's)
-        if need[i] and dep[i] and (method != "crown" or node.kind.op not in
-                                   ("relu", "tanh", "sigmoid")):
+        if need[i] and dep[i] and kinds[i] is not None and (
+                method != "crown" or kinds[i] not in ("relaxed", "maxpool")):
             vals[i] = _backward(graph, payload, ictx, vals, dep, i)
             continue
         args, attrs = node_args(graph, payload, ictx, node, vals)
@@ -177,14 +187,30 @@ def _crown_one(graph, payload, box, ictx, method, out) -> list:
     return [None if v is None else Box.from_interval(ictx, v) for v in vals]
 
 
+def _kind(graph, node, dep):
+    """How the backward pass crosses a node: "affine", "sum2" (add/sub of two
+    input-dependent parents of the same shape), "relaxed", "maxpool", or None: no linear
+    form here, the pass stops at the node's box (always sound: the node's value is some
+    point of its box)."""
+    op = node.kind.op
+    if op in ("relu", "tanh", "sigmoid"):
+        return "relaxed"
+    if op == "max_pool2d":
+        return "maxpool"
+    var = [p for p in node.parents if dep[p]]
+    if op in ("add", "sub") and len(var) == 2 and all(
+            tuple(graph.nodes[p].out_shape) == tuple(node.out_shape) for p in var):
+        return "sum2"
+    if op in AFFINE_OPS and len(var) == 1 and not (op == "div" and node.parents[0] != var[0]):
+        return "affine"
+    return None
+
+
 def _affine_parts(graph, payload, ictx, node, vals, dep):
     """(variable parent id, M as an interval (n_v, n_u), offset b as an interval (n_v,))
     of an affine node, from its forward rule at 0 and at the basis vectors."""
     var = [p for p in node.parents if dep[p]]
     op = node.kind.op
-    if len(var) != 1 or (op == "div" and node.parents[0] != var[0]):
-        raise CrownError(f"crown: node {node.id} ({op}) is not affine in one input-dependent "
-                         f"parent")
     u = var[0]
     shp = tuple(graph.nodes[u].out_shape)
     n_u = int(np.prod(shp, dtype=np.int64))
@@ -317,13 +343,17 @@ def _backward(graph, payload, ictx, vals, dep, t) -> Interval:
         if op == "input":
             lower = ictx.add(ictx.matmul(lam, _flat(ictx, vals[i])), c)
             continue
-        if op == "max_pool2d":
+        kind = _kind(graph, node, dep)
+        if kind is None:                             # no linear form: stop at its box
+            c = ictx.add(c, ictx.matmul(lam, _flat(ictx, vals[i])))
+            continue
+        if kind == "maxpool":
             u, SL, SU, bU = _maxpool_relax(graph, payload, ictx, node, vals)
             pos, neg = _split(ictx, lam)
             _acc(ictx, lams, u, ictx.add(ictx.matmul(pos, SL), ictx.matmul(neg, SU)))
             c = ictx.add(c, ictx.matmul(neg, bU))
             continue
-        if op in RELAXED_OPS:
+        if kind == "relaxed":
             u = node.parents[0]
             l_, u_ = _ends(vals[u])
             al, bl, au, bu = _relax(ictx, op, l_, u_)
@@ -331,22 +361,16 @@ def _backward(graph, payload, ictx, vals, dep, t) -> Interval:
             _acc(ictx, lams, u, ictx.add(ictx.mul(pos, al), ictx.mul(neg, au)))
             c = ictx.add(c, ictx.add(ictx.matmul(pos, bl), ictx.matmul(neg, bu)))
             continue
-        if op in ("add", "sub") and all(dep[p] for p in node.parents):
+        if kind == "sum2":
             a, b = node.parents
-            if (tuple(graph.nodes[a].out_shape) != shp or tuple(graph.nodes[b].out_shape) != shp):
-                raise CrownError(f"crown: node {i} ({op}): broadcasting between two "
-                                 f"input-dependent parents is not supported")
             _acc(ictx, lams, a, lam)
             _acc(ictx, lams, b, lam if op == "add" else ictx.neg(lam))
             continue
-        if op in AFFINE_OPS:
-            u, M, b = _affine_parts(graph, payload, ictx, node, vals, dep)
-            _acc(ictx, lams, u, ictx.matmul(lam, M))
-            c = ictx.add(c, ictx.matmul(lam, b))
-            continue
-        raise CrownError(f"crown: node {i} ({op}) has no linear bound here; CROWN supports "
-                         f"affine ops ({', '.join(sorted(AFFINE_OPS))}) and "
-                         f"{', '.join(sorted(RELAXED_OPS))}")
+        u, M, b = _affine_parts(graph, payload, ictx, node, vals, dep)      # affine
+        _acc(ictx, lams, u, ictx.matmul(lam, M))
+        c = ictx.add(c, ictx.matmul(lam, b))
+    if lower is None:                                # the input was never reached
+        lower = c
     lo = lower.lo[:n]
     hi = ictx.neg(Interval(lower.lo[n:], lower.hi[n:])).hi
     return ictx.make(lo.reshape(shp), hi.reshape(shp))

@@ -331,11 +331,25 @@ def test_crown_batch_of_boxes_equals_single_calls():
         assert np.array_equal(both[3].hi[k], one[3].hi)
 
 
-def test_crown_errors_name_the_node_and_op():
-    g = Graph([Node(0, [], "input", [3]), Node(1, [0], OpKind("softmax", axis=0), [3]),
-               Node(2, [1], "relu", [3])])
-    with pytest.raises(CrownError, match=r"node 1 \(softmax\)"):
-        run_crown(g, {}, Box(np.zeros(3), np.ones(3)))
+def test_crown_stops_at_ops_without_linear_form_soundly():
+    """softmax, a product of two activations and layernorm are boxes CROWN stops at; the
+    rest of the graph still gets CROWN bounds, and every node stays sound."""
+    rng = np.random.default_rng(5)
+    W1, W2 = rng.normal(0, 1, (4, 3)), rng.normal(0, 1, (2, 4))
+    g = Graph([Node(0, [], "input", [3]), Node(1, [0], "linear", [4]),
+               Node(2, [1], "tanh", [4]), Node(3, [2, 1], "mul", [4]),
+               Node(4, [3], OpKind("layernorm", axis=0), [4]),
+               Node(5, [4], "linear", [2]), Node(6, [5], OpKind("softmax", axis=0), [2])])
+    payload = {1: {"linear": {"W": W1, "b": np.zeros(4)}},
+               5: {"linear": {"W": W2, "b": np.zeros(2)}}}
+    lo, hi = np.array([-0.3, 0.1, 0.0]), np.array([0.2, 0.4, 0.25])
+    for method in ("crown", "crown-ibp"):
+        boxes = run_crown(g, payload, Box(lo, hi), method=method)
+        _check_sound(g, payload, lo, hi, boxes, 100, 3)
+        assert np.all(boxes[6].lo_float() >= 0) and np.all(boxes[6].hi_float() <= 1)
+
+
+def test_crown_errors():
     g2, p2, x0 = examples.six_node_mlp()
     with pytest.raises(Exception, match="unknown method 'deeppoly'"):
         run_crown(g2, p2, Box.from_center_radius(x0, "0.1"), method="deeppoly")

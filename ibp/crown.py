@@ -162,6 +162,12 @@ def _crown_one(graph, payload, box, ictx, method, out) -> list:
             if dep[n.id] and (kinds[n.id] in ("relaxed", "maxpool") or kinds[n.id] is None):
                 for p in n.parents:
                     need[p] = True
+    for i in range(out, -1, -1):
+        # a needed node without a linear form (a softmax head) gets its interval rule on
+        # its inputs' boxes: those are bounded by CROWN instead (crown-ibp included)
+        if need[i] and dep[i] and kinds[i] is None:
+            for p in graph.nodes[i].parents:
+                need[p] = True
     anc = [False] * len(graph.nodes)           # only ancestors of the output are bounded
     anc[out] = True
     for i in range(out, -1, -1):
@@ -170,6 +176,7 @@ def _crown_one(graph, payload, box, ictx, method, out) -> list:
                 anc[p] = True
     vals: list = [None] * len(graph.nodes)
     vals[in_id] = box.to_interval(ictx)
+    jac: dict = {}        # node id -> (parent, M, b) of an affine node, shared by the passes
     for node in graph.nodes:
         i = node.id
         if i == in_id or not anc[i]:
@@ -180,7 +187,7 @@ def _crown_one(graph, payload, box, ictx, method, out) -> list:
         # (with method "crown", where that input box is CROWN's; crown-ibp's is IBP's)
         if need[i] and dep[i] and kinds[i] is not None and (
                 method != "crown" or kinds[i] not in ("relaxed", "maxpool")):
-            vals[i] = _backward(graph, payload, ictx, vals, dep, i)
+            vals[i] = _backward(graph, payload, ictx, vals, dep, i, jac)
             continue
         args, attrs = node_args(graph, payload, ictx, node, vals)
         vals[i] = rule_for(OPS[node.kind.op], ictx)(ictx, args, attrs, 0)
@@ -320,11 +327,35 @@ def _maxpool_relax(graph, payload, ictx, node, vals):
     return u, ictx.convert(SL), ictx.convert(SU), ictx.convert(bU)
 
 
+def _scale_columns(ictx, pos, neg, al, au) -> Interval:
+    """``pos * al + neg * au`` for pos >= 0 >= neg (the parts of Lambda) and slopes
+    al, au >= 0 (every relaxation here has non-negative slopes), per column.
+
+    The interval context's general product settles every tiny product exactly (rationals),
+    which is slow on CROWN's large coefficient matrices (whose exact zeros come out of the
+    midpoint-radius products as +-subnormal).  With the signs known the product interval
+    is [pos.lo al.lo + neg.lo au.hi, pos.hi al.hi + neg.hi au.lo]; each float64 product
+    and sum is rounded to nearest and then moved one ulp outward (np.nextafter), which
+    encloses the exact value also under underflow (the error of a rounded subnormal
+    result is at most half of the smallest subnormal) and overflow (inf stays inf).
+    Other slopes, and bases other than float/binary, use the context's product."""
+    if (ictx.ends.kind != "float" or np.any(np.less(al.lo, 0)) or np.any(np.less(au.lo, 0))):
+        return ictx.add(ictx.mul(pos, al), ictx.mul(neg, au))
+    dn = lambda v: np.nextafter(v, -np.inf)      # noqa: E731
+    up = lambda v: np.nextafter(v, np.inf)       # noqa: E731
+    with np.errstate(all="ignore"):
+        lo = dn(dn(pos.lo * al.lo) + dn(neg.lo * au.hi))
+        hi = up(up(pos.hi * al.hi) + up(neg.hi * au.lo))
+    if np.isnan(lo).any() or np.isnan(hi).any():
+        return ictx.add(ictx.mul(pos, al), ictx.mul(neg, au))
+    return ictx.make(lo, hi)
+
+
 def _acc(ictx, lams, k, v):
     lams[k] = v if lams.get(k) is None else ictx.add(lams[k], v)
 
 
-def _backward(graph, payload, ictx, vals, dep, t) -> Interval:
+def _backward(graph, payload, ictx, vals, dep, t, jac) -> Interval:
     """CROWN bounds of node t (an Interval of its shape) from the boxes in ``vals``."""
     shp = tuple(graph.nodes[t].out_shape)
     n = int(np.prod(shp, dtype=np.int64))
@@ -358,7 +389,7 @@ def _backward(graph, payload, ictx, vals, dep, t) -> Interval:
             l_, u_ = _ends(vals[u])
             al, bl, au, bu = _relax(ictx, op, l_, u_)
             pos, neg = _split(ictx, lam)
-            _acc(ictx, lams, u, ictx.add(ictx.mul(pos, al), ictx.mul(neg, au)))
+            _acc(ictx, lams, u, _scale_columns(ictx, pos, neg, al, au))
             c = ictx.add(c, ictx.add(ictx.matmul(pos, bl), ictx.matmul(neg, bu)))
             continue
         if kind == "sum2":
@@ -366,7 +397,9 @@ def _backward(graph, payload, ictx, vals, dep, t) -> Interval:
             _acc(ictx, lams, a, lam)
             _acc(ictx, lams, b, lam if op == "add" else ictx.neg(lam))
             continue
-        u, M, b = _affine_parts(graph, payload, ictx, node, vals, dep)      # affine
+        if i not in jac:                                                   # affine
+            jac[i] = _affine_parts(graph, payload, ictx, node, vals, dep)
+        u, M, b = jac[i]
         _acc(ictx, lams, u, ictx.matmul(lam, M))
         c = ictx.add(c, ictx.matmul(lam, b))
     if lower is None:                                # the input was never reached

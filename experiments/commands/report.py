@@ -20,6 +20,9 @@ def add_arguments(p) -> None:
     p.add_argument("--graphs", default=None, metavar="A,B",
                    help="built-in graphs for the discrepancy tables (default: all built-ins)")
     p.add_argument("--seed", type=int, default=0, metavar="S", help="random seed (default 0)")
+    p.add_argument("--tightness", default=None, metavar="A,B",
+                   help="networks of the bound-tightness section: six-node, "
+                        "mlp-784-256-256-10, cnn-28x28 (default all; 'none' for no section)")
     p.add_argument("--json", action="store_true", help="print the list of files as JSON")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
 
@@ -36,8 +39,16 @@ def run(args) -> int:
         if bad or not graphs:
             raise ExperimentError(f"--graphs: unknown built-in graph(s) {', '.join(bad) or '(none)'};"
                                   f" built-ins: {', '.join(known)}")
+    tight = None
+    if args.tightness is not None:
+        from .. import tightness as TT
+        tight = [t.strip() for t in args.tightness.split(",") if t.strip() and t.strip() != "none"]
+        bad = [t for t in tight if t not in TT.NETWORKS]
+        if bad:
+            raise ExperimentError(f"--tightness: unknown network(s) {', '.join(bad)}; known: "
+                                  f"{', '.join(TT.NETWORKS)}")
     rep = R.write_report(args.out, samples=args.samples, gap_samples=args.gap_samples,
-                         seed=args.seed, quiet=args.quiet, graphs=graphs)
+                         seed=args.seed, quiet=args.quiet, graphs=graphs, tightness=tight)
     if args.json:
         print(json.dumps({"format": "scalarlab-report", "version": 1,
                           "directory": str(rep.directory), "files": rep.files}, indent=2))

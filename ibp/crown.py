@@ -39,12 +39,13 @@ Relaxations (l < u the bounds of the input of the nonlinearity):
   the upper line x[j*] when its lower bound is at least every other upper bound of the
   window (the max is then x[j*]), else the constant largest upper bound.
 * tanh, sigmoid: convex part (u <= 0): upper chord, lower tangent at d = (l + u) / 2;
-  concave part (l >= 0): lower chord, upper tangent at d; straddling 0: the parallel lines
-  through (l, s(l)) and (u, s(u)) with slope m = min(s'(l), s'(u)), which is the smallest
-  slope of s on [l, u] (s' decreases in |z|), so ``s(z) - s(l) >= m (z - l)`` and
-  ``s(u) - s(z) >= m (u - z)`` by the mean value theorem.  (The paper's straddling case
-  searches a tangent point by bisection; these lines are valid CROWN bounds of the same
-  family, chosen because their validity does not depend on a numerically solved point.)
+  concave part (l >= 0): lower chord, upper tangent at d; straddling 0 (as the paper):
+  upper line the chord if s'(u) >= its slope, else the tangent at d in [0, u] through
+  (l, s(l)) with d by bisection; lower line the mirror image (s odd / s(-z) = 1 - s(z)).
+  Each line's validity condition is checked in interval arithmetic; where it cannot be
+  confirmed (ties within rounding) the parallel lines through (l, s(l)) and (u, s(u))
+  with slope m = min(s'(l), s'(u)) -- the smallest slope of s on [l, u], valid by the
+  mean value theorem -- are used instead.
 
 Any other op (softmax, layernorm, exp, a product of two activations, ...) has no linear
 form here: the backward pass stops at its box (its interval rule applied to its parents'
@@ -286,9 +287,21 @@ def _relax(ictx, op, l, u):
     ml = ictx.sub(sl, ictx.mul(m, L))
     mu = ictx.sub(su, ictx.mul(m, U))
     convex, concave = u <= 0, l >= 0
-    al = ictx.where(convex, td, ictx.where(concave, chord, m))
+    straddle = ~convex & ~concave
+    if straddle.any():
+        # CROWN's lines across 0 where they verify, the parallel lines elsewhere
+        su_a, su_b, su_ok = _straddle_upper(ictx, op, l, u, f, deriv)
+        sl_a, sl_b, sl_ok = _straddle_upper(ictx, op, -u, -l, f, deriv)
+        sl_b = ictx.neg(sl_b) if op == "tanh" else ictx.sub(one, sl_b)  # odd / 1 - s(-z)
+        mu_a = ictx.where(straddle & su_ok, su_a, m)
+        mu = ictx.where(straddle & su_ok, su_b, mu)
+        ml_a = ictx.where(straddle & sl_ok, sl_a, m)
+        ml = ictx.where(straddle & sl_ok, sl_b, ml)
+    else:
+        mu_a = ml_a = m
+    al = ictx.where(convex, td, ictx.where(concave, chord, ml_a))
     bl = ictx.where(convex, tb, ictx.where(concave, cb, ml))
-    au = ictx.where(convex, chord, ictx.where(concave, td, m))
+    au = ictx.where(convex, chord, ictx.where(concave, td, mu_a))
     bu = ictx.where(convex, cb, ictx.where(concave, tb, mu))
     # a point interval: the constant bounds [s(l), s(l)]
     al = ictx.where(point, zero, al)
@@ -296,6 +309,64 @@ def _relax(ictx, op, l, u):
     bl = ictx.where(point, _pt(ictx, sl.lo), bl)
     bu = ictx.where(point, _pt(ictx, sl.hi), bu)
     return al, bl, au, bu
+
+
+_F64 = {"tanh": (np.tanh, lambda t: 1.0 - t * t),
+        "sigmoid": (lambda z: 1.0 / (1.0 + np.exp(-z)), lambda t: t * (1.0 - t))}
+
+
+def _straddle_upper(ictx, op, l, u, f, deriv):
+    """CROWN's upper line of s = tanh/sigmoid on [l, u] with l < 0 < u: the chord when
+    s'(u) >= its slope (then chord - s is concave on [l, 0], convex on [0, u] and
+    vanishes at both ends with a negative slope at u, so it is >= 0), else the tangent at
+    d in [0, u] through (l, s(l)) (tangent at d >= 0 lies above s on [0, u] by concavity,
+    and t_d(l) >= s(l) makes it lie above on [l, 0]; t_d(l) grows with d, so d is found
+    by bisection and any larger d stays valid).  Both conditions are checked in interval
+    arithmetic; entries where neither verifies (ties within rounding) get ``ok`` False.
+    Entries outside the straddling case are computed too and masked by the caller."""
+    fs, dfs = _F64[op]
+    with np.errstate(all="ignore"):
+        lf, uf = np.asarray(l, dtype=np.float64), np.asarray(u, dtype=np.float64)
+        a_, b_ = np.zeros_like(uf), np.maximum(uf, 0.0)
+        fl_ = fs(lf)
+        for _ in range(60):        # smallest d with t_d(l) >= s(l), to 2^-60 of u
+            mid = 0.5 * (a_ + b_)
+            t = fs(mid)
+            up = t + dfs(t) * (lf - mid) >= fl_
+            b_ = np.where(up, mid, b_)
+            a_ = np.where(up, a_, mid)
+        base = np.where(np.isfinite(b_), b_, 0.0)
+    one = ictx.ones((lf.size,))
+    L, U = _pt(ictx, lf), _pt(ictx, uf)
+    sl, su = f(L), f(U)
+    den = ictx.sub(U, L)
+    den = ictx.where(np.asarray(np.greater(den.lo, 0)), den, one)
+    chord = ictx.div(ictx.sub(su, sl), den)
+    cb = ictx.sub(sl, ictx.mul(chord, L))
+    chord_ok = np.asarray(ictx.sub(deriv(su), chord).lo >= 0) & (uf > lf)
+    # d a little above the float solution, so that t_d(l) >= s(l) survives the interval
+    # check (t_d(l) grows with d: any larger d is valid); where the gap is too flat for
+    # the first shift, larger shifts are tried
+    tan_ok = np.zeros(lf.shape, dtype=bool)
+    td = tb = None
+    for shift in (2.0 ** -40, 2.0 ** -30, 2.0 ** -20, 2.0 ** -10):
+        d = np.minimum(base + shift * (1.0 + np.abs(uf)), np.maximum(uf, 0.0))
+        D = _pt(ictx, d)
+        sd = f(D)
+        t_a = deriv(sd)
+        t_b = ictx.sub(sd, ictx.mul(t_a, D))
+        gap = ictx.sub(ictx.add(sd, ictx.mul(t_a, ictx.sub(L, D))), sl)   # t_d(l) - s(l)
+        new = np.asarray(gap.lo >= 0) & ~tan_ok
+        if td is None:
+            td, tb = t_a, t_b
+        else:
+            td, tb = ictx.where(new, t_a, td), ictx.where(new, t_b, tb)
+        tan_ok |= new
+        if (tan_ok | chord_ok).all():
+            break
+    a = ictx.where(chord_ok, chord, td)
+    b = ictx.where(chord_ok, cb, tb)
+    return a, b, chord_ok | tan_ok
 
 
 def _maxpool_relax(graph, payload, ictx, node, vals):

@@ -60,9 +60,27 @@ def ref_relax(act, l, u):
         elif lo >= 0:
             al[k], bl[k], au[k], bu[k] = c_a, c_b, t_a, t_b
         else:
-            m = min(df(f(lo)), df(f(hi)))
-            al[k], bl[k], au[k], bu[k] = m, f(lo) - m * lo, m, f(hi) - m * hi
+            au[k], bu[k] = ref_straddle_upper(act, lo, hi)
+            a2, b2 = ref_straddle_upper(act, -hi, -lo)
+            al[k], bl[k] = a2, (-b2 if act == "tanh" else 1.0 - b2)
     return al, bl, au, bu
+
+
+def ref_straddle_upper(act, l, u):
+    """Zhang et al. 2018, l < 0 < u: the chord if s'(u) >= its slope, else the tangent at
+    the d in [0, u] whose tangent passes through (l, s(l)) (bisection)."""
+    f, df = ACTS[act]
+    k = (f(u) - f(l)) / (u - l)
+    if df(f(u)) >= k:
+        return k, f(l) - k * l
+    a, b = 0.0, u
+    for _ in range(60):
+        d = (a + b) / 2
+        if f(d) + df(f(d)) * (l - d) >= f(l):
+            b = d
+        else:
+            a = d
+    return df(f(b)), f(b) - df(f(b)) * b
 
 
 def ref_crown(layers, l0, u0, method="crown"):

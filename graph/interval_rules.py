@@ -84,13 +84,22 @@ def _gelu_tanh_mp(x):
     return x / 2 * (1 + mpmath.tanh(c * (x + mpmath.mpf("0.044715") * x ** 3)))
 
 
+# The constants below are what _minimum_of gives (mpmath, 60 digits); they are spelled
+# out so that importing the op table runs no root finder, and
+# tests/graph/test_graph_interval_rules_ops.py recomputes and checks them.
 #: exact GELU x Phi(x): minimum near x = -0.7518, value near -0.16997
-GELU_MINIMUM = _minimum_of("gelu", _gelu_mp, lambda x: mpmath.diff(_gelu_mp, x), -0.75)
+GELU_MINIMUM = Unimodal("gelu", "-0.75179152469356445745790494677952403966457115342345",
+                        "-0.75179152469356445745790494677952403966437115342345",
+                        "-0.16997120747990366169386847098243392283295239241824")
 #: SiLU x sigmoid(x): minimum near x = -1.2785, value near -0.27846
-SILU_MINIMUM = _minimum_of("silu", _silu_mp, lambda x: mpmath.diff(_silu_mp, x), -1.28)
-#: tanh-approximated GELU: minimum near x = -0.7523
-GELU_TANH_MINIMUM = _minimum_of("gelu_tanh", _gelu_tanh_mp,
-                                lambda x: mpmath.diff(_gelu_tanh_mp, x), -0.75)
+SILU_MINIMUM = Unimodal("silu", "-1.2784645427610737951093587390229801554395774886197",
+                        "-1.2784645427610737951093587390229801554393774886197",
+                        "-0.27846454276107379510935873902298015543957748861975")
+#: tanh-approximated GELU: minimum near x = -0.7525, value near -0.17004
+GELU_TANH_MINIMUM = Unimodal("gelu_tanh",
+                             "-0.75246142207101625848795444328891609060549217803763",
+                             "-0.75246142207101625848795444328891609060529217803763",
+                             "-0.17004075057125405063906742798755568357719297500585")
 
 
 def unimodal_rule(forward, m: Unimodal):

@@ -74,6 +74,11 @@ def test_minimum_constants_against_mpmath():
                 assert mpmath.mpf(m.f_below) < f(xb + (xa - xb) * mpmath.mpf(float(t)))
             assert f(xb) - mpmath.mpf(m.f_below) < mpmath.mpf("1e-35")
     assert abs(float(R.GELU_MINIMUM.x_below) + 0.7517915) < 1e-6
+    # the spelled-out constants are what the root finder gives
+    for m, f in ((R.GELU_MINIMUM, R._gelu_mp), (R.SILU_MINIMUM, R._silu_mp),
+                 (R.GELU_TANH_MINIMUM, R._gelu_tanh_mp)):
+        assert R._minimum_of(m.name, f, lambda x, f=f: mpmath.diff(f, x),
+                             float(m.x_below)) == m
     assert abs(float(R.SILU_MINIMUM.f_below) + 0.2784645) < 1e-6
 
 

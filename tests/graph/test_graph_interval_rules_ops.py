@@ -14,6 +14,8 @@ import pytest
 from scalarlab import scalars
 from scalarlab.graph import Graph, Node, OpKind, denote_all
 from scalarlab.graph import interval_rules as R
+from scalarlab.graph.fold import node_args
+from scalarlab.graph.payload import as_payload
 from scalarlab.graph.optable import OPS, full_attrs
 
 CONTEXTS = ["interval:binary32", "interval:float64", "interval:mpmath:60"]
@@ -158,9 +160,7 @@ def test_layernorm_rule_sound_and_tighter(cname, case):
     x = ctx.make(np.array(lo), np.array(hi))
     got = denote_all(g, payload, x, ctx)[1]
     rec = OPS["layernorm"]
-    from scalarlab.graph.fold import node_args
-    args, attrs = node_args(g, __import__("scalarlab.graph.payload", fromlist=["as_payload"])
-                            .as_payload(payload), ctx, g.nodes[1], [x, None])
+    args, attrs = node_args(g, as_payload(payload), ctx, g.nodes[1], [x, None])
     generic = rec.forward(ctx, args, attrs, 0)
     with mpmath.workprec(200):
         eps = mpmath.mpf(1) / 100000

@@ -65,7 +65,8 @@ from typing import Optional
 import numpy as np
 
 from scalarlab.graph.fold import node_args, rule_for
-from scalarlab.graph.optable import OPS
+from scalarlab.graph.optable import OPS, OpDataError
+from scalarlab.scalars.errors import ContextError
 from scalarlab.scalars.interval import Interval
 
 from .box import Box
@@ -85,7 +86,11 @@ RELAXED_OPS = frozenset({"relu", "tanh", "sigmoid", "max_pool2d"})
 
 
 class CrownError(IBPError):
-    """The graph has a node CROWN cannot bound (no affine form, no relaxation)."""
+    """The input box does not fit the graph (one input node, matching shape)."""
+
+
+class _NoBox(Exception):
+    """A box the backward pass needs is missing (its rule gave up)."""
 
 
 def run_crown(graph, payload, box: Box, ctx="interval:float64", method: str = "crown",
@@ -186,12 +191,19 @@ def _crown_one(graph, payload, box, ictx, method, out) -> list:
         # never looser than CROWN through its own relaxation (the relaxation lines lie
         # below/above s, so CROWN gives at best a_l l + b_l <= s(l))
         # (with method "crown", where that input box is CROWN's; crown-ibp's is IBP's)
-        if need[i] and dep[i] and kinds[i] is not None and (
-                method != "crown" or kinds[i] not in ("relaxed", "maxpool")):
-            vals[i] = _backward(graph, payload, ictx, vals, dep, i, jac)
-            continue
-        args, attrs = node_args(graph, payload, ictx, node, vals)
-        vals[i] = rule_for(OPS[node.kind.op], ictx)(ictx, args, attrs, 0)
+        # a rule that cannot bound its input (log of a box reaching 0, tanh over
+        # rationals) gives no box, as in run_ibp; so does every node depending on it
+        try:
+            if need[i] and dep[i] and kinds[i] is not None and (
+                    method != "crown" or kinds[i] not in ("relaxed", "maxpool")):
+                vals[i] = _backward(graph, payload, ictx, vals, dep, i, jac)
+                continue
+            if any(vals[p] is None for p in node.parents):
+                continue
+            args, attrs = node_args(graph, payload, ictx, node, vals)
+            vals[i] = rule_for(OPS[node.kind.op], ictx)(ictx, args, attrs, 0)
+        except (ContextError, OpDataError, _NoBox):
+            vals[i] = None
     return [None if v is None else Box.from_interval(ictx, v) for v in vals]
 
 
@@ -439,6 +451,8 @@ def _backward(graph, payload, ictx, vals, dep, t, jac) -> Interval:
             continue
         node = graph.nodes[i]
         op = node.kind.op
+        if vals[i] is None and (not dep[i] or op == "input" or _kind(graph, node, dep) is None):
+            raise _NoBox(i)
         if not dep[i]:                               # a constant: its (point) box
             c = ictx.add(c, ictx.matmul(lam, _flat(ictx, vals[i])))
             continue
@@ -449,6 +463,8 @@ def _backward(graph, payload, ictx, vals, dep, t, jac) -> Interval:
         if kind is None:                             # no linear form: stop at its box
             c = ictx.add(c, ictx.matmul(lam, _flat(ictx, vals[i])))
             continue
+        if kind in ("relaxed", "maxpool") and vals[node.parents[0]] is None:
+            raise _NoBox(node.parents[0])
         if kind == "maxpool":
             u, SL, SU, bU = _maxpool_relax(graph, payload, ictx, node, vals)
             pos, neg = _split(ictx, lam)

@@ -373,3 +373,17 @@ def test_crown_errors():
         run_crown(g2, p2, Box.from_center_radius(x0, "0.1"), method="deeppoly")
     with pytest.raises(CrownError, match="box shape"):
         run_crown(g2, p2, Box(np.zeros(3), np.ones(3)))
+
+
+def test_crown_gives_no_box_where_a_rule_gives_up():
+    """As run_ibp: log of a box reaching below 0 has no box, nor does anything after it;
+    tanh over rationals is not bounded, the nodes before it are."""
+    g = Graph([Node(0, [], "input", [2]), Node(1, [0], "log", [2]), Node(2, [1], "relu", [2]),
+               Node(3, [2], "sum", [])])
+    boxes = run_crown(g, {}, Box(np.array([-1.0, 1.0]), np.array([1.0, 2.0])))
+    assert boxes[0] is not None and boxes[1:] == [None, None, None]
+    g2, p2, x0 = examples.six_node_mlp()
+    rb = run_crown(g2, p2, Box.from_center_radius(x0, "0.5"), "interval:rational")
+    fb = run_crown(g2, p2, Box.from_center_radius(x0, "0.5"), "interval:float64")
+    assert rb[5] is None and rb[4] is not None
+    assert rb[4].lo_float() >= fb[4].lo_float() and rb[4].hi_float() <= fb[4].hi_float()

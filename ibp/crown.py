@@ -96,7 +96,9 @@ class _NoBox(Exception):
 def run_crown(graph, payload, box: Box, ctx="interval:float64", method: str = "crown",
               output_id: Optional[int] = None) -> list:
     """One :class:`Box` per node: CROWN bounds at the output and (``method="crown"``) at
-    every input of a nonlinearity, the op's interval rule elsewhere.
+    every input of a nonlinearity, the op's interval rule elsewhere; ``None`` for nodes
+    that are not ancestors of the output (``output_id``, default the graph's) and where a
+    rule gives up (then for its dependents too), as in :func:`run_ibp`.
 
     ``box`` bounds the graph's one input; with leading batch axes each box of the batch
     is bounded separately (CROWN is per example).  ``method="ibp"`` returns

@@ -6,6 +6,8 @@
 2. ``compare`` on the six-node graph (or ``graph=``) over sampled inputs around x0;
 3. ``gaps`` of binary32 and bfloat16 on its output (box and bit-pattern sampling);
 4. ``reduction-order`` on it (binary32 and bfloat16);
+5. bound tightness (generic IBP, IBP with the per-op rules, CROWN-IBP, CROWN) on the
+   six-node graph, a 784-256-256-10 MLP and a small CNN (:mod:`experiments.tightness`);
 
 and writes ``report.md`` beside one CSV per table and one PNG per plot.
 """
@@ -65,14 +67,15 @@ def _safe(name: str) -> str:
 
 def write_report(directory, *, samples: int = 1000, gap_samples: int = 2000, seed: int = 0,
                  quiet: bool = True, graphs=None, graph: str = "six-node",
-                 center: str | None = None) -> Report:
+                 center: str | None = None, tightness=None) -> Report:
     """Run the standard experiments and write ``report.md`` (+ CSV, PNG) into ``directory``.
 
     ``graphs`` get the discrepancy tables at their own inputs (section 1); ``graph`` (a
     built-in name or a graph file, centre ``center`` or its x0) gets the sampled sections.
     The report is built in a new directory beside ``directory`` and swapped in at the end
     (:func:`outputs.atomic_directory`): an interrupted or failed run leaves the previous
-    report as it was.
+    report as it was.  ``tightness``: names of the networks of section 5 (default all;
+    empty: no section).
     """
     outputs.check_output_dir(directory)
     main_case = C.load_case(graph)
@@ -83,13 +86,13 @@ def write_report(directory, *, samples: int = 1000, gap_samples: int = 2000, see
     with outputs.atomic_directory(directory) as work:
         rep = _build(Report(Path(work)), samples=samples, gap_samples=gap_samples, seed=seed,
                      quiet=quiet, graphs=graphs, six=main_case, center=main_center,
-                     spec=graph)
+                     spec=graph, tightness=tightness)
     rep.directory = Path(directory)
     return rep
 
 
 def _build(rep: Report, *, samples, gap_samples, seed, quiet, graphs, six, center,
-           spec) -> Report:
+           spec, tightness=None) -> Report:
     d = rep.directory
     label = six.name
     meta = outputs.run_meta()
@@ -172,6 +175,24 @@ def _build(rep: Report, *, samples, gap_samples, seed, quiet, graphs, six, cente
                "max_ulps_vs_reference", "mean_ulps_vs_reference"])
     rep.image(f"reduction_order_{_safe(label)}", lambda p: R.plot(ro, p))
     steps.update(1)
+
+    # 5. bound tightness
+    from . import tightness as TT
+    nets = TT.networks(seed)
+    if tightness is not None:
+        nets = {k: v for k, v in nets.items() if k in tightness}
+    if nets:
+        tdf = TT.tightness_table(nets, samples=min(samples, 200), seed=seed)
+        rep.add("## 5. Bound tightness: IBP, per-op interval rules, CROWN\n\n"
+                "Output box of each bounding method in `interval:float64` (mean width over "
+                "the output coordinates) against the sampled output range (half uniform "
+                "points, half random vertices of the l-inf box): `ibp-generic` = every op's "
+                "forward rule in interval arithmetic, `ibp` = with the ops' own interval "
+                "rules (softmax, log_softmax, layernorm, gelu), `crown-ibp` / `crown` = "
+                "backward linear bounds (`scalarlab.ibp.crown`). `outside` counts sampled "
+                "outputs outside the box (0 = no counterexample). Weights are seeded "
+                "random (He-scaled), not trained.")
+        rep.table("tightness", tdf)
     steps.close()
 
     path = d / REPORT_NAME

@@ -5,12 +5,16 @@ its samples from ``SeedSequence([seed, row, k])``, so a Dask run returns exactly
 serial result.  Per row the sweep reports how many samples (and vertices) were checked,
 the violations, how many nodes got no box (``unbounded``: their rule gave up, so nothing
 was checked there), the output box width, the sampled output range and
-``tightness = sampled width / box width`` (1 would mean the box is attained).  For a
+``tightness = sampled width / box width`` (1 would mean the box is attained).  ``methods``
+selects the bounding method per row (``ibp``, ``crown``, ``crown-ibp``: see
+:mod:`ibp.crown`); ``width_vs_ibp`` is the row's output box width over the IBP row's width
+for the same radius, context and sample count (when IBP is among the methods).  For a
 vector output, widths are maxima over coordinates, ``sampled_lo``/``sampled_hi`` span all
 coordinates and tightness is the mean of the per-coordinate ratios.
 """
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from typing import Callable, Optional, Sequence
 
@@ -19,13 +23,14 @@ import pandas as pd
 
 from .box import Box
 from .containment import check_containment
+from .crown import METHODS, run_crown
 from .errors import IBPError
 from .propagate import run_ibp
 
 DEFAULT_SHARD = 2000
 COLUMNS = ["radius", "context", "interval_context", "samples", "vertices", "violations",
            "failures", "unbounded", "box_lo", "box_hi", "box_width", "sampled_lo", "sampled_hi",
-           "sampled_width", "tightness", "first_counterexample"]
+           "sampled_width", "tightness", "first_counterexample", "method", "width_vs_ibp"]
 
 
 @dataclass(frozen=True)
@@ -38,6 +43,7 @@ class _Shard:
     samples: int
     vertices: bool
     seed: tuple
+    method: str = "ibp"
 
 
 def _shard_seed(seed: int, row: int, k: int) -> int:
@@ -53,7 +59,11 @@ def _run_shard_text(doc: str, center, output_id, shard: _Shard):
 
 def _run_shard(graph, payload, center, output_id, shard: _Shard):
     box = Box.from_center_radius(center, shard.radius)
-    boxes = run_ibp(graph, payload, box, shard.interval_context)
+    if shard.method == "ibp":
+        boxes = run_ibp(graph, payload, box, shard.interval_context)
+    else:
+        boxes = run_crown(graph, payload, box, shard.interval_context, method=shard.method,
+                          output_id=output_id)
     rep = check_containment(graph, payload, box, samples=shard.samples,
                             point_ctx=shard.context, interval_ctx=shard.interval_context,
                             seed=shard.seed, vertices=shard.vertices, boxes=boxes,
@@ -75,7 +85,8 @@ def sweep(graph, payload, center, radii: Sequence, contexts: Sequence[str],
           sample_counts: Sequence[int], *, seed: int = 0, vertices: bool = True,
           output_id: Optional[int] = None, shard_size: int = DEFAULT_SHARD,
           workers: Optional[int] = None, scheduler: Optional[str] = None,
-          progress: Optional[Callable[[int], None]] = None) -> pd.DataFrame:
+          progress: Optional[Callable[[int], None]] = None,
+          methods: Sequence[str] = ("ibp",)) -> pd.DataFrame:
     """Run the containment check for every (radius, context, sample count) combination.
 
     ``contexts`` are point contexts; each is checked against ``interval:<context>``.
@@ -84,20 +95,26 @@ def sweep(graph, payload, center, radii: Sequence, contexts: Sequence[str],
     """
     if shard_size <= 0:
         raise IBPError(f"shard size must be positive, got {shard_size}")
+    bad = [m for m in methods if m not in METHODS]
+    if bad or not methods:
+        raise IBPError(f"unknown bounding method {bad[0] if bad else '(none)'!r}; use "
+                       f"{', '.join(METHODS)}")
     out_id = graph.output if output_id is None else int(output_id)
     rows, shards = [], []
     for radius in radii:
         for ctx in contexts:
-            for n in sample_counts:
+            for n, method in itertools.product(sample_counts, methods):
                 if int(n) < 0:
                     raise IBPError(f"sample count must be >= 0, got {n}")
                 r = len(rows)
-                rows.append((radius, ctx, f"interval:{ctx}", int(n)))
+                rows.append((radius, ctx, f"interval:{ctx}", int(n), method))
                 count = max(1, -(-int(n) // shard_size))
                 for k in range(count):
                     m = min(shard_size, int(n) - k * shard_size) if n else 0
+                    # the seed ignores the method: every method sees the same samples
                     shards.append(_Shard(r, k, radius, ctx, f"interval:{ctx}", m,
-                                         vertices and k == 0, _shard_seed(seed, r, k)))
+                                         vertices and k == 0,
+                                         _shard_seed(seed, r // len(methods), k), method))
     if workers or scheduler:
         results = _run_dask(graph, payload, center, out_id, shards, workers, scheduler,
                             progress)
@@ -140,7 +157,7 @@ def _combine(rows, results) -> pd.DataFrame:
     for res in results:
         by_row.setdefault(res["row"], []).append(res)
     records = []
-    for r, (radius, ctx, ictx, n) in enumerate(rows):
+    for r, (radius, ctx, ictx, n, method) in enumerate(rows):
         parts = by_row.get(r, [])
         box = parts[0]["box"] if parts else None
         # per output coordinate: union of the shards' sampled ranges
@@ -170,5 +187,12 @@ def _combine(rows, results) -> pd.DataFrame:
             "sampled_hi": hi if np.isfinite(hi) else float("nan"),
             "sampled_width": sampled_width, "tightness": tight,
             "first_counterexample": firsts[0] if firsts else "",
+            "method": method, "width_vs_ibp": float("nan"),
         })
+    ibp_width = {(q["radius"], q["context"], q["samples"]): q["box_width"]
+                 for q in records if q["method"] == "ibp"}
+    for q in records:
+        w = ibp_width.get((q["radius"], q["context"], q["samples"]))
+        if w is not None and w > 0:
+            q["width_vs_ibp"] = q["box_width"] / w
     return pd.DataFrame.from_records(records, columns=COLUMNS)

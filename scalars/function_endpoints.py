@@ -5,9 +5,13 @@ For an entry ``fn`` of :data:`scalars.functions.FUNCTIONS` and float64 arguments
 * :func:`func_dir` -- (RD f(x), RU f(x)) onto a binary grid coarser than float64, exactly:
   the float64 value decides where its error bound (``fn.f64_rel``) cannot straddle a grid
   point, the rest go to :func:`mpfr_func_dir` (MPFR, Ziv's strategy).
-* :func:`func_widened_f64` -- a float64 enclosure: libm is not correctly rounded, so the
-  float64 value is widened by ``fn.f64_ulps`` float64 steps each side (the bound is tested
+* :func:`func_dir_f64` -- (RD f(x), RU f(x)) onto float64, exactly: a long double
+  evaluation settles most arguments, MPFR the rest (the interval:float64 endpoints).
+* :func:`func_widened_f64` -- the former float64 enclosure, kept as the cheap comparison:
+  libm's value widened by ``fn.f64_ulps`` float64 steps each side (the bound is tested
   against MPFR in tests/scalars/test_interval_functions.py).
+* :func:`extremum_inside` -- whether an extremum phase of sin/cos lies in [lo, hi], by
+  MPFR argument reduction (used beyond 2^40, where float64 phases are too coarse).
 """
 from __future__ import annotations
 
@@ -119,4 +123,107 @@ def func_widened_f64(fn: ScalarFunction, x):
         exact = ~np.isfinite(x) & ~np.isnan(v)
         lo = np.where(exact, v, lo)
         hi = np.where(exact, v, hi)
+    return lo, hi
+
+
+def extremum_inside(phase: float, lo, hi):
+    """Whether ``phase + 2 k pi`` lies in ``[lo, hi]`` for some integer k, elementwise, for
+    float64 endpoints at any magnitude (the argument reduction runs in MPFR).
+
+    ``phase`` must be a multiple of pi/2 (as the :class:`Periodic` phases of sin and cos
+    are); it is taken as that exact multiple.  t = (x - phase) / (2 pi) is computed at
+    ``exponent(x) + 128`` bits, so its absolute error is below 2^-120; the test
+    ``ceil(t_lo - 2^-60) <= floor(t_hi + 2^-60)`` then errs only towards "inside" (an
+    extremum within 2^-57 of an end, where the function differs from its extreme value
+    by less than 2^-113, far below any binary format's resolution at 1).  Non-finite
+    endpoints or lo > hi give True (no claim to be narrow).
+    """
+    q = round(phase / (math.pi / 2))
+    if abs(phase - q * math.pi / 2) > 1e-12:
+        raise ValueError(f"extremum_inside: phase {phase!r} is not a multiple of pi/2")
+    lo = np.asarray(lo, dtype=np.float64)
+    hi = np.asarray(hi, dtype=np.float64)
+    out = np.ones(np.broadcast_shapes(lo.shape, hi.shape), dtype=bool)
+    fl, fh = np.broadcast_to(lo, out.shape).reshape(-1), np.broadcast_to(hi, out.shape).reshape(-1)
+    fo = out.reshape(-1)
+    margin = gmpy2.mpfr(2) ** -60
+    for i in range(fo.size):
+        a, b = float(fl[i]), float(fh[i])
+        if not (math.isfinite(a) and math.isfinite(b)) or a > b:
+            continue
+        e = max(math.frexp(a)[1], math.frexp(b)[1], 0)
+        with gmpy2.context(precision=e + 128):
+            pi = gmpy2.const_pi()
+            ph = pi * q / 2
+            two_pi = 2 * pi
+            tl = (gmpy2.mpfr(a) - ph) / two_pi
+            th = (gmpy2.mpfr(b) - ph) / two_pi
+            fo[i] = gmpy2.ceil(tl - margin) <= gmpy2.floor(th + margin)
+    return out
+
+
+# ------------------------------------------------------------ exactly directed float64
+#: x87 extended precision (64-bit significand) is where numpy's long double functions run
+#: on x86-64 Linux; elsewhere long double is often float64 itself and every endpoint goes
+#: to MPFR.
+LONG_DOUBLE_OK = np.finfo(np.longdouble).nmant >= 63
+#: Relative error trusted of a long double evaluation (2^4 long double ulps: the glibc
+#: long double functions measured within 4.7 ulps; tested against MPFR in
+#: tests/scalars/test_interval_f64_endpoints.py).
+LD_REL = 2.0 ** -60
+#: Functions whose float64 evaluator also runs in long double (numpy ufuncs on a long
+#: double array); erf's evaluator is a float64 kernel, so erf endpoints all go to MPFR.
+_LD_FUNCS = {"exp", "log", "tanh", "sigmoid", "softplus", "sin", "cos", "atan"}
+_DBL_MIN_SUB = 2.0 ** -1074
+
+
+def _rd64(a):
+    """Largest float64 <= each long double value (exact comparison in long double)."""
+    f = a.astype(np.float64)
+    return np.where(f.astype(np.longdouble) > a, np.nextafter(f, -np.inf), f)
+
+
+def _ru64(a):
+    f = a.astype(np.float64)
+    return np.where(f.astype(np.longdouble) < a, np.nextafter(f, np.inf), f)
+
+
+def func_dir_f64(fn: ScalarFunction, x):
+    """Correctly rounded (RD f(x), RU f(x)) onto float64, exactly.
+
+    Fast path: the function in long double, v with |v - f(x)| <= LD_REL |v| + 2^-1100;
+    where [v - m, v + m] (widened again for the long double rounding of v +- m, and
+    clipped by the function's known facts) rounds down and up to single float64 values,
+    those are the answers (about 98.5% of random arguments).  The rest -- results within
+    ~2^-60 of a float64, exact cases such as exp(0) = 1, saturated tails, non-finite
+    values -- go through :func:`mpfr_func_dir`, as the coarser binary grids do."""
+    from .formats import binary64
+    x = np.array(x, dtype=np.float64)
+    lo = np.full(x.shape, np.nan)
+    hi = np.full(x.shape, np.nan)
+    if LONG_DOUBLE_OK and fn.name in _LD_FUNCS and x.size:
+        with np.errstate(all="ignore"):
+            xl = x.astype(np.longdouble)
+            v = np.asarray(fn.f64(xl))
+            if v.dtype == np.longdouble:
+                m = np.abs(v) * np.longdouble(LD_REL) + np.longdouble(2.0 ** -1100)
+                a, b = v - m, v + m
+                a = a - np.abs(a) * np.longdouble(2.0 ** -62)     # the rounding of v -+ m
+                b = b + np.abs(b) * np.longdouble(2.0 ** -62)
+                lower, lstrict, upper, ustrict = _facts(fn, x)
+                a_dn = np.maximum(_rd64(a), lower)
+                a_up = np.maximum(_ru64(a), np.where(lstrict, np.nextafter(lower, np.inf),
+                                                     lower))
+                b_dn = np.minimum(_rd64(b), np.where(ustrict, np.nextafter(upper, -np.inf),
+                                                     upper))
+                b_up = np.minimum(_ru64(b), upper)
+                ok = ((a_dn == b_dn) & (a_up == b_up) & np.isfinite(x)
+                      & np.isfinite(a_dn) & np.isfinite(b_up))
+                lo = np.where(ok, a_dn, np.nan)
+                hi = np.where(ok, b_up, np.nan)
+    todo = np.flatnonzero(np.isnan(lo) & ~np.isnan(x))
+    if todo.size:
+        fl, fh, fx = lo.reshape(-1), hi.reshape(-1), x.reshape(-1)
+        for i in todo:
+            fl[i], fh[i] = mpfr_func_dir(fn, float(fx[i]), binary64)
     return lo, hi

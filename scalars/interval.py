@@ -12,9 +12,8 @@ blanket widening:
   exact sign of the error, then RD/RU onto the format's grid).  The endpoints of the
   functions of :mod:`scalars.functions` (exp, log, ...) are correctly rounded down/up for
   binary bases (fast float64 path + MPFR fallback, :mod:`scalars.function_endpoints`); for
-  the ``float64`` base libm is not correctly rounded, so the float64 value is widened by
-  the entry's ``f64_ulps`` (4) on each side (the measured libm error is <= 2 ulps; the
-  bound is tested against MPFR).
+  the ``float64`` base too (a long double evaluation settles most endpoints, MPFR the ones
+  within ~2^-60 of a float64: :func:`function_endpoints.func_dir_f64`).
 * ``rational``: exact endpoints (gmpy2 ``mpq``).  Functions run through the rational
   context, so they raise :class:`ContextError` except at its rational points (exp [0, 0]).
   There are no infinite endpoints: division by an interval containing 0 raises.
@@ -49,7 +48,7 @@ from .formats import Format, binary64
 from .functions import FUNCTIONS
 
 _TWO_PI_SAFE = 6.0        # an interval at least this wide covers a whole period of sin
-_HUGE_PHASE = 2.0 ** 40   # beyond this, locating extrema is not worth it: [-1, 1]
+_HUGE_PHASE = 2.0 ** 40   # beyond this, extrema are located by MPFR argument reduction
 
 
 class Interval:
@@ -179,7 +178,7 @@ class _FloatEnds:
     def func(self, fn, x):
         x = np.asarray(x, dtype=np.float64)
         if self.grid.is_binary64:
-            return FE.func_widened_f64(fn, x)
+            return FE.func_dir_f64(fn, x)
         return FE.func_dir(fn, x, self.grid)
 
     def neg(self, x): return -x
@@ -446,11 +445,12 @@ class IntervalContext(Context):
             self.ends = _FloatEnds(binary64)
             self.fmt = None
             self.matmul_algorithm = "midpoint-radius"
-            self.correctly_rounded = frozenset({"add", "sub", "mul", "div", "sqrt", "square",
-                                                "neg", "abs", "maximum", "minimum", "sum"})
-            self.description = ("intervals with float64 endpoints: + - * / sqrt exactly "
-                                "directed (EFTs); libm functions widened by their "
-                                "declared ulps bound; matmul midpoint-radius")
+            self.correctly_rounded = frozenset(FUNCTIONS) | frozenset({
+                "add", "sub", "mul", "div", "sqrt", "square", "neg", "abs", "maximum",
+                "minimum", "sum"})
+            self.description = ("intervals with float64 endpoints: + - * / sqrt and the "
+                                "functions exactly directed (EFTs; long double fast path, "
+                                "MPFR near rounding boundaries); matmul midpoint-radius")
         elif base_name == "rational":
             self._base = resolve("rational")
             self.ends = _RationalEnds(self._base)
@@ -476,8 +476,7 @@ class IntervalContext(Context):
             self.fmt = fmt
             self.ends = _FloatEnds(fmt)
             self.matmul_algorithm = "midpoint-radius"
-            fn_cr = () if self.ends.grid.is_binary64 else tuple(FUNCTIONS)
-            self.correctly_rounded = frozenset(fn_cr) | frozenset({
+            self.correctly_rounded = frozenset(FUNCTIONS) | frozenset({
                 "add", "sub", "mul", "div", "sqrt", "square", "neg", "abs", "maximum",
                 "minimum", "sum"})
             self.description = (f"intervals with {base_name} endpoints: every endpoint "
@@ -865,18 +864,30 @@ class IntervalContext(Context):
         lo_f = np.asarray(E.to_f64_nearest(a.lo), dtype=np.float64)
         hi_f = np.asarray(E.to_f64_nearest(a.hi), dtype=np.float64)
         with np.errstate(all="ignore"):
-            full = ~((hi_f - lo_f) < _TWO_PI_SAFE) | ~(np.abs(lo_f) < _HUGE_PHASE) \
-                | ~(np.abs(hi_f) < _HUGE_PHASE)
+            full = ~((hi_f - lo_f) < _TWO_PI_SAFE)
+            huge = ~full & (~(np.abs(lo_f) < _HUGE_PHASE) | ~(np.abs(hi_f) < _HUGE_PHASE))
+            if E.kind != "float":
+                full = full | huge
             # t = (x - phase) / 2pi carries a float64 error below 2^-48 (|t| + 1); the
             # margin 2^-40 (|t| + 1) makes the test conservative: an extremum that might
             # lie inside is assumed to.
-            has = []
+            has, unsure = [], []
             for ph in (fn.periodic.maximum, fn.periodic.minimum):
                 tl = (lo_f - ph) / (2 * math.pi)
                 th = (hi_f - ph) / (2 * math.pi)
-                kl = np.ceil(tl - 2.0 ** -40 * (np.abs(tl) + 1))
-                kh = np.floor(th + 2.0 ** -40 * (np.abs(th) + 1))
-                has.append(kl <= kh)
+                m_l = 2.0 ** -40 * (np.abs(tl) + 1)
+                m_h = 2.0 ** -40 * (np.abs(th) + 1)
+                has.append(np.ceil(tl - m_l) <= np.floor(th + m_h))
+                # "maybe" but not "surely": the margin decided it
+                unsure.append(has[-1] & ~(np.ceil(tl + m_l) <= np.floor(th - m_h)))
+        if E.kind == "float":
+            # beyond 2^40, or where the float64 phase's margin decided, reduce exactly in
+            # MPFR (float and binary endpoints are float64 values: lo_f, hi_f are exact),
+            # so that point intervals get their correctly rounded endpoints at any argument
+            for h, u, ph in zip(has, unsure, (fn.periodic.maximum, fn.periodic.minimum)):
+                redo = (huge | u) & ~full
+                if redo.any():
+                    h[redo] = FE.extremum_inside(ph, lo_f[redo], hi_f[redo])
         ends = E.wrap(np.stack([a.lo, a.hi]))
         d, u = E.func(fn, ends)
         lo = np.minimum(E.wrap(d[0]), E.wrap(d[1]))
@@ -1018,8 +1029,25 @@ class IntervalContext(Context):
     def matmul(self, a, b):
         a = self._iv(a, "matmul"); b = self._iv(b, "matmul")
         if self.matmul_algorithm == "midpoint-radius":
+            if self.ends.grid.is_binary64 and _cheap_ld(a, b):
+                r = self.matmul_midrad_ld(a, b)
+                if r is not None:
+                    return r
             return self.matmul_midrad(a, b)
         return self.matmul_endpoint(a, b)
+
+    def matmul_midrad_ld(self, a, b):
+        """Midpoint-radius in long double (:mod:`scalars.dot_enclosure`): about one float64
+        ulp of excess per endpoint instead of the a-priori n 2^-53 bound; float64 base and
+        1-d/2-d finite operands only (else None).  ``matmul`` uses it for products of up
+        to ``dot_enclosure.CHEAP_MACS`` multiply-adds."""
+        from . import dot_enclosure
+        a = self._iv(a, "matmul"); b = self._iv(b, "matmul")
+        self._matmul_shapes(a, b)
+        if not self.ends.grid.is_binary64 or a.lo.ndim > 2 or b.lo.ndim > 2:
+            return None
+        r = dot_enclosure.matmul_midrad_ld(a.lo, a.hi, b.lo, b.hi)
+        return None if r is None else Interval(r[0], r[1])
 
     def matmul_endpoint(self, a, b):
         """Endpoint algorithm: for each k, min/max of the four directed products, added
@@ -1193,6 +1221,17 @@ class IntervalContext(Context):
         xs = [self._iv(x, "stack") for x in xs]
         return Interval(self.ends.wrap(self._shape_ops.stack([x.lo for x in xs], axis)),
                         self.ends.wrap(self._shape_ops.stack([x.hi for x in xs], axis)))
+
+
+def _cheap_ld(a, b) -> bool:
+    """A 1-d/2-d product small enough for the long double midpoint-radius product."""
+    from .dot_enclosure import AVAILABLE, CHEAP_MACS
+    sa, sb = np.shape(a.lo), np.shape(b.lo)
+    if not AVAILABLE or len(sa) > 2 or len(sb) > 2 or not sa or not sb:
+        return False
+    m = sa[0] if len(sa) == 2 else 1
+    p = sb[1] if len(sb) == 2 else 1
+    return m * sa[-1] * p <= CHEAP_MACS
 
 
 def _midrad_side(point: bool, lo, hi, gamma: float, axis: int, key: str):

@@ -36,6 +36,9 @@ def add_arguments(p):
     p.add_argument("--seed", type=T.integer(0), default=0,
                    help="sample generator seed (default 0)")
     p.add_argument("--no-vertices", action="store_true", help="do not check the box vertices")
+    p.add_argument("--method", default="ibp", choices=("ibp", "crown", "crown-ibp"),
+                   help="bounding method for the boxes: ibp, crown or crown-ibp (default "
+                        "ibp); the output widths of all three are compared at the end")
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
 
@@ -62,7 +65,13 @@ def run(args) -> int:
     ictx = scalars.get(f"interval:{pctx.name}")
     center_vals = denote_all(g, payload, pctx.convert(x0), pctx)
     box = Box.from_center_radius(x0, args.radius)
-    boxes = run_ibp(g, payload, box, ictx)
+    from scalarlab.ibp.crown import run_crown
+    boxes = (run_ibp(g, payload, box, ictx) if args.method == "ibp"
+             else run_crown(g, payload, box, ictx, method=args.method))
+    def _width(b):      # the largest output-coordinate width; None: no box
+        return None if b is None else float(np.max(np.asarray(b.width(), dtype=float)))
+    widths = {m: _width(run_crown(g, payload, box, ictx, method=m)[g.output])
+              for m in ("ibp", "crown", "crown-ibp")}
     rep = check_containment(g, payload, box, samples=args.samples, point_ctx=pctx,
                             interval_ctx=ictx, seed=args.seed,
                             vertices=not args.no_vertices, boxes=boxes)
@@ -90,7 +99,8 @@ def run(args) -> int:
                    "violations": rep.violation_count, "failures": len(rep.failures),
                    "unbounded": rep.unbounded, "ok": rep.ok and not nothing,
                    "first_counterexample": rep.first_counterexample(),
-                   "nothing_checked": nothing}
+                   "nothing_checked": nothing,
+                   "method": args.method, "output_width": widths}
         outputs.print_document(outputs.document("graph-semantics", meta, rows=rows,
                                                 summary=summary))
         for why in nothing:
@@ -110,6 +120,13 @@ def run(args) -> int:
     else:
         print(f"output interval: [{float(ob.lo_float()):.6f}, {float(ob.hi_float()):.6f}]"
               if ob.lo.ndim == 0 else f"output interval: {ob.format(6)}")
+    def _shown(m, w):
+        if w is None:
+            return f"{m} n/a (no box)"
+        base = widths["ibp"]
+        return f"{m} {w:.6g} ({w / base:.3f} of ibp)" if base else f"{m} {w:.6g}"
+    print(f"bounding method: {args.method}; output width by method: "
+          + ", ".join(_shown(m, w) for m, w in widths.items()))
     print(f"samples checked: {rep.samples} random + {rep.vertices} box vertices "
           f"(seed {args.seed})")
     if not rep.ok:

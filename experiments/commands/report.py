@@ -30,6 +30,9 @@ def add_arguments(p) -> None:
                    help="centre of the sampled sections (default: --graph's x0)")
     p.add_argument("--seed", type=T.integer(0), default=0, metavar="S",
                    help="random seed (default 0)")
+    p.add_argument("--tightness", default=None, metavar="A,B",
+                   help="networks of the bound-tightness section: six-node, "
+                        "mlp-784-256-256-10, cnn-28x28 (default all; 'none' for no section)")
     p.add_argument("--json", action="store_true", help="print the list of files as JSON")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
 
@@ -47,9 +50,17 @@ def run(args) -> int:
     if args.graph not in known and not os.path.isfile(args.graph):
         raise ExperimentError(f"--graph {args.graph}: neither a built-in graph nor a file; "
                               f"built-ins: {', '.join(known)}")
+    tight = None
+    if args.tightness is not None:
+        from .. import tightness as TT
+        tight = [t.strip() for t in args.tightness.split(",") if t.strip() and t.strip() != "none"]
+        bad = [t for t in tight if t not in TT.NETWORKS]
+        if bad:
+            raise ExperimentError(f"--tightness: unknown network(s) {', '.join(bad)}; known: "
+                                  f"{', '.join(TT.NETWORKS)}")
     rep = R.write_report(args.out, samples=args.samples, gap_samples=args.gap_samples,
                          seed=args.seed, quiet=args.quiet, graphs=graphs, graph=args.graph,
-                         center=args.input)
+                         center=args.input, tightness=tight)
     if args.json:
         meta = {"graph": outputs.graph_meta(args.graph), "graphs": graphs or known,
                 "samples": args.samples, "gap_samples": args.gap_samples, "seed": args.seed,

@@ -24,6 +24,20 @@ def scheduler_address(text: str) -> str:
     return text.strip()
 
 
+METHODS = ("ibp", "crown", "crown-ibp")
+
+
+def method_list(text: str) -> list:
+    """argparse ``type=``: comma-separated bounding methods out of :data:`METHODS`."""
+    import argparse
+    items = [t.strip() for t in text.split(",")]
+    bad = [t for t in items if t not in METHODS]
+    if bad or not items:
+        raise argparse.ArgumentTypeError(f"{bad[0] if bad else text!r} is not a bounding "
+                                         f"method (known: {', '.join(METHODS)})")
+    return list(dict.fromkeys(items))
+
+
 def add_arguments(p):
     p.add_argument("graph", nargs="?", default="six-node", metavar="GRAPH",
                    help="graph file or built-in name (default six-node)")
@@ -45,6 +59,9 @@ def add_arguments(p):
                    help="seed of the sample generator")
     p.add_argument("--shard-size", type=T.integer(1), default=2000, metavar="N",
                    help="samples per shard")
+    p.add_argument("--method", type=method_list, default="ibp", metavar="M,M",
+                   help="comma-separated bounding methods: ibp, crown, crown-ibp (default ibp); "
+                        "with several, column width_vs_ibp compares output widths")
     d = p.add_mutually_exclusive_group()
     d.add_argument("--workers", type=T.integer(1), metavar="N",
                    help="run shards on a local Dask cluster of N workers (default: serial)")
@@ -76,7 +93,7 @@ def _run_sweep(g, payload, center, args, progress):
     from scalarlab.ibp import sweep
     from ..compare import ExperimentError
     kw = dict(seed=args.seed, shard_size=args.shard_size, workers=args.workers,
-              scheduler=args.scheduler, progress=progress)
+              scheduler=args.scheduler, progress=progress, methods=list(args.method))
     if not (args.workers or args.scheduler):
         return sweep(g, payload, center, args.radii, args.contexts, args.samples, **kw)
     import dask
@@ -139,7 +156,7 @@ def run(args) -> int:
             "center_source": "--input" if args.input is not None else
                              "--input-file" if args.input_file else "x0",
             "radii": list(args.radii), "samples": list(args.samples),
-            "contexts": list(args.contexts), "seed": args.seed,
+            "contexts": list(args.contexts), "methods": list(args.method), "seed": args.seed,
             "shard_size": args.shard_size,
             "execution": (f"dask scheduler {args.scheduler}" if args.scheduler else
                           f"local dask, {args.workers} workers" if args.workers else "serial"),

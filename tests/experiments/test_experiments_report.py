@@ -10,7 +10,8 @@ from scalarlab.experiments.cli import main
 def test_report_writes_markdown_tables_and_plots(tmp_path, capsys):
     out = tmp_path / "rep"
     assert main(["report", "--out", str(out), "--samples", "12", "--gap-samples", "12",
-                 "--graphs", "six-node,concat-axis", "--quiet", "--json"]) == 0
+                 "--graphs", "six-node,concat-axis", "--tightness", "six-node", "--quiet",
+                 "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     files = doc["files"]
     assert files[0] == "report.md"
@@ -18,13 +19,18 @@ def test_report_writes_markdown_tables_and_plots(tmp_path, capsys):
     for head in ("# scalarlab report", "## 1. Discrepancy tables at the built-in inputs",
                  "### six-node", "### concat-axis",
                  "## 2. six-node over 12 sampled inputs", "## 3. Output rounding gaps",
-                 "## 4. Reduction orders on six-node"):
+                 "## 4. Reduction orders on six-node",
+                 "## 5. Bound tightness: IBP, per-op interval rules, CROWN"):
         assert head in text
     pngs = [f for f in files if f.endswith(".png")]
     csvs = [f for f in files if f.endswith(".csv")]
     assert "### softmax-axis" not in text
     # 2 graphs + sampled compare + 4 gap histograms + reduction-order plot
-    assert len(pngs) == 8 and len(csvs) == 5
+    assert len(pngs) == 8 and len(csvs) == 6
+    tight = pd.read_csv(out / "tightness.csv")
+    assert list(tight["method"]) == ["ibp-generic", "ibp", "crown-ibp", "crown"] * 2
+    assert (tight["outside"] == 0).all()
+    assert (tight[tight["method"] == "crown"]["width_vs_generic"] < 0.6).all()
     for f in pngs:
         assert f"![{f[:-4]}]({f})" in text
         data = (out / f).read_bytes()[:24]

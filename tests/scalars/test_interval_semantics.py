@@ -35,7 +35,7 @@ def test_registry_names_and_properties():
     assert scalars.get("interval:e4m3").fmt.name == "e4m3"
     assert scalars.get("interval:binary(5,10)").ends.grid.precision == 11
     assert "exp" in scalars.get("interval:binary32").correctly_rounded
-    assert "exp" not in scalars.get("interval:float64").correctly_rounded
+    assert "exp" in scalars.get("interval:float64").correctly_rounded   # exactly directed (func_dir_f64)
     assert scalars.get("interval:rational").exact
     assert scalars.get("interval:float64").properties()["matmul"] == "midpoint-radius"
     with pytest.raises(ContextError, match="interval base"):

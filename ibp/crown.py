@@ -1,0 +1,498 @@
+"""CROWN: backward linear bounds over the IR, sound in floating point.
+
+CROWN (Zhang et al., "Efficient Neural Network Robustness Certification with General
+Activation Functions", NeurIPS 2018) bounds a node z_t by linear functions of the input:
+starting from ``Lambda = I`` at z_t it walks the graph backwards; an affine node
+``z_v = M z_u + b`` maps ``Lambda -> Lambda M`` and adds ``Lambda b`` to the offset; a
+nonlinear node ``z_v = s(z_u)`` with linear bounds ``a_l z + b_l <= s(z) <= a_u z + b_u``
+on the box of z_u maps ``Lambda -> Lambda+ a_l + Lambda- a_u`` (for a lower bound) and adds
+``Lambda+ b_l + Lambda- b_u``.  At the input the linear function is minimised over the box.
+The upper bound of z_t is minus the lower bound of -z_t, so one pass runs the rows of
+``[I; -I]`` together.
+
+Floating-point soundness.  Every coefficient, offset and relaxation parameter is an
+*interval* of the interval context (default ``interval:float64``) that contains the exact
+real value the algorithm would compute from the same relaxation choices:
+
+* the Jacobian M and offset b of an affine node are enclosed by evaluating the op's own
+  forward rule in the interval context at 0 and at every basis vector (one batched call;
+  ``M e_k = f(e_k) - f(0)`` exactly for an affine f), so every affine op of the table
+  (linear, conv2d, avg_pool2d, reshape/flatten/permute, sums, batchnorm_eval, and add /
+  sub / mul / div by a constant) is handled by one rule;
+* relaxation lines (chords, tangents) are computed in interval arithmetic from exact
+  floats l, u (the endpoints of the input node's bound), so the exact line -- a valid bound
+  by the convexity arguments below -- has its slope and offset inside the intervals;
+* Lambda+ / Lambda- of an interval Lambda are the intervals [max(lo,0), max(hi,0)] and
+  [min(lo,0), min(hi,0)], which contain the positive and negative parts of the exact value;
+* products and sums use the context's outward rounding, and the final minimisation over
+  the input box is an interval product whose lower end is taken.
+
+So the returned bounds enclose the exact range of z_t over the box (tested against
+sampling and vertices), and they differ from a plain float64 CROWN only by rounding.
+
+Relaxations (l < u the bounds of the input of the nonlinearity):
+
+* relu: inactive (u <= 0) 0; active (l >= 0) identity; otherwise the upper chord
+  ``u (z - l) / (u - l)`` and the adaptive lower line ``z`` if ``u >= -l`` else 0
+  (CROWN-Ada).
+* max_pool2d: per window, the lower line x[j*] (j* the entry of largest lower bound) and
+  the upper line x[j*] when its lower bound is at least every other upper bound of the
+  window (the max is then x[j*]), else the constant largest upper bound.
+* tanh, sigmoid: convex part (u <= 0): upper chord, lower tangent at d = (l + u) / 2;
+  concave part (l >= 0): lower chord, upper tangent at d; straddling 0 (as the paper):
+  upper line the chord if s'(u) >= its slope, else the tangent at d in [0, u] through
+  (l, s(l)) with d by bisection; lower line the mirror image (s odd / s(-z) = 1 - s(z)).
+  Each line's validity condition is checked in interval arithmetic; where it cannot be
+  confirmed (ties within rounding) the parallel lines through (l, s(l)) and (u, s(u))
+  with slope m = min(s'(l), s'(u)) -- the smallest slope of s on [l, u], valid by the
+  mean value theorem -- are used instead.
+
+Any other op (softmax, layernorm, exp, a product of two activations, ...) has no linear
+form here: the backward pass stops at its box (its interval rule applied to its parents'
+boxes, which CROWN bounds), adding ``min over the box of Lambda z`` -- sound because the
+node's value is a point of its box.  So every graph of the op table is accepted, with
+CROWN's tightness on its affine/relu/tanh/sigmoid/max-pool stretches.
+
+Methods: ``"crown"`` bounds every input of a nonlinearity by CROWN (its relaxations use
+those bounds); ``"crown-ibp"`` (Zhang et al. 2020) takes those intermediate bounds from
+IBP and uses CROWN only for the output.  Nodes not bounded by CROWN get the interval rule
+of their op applied to their parents' boxes, so every node has a box.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+
+from scalarlab.graph.fold import node_args, rule_for
+from scalarlab.graph.optable import OPS, OpDataError
+from scalarlab.scalars.errors import ContextError
+from scalarlab.scalars.interval import Interval
+
+from .box import Box
+from .errors import IBPError
+from .propagate import interval_context
+
+__all__ = ["run_crown", "CrownError", "METHODS", "AFFINE_OPS", "RELAXED_OPS"]
+
+METHODS = ("ibp", "crown", "crown-ibp")
+
+#: ops affine in their one input-dependent parent (the other parents are constants)
+AFFINE_OPS = frozenset({"linear", "conv2d", "avg_pool2d", "flatten", "reshape", "permute",
+                        "sum", "reduce_sum", "reduce_mean", "batchnorm_eval", "neg",
+                        "broadcast_to", "detach", "add", "sub", "mul", "div"})
+#: elementwise nonlinearities with a linear relaxation here
+RELAXED_OPS = frozenset({"relu", "tanh", "sigmoid", "max_pool2d"})
+
+
+class CrownError(IBPError):
+    """The input box does not fit the graph (one input node, matching shape)."""
+
+
+class _NoBox(Exception):
+    """A box the backward pass needs is missing (its rule gave up)."""
+
+
+def run_crown(graph, payload, box: Box, ctx="interval:float64", method: str = "crown",
+              output_id: Optional[int] = None) -> list:
+    """One :class:`Box` per node: CROWN bounds at the output and (``method="crown"``) at
+    every input of a nonlinearity, the op's interval rule elsewhere; ``None`` for nodes
+    that are not ancestors of the output (``output_id``, default the graph's) and where a
+    rule gives up (then for its dependents too), as in :func:`run_ibp`.
+
+    ``box`` bounds the graph's one input; with leading batch axes each box of the batch
+    is bounded separately (CROWN is per example).  ``method="ibp"`` returns
+    :func:`run_ibp`'s boxes, for uniform callers.
+    """
+    from scalarlab.graph.payload import as_payload
+    from scalarlab.graph.validate import check_payload, ensure_valid
+
+    from .propagate import run_ibp
+
+    if method not in METHODS:
+        raise IBPError(f"run_crown: unknown method {method!r}; use one of {', '.join(METHODS)}")
+    ictx = interval_context(ctx)
+    if not isinstance(box, Box):
+        raise IBPError(f"run_crown: expected a Box for the input, got {type(box).__name__}")
+    if method == "ibp":
+        return run_ibp(graph, payload, box, ictx)
+    ensure_valid(graph)
+    payload = as_payload(payload)
+    check_payload(graph, payload)
+    ins = graph.input_ids()
+    if len(ins) != 1:
+        raise CrownError(f"run_crown: the graph must have exactly one input node, it has "
+                         f"{len(ins)} ({ins})")
+    in_shape = tuple(graph.nodes[ins[0]].out_shape)
+    nb = len(box.shape) - len(in_shape)
+    if nb < 0 or tuple(box.shape[nb:]) != in_shape:
+        raise CrownError(f"run_crown: box shape {list(box.shape)} does not match the input "
+                         f"node's shape {list(in_shape)} (leading batch axes allowed)")
+    out = graph.output if output_id is None else int(output_id)
+    if nb:
+        per = [_crown_one(graph, payload, box[idx], ictx, method, out)
+               for idx in np.ndindex(box.shape[:nb])]
+        return [None if any(p[i] is None for p in per) else
+                Box(np.stack([p[i].lo for p in per]).reshape(box.shape[:nb] + p0.shape),
+                    np.stack([p[i].hi for p in per]).reshape(box.shape[:nb] + p0.shape))
+                for i, p0 in enumerate(per[0])]
+    return _crown_one(graph, payload, box, ictx, method, out)
+
+
+# ------------------------------------------------------------------------------ helpers
+def _flat(ctx, v) -> Interval:
+    return ctx.reshape(v, (int(np.prod(ctx.shape(v), dtype=np.int64)),))
+
+
+def _ends(v: Interval):
+    return np.asarray(v.lo).reshape(-1), np.asarray(v.hi).reshape(-1)
+
+
+def _depends(graph, input_id) -> list:
+    dep = [False] * len(graph.nodes)
+    dep[input_id] = True
+    for n in graph.nodes:
+        if any(dep[p] for p in n.parents):
+            dep[n.id] = True
+    return dep
+
+
+def _crown_one(graph, payload, box, ictx, method, out) -> list:
+    in_id = graph.input_ids()[0]
+    dep = _depends(graph, in_id)
+    need = [False] * len(graph.nodes)
+    need[out] = True
+    kinds = [_kind(graph, n, dep) for n in graph.nodes]
+    if method == "crown":
+        # inputs of relaxations, and of ops without a linear form (their box, from their
+        # interval rule, is where the backward pass stops), get CROWN boxes
+        for n in graph.nodes:
+            if dep[n.id] and (kinds[n.id] in ("relaxed", "maxpool") or kinds[n.id] is None):
+                for p in n.parents:
+                    need[p] = True
+    for i in range(out, -1, -1):
+        # a needed node without a linear form (a softmax head) gets its interval rule on
+        # its inputs' boxes: those are bounded by CROWN instead (crown-ibp included)
+        if need[i] and dep[i] and kinds[i] is None:
+            for p in graph.nodes[i].parents:
+                need[p] = True
+    anc = [False] * len(graph.nodes)           # only ancestors of the output are bounded
+    anc[out] = True
+    for i in range(out, -1, -1):
+        if anc[i]:
+            for p in graph.nodes[i].parents:
+                anc[p] = True
+    vals: list = [None] * len(graph.nodes)
+    vals[in_id] = box.to_interval(ictx)
+    jac: dict = {}        # node id -> (parent, M, b) of an affine node, shared by the passes
+    for node in graph.nodes:
+        i = node.id
+        if i == in_id or not anc[i]:
+            continue
+        # an elementwise activation's box is its interval rule on its input's CROWN box:
+        # never looser than CROWN through its own relaxation (the relaxation lines lie
+        # below/above s, so CROWN gives at best a_l l + b_l <= s(l))
+        # (with method "crown", where that input box is CROWN's; crown-ibp's is IBP's)
+        # a rule that cannot bound its input (log of a box reaching 0, tanh over
+        # rationals) gives no box, as in run_ibp; so does every node depending on it
+        try:
+            if need[i] and dep[i] and kinds[i] is not None and (
+                    method != "crown" or kinds[i] not in ("relaxed", "maxpool")):
+                vals[i] = _backward(graph, payload, ictx, vals, dep, i, jac)
+                continue
+            if any(vals[p] is None for p in node.parents):
+                continue
+            args, attrs = node_args(graph, payload, ictx, node, vals)
+            vals[i] = rule_for(OPS[node.kind.op], ictx)(ictx, args, attrs, 0)
+        except (ContextError, OpDataError, _NoBox):
+            vals[i] = None
+    return [None if v is None else Box.from_interval(ictx, v) for v in vals]
+
+
+def _kind(graph, node, dep):
+    """How the backward pass crosses a node: "affine", "sum2" (add/sub of two
+    input-dependent parents of the same shape), "relaxed", "maxpool", or None: no linear
+    form here, the pass stops at the node's box (always sound: the node's value is some
+    point of its box)."""
+    op = node.kind.op
+    if op in ("relu", "tanh", "sigmoid"):
+        return "relaxed"
+    if op == "max_pool2d":
+        return "maxpool"
+    var = [p for p in node.parents if dep[p]]
+    if op in ("add", "sub") and len(var) == 2 and all(
+            tuple(graph.nodes[p].out_shape) == tuple(node.out_shape) for p in var):
+        return "sum2"
+    if op in AFFINE_OPS and len(var) == 1 and not (op == "div" and node.parents[0] != var[0]):
+        return "affine"
+    return None
+
+
+def _affine_parts(graph, payload, ictx, node, vals, dep):
+    """(variable parent id, M as an interval (n_v, n_u), offset b as an interval (n_v,))
+    of an affine node, from its forward rule at 0 and at the basis vectors."""
+    var = [p for p in node.parents if dep[p]]
+    op = node.kind.op
+    u = var[0]
+    shp = tuple(graph.nodes[u].out_shape)
+    n_u = int(np.prod(shp, dtype=np.int64))
+    basis = np.concatenate([np.zeros((1, n_u)), np.eye(n_u)]).reshape((n_u + 1,) + shp)
+    X = ictx.convert(basis)
+    local = list(vals)
+    for p in node.parents:          # constant parents broadcast over the basis batch
+        if p != u:
+            local[p] = ictx.broadcast_to(ictx.reshape(vals[p], (1,) + ictx.shape(vals[p])),
+                                         (n_u + 1,) + ictx.shape(vals[p]))
+    local[u] = X
+    args, attrs = node_args(graph, payload, ictx, node, local)
+    Y = OPS[op].forward(ictx, args, attrs, 1)
+    Y = ictx.reshape(Y, (n_u + 1, int(np.prod(ictx.shape(Y)[1:], dtype=np.int64))))
+    b = ictx.take(Y, [0], axis=0)
+    cols = ictx.sub(ictx.take(Y, list(range(1, n_u + 1)), axis=0), b)   # (n_u, n_v)
+    return u, ictx.transpose(cols, (1, 0)), ictx.reshape(b, (ictx.shape(b)[1],))
+
+
+def _split(ictx, lam: Interval):
+    """Intervals enclosing the positive and negative parts of the exact Lambda."""
+    lo, hi = lam.lo, lam.hi
+    pos = Interval(np.maximum(lo, 0), np.maximum(hi, 0))
+    neg = Interval(np.minimum(lo, 0), np.minimum(hi, 0))
+    return ictx.make(pos.lo, pos.hi), ictx.make(neg.lo, neg.hi)
+
+
+def _pt(ictx, a) -> Interval:
+    return ictx.make(a, a)
+
+
+def _relax(ictx, op, l, u):
+    """(a_l, b_l, a_u, b_u) intervals per coordinate enclosing valid linear bounds of op on
+    [l, u] (float endpoint arrays)."""
+    n = l.shape[0]
+    one, zero = ictx.ones((n,)), ictx.zeros((n,))
+    L, U = _pt(ictx, l), _pt(ictx, u)
+    point = l == u
+    safe_den = ictx.sub(U, L)
+    safe_den = ictx.where(point, one, safe_den)
+    if op == "relu":
+        dead, alive = u <= 0, l >= 0
+        cross = ~dead & ~alive
+        au = ictx.div(U, ictx.where(cross, safe_den, one))
+        au = ictx.where(cross, au, ictx.where(alive, one, zero))
+        bu = ictx.where(cross, ictx.mul(ictx.neg(L), au), zero)
+        al = ictx.where(alive | (cross & (u >= -l)), one, zero)
+        return al, zero, au, bu
+    f = getattr(ictx, op)
+
+    def deriv(s):
+        if op == "tanh":
+            return ictx.sub(one, ictx.square(s))
+        return ictx.mul(s, ictx.sub(one, s))
+
+    sl, su = f(L), f(U)
+    d = np.asarray(l * 0.5 + u * 0.5)
+    d = np.minimum(np.maximum(d, l), u)
+    D = _pt(ictx, d)
+    sd = f(D)
+    td = deriv(sd)                                         # tangent at d: slope
+    tb = ictx.sub(sd, ictx.mul(td, D))                     # ... and offset
+    chord = ictx.div(ictx.sub(su, sl), safe_den)
+    cb = ictx.sub(sl, ictx.mul(chord, L))
+    m = ictx.minimum(deriv(sl), deriv(su))
+    ml = ictx.sub(sl, ictx.mul(m, L))
+    mu = ictx.sub(su, ictx.mul(m, U))
+    convex, concave = u <= 0, l >= 0
+    straddle = ~convex & ~concave
+    if straddle.any():
+        # CROWN's lines across 0 where they verify, the parallel lines elsewhere
+        su_a, su_b, su_ok = _straddle_upper(ictx, op, l, u, f, deriv)
+        sl_a, sl_b, sl_ok = _straddle_upper(ictx, op, -u, -l, f, deriv)
+        sl_b = ictx.neg(sl_b) if op == "tanh" else ictx.sub(one, sl_b)  # odd / 1 - s(-z)
+        mu_a = ictx.where(straddle & su_ok, su_a, m)
+        mu = ictx.where(straddle & su_ok, su_b, mu)
+        ml_a = ictx.where(straddle & sl_ok, sl_a, m)
+        ml = ictx.where(straddle & sl_ok, sl_b, ml)
+    else:
+        mu_a = ml_a = m
+    al = ictx.where(convex, td, ictx.where(concave, chord, ml_a))
+    bl = ictx.where(convex, tb, ictx.where(concave, cb, ml))
+    au = ictx.where(convex, chord, ictx.where(concave, td, mu_a))
+    bu = ictx.where(convex, cb, ictx.where(concave, tb, mu))
+    # a point interval: the constant bounds [s(l), s(l)]
+    al = ictx.where(point, zero, al)
+    au = ictx.where(point, zero, au)
+    bl = ictx.where(point, _pt(ictx, sl.lo), bl)
+    bu = ictx.where(point, _pt(ictx, sl.hi), bu)
+    return al, bl, au, bu
+
+
+_F64 = {"tanh": (np.tanh, lambda t: 1.0 - t * t),
+        "sigmoid": (lambda z: 1.0 / (1.0 + np.exp(-z)), lambda t: t * (1.0 - t))}
+
+
+def _straddle_upper(ictx, op, l, u, f, deriv):
+    """CROWN's upper line of s = tanh/sigmoid on [l, u] with l < 0 < u: the chord when
+    s'(u) >= its slope (then chord - s is concave on [l, 0], convex on [0, u] and
+    vanishes at both ends with a negative slope at u, so it is >= 0), else the tangent at
+    d in [0, u] through (l, s(l)) (tangent at d >= 0 lies above s on [0, u] by concavity,
+    and t_d(l) >= s(l) makes it lie above on [l, 0]; t_d(l) grows with d, so d is found
+    by bisection and any larger d stays valid).  Both conditions are checked in interval
+    arithmetic; entries where neither verifies (ties within rounding) get ``ok`` False.
+    Entries outside the straddling case are computed too and masked by the caller."""
+    fs, dfs = _F64[op]
+    with np.errstate(all="ignore"):
+        lf, uf = np.asarray(l, dtype=np.float64), np.asarray(u, dtype=np.float64)
+        a_, b_ = np.zeros_like(uf), np.maximum(uf, 0.0)
+        fl_ = fs(lf)
+        for _ in range(60):        # smallest d with t_d(l) >= s(l), to 2^-60 of u
+            mid = 0.5 * (a_ + b_)
+            t = fs(mid)
+            up = t + dfs(t) * (lf - mid) >= fl_
+            b_ = np.where(up, mid, b_)
+            a_ = np.where(up, a_, mid)
+        base = np.where(np.isfinite(b_), b_, 0.0)
+    one = ictx.ones((lf.size,))
+    L, U = _pt(ictx, lf), _pt(ictx, uf)
+    sl, su = f(L), f(U)
+    den = ictx.sub(U, L)
+    den = ictx.where(np.asarray(np.greater(den.lo, 0)), den, one)
+    chord = ictx.div(ictx.sub(su, sl), den)
+    cb = ictx.sub(sl, ictx.mul(chord, L))
+    chord_ok = np.asarray(ictx.sub(deriv(su), chord).lo >= 0) & (uf > lf)
+    # d a little above the float solution, so that t_d(l) >= s(l) survives the interval
+    # check (t_d(l) grows with d: any larger d is valid); where the gap is too flat for
+    # the first shift, larger shifts are tried
+    tan_ok = np.zeros(lf.shape, dtype=bool)
+    td = tb = None
+    for shift in (2.0 ** -40, 2.0 ** -30, 2.0 ** -20, 2.0 ** -10):
+        d = np.minimum(base + shift * (1.0 + np.abs(uf)), np.maximum(uf, 0.0))
+        D = _pt(ictx, d)
+        sd = f(D)
+        t_a = deriv(sd)
+        t_b = ictx.sub(sd, ictx.mul(t_a, D))
+        gap = ictx.sub(ictx.add(sd, ictx.mul(t_a, ictx.sub(L, D))), sl)   # t_d(l) - s(l)
+        new = np.asarray(gap.lo >= 0) & ~tan_ok
+        if td is None:
+            td, tb = t_a, t_b
+        else:
+            td, tb = ictx.where(new, t_a, td), ictx.where(new, t_b, tb)
+        tan_ok |= new
+        if (tan_ok | chord_ok).all():
+            break
+    a = ictx.where(chord_ok, chord, td)
+    b = ictx.where(chord_ok, cb, tb)
+    return a, b, chord_ok | tan_ok
+
+
+def _maxpool_relax(graph, payload, ictx, node, vals):
+    """(S_L, S_U, b_U) of a max_pool2d node: y >= x[j*] with j* the window entry of largest
+    lower bound; y <= x[j*] too when that lower bound reaches every other upper bound of
+    the window (then y = x[j*]), else y <= b_U = the window's largest upper bound.  The
+    windows come from the op's forward rule at the basis vectors (e_k >= 0: the outputs
+    whose window holds k become 1).  Every entry is an exact float: no rounding."""
+    u = node.parents[0]
+    shp = tuple(graph.nodes[u].out_shape)
+    n_u = int(np.prod(shp, dtype=np.int64))
+    from scalarlab import scalars
+    f64 = scalars.get("float64")
+    local = list(vals)
+    local[u] = np.eye(n_u).reshape((n_u,) + shp)
+    args, attrs = node_args(graph, payload, f64, node, local)
+    member = np.asarray(OPS["max_pool2d"].forward(f64, args, attrs, 1)).reshape(n_u, -1).T > 0
+    lo, hi = _ends(ictx.to_float64(vals[u]))
+    rows = np.arange(member.shape[0])
+    jstar = np.argmax(np.where(member, lo[None, :], -np.inf), axis=1)
+    others = np.where(member, hi[None, :], -np.inf)
+    top = np.max(others, axis=1)
+    others[rows, jstar] = -np.inf
+    exact = lo[jstar] >= np.max(others, axis=1)
+    SL = np.zeros(member.shape)
+    SL[rows, jstar] = 1.0
+    SU = SL * exact[:, None]
+    bU = np.where(exact, 0.0, top)
+    return u, ictx.convert(SL), ictx.convert(SU), ictx.convert(bU)
+
+
+def _scale_columns(ictx, pos, neg, al, au) -> Interval:
+    """``pos * al + neg * au`` for pos >= 0 >= neg (the parts of Lambda) and slopes
+    al, au >= 0 (every relaxation here has non-negative slopes), per column.
+
+    The interval context's general product settles every tiny product exactly (rationals),
+    which is slow on CROWN's large coefficient matrices (whose exact zeros come out of the
+    midpoint-radius products as +-subnormal).  With the signs known the product interval
+    is [pos.lo al.lo + neg.lo au.hi, pos.hi al.hi + neg.hi au.lo]; each float64 product
+    and sum is rounded to nearest and then moved one ulp outward (np.nextafter), which
+    encloses the exact value also under underflow (the error of a rounded subnormal
+    result is at most half of the smallest subnormal) and overflow (inf stays inf).
+    Other slopes, and bases other than float/binary, use the context's product."""
+    if (ictx.ends.kind != "float" or np.any(np.less(al.lo, 0)) or np.any(np.less(au.lo, 0))):
+        return ictx.add(ictx.mul(pos, al), ictx.mul(neg, au))
+    dn = lambda v: np.nextafter(v, -np.inf)      # noqa: E731
+    up = lambda v: np.nextafter(v, np.inf)       # noqa: E731
+    with np.errstate(all="ignore"):
+        lo = dn(dn(pos.lo * al.lo) + dn(neg.lo * au.hi))
+        hi = up(up(pos.hi * al.hi) + up(neg.hi * au.lo))
+    if np.isnan(lo).any() or np.isnan(hi).any():
+        return ictx.add(ictx.mul(pos, al), ictx.mul(neg, au))
+    return ictx.make(lo, hi)
+
+
+def _acc(ictx, lams, k, v):
+    lams[k] = v if lams.get(k) is None else ictx.add(lams[k], v)
+
+
+def _backward(graph, payload, ictx, vals, dep, t, jac) -> Interval:
+    """CROWN bounds of node t (an Interval of its shape) from the boxes in ``vals``."""
+    shp = tuple(graph.nodes[t].out_shape)
+    n = int(np.prod(shp, dtype=np.int64))
+    lams = {t: ictx.convert(np.concatenate([np.eye(n), -np.eye(n)]))}
+    c = ictx.zeros((2 * n,))
+    lower = None
+    for i in range(t, -1, -1):
+        lam = lams.pop(i, None)
+        if lam is None:
+            continue
+        node = graph.nodes[i]
+        op = node.kind.op
+        if vals[i] is None and (not dep[i] or op == "input" or _kind(graph, node, dep) is None):
+            raise _NoBox(i)
+        if not dep[i]:                               # a constant: its (point) box
+            c = ictx.add(c, ictx.matmul(lam, _flat(ictx, vals[i])))
+            continue
+        if op == "input":
+            lower = ictx.add(ictx.matmul(lam, _flat(ictx, vals[i])), c)
+            continue
+        kind = _kind(graph, node, dep)
+        if kind is None:                             # no linear form: stop at its box
+            c = ictx.add(c, ictx.matmul(lam, _flat(ictx, vals[i])))
+            continue
+        if kind in ("relaxed", "maxpool") and vals[node.parents[0]] is None:
+            raise _NoBox(node.parents[0])
+        if kind == "maxpool":
+            u, SL, SU, bU = _maxpool_relax(graph, payload, ictx, node, vals)
+            pos, neg = _split(ictx, lam)
+            _acc(ictx, lams, u, ictx.add(ictx.matmul(pos, SL), ictx.matmul(neg, SU)))
+            c = ictx.add(c, ictx.matmul(neg, bU))
+            continue
+        if kind == "relaxed":
+            u = node.parents[0]
+            l_, u_ = _ends(vals[u])
+            al, bl, au, bu = _relax(ictx, op, l_, u_)
+            pos, neg = _split(ictx, lam)
+            _acc(ictx, lams, u, _scale_columns(ictx, pos, neg, al, au))
+            c = ictx.add(c, ictx.add(ictx.matmul(pos, bl), ictx.matmul(neg, bu)))
+            continue
+        if kind == "sum2":
+            a, b = node.parents
+            _acc(ictx, lams, a, lam)
+            _acc(ictx, lams, b, lam if op == "add" else ictx.neg(lam))
+            continue
+        if i not in jac:                                                   # affine
+            jac[i] = _affine_parts(graph, payload, ictx, node, vals, dep)
+        u, M, b = jac[i]
+        _acc(ictx, lams, u, ictx.matmul(lam, M))
+        c = ictx.add(c, ictx.matmul(lam, b))
+    if lower is None:                                # the input was never reached
+        lower = c
+    lo = lower.lo[:n]
+    hi = ictx.neg(Interval(lower.lo[n:], lower.hi[n:])).hi
+    return ictx.make(lo.reshape(shp), hi.reshape(shp))

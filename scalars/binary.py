@@ -33,6 +33,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from . import binary32_hw as H
 from . import binary_kernels as K
 from . import correct_rounding
 from . import formats
@@ -48,6 +49,7 @@ _SUFFIXES = {"": ("sequential", False), "+fma": ("sequential", True),
 _ELEMENTWISE_CR = ("convert", "add", "sub", "mul", "div", "fma", "sqrt", "square", "neg",
                    "abs", "maximum", "minimum", *FUNCTIONS)
 _BINOPS = {"add": K.ADD, "sub": K.SUB, "mul": K.MUL, "div": K.DIV}
+_HW_BINOPS = {"add": H.add, "sub": H.sub, "mul": H.mul, "div": H.div}
 _NP_BINOPS = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide}
 
 
@@ -253,7 +255,29 @@ class BinaryContext(ArrayShapeOps):
         return np.full(tuple(shape), float(v))
 
     # ------------------------------------------------------------------ arithmetic
+    def _hw(self, op, kernel, vals, *pre):
+        """binary32 in hardware float32 (:mod:`scalars.binary32_hw`), or None where that
+        path does not apply (not binary32, operands not float64 arrays, a non-member to be
+        reported by the emulated path, flush-to-zero on): the caller emulates."""
+        if not self._hw32:
+            return None
+        for v in vals:
+            if type(v) is not np.ndarray or v.dtype != np.float64:
+                return None
+        shape = vals[0].shape
+        if any(v.shape != shape for v in vals[1:]):
+            shape = check_broadcast(self, op, *(v.shape for v in vals))
+        flats = [_flat(v, shape) for v in vals]
+        out = np.empty(flats[0].size)
+        if kernel(*pre, *flats, out, H.PROBE) != H.OK:
+            return None
+        return out.reshape(shape)
+
     def _binary(self, op, a, b):
+        if self._hw32:
+            r = self._hw(op, _HW_BINOPS[op], (a, b))
+            if r is not None:
+                return r
         shape, (x, y) = self._operands(op, a, b)
         if self._path == K.NATIVE:
             with np.errstate(all="ignore"):
@@ -274,6 +298,10 @@ class BinaryContext(ArrayShapeOps):
     def square(self, a): return self._binary("mul", a, a)
 
     def fma(self, a, b, c):
+        if self._hw32:
+            r = self._hw("fma", H.fused, (a, b, c))
+            if r is not None:
+                return r
         shape, (x, y, z) = self._operands("fma", a, b, c)
         out = np.empty(x.size)
         unsafe = np.zeros(x.size, dtype=np.uint8)
@@ -282,6 +310,10 @@ class BinaryContext(ArrayShapeOps):
         return out.reshape(shape)
 
     def sqrt(self, a):
+        if self._hw32:
+            r = self._hw("sqrt", H.sqrt, (a,))
+            if r is not None:
+                return r
         shape, (x,) = self._operands("sqrt", a)
         out = np.empty(x.size)
         unsafe = np.zeros(x.size, dtype=np.uint8)

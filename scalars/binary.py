@@ -34,6 +34,7 @@ from fractions import Fraction
 import numpy as np
 
 from . import binary32_hw as H
+from . import binary32_matmul as BM
 from . import binary_kernels as K
 from . import correct_rounding
 from . import formats
@@ -49,7 +50,6 @@ _SUFFIXES = {"": ("sequential", False), "+fma": ("sequential", True),
 _ELEMENTWISE_CR = ("convert", "add", "sub", "mul", "div", "fma", "sqrt", "square", "neg",
                    "abs", "maximum", "minimum", *FUNCTIONS)
 _BINOPS = {"add": K.ADD, "sub": K.SUB, "mul": K.MUL, "div": K.DIV}
-_HW_BINOPS = {"add": H.add, "sub": H.sub, "mul": H.mul, "div": H.div}
 _NP_BINOPS = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide}
 
 
@@ -149,6 +149,8 @@ class BinaryContext(ArrayShapeOps):
                                f"of another context? convert it first)")
         if self._path != K.NATIVE and v.size:
             flat = _flat(v, v.shape)
+            if self._hw32 and not H.nonmembers(flat):
+                return v           # every entry is binary32 bit for bit
             bad = K.first_nonmember(self._path, flat, self._spec)
             if bad >= 0:
                 idx = tuple(int(i) for i in np.unravel_index(bad, v.shape))
@@ -174,6 +176,10 @@ class BinaryContext(ArrayShapeOps):
         """Nearest-even rounding of a float64 array onto the format."""
         if self._path == K.NATIVE:
             return np.asarray(x, dtype=np.float64)
+        if self._hw32 and type(x) is np.ndarray and x.dtype == np.float64:
+            out = np.empty(x.shape)
+            if H.round32(_flat(x, x.shape), out.reshape(-1), H.PROBE) == H.OK:
+                return out
         return formats.round_to_format(x, self.fmt)
 
     # ------------------------------------------------------------------ conversion
@@ -273,9 +279,35 @@ class BinaryContext(ArrayShapeOps):
             return None
         return out.reshape(shape)
 
+    def _hw_binary(self, op, a, b):
+        """binary32 + - * / in hardware (:func:`scalars.binary32_hw.binop`), an operand
+        broadcast along leading axes (a bias row, a scalar) read without a copy; None where
+        the emulated path must run."""
+        for v in (a, b):
+            if type(v) is not np.ndarray or v.dtype != np.float64:
+                return None
+        shape = a.shape if a.shape == b.shape else check_broadcast(self, op, a.shape, b.shape)
+        n = int(np.prod(shape, dtype=np.int64))
+        out = np.empty(shape)
+        if n == 0:
+            return out
+        m = n
+        for v in (a, b):
+            if v.shape != shape and _trailing(v.shape, shape):
+                m = min(m, v.size)
+        rows = []
+        for v in (a, b):
+            if v.shape != shape and v.size == m and _trailing(v.shape, shape):
+                rows.append(_flat(v, v.shape).reshape(1, m))
+            else:
+                rows.append(_flat(v, shape).reshape(n // m, m))
+        if H.binop(_BINOPS[op], rows[0], rows[1], out.reshape(n // m, m), H.PROBE) != H.OK:
+            return None
+        return out
+
     def _binary(self, op, a, b):
         if self._hw32:
-            r = self._hw(op, _HW_BINOPS[op], (a, b))
+            r = self._hw_binary(op, a, b)
             if r is not None:
                 return r
         shape, (x, y) = self._operands(op, a, b)
@@ -340,13 +372,20 @@ class BinaryContext(ArrayShapeOps):
     def neg(self, a): return np.asarray(np.negative(self._val(a, "neg")))
     def abs(self, a): return np.asarray(np.abs(self._val(a, "abs")))
 
+    def _exact_pair(self, op, a, b):
+        """Both operands checked, broadcast shape checked; no broadcast copies."""
+        x = self._val(a, op, "first operand")
+        y = self._val(b, op, "second operand")
+        shape = check_broadcast(self, op, x.shape, y.shape)
+        return shape, x, y
+
     def maximum(self, a, b):
-        shape, (x, y) = self._operands("maximum", a, b)
-        return np.maximum(x, y).reshape(shape)
+        shape, x, y = self._exact_pair("maximum", a, b)
+        return np.asarray(np.maximum(x, y)).reshape(shape)
 
     def minimum(self, a, b):
-        shape, (x, y) = self._operands("minimum", a, b)
-        return np.minimum(x, y).reshape(shape)
+        shape, x, y = self._exact_pair("minimum", a, b)
+        return np.asarray(np.minimum(x, y)).reshape(shape)
 
     def heaviside(self, a):
         return (self._val(a, "heaviside") > 0).astype(np.float64)
@@ -425,9 +464,28 @@ class BinaryContext(ArrayShapeOps):
                                f"{list(a.shape)} is empty")
         return np.asarray(np.argmax(a, axis=ax))
 
+    def _narrow32(self, v):
+        """float32 copy of a float64 array of binary32 values, or None (not applicable or
+        a non-member, which the emulated membership check then reports)."""
+        if type(v) is not np.ndarray or v.dtype != np.float64:
+            return None
+        if not v.flags.c_contiguous and v.T.flags.c_contiguous:
+            t = self._narrow32(v.T)          # a transposed weight: no float64 copy
+            return None if t is None else t.T
+        out = np.empty(v.shape, dtype=np.float32)
+        if H.narrow(np.ascontiguousarray(v).reshape(-1), out.reshape(-1)):
+            return None
+        return out
+
     def matmul(self, a, b):
-        a = self._val(a, "matmul", "first operand")
-        b = self._val(b, "matmul", "second operand")
+        a32 = b32 = None
+        if self._hw32 and not H.flush_to_zero(H.PROBE):
+            a32 = self._narrow32(a)
+            b32 = self._narrow32(b) if a32 is not None else None
+        if b32 is None:
+            a32 = None
+            a = self._val(a, "matmul", "first operand")
+            b = self._val(b, "matmul", "second operand")
         if a.ndim == 0 or b.ndim == 0:
             raise ContextError(f"context {self.name}: matmul: operands must have at least "
                                f"one axis, got shapes {list(a.shape)} and {list(b.shape)}")
@@ -448,18 +506,37 @@ class BinaryContext(ArrayShapeOps):
             a2 = np.broadcast_to(a2, batch + (M, Ka))
         if b2.shape[:-2] != batch:
             b2 = np.broadcast_to(b2, batch + (Kb, N))
+        pairwise = self.reduction == "pairwise"
+        if a32 is not None:
+            # binary32 in hardware float32: the same IEEE rounding, vector registers,
+            # blocked (scalars.binary32_matmul); same order as the emulation.
+            a3 = a32[None, :] if a32.ndim == 1 else a32
+            b3 = b32[:, None] if b32.ndim == 1 else b32
+            if a3.shape[:-2] != batch:
+                a3 = np.broadcast_to(a3, batch + (M, Ka))
+            if b3.shape[:-2] != batch:
+                b3 = np.broadcast_to(b3, batch + (Kb, N))
+            o = np.empty((nb, M, N), dtype=np.float32)
+            b3 = b3.reshape(nb, Kb, N)
+            bt = np.swapaxes(b3, 1, 2)
+            if pairwise:
+                BM.matmul32_pairwise(_c3(a3.reshape(nb, M, Ka)), _c3(b3), o)
+            elif not b3.flags.c_contiguous and bt.flags.c_contiguous:
+                BM.matmul32(self.fma_dot, _c3(a3.reshape(nb, M, Ka)), bt, o, True)
+            else:
+                BM.matmul32(self.fma_dot, _c3(a3.reshape(nb, M, Ka)), _c3(b3), o, False)
+            res = o.astype(np.float64).reshape(batch + (M, N))
+            if a.ndim == 1:
+                res = res[..., 0, :]
+            if b.ndim == 1:
+                res = res[..., 0]
+            return res if res.flags.c_contiguous else res.copy(order="C")
         A = _c3(a2.reshape(nb, M, Ka))
         B = _c3(b2.reshape(nb, Kb, N))
         out = np.empty((nb, M, N))
         unsafe = np.zeros((nb, M, N), dtype=np.uint8)
-        pairwise = self.reduction == "pairwise"
         if pairwise:
             K.matmul_pairwise(self._path, A, B, out, unsafe, self._spec)
-        elif self._hw32:
-            # binary32 in hardware float32: the same IEEE rounding, 8 SIMD lanes.
-            o = np.empty((nb, M, N), dtype=np.float32)
-            K.matmul_hw(self.fma_dot, A.astype(np.float32), B.astype(np.float32), o)
-            out = o.astype(np.float64)
         else:
             K.matmul_sequential(self._path, self.fma_dot, A, B, out, unsafe, self._spec)
         for q, i, j in np.argwhere(unsafe):
@@ -480,6 +557,15 @@ def _flat(a: np.ndarray, shape) -> np.ndarray:
         a = np.broadcast_to(a, shape)
     f = np.ascontiguousarray(a).reshape(-1)
     return f if f.flags.writeable else f.copy()
+
+
+def _trailing(small, shape) -> bool:
+    """Whether ``small`` broadcasts to ``shape`` by repeating it whole: after its leading
+    1s it equals the trailing axes of ``shape``."""
+    small = tuple(small)
+    while small and small[0] == 1:
+        small = small[1:]
+    return len(small) <= len(shape) and tuple(shape[len(shape) - len(small):]) == small
 
 
 def _c3(a: np.ndarray) -> np.ndarray:

@@ -20,8 +20,8 @@ could still make the two paths differ, and each is handled here:
   operation, whose NaN the rounding leaves alone), so even NaN payloads and signs are the
   same bits.  ``sqrt`` of a negative number uses the emulated path's IEEE rule.
 
-Kernels take 1-d float64 arrays and write a float64 ``out``; each has one compiled
-signature.  Return codes: ``OK``, ``NONMEMBER``, ``FTZ``.
+Kernels take C-contiguous float64 arrays and write a float64 ``out``; each has one
+compiled signature.  Return codes: ``OK``, ``NONMEMBER``, ``FTZ``.
 """
 from __future__ import annotations
 
@@ -56,108 +56,93 @@ def _diff(v, f):
     return f2i(np.float64(f)) ^ f2i(v)
 
 
-@_jit
-def _nan_fix(op, a, b, out):
-    """The emulated path's NaN where out is NaN: the float64 operation's own (its rounding
-    leaves a NaN alone)."""
-    for i in range(out.size):
-        if out[i] != out[i]:
-            x, y = a[i], b[i]
-            if op == ADD:
-                out[i] = x + y
-            elif op == SUB:
-                out[i] = x - y
-            elif op == MUL:
-                out[i] = x * y
-            else:
-                out[i] = x / y
+@numba.njit(inline="always")
+def _op(op, x, y):
+    if op == ADD:
+        return x + y
+    if op == SUB:
+        return x - y
+    if op == MUL:
+        return x * y
+    return x / y
 
 
-# One kernel per operation (a switch inside the loop would stop LLVM's vectoriser):
-# convert, check membership, operate in float32, widen; membership and NaN results are
-# integer OR-reductions, which vectorise.
 @_jit
+def binop(op, a, b, out, probe):
+    """out = RN32(a op b) for op in ADD SUB MUL DIV.  2-d C arrays: ``out`` is (R, m); ``a``
+    and ``b`` are (R, m) or (1, m) (one row repeated: a trailing-axes broadcast without a
+    copy).  The op switch sits outside the contiguous inner loop, which vectorises;
+    membership and NaN results are integer OR-reductions."""
+    if _ftz_on(probe):
+        return FTZ
+    R, m = out.shape
+    bad = 0
+    nan = False
+    for r in range(R):
+        ar = a[0] if a.shape[0] == 1 else a[r]
+        br = b[0] if b.shape[0] == 1 else b[r]
+        orow = out[r]
+        if op == ADD:
+            for j in range(m):
+                x, y = ar[j], br[j]
+                fx, fy = np.float32(x), np.float32(y)
+                bad |= _diff(x, fx) | _diff(y, fy)
+                v = np.float64(fx + fy)
+                nan |= v != v
+                orow[j] = v
+        elif op == SUB:
+            for j in range(m):
+                x, y = ar[j], br[j]
+                fx, fy = np.float32(x), np.float32(y)
+                bad |= _diff(x, fx) | _diff(y, fy)
+                v = np.float64(fx - fy)
+                nan |= v != v
+                orow[j] = v
+        elif op == MUL:
+            for j in range(m):
+                x, y = ar[j], br[j]
+                fx, fy = np.float32(x), np.float32(y)
+                bad |= _diff(x, fx) | _diff(y, fy)
+                v = np.float64(fx * fy)
+                nan |= v != v
+                orow[j] = v
+        else:
+            for j in range(m):
+                x, y = ar[j], br[j]
+                fx, fy = np.float32(x), np.float32(y)
+                bad |= _diff(x, fx) | _diff(y, fy)
+                v = np.float64(fx / fy)
+                nan |= v != v
+                orow[j] = v
+        if bad:
+            return NONMEMBER
+    if nan:
+        # The emulated path's NaN: the float64 operation's own (its rounding leaves a NaN
+        # alone), so NaN payloads and signs are the same bits.
+        for r in range(R):
+            ar = a[0] if a.shape[0] == 1 else a[r]
+            br = b[0] if b.shape[0] == 1 else b[r]
+            for j in range(m):
+                if out[r, j] != out[r, j]:
+                    out[r, j] = _op(op, ar[j], br[j])
+    return OK
+
+
 def add(a, b, out, probe):
-    """out = RN32(a + b) (a, b, out: same length)."""
-    if _ftz_on(probe):
-        return FTZ
-    bad = 0
-    nan = False
-    for i in range(out.size):
-        x, y = a[i], b[i]
-        fx, fy = np.float32(x), np.float32(y)
-        bad |= _diff(x, fx) | _diff(y, fy)
-        r = np.float64(fx + fy)
-        nan |= r != r
-        out[i] = r
-    if bad:
-        return NONMEMBER
-    if nan:
-        _nan_fix(ADD, a, b, out)
-    return OK
+    """out = RN32(a + b) on 1-d arrays of one length (see :func:`binop`)."""
+    return binop(ADD, a.reshape(1, -1), b.reshape(1, -1), out.reshape(1, -1), probe)
 
 
-@_jit
 def sub(a, b, out, probe):
-    """out = RN32(a - b)."""
-    if _ftz_on(probe):
-        return FTZ
-    bad = 0
-    nan = False
-    for i in range(out.size):
-        x, y = a[i], b[i]
-        fx, fy = np.float32(x), np.float32(y)
-        bad |= _diff(x, fx) | _diff(y, fy)
-        r = np.float64(fx - fy)
-        nan |= r != r
-        out[i] = r
-    if bad:
-        return NONMEMBER
-    if nan:
-        _nan_fix(SUB, a, b, out)
-    return OK
+    return binop(SUB, a.reshape(1, -1), b.reshape(1, -1), out.reshape(1, -1), probe)
 
 
-@_jit
 def mul(a, b, out, probe):
-    """out = RN32(a * b)."""
-    if _ftz_on(probe):
-        return FTZ
-    bad = 0
-    nan = False
-    for i in range(out.size):
-        x, y = a[i], b[i]
-        fx, fy = np.float32(x), np.float32(y)
-        bad |= _diff(x, fx) | _diff(y, fy)
-        r = np.float64(fx * fy)
-        nan |= r != r
-        out[i] = r
-    if bad:
-        return NONMEMBER
-    if nan:
-        _nan_fix(MUL, a, b, out)
-    return OK
+    return binop(MUL, a.reshape(1, -1), b.reshape(1, -1), out.reshape(1, -1), probe)
 
 
-@_jit
 def div(a, b, out, probe):
-    """out = RN32(a / b) (x/0 gives inf or NaN as IEEE says)."""
-    if _ftz_on(probe):
-        return FTZ
-    bad = 0
-    nan = False
-    for i in range(out.size):
-        x, y = a[i], b[i]
-        fx, fy = np.float32(x), np.float32(y)
-        bad |= _diff(x, fx) | _diff(y, fy)
-        r = np.float64(fx / fy)
-        nan |= r != r
-        out[i] = r
-    if bad:
-        return NONMEMBER
-    if nan:
-        _nan_fix(DIV, a, b, out)
-    return OK
+    return binop(DIV, a.reshape(1, -1), b.reshape(1, -1), out.reshape(1, -1), probe)
 
 
 @_jit
@@ -206,4 +191,49 @@ def fused(a, b, c, out, probe):
                 # The emulated FAST fma: TwoSum of the exact float64 product and c; a NaN
                 # sum is returned as it is.
                 out[i] = two_sum(a[i] * b[i], c[i])[0]
+    return OK
+
+
+@_jit
+def narrow(a, out):
+    """out (float32) = a (float64, 1-d) where every entry is a binary32 value bit for bit;
+    returns the number of entries that are not (then ``out`` is meaningless)."""
+    bad = 0
+    for i in range(a.size):
+        x = a[i]
+        f = np.float32(x)
+        bad |= _diff(x, f)
+        out[i] = f
+    return bad
+
+
+@_jit
+def flush_to_zero(probe):
+    """True when this thread's float32 arithmetic flushes subnormals (FTZ or DAZ set)."""
+    return _ftz_on(probe)
+
+
+@_jit
+def nonmembers(a):
+    """Nonzero when some entry of the float64 1-d array ``a`` is not bit for bit a binary32
+    value (NaNs with payloads float32 cannot carry included): a vectorised pre-check; the
+    emulated check then names the element (or accepts such a NaN)."""
+    bad = 0
+    for i in range(a.size):
+        x = a[i]
+        bad |= _diff(x, np.float32(x))
+    return bad
+
+
+@_jit
+def round32(a, out, probe):
+    """out = RN-even of the float64 ``a`` onto binary32 by the hardware conversion (one
+    correct rounding, gradual underflow, overflow to inf); NaN keeps its bits, as
+    scalars.formats.round_to_format does."""
+    if _ftz_on(probe):
+        return FTZ
+    for i in range(a.size):
+        x = a[i]
+        r = np.float64(np.float32(x))
+        out[i] = x if x != x else r
     return OK

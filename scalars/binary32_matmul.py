@@ -8,7 +8,7 @@ so results are bit-identical to the unblocked kernel.
 
 Blocking: the columns of B are cut into tiles of ``W`` = 16 and each tile is copied into a
 contiguous K x 16 panel (one sequential stream, L1/L2 resident); a micro-kernel keeps the
-``R x 16`` accumulators of R = 6 rows of A in vector registers for the whole k loop, so the
+``R x 16`` accumulators of R = 8 rows of A in vector registers for the whole k loop, so the
 inner loop is one panel load, R broadcasts and R vector multiply-adds: no accumulator
 traffic through memory.  The micro-kernel is written in LLVM IR (a Numba intrinsic) with
 explicit <16 x float> vectors, because LLVM does not keep a Numba array of accumulators in

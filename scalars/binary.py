@@ -215,7 +215,7 @@ class BinaryContext(ArrayShapeOps):
             raise ContextError(f"context {self.name}: convert: got an interval value; "
                                f"convert its endpoints explicitly")
         if isinstance(x, np.ndarray) and x.dtype.kind == "f":
-            return self._round(x.astype(np.float64))
+            return self._round(x if x.dtype == np.float64 else x.astype(np.float64))
         if isinstance(x, np.ndarray) and x.dtype.kind in "biu":
             if x.size == 0 or x.dtype.kind == "b" or int(np.abs(x.astype(object)).max()) <= 2 ** 53:
                 return self._round(x.astype(np.float64))   # exact in float64
@@ -516,7 +516,7 @@ class BinaryContext(ArrayShapeOps):
                 a3 = np.broadcast_to(a3, batch + (M, Ka))
             if b3.shape[:-2] != batch:
                 b3 = np.broadcast_to(b3, batch + (Kb, N))
-            o = np.empty((nb, M, N), dtype=np.float32)
+            o = np.empty((nb, M, N))       # the kernels widen float32 results on store
             b3 = b3.reshape(nb, Kb, N)
             bt = np.swapaxes(b3, 1, 2)
             if pairwise:
@@ -525,7 +525,7 @@ class BinaryContext(ArrayShapeOps):
                 BM.matmul32(self.fma_dot, _c3(a3.reshape(nb, M, Ka)), bt, o, True)
             else:
                 BM.matmul32(self.fma_dot, _c3(a3.reshape(nb, M, Ka)), _c3(b3), o, False)
-            res = o.astype(np.float64).reshape(batch + (M, N))
+            res = o.reshape(batch + (M, N))
             if a.ndim == 1:
                 res = res[..., 0, :]
             if b.ndim == 1:

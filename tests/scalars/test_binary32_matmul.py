@@ -54,16 +54,16 @@ def test_blocked_kernel_matches_the_emulated_order(fused, shape):
     # subnormals, cancellation happens.
     A = b32(rng.standard_normal((nb, M, Kd)) * 10.0 ** rng.uniform(-20, 20, (nb, M, Kd)))
     B = b32(rng.standard_normal((nb, Kd, N)) * 10.0 ** rng.uniform(-20, 20, (nb, Kd, N)))
-    out = np.empty((nb, M, N), dtype=np.float32)
+    out = np.empty((nb, M, N))
     BM.matmul32(fused, A.astype(np.float32), B.astype(np.float32), out, False)
     want = emulated(fused, A, B)
-    same_bits(out.astype(np.float64), want)
+    same_bits(out, want)
     BT = np.ascontiguousarray(np.swapaxes(B, 1, 2)).astype(np.float32)
     BM.matmul32(fused, A.astype(np.float32), BT, out, True)      # B given transposed
-    same_bits(out.astype(np.float64), want)
+    same_bits(out, want)
     if not fused:
         BM.matmul32_pairwise(A.astype(np.float32), B.astype(np.float32), out)
-        same_bits(out.astype(np.float64), emulated(False, A, B, pairwise=True))
+        same_bits(out, emulated(False, A, B, pairwise=True))
 
 
 @pytest.mark.parametrize("fused", [False, True])
@@ -74,14 +74,14 @@ def test_special_values_and_the_order_matters(fused):
                      2.0 ** -149, -2.0 ** -149, 2.0 ** -126, 1.0, -1.0, 2.0 ** 100, 3.0])
     A = rng.choice(vals, (2, 11, 23))
     B = rng.choice(vals, (2, 23, 21))
-    out = np.empty((2, 11, 21), dtype=np.float32)
+    out = np.empty((2, 11, 21))
     BM.matmul32(fused, A.astype(np.float32), B.astype(np.float32), out, False)
-    same_bits(out.astype(np.float64), emulated(fused, A, B))
+    same_bits(out, emulated(fused, A, B))
     BM.matmul32_pairwise(A.astype(np.float32), B.astype(np.float32), out)
-    same_bits(out.astype(np.float64), emulated(False, A, B, pairwise=True))
+    same_bits(out, emulated(False, A, B, pairwise=True))
     # (2^24 + 1 + 1) in order is 2^24 (each +1 ties to even), not 2^24 + 2: order kept
     a = np.array([[[2.0 ** 24, 1.0, 1.0]]])
-    o = np.empty((1, 1, 1), dtype=np.float32)
+    o = np.empty((1, 1, 1))
     BM.matmul32(fused, a.astype(np.float32), np.ones((1, 3, 1), np.float32), o, False)
     assert float(o[0, 0, 0]) == 2.0 ** 24
 

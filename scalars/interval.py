@@ -42,6 +42,7 @@ import numpy as np
 
 from . import directed as D
 from . import function_endpoints as FE
+from . import interval_kernels as IK
 from .arrayshape import ArrayShapeOps
 from .base import Context, check_broadcast
 from .errors import ContextError
@@ -736,6 +737,10 @@ class IntervalContext(Context):
     def div(self, a, b):
         a, b, shape = self._pair(a, b, "div")
         E = self.ends
+        if E.kind == "float" and E.grid.is_binary64:    # compiled two-quotient pass
+            fast = IK.div_f64(a.lo, a.hi, b.lo, b.hi, shape)
+            if fast is not None:
+                return self._box(*fast)
         blo, bhi = (E.wrap(np.broadcast_to(t, shape)) for t in (b.lo, b.hi))
         straddle = (np.asarray(np.less_equal(blo, 0), dtype=bool)
                     & np.asarray(np.greater_equal(bhi, 0), dtype=bool))

@@ -978,9 +978,15 @@ class IntervalContext(Context):
         elif E.kind == "rational":
             lo = _obj(np.sum(lo2, axis=-1)); hi = _obj(np.sum(hi2, axis=-1))
         else:
-            lo, hi = E.wrap(lo2[..., 0].copy()), E.wrap(hi2[..., 0].copy())
-            for k in range(1, n):
-                lo, hi = self._dual_round(E.add, [lo, lo2[..., k]], [hi, hi2[..., k]])
+            fast = (IK.sum_f64(lo2, hi2) if E.kind == "float" and E.grid.is_binary64
+                    else None)                    # compiled, same order and roundings
+            if fast is not None:
+                lo, hi = fast
+            else:
+                lo, hi = E.wrap(lo2[..., 0].copy()), E.wrap(hi2[..., 0].copy())
+                for k in range(1, n):
+                    lo, hi = self._dual_round(E.add, [lo, lo2[..., k]],
+                                              [hi, hi2[..., k]])
         if keepdims:
             lo = self._keepdims(E.wrap(lo), lo_in.shape, axes)
             hi = self._keepdims(E.wrap(hi), hi_in.shape, axes)

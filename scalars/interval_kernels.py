@@ -77,3 +77,55 @@ def div_f64(alo, ahi, blo, bhi, shape):
     if not div_kernel(*arrs, lo, hi):
         return None
     return lo.reshape(shape), hi.reshape(shape)
+
+
+@numba.njit(cache=True, inline="always")
+def _step(acc, x, up):
+    """RU(acc + x) if up else RD(acc + x) on the float64 grid (TwoSum error sign, one ulp
+    step on the bit pattern), and whether the sum stayed inside the trusted range."""
+    s = acc + x
+    bb = s - acc
+    e = (acc - (s - bb)) + (x - bb)
+    bi = f2i(s)
+    zero = (bi << 1) == 0
+    if up:
+        nb = np.int64(1) if zero else (bi - 1 if bi < 0 else bi + 1)
+        r = i2f(nb) if e > 0.0 else s
+    else:
+        nb = _NEG_TINY_BITS if zero else (bi + 1 if bi < 0 else bi - 1)
+        r = i2f(nb) if e < 0.0 else s
+    return r, abs(s) <= _SAFE_HI and abs(x) <= _SAFE_HI
+
+
+@numba.njit(cache=True)
+def sum_kernel(lo2, hi2, lo, hi):
+    """Sequential interval sums along the last axis of (R, n) arrays, n >= 1: lower ends
+    added with RD, upper ends with RU, left to right.  False when some operand or partial
+    sum leaves [-2^900, 2^900] (or is NaN): the caller runs the generic loop."""
+    R, n = lo2.shape
+    for r in range(R):
+        a = lo2[r, 0]
+        b = hi2[r, 0]
+        if not (abs(a) <= _SAFE_HI and abs(b) <= _SAFE_HI):
+            return False
+        for k in range(1, n):
+            a, oka = _step(a, lo2[r, k], False)
+            b, okb = _step(b, hi2[r, k], True)
+            if not (oka and okb):
+                return False
+        lo[r] = a
+        hi[r] = b
+    return True
+
+
+def sum_f64(lo2, hi2):
+    """(lo, hi) of the sequential outward-rounded sums over the last axis, or None."""
+    kshape = lo2.shape[:-1]
+    n = lo2.shape[-1]
+    L = np.ascontiguousarray(lo2, dtype=np.float64).reshape(-1, n)
+    H = np.ascontiguousarray(hi2, dtype=np.float64).reshape(-1, n)
+    lo = np.empty(L.shape[0])
+    hi = np.empty(L.shape[0])
+    if n == 0 or not sum_kernel(L, H, lo, hi):
+        return None
+    return lo.reshape(kshape), hi.reshape(kshape)

@@ -62,3 +62,24 @@ def test_context_uses_it_and_falls_back_where_it_must():
     assert IK.div_f64(a.lo, a.hi, b.lo, b.hi, (4,)) is None
     s = iv.div(a, iv.make(np.array([-1.0] * 4), np.array([1.0] * 4)))   # straddles 0
     assert np.all(np.isinf(s.lo)) and np.all(np.isinf(s.hi))
+
+
+def test_compiled_sum_equals_the_generic_loop():
+    rng = np.random.default_rng(12)
+    lo, hi = _intervals(rng, 6 * 500)
+    lo2, hi2 = lo.reshape(6, 500), hi.reshape(6, 500)
+    got = IK.sum_f64(lo2, hi2)
+    assert got is not None
+    want_lo, want_hi = lo2[:, 0].copy(), hi2[:, 0].copy()
+    for k in range(1, 500):
+        want_lo = D.add_dir(want_lo, lo2[:, k])[0]
+        want_hi = D.add_dir(want_hi, hi2[:, k])[1]
+    assert np.array_equal(got[0], want_lo) and np.array_equal(got[1], want_hi)
+    q = [sum(Fraction(float(v)) for v in row) for row in lo2]
+    assert all(Fraction(float(g)) <= t for g, t in zip(got[0], q))
+    iv = scalars.get("interval:float64")
+    s = iv.sum(iv.make(lo2, hi2), axis=1)
+    assert np.array_equal(s.lo, want_lo) and np.array_equal(s.hi, want_hi)
+    big = lo2.copy()
+    big[0, 3] = 1e305
+    assert IK.sum_f64(big, np.maximum(hi2, big)) is None      # generic loop there

@@ -774,6 +774,10 @@ class IntervalContext(Context):
     def sqrt(self, a):
         a = self._iv(a, "sqrt")
         self._check_domain("sqrt", a)
+        if self.ends.kind == "float" and self.ends.grid.is_binary64:
+            fast = IK.sqrt_f64(a.lo, a.hi)          # compiled, exactly directed
+            if fast is not None:
+                return self._box(*fast)
         lo, hi = self._dual_round(self.ends.sqrt, [a.lo], [a.hi])
         return self._box(lo, hi)
 

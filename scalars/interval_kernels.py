@@ -129,3 +129,43 @@ def sum_f64(lo2, hi2):
     if n == 0 or not sum_kernel(L, H, lo, hi):
         return None
     return lo.reshape(kshape), hi.reshape(kshape)
+
+
+@numba.njit(cache=True, inline="always")
+def _root(x, up):
+    """RU(sqrt x) if up else RD(sqrt x) for 0 <= x <= 2^900 finite (residual x - s*s by
+    TwoProduct gives the sign of sqrt(x) - s)."""
+    s = np.sqrt(x)
+    ph, pl = two_prod(s, s)
+    d = (x - ph) - pl
+    bi = f2i(s)
+    if up:
+        return i2f(np.int64(1) if (bi << 1) == 0 else bi + 1) if d > 0.0 else s
+    return i2f(bi - 1) if (d < 0.0 and s > 0.0) else s
+
+
+@numba.njit(cache=True)
+def sqrt_kernel(alo, ahi, lo, hi):
+    """[RD sqrt(alo), RU sqrt(ahi)] for 0 <= alo <= ahi; False (generic path) when an end
+    is negative, NaN, inf or outside [2^-900, 2^900] (and not 0)."""
+    for i in range(lo.size):
+        a, b = alo[i], ahi[i]
+        if not (a >= 0.0 and b <= _SAFE_HI and (a == 0.0 or a >= _SAFE_LO)
+                and (b == 0.0 or b >= _SAFE_LO)):
+            return False
+        lo[i] = _root(a, False)
+        hi[i] = _root(b, True)
+    return True
+
+
+def sqrt_f64(alo, ahi):
+    """(lo, hi) of the square-root interval on the float64 grid, or None."""
+    a = np.asarray(alo, dtype=np.float64)
+    L = np.ascontiguousarray(a).reshape(-1)
+    H = np.ascontiguousarray(np.broadcast_to(np.asarray(ahi, dtype=np.float64), a.shape)) \
+        .reshape(-1)
+    lo = np.empty(L.size)
+    hi = np.empty(L.size)
+    if not sqrt_kernel(L, H, lo, hi):
+        return None
+    return lo.reshape(a.shape), hi.reshape(a.shape)

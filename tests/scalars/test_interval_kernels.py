@@ -83,3 +83,19 @@ def test_compiled_sum_equals_the_generic_loop():
     big = lo2.copy()
     big[0, 3] = 1e305
     assert IK.sum_f64(big, np.maximum(hi2, big)) is None      # generic loop there
+
+
+def test_compiled_sqrt_equals_the_directed_roots():
+    rng = np.random.default_rng(21)
+    x = np.abs(rng.standard_normal(20_000)) * 10.0 ** rng.integers(-200, 200, 20_000)
+    squares = (np.floor(rng.random(2000) * 2 ** 26) + 1) ** 2        # exact squares
+    lo = np.concatenate([x, squares, [0.0, 4.0, 2.0]])
+    hi = lo * (1 + rng.random(lo.size) * 1e-3)
+    got = IK.sqrt_f64(lo, hi)
+    assert got is not None
+    assert np.array_equal(got[0], D.sqrt_dir(lo)[0]) and np.array_equal(got[1], D.sqrt_dir(hi)[1])
+    assert np.array_equal(got[0][20_000:22_000], np.sqrt(squares))   # exact roots
+    iv = scalars.get("interval:float64")
+    r = iv.sqrt(iv.make(lo, hi))
+    assert np.array_equal(r.lo, got[0]) and np.array_equal(r.hi, got[1])
+    assert IK.sqrt_f64(np.array([1e-310]), np.array([1.0])) is None

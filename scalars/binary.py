@@ -295,6 +295,8 @@ class BinaryContext(ArrayShapeOps):
         for v in (a, b):
             if v.shape != shape and _trailing(v.shape, shape):
                 m = min(m, v.size)
+        if m < 16:
+            m = n        # a scalar or tiny row: copying it is cheaper than short loops
         rows = []
         for v in (a, b):
             if v.shape != shape and v.size == m and _trailing(v.shape, shape):

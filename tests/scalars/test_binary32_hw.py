@@ -166,3 +166,18 @@ def test_broadcasting_and_shapes():
     same_bits(got.ravel(), emulated("mul", a.ravel(), np.tile(b, 3)))
     s = ctx.add(np.asarray(1.0), np.asarray(2.0 ** -24))
     assert s.shape == () and float(s) == 1.0
+
+
+@pytest.mark.parametrize("op", ["add", "sub", "mul", "div"])
+def test_broadcast_operands_both_orders(op):
+    """Trailing-row broadcasts are read in place, others copied; all give RN(a op b)."""
+    ctx = scalars.get("binary32")
+    rng = np.random.default_rng(2)
+    r = lambda *s: formats.round_to_format(rng.standard_normal(s), "binary32")  # noqa: E731
+    a = r(5, 7, 20)
+    f = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide}[op]
+    for b in (np.asarray(0.5), r(20), r(7, 1), r(1, 7, 20), r(7, 20)):
+        same_bits(getattr(ctx, op)(a, b).ravel(),
+                  formats.round_to_format(f(a, b), "binary32").ravel())
+        same_bits(getattr(ctx, op)(b, a).ravel(),
+                  formats.round_to_format(f(b, a), "binary32").ravel())

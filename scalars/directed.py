@@ -87,15 +87,6 @@ def round_up(x, fmt: Format) -> np.ndarray:
     return r
 
 
-def _unsafe(*xs):
-    """Elements where some operand is finite, nonzero and outside [2^-900, 2^900]."""
-    bad = np.zeros(np.broadcast_shapes(*[np.shape(x) for x in xs]), dtype=bool)
-    for x in xs:
-        ax = np.abs(x)
-        bad |= np.isfinite(ax) & (ax != 0) & ((ax < _SAFE_LO) | (ax > _SAFE_HI))
-    return bad
-
-
 def _fraction(x: float):
     """Exact rational value of a finite float64 (gmpy2 mpq: much faster than Fraction)."""
     import gmpy2

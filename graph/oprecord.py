@@ -30,7 +30,10 @@ run in every context, derivatives included):
   the input); ``const`` returns its payload value without batch axes (the fold broadcasts
   it over the batch).
 * ``vjp(ctx, g, args, y, attrs, nb) -> list`` with one cotangent per arg (``None`` = no
-  contribution); cotangents of params are summed over the batch axes.
+  contribution); cotangents of params are summed over the batch axes.  A rule whose
+  function has ``takes_needs = True`` also accepts ``needs=`` (one bool per arg, or None
+  for all): the tape passes which args want a gradient, and the rule may return ``None``
+  for the others without computing them.
 * ``jvp(ctx, args, tangents, y, attrs, nb) -> tangent`` (``tangents[i] is None`` means
   arg ``i`` does not vary); a rule returns ``None`` when the output does not vary.
 * Data errors a rule detects itself (``log``/``sqrt`` of values outside the domain in

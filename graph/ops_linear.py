@@ -59,14 +59,22 @@ def _matmul_forward(ctx, args, attrs, nb):
     return ctx.reshape(y, tuple(ctx.shape(args[0])[:nb]) + out)
 
 
-def _matmul_vjp(ctx, g, args, y, attrs, nb):
+def _matmul_vjp(ctx, g, args, y, attrs, nb, needs=None):
     a, b = _mm_prep(ctx, args[0], args[1], nb)
     ys = tuple(ctx.shape(a)[:-1]) + (ctx.shape(b)[-1],)
     lead = broadcast_shapes("matmul", ctx.shape(a)[:-2], ctx.shape(b)[:-2])
     g2 = ctx.reshape(g, lead + ys[-2:])
-    ga = unbroadcast(ctx, ctx.matmul(g2, _swap_last(ctx, b)), ctx.shape(a), nb)
-    gb = unbroadcast(ctx, ctx.matmul(_swap_last(ctx, a), g2), ctx.shape(b), nb)
-    return [ctx.reshape(ga, ctx.shape(args[0])), ctx.reshape(gb, ctx.shape(args[1]))]
+    out = [None, None]
+    if needs is None or needs[0]:
+        ga = unbroadcast(ctx, ctx.matmul(g2, _swap_last(ctx, b)), ctx.shape(a), nb)
+        out[0] = ctx.reshape(ga, ctx.shape(args[0]))
+    if needs is None or needs[1]:
+        gb = unbroadcast(ctx, ctx.matmul(_swap_last(ctx, a), g2), ctx.shape(b), nb)
+        out[1] = ctx.reshape(gb, ctx.shape(args[1]))
+    return out
+
+
+_matmul_vjp.takes_needs = True   # see oprecord: a rule may skip arguments not needed
 
 
 def _matmul_jvp(ctx, args, tans, y, attrs, nb):
@@ -138,13 +146,18 @@ def _rows(ctx, v):
     return ctx.reshape(v, (_size(s[:-1]), s[-1]))
 
 
-def _linear_vjp(ctx, g, args, y, attrs, nb):
+def _linear_vjp(ctx, g, args, y, attrs, nb, needs=None):
     x, W, b = args
-    gx = ctx.matmul(g, W)
+    # needs (tape): which of x, W, b want a gradient; the first layer's input does not,
+    # and skipping it saves the largest product of the backward pass.
+    gx = ctx.matmul(g, W) if needs is None or needs[0] else None
     g2 = _rows(ctx, g)
-    gW = ctx.matmul(ctx.transpose(g2), _rows(ctx, x))
-    gb = ctx.sum(g2, axis=0)
+    gW = ctx.matmul(ctx.transpose(g2), _rows(ctx, x)) if needs is None or needs[1] else None
+    gb = ctx.sum(g2, axis=0) if needs is None or needs[2] else None
     return [gx, gW, gb]
+
+
+_linear_vjp.takes_needs = True
 
 
 def _linear_jvp(ctx, args, tans, y, attrs, nb):

@@ -6,7 +6,7 @@ so a box given in decimals is enclosed by the endpoint format, never shrunk.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 
 import numpy as np
@@ -32,8 +32,14 @@ class Box:
 
     lo: np.ndarray
     hi: np.ndarray
+    # A ball c ± r of float64 arrays (see from_center_radius): (c, r, lo_in, hi_in), where
+    # lo/hi above are c ± r rounded OUTWARD to float64 and lo_in/hi_in rounded INWARD.  The
+    # box means the exact ball; lo/hi enclose it, lo_in/hi_in lie inside it.
+    ball: tuple | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self):
+        if self.ball is not None:
+            return                     # built by from_center_radius, already checked
         lo, hi = _as_array(self.lo), _as_array(self.hi)
         if lo.shape != hi.shape:
             raise IBPError(f"Box: lo has shape {list(lo.shape)} but hi has shape {list(hi.shape)}")
@@ -56,24 +62,129 @@ class Box:
 
     @classmethod
     def from_center_radius(cls, center, radius) -> "Box":
-        """The l-infinity ball ``center ± radius``, computed exactly (Fractions).
+        """The l-infinity ball ``center ± radius``, exactly.
 
-        ``center`` and ``radius`` may be floats, decimal strings or Fractions; the
-        endpoints are exact rationals (object arrays) so that converting them into an
-        interval context rounds each endpoint outward exactly once.
+        ``center`` and ``radius`` may be floats, decimal strings or Fractions.  Float
+        arrays (the common case) give a vectorised box: float64 endpoints rounded outward
+        plus the ball itself (``ball``), no Python objects; converting it into an interval
+        context rounds each exact endpoint outward exactly once (exact bases get the
+        exact endpoints).  Otherwise the endpoints are exact rationals (object arrays).
         """
         c = _as_array(center)
         r = _as_array(radius)
+        if _is_float_array(c) and _is_float_array(r):
+            box = cls._float_ball(c, r, radius)
+            if box is not None:
+                return box
+        elif _is_float_array(c) and r.ndim == 0:
+            box = cls._decimal_ball(c, r)        # one exact radius, e.g. "0.05"
+            if box is not None:
+                return box
         c_f = np.vectorize(to_fraction, otypes=[object])(c) if c.size else c.astype(object)
         r_f = np.vectorize(to_fraction, otypes=[object])(r) if r.size else r.astype(object)
         if np.any(np.vectorize(lambda t: t < 0, otypes=[bool])(r_f)):
             raise IBPError(f"Box.from_center_radius: radius must be >= 0, got {radius!r}")
         return cls(c_f - r_f, c_f + r_f)
 
+    @classmethod
+    def _float_ball(cls, c, r, radius) -> "Box":
+        """c ± r for float64 arrays, vectorised: TwoSum gives each exact endpoint as
+        s + e, and the sign of e says on which side of the float64 s it lies, which fixes
+        its float64 roundings down and up.  Rounding the outward float64 endpoint into a
+        smaller base format again, outward, gives the same as one directed rounding of the
+        exact endpoint (the format's values are float64 values), so the box is rounded
+        outward once into any float base."""
+        c = np.asarray(c, dtype=np.float64)
+        r = np.asarray(r, dtype=np.float64)
+        try:
+            shape = np.broadcast_shapes(c.shape, r.shape)
+        except ValueError:
+            raise IBPError(f"Box.from_center_radius: radius of shape {list(r.shape)} does "
+                           f"not broadcast to the centre's shape {list(c.shape)}") from None
+        bad = ~(r >= 0)
+        if np.any(bad):
+            raise IBPError(f"Box.from_center_radius: radius must be >= 0 (and not NaN), got "
+                           f"{float(r[bad].reshape(-1)[0])!r}")
+        if not np.all(np.isfinite(c)):
+            i = np.argwhere(~np.isfinite(c))[0]
+            raise IBPError(f"Box.from_center_radius: centre must be finite, got "
+                           f"{float(c[tuple(i)])!r} at index {tuple(int(t) for t in i)}")
+        with np.errstate(over="ignore", invalid="ignore"):
+            s_lo, e_lo = _two_sum(c, -r)
+            s_hi, e_hi = _two_sum(c, r)
+            down, up = -np.inf, np.inf
+            lo = np.where(e_lo < 0, np.nextafter(s_lo, down), s_lo)
+            hi = np.where(e_hi > 0, np.nextafter(s_hi, up), s_hi)
+            lo_in = np.where(e_lo > 0, np.nextafter(s_lo, up), s_lo)
+            hi_in = np.where(e_hi < 0, np.nextafter(s_hi, down), s_hi)
+        if not (np.all(np.isfinite(s_lo)) and np.all(np.isfinite(s_hi))):
+            return None                # float64 overflow: the caller takes the exact path
+        lo, hi = np.broadcast_to(lo, shape), np.broadcast_to(hi, shape)
+        return cls(lo, hi, ball=(np.broadcast_to(c, shape), np.broadcast_to(r, shape),
+                                 np.broadcast_to(lo_in, shape), np.broadcast_to(hi_in, shape)))
+
+    @classmethod
+    def _decimal_ball(cls, c, r) -> "Box | None":
+        """c ± r for a float64 centre array and one exact radius r (decimal string,
+        Fraction, int): with rd <= r <= ru its float64 neighbours, each endpoint lies
+        between the endpoints of the float balls c ± ru and c ± rd, so where both round
+        alike the rounding is settled; the (rare) rest is settled with Fractions."""
+        try:
+            rq = to_fraction(r.item())
+        except (ContextError, TypeError, ValueError):
+            return None
+        if rq < 0:
+            raise IBPError(f"Box.from_center_radius: radius must be >= 0, got {r.item()!r}")
+        rf = float(rq)
+        if not np.isfinite(rf):
+            return None
+        rd = rf if Fraction(rf) <= rq else float(np.nextafter(rf, -np.inf))
+        ru = rf if Fraction(rf) >= rq else float(np.nextafter(rf, np.inf))
+        big = cls._float_ball(c, np.float64(ru), ru)
+        small = cls._float_ball(c, np.float64(rd), rd)
+        if big is None or small is None:
+            return None
+        lo, hi = np.array(big.lo), np.array(big.hi)          # outward: the wider ball's
+        lo_in, hi_in = np.array(small.ball[2]), np.array(small.ball[3])
+        # lower end c - r in [c - ru, c - rd]: RD(c - r) is settled where RD(c - ru) equals
+        # RD(c - rd), RU(c - r) where RU(c - ru) equals RU(c - rd); likewise the upper end.
+        unsettled = ((big.lo != small.lo) | (big.ball[2] != small.ball[2])
+                     | (big.hi != small.hi) | (big.ball[3] != small.ball[3]))
+        cc = np.broadcast_to(np.asarray(c, dtype=np.float64), lo.shape)
+        for i in zip(*np.nonzero(unsettled)) if unsettled.ndim else ([()] if unsettled else []):
+            cq = Fraction(float(cc[i]))
+            lo[i], lo_in[i] = _directed_pair(cq - rq)
+            hi_in[i], hi[i] = _directed_pair(cq + rq)
+        rr = np.broadcast_to(np.array(rq, dtype=object), lo.shape)
+        return cls(lo, hi, ball=(cc, rr, lo_in, hi_in))
+
+    def exact_ends(self):
+        """(lo, hi) with the exact endpoints (object arrays of Fractions for a float
+        ball; the stored arrays otherwise)."""
+        if self.ball is None:
+            return self.lo, self.hi
+        c, r = self.ball[0], self.ball[1]
+        fr = np.frompyfunc(Fraction, 1, 1)
+        cf, rf = fr(c), fr(r)
+        return np.asarray(cf - rf, dtype=object), np.asarray(cf + rf, dtype=object)
+
+    def inner_float(self):
+        """float64 endpoints rounded INWARD (lo up, hi down), or None if not known
+        without exact arithmetic."""
+        if self.ball is None:
+            return None
+        return self.ball[2], self.ball[3]
+
     def to_interval(self, ctx):
         """This box as a value of interval context ``ctx``, endpoints rounded outward."""
         if not getattr(ctx, "is_interval", False):
             raise IBPError(f"Box.to_interval: context {ctx.name} is not an interval context")
+        if self.ball is not None:
+            if getattr(ctx, "fmt", None) is not None or getattr(ctx, "base_name", "") == "float64":
+                # float base: the outward float64 ends, rounded outward again (= once)
+                return ctx.make(np.ascontiguousarray(self.lo), np.ascontiguousarray(self.hi))
+            lo_x, hi_x = self.exact_ends()          # exact bases get the exact ball
+            return ctx.make(ctx.convert(lo_x).lo, ctx.convert(hi_x).hi)
         lo = ctx.convert(self.lo)
         hi = ctx.convert(self.hi)
         return ctx.make(lo.lo, hi.hi)
@@ -101,6 +212,11 @@ class Box:
         """Elementwise ``lo <= v <= hi`` (exact comparison; NaN is never contained)."""
         v = np.asarray(values)
         lo, hi = self.lo, self.hi
+        if self.ball is not None and v.dtype.kind == "f":
+            # a float64 v is >= the exact lower end iff it is >= its inward rounding
+            lo, hi = self.ball[2], self.ball[3]
+        elif self.ball is not None:
+            lo, hi = self.exact_ends()
         if v.dtype != object and lo.dtype != object and hi.dtype != object:
             with np.errstate(invalid="ignore"):
                 return (lo <= v) & (v <= hi)
@@ -112,7 +228,39 @@ class Box:
         return f"{_fmt(self.lo_float(), digits)} .. {_fmt(self.hi_float(), digits)}"
 
     def __getitem__(self, idx) -> "Box":
+        if self.ball is not None:
+            return Box(self.lo[idx], self.hi[idx], ball=tuple(a[idx] for a in self.ball))
         return Box(self.lo[idx], self.hi[idx])
+
+
+def _is_float_array(a) -> bool:
+    """Data exactly representable in float64 (float16/32/64, or integers of at most 53
+    bits): the vectorised ball applies."""
+    if not isinstance(a, np.ndarray):
+        return False
+    if a.dtype.kind == "f":
+        return a.dtype.itemsize <= 8
+    if a.dtype.kind in "iu":
+        return a.size == 0 or int(np.max(np.abs(a.astype(object)))) <= 2 ** 53
+    return False
+
+
+def _directed_pair(q: Fraction):
+    """(RD64(q), RU64(q)) of an exact rational."""
+    f = float(q)
+    fq = Fraction(f)
+    if fq == q:
+        return f, f
+    if fq > q:
+        return float(np.nextafter(f, -np.inf)), f
+    return f, float(np.nextafter(f, np.inf))
+
+
+def _two_sum(a, b):
+    """(s, e) with s = RN(a + b) and a + b = s + e exactly (Knuth), numpy arrays."""
+    s = a + b
+    bb = s - a
+    return s, (a - (s - bb)) + (b - bb)
 
 
 def _finite(x) -> bool:

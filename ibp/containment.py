@@ -196,8 +196,12 @@ def _as_float(x) -> float:
 
 def _inner_float(box: Box):
     """Box endpoints rounded inward to float64 (lo up, hi down)."""
-    lo = _round_float(box.lo, up=True)
-    hi = _round_float(box.hi, up=False)
+    inner = box.inner_float()
+    if inner is not None:
+        lo, hi = np.array(inner[0], dtype=np.float64), np.array(inner[1], dtype=np.float64)
+    else:
+        lo = _round_float(box.lo, up=True)
+        hi = _round_float(box.hi, up=False)
     if np.any(lo > hi):
         # a box thinner than one float64 ulp: use the nearest float inside or the endpoint
         lo = np.minimum(lo, hi)

@@ -33,6 +33,8 @@ from fractions import Fraction
 
 import numpy as np
 
+from . import binary32_hw as H
+from . import binary32_matmul as BM
 from . import binary_kernels as K
 from . import correct_rounding
 from . import formats
@@ -147,6 +149,8 @@ class BinaryContext(ArrayShapeOps):
                                f"of another context? convert it first)")
         if self._path != K.NATIVE and v.size:
             flat = _flat(v, v.shape)
+            if self._hw32 and not H.nonmembers(flat):
+                return v           # every entry is binary32 bit for bit
             bad = K.first_nonmember(self._path, flat, self._spec)
             if bad >= 0:
                 idx = tuple(int(i) for i in np.unravel_index(bad, v.shape))
@@ -172,6 +176,10 @@ class BinaryContext(ArrayShapeOps):
         """Nearest-even rounding of a float64 array onto the format."""
         if self._path == K.NATIVE:
             return np.asarray(x, dtype=np.float64)
+        if self._hw32 and type(x) is np.ndarray and x.dtype == np.float64:
+            out = np.empty(x.shape)
+            if H.round32(_flat(x, x.shape), out.reshape(-1), H.PROBE) == H.OK:
+                return out
         return formats.round_to_format(x, self.fmt)
 
     # ------------------------------------------------------------------ conversion
@@ -207,7 +215,7 @@ class BinaryContext(ArrayShapeOps):
             raise ContextError(f"context {self.name}: convert: got an interval value; "
                                f"convert its endpoints explicitly")
         if isinstance(x, np.ndarray) and x.dtype.kind == "f":
-            return self._round(x.astype(np.float64))
+            return self._round(x if x.dtype == np.float64 else x.astype(np.float64))
         if isinstance(x, np.ndarray) and x.dtype.kind in "biu":
             if x.size == 0 or x.dtype.kind == "b" or int(np.abs(x.astype(object)).max()) <= 2 ** 53:
                 return self._round(x.astype(np.float64))   # exact in float64
@@ -253,7 +261,63 @@ class BinaryContext(ArrayShapeOps):
         return np.full(tuple(shape), float(v))
 
     # ------------------------------------------------------------------ arithmetic
+    def _hw(self, op, kernel, vals, *pre):
+        """binary32 in hardware float32 (:mod:`scalars.binary32_hw`), or None where that
+        path does not apply (not binary32, operands not float64 arrays, a non-member to be
+        reported by the emulated path, flush-to-zero on): the caller emulates."""
+        if not self._hw32:
+            return None
+        for v in vals:
+            if type(v) is not np.ndarray or v.dtype != np.float64:
+                return None
+        shape = vals[0].shape
+        if any(v.shape != shape for v in vals[1:]):
+            shape = check_broadcast(self, op, *(v.shape for v in vals))
+        flats = [_flat(v, shape) for v in vals]
+        out = np.empty(flats[0].size)
+        if kernel(*pre, *flats, out, H.PROBE) != H.OK:
+            return None
+        return out.reshape(shape)
+
+    def _hw_binary(self, op, a, b):
+        """binary32 + - * / in hardware (:func:`scalars.binary32_hw.binop`), an operand
+        broadcast along leading axes (a bias row, a scalar) read without a copy; None where
+        the emulated path must run."""
+        if type(a) is not np.ndarray or type(b) is not np.ndarray \
+                or a.dtype != np.float64 or b.dtype != np.float64:
+            return None
+        if a.shape == b.shape and a.flags.c_contiguous and b.flags.c_contiguous and a.size:
+            out = np.empty(a.shape)                   # the common case, lean
+            if H.binop(_BINOPS[op], a.reshape(1, -1), b.reshape(1, -1), out.reshape(1, -1),
+                       H.PROBE) != H.OK:
+                return None
+            return out
+        shape = a.shape if a.shape == b.shape else check_broadcast(self, op, a.shape, b.shape)
+        n = math.prod(shape)
+        out = np.empty(shape)
+        if n == 0:
+            return out
+        m = n
+        for v in (a, b):
+            if v.shape != shape and _trailing(v.shape, shape):
+                m = min(m, v.size)
+        if m < 16:
+            m = n        # a scalar or tiny row: copying it is cheaper than short loops
+        rows = []
+        for v in (a, b):
+            if v.shape != shape and v.size == m and _trailing(v.shape, shape):
+                rows.append(_flat(v, v.shape).reshape(1, m))
+            else:
+                rows.append(_flat(v, shape).reshape(n // m, m))
+        if H.binop(_BINOPS[op], rows[0], rows[1], out.reshape(n // m, m), H.PROBE) != H.OK:
+            return None
+        return out
+
     def _binary(self, op, a, b):
+        if self._hw32:
+            r = self._hw_binary(op, a, b)
+            if r is not None:
+                return r
         shape, (x, y) = self._operands(op, a, b)
         if self._path == K.NATIVE:
             with np.errstate(all="ignore"):
@@ -274,6 +338,10 @@ class BinaryContext(ArrayShapeOps):
     def square(self, a): return self._binary("mul", a, a)
 
     def fma(self, a, b, c):
+        if self._hw32:
+            r = self._hw("fma", H.fused, (a, b, c))
+            if r is not None:
+                return r
         shape, (x, y, z) = self._operands("fma", a, b, c)
         out = np.empty(x.size)
         unsafe = np.zeros(x.size, dtype=np.uint8)
@@ -282,6 +350,10 @@ class BinaryContext(ArrayShapeOps):
         return out.reshape(shape)
 
     def sqrt(self, a):
+        if self._hw32:
+            r = self._hw("sqrt", H.sqrt, (a,))
+            if r is not None:
+                return r
         shape, (x,) = self._operands("sqrt", a)
         out = np.empty(x.size)
         unsafe = np.zeros(x.size, dtype=np.uint8)
@@ -308,13 +380,20 @@ class BinaryContext(ArrayShapeOps):
     def neg(self, a): return np.asarray(np.negative(self._val(a, "neg")))
     def abs(self, a): return np.asarray(np.abs(self._val(a, "abs")))
 
+    def _exact_pair(self, op, a, b):
+        """Both operands checked, broadcast shape checked; no broadcast copies."""
+        x = self._val(a, op, "first operand")
+        y = self._val(b, op, "second operand")
+        shape = check_broadcast(self, op, x.shape, y.shape)
+        return shape, x, y
+
     def maximum(self, a, b):
-        shape, (x, y) = self._operands("maximum", a, b)
-        return np.maximum(x, y).reshape(shape)
+        shape, x, y = self._exact_pair("maximum", a, b)
+        return np.asarray(np.maximum(x, y)).reshape(shape)
 
     def minimum(self, a, b):
-        shape, (x, y) = self._operands("minimum", a, b)
-        return np.minimum(x, y).reshape(shape)
+        shape, x, y = self._exact_pair("minimum", a, b)
+        return np.asarray(np.minimum(x, y)).reshape(shape)
 
     def heaviside(self, a):
         return (self._val(a, "heaviside") > 0).astype(np.float64)
@@ -393,9 +472,28 @@ class BinaryContext(ArrayShapeOps):
                                f"{list(a.shape)} is empty")
         return np.asarray(np.argmax(a, axis=ax))
 
+    def _narrow32(self, v):
+        """float32 copy of a float64 array of binary32 values, or None (not applicable or
+        a non-member, which the emulated membership check then reports)."""
+        if type(v) is not np.ndarray or v.dtype != np.float64:
+            return None
+        if not v.flags.c_contiguous and v.T.flags.c_contiguous:
+            t = self._narrow32(v.T)          # a transposed weight: no float64 copy
+            return None if t is None else t.T
+        out = np.empty(v.shape, dtype=np.float32)
+        if H.narrow(np.ascontiguousarray(v).reshape(-1), out.reshape(-1)):
+            return None
+        return out
+
     def matmul(self, a, b):
-        a = self._val(a, "matmul", "first operand")
-        b = self._val(b, "matmul", "second operand")
+        a32 = b32 = None
+        if self._hw32 and not H.flush_to_zero(H.PROBE):
+            a32 = self._narrow32(a)
+            b32 = self._narrow32(b) if a32 is not None else None
+        if b32 is None:
+            a32 = None
+            a = self._val(a, "matmul", "first operand")
+            b = self._val(b, "matmul", "second operand")
         if a.ndim == 0 or b.ndim == 0:
             raise ContextError(f"context {self.name}: matmul: operands must have at least "
                                f"one axis, got shapes {list(a.shape)} and {list(b.shape)}")
@@ -416,18 +514,37 @@ class BinaryContext(ArrayShapeOps):
             a2 = np.broadcast_to(a2, batch + (M, Ka))
         if b2.shape[:-2] != batch:
             b2 = np.broadcast_to(b2, batch + (Kb, N))
+        pairwise = self.reduction == "pairwise"
+        if a32 is not None:
+            # binary32 in hardware float32: the same IEEE rounding, vector registers,
+            # blocked (scalars.binary32_matmul); same order as the emulation.
+            a3 = a32[None, :] if a32.ndim == 1 else a32
+            b3 = b32[:, None] if b32.ndim == 1 else b32
+            if a3.shape[:-2] != batch:
+                a3 = np.broadcast_to(a3, batch + (M, Ka))
+            if b3.shape[:-2] != batch:
+                b3 = np.broadcast_to(b3, batch + (Kb, N))
+            o = np.empty((nb, M, N))       # the kernels widen float32 results on store
+            b3 = b3.reshape(nb, Kb, N)
+            bt = np.swapaxes(b3, 1, 2)
+            if pairwise:
+                BM.matmul32_pairwise(_c3(a3.reshape(nb, M, Ka)), _c3(b3), o)
+            elif not b3.flags.c_contiguous and bt.flags.c_contiguous:
+                BM.matmul32(self.fma_dot, _c3(a3.reshape(nb, M, Ka)), bt, o, True)
+            else:
+                BM.matmul32(self.fma_dot, _c3(a3.reshape(nb, M, Ka)), _c3(b3), o, False)
+            res = o.reshape(batch + (M, N))
+            if a.ndim == 1:
+                res = res[..., 0, :]
+            if b.ndim == 1:
+                res = res[..., 0]
+            return res if res.flags.c_contiguous else res.copy(order="C")
         A = _c3(a2.reshape(nb, M, Ka))
         B = _c3(b2.reshape(nb, Kb, N))
         out = np.empty((nb, M, N))
         unsafe = np.zeros((nb, M, N), dtype=np.uint8)
-        pairwise = self.reduction == "pairwise"
         if pairwise:
             K.matmul_pairwise(self._path, A, B, out, unsafe, self._spec)
-        elif self._hw32:
-            # binary32 in hardware float32: the same IEEE rounding, 8 SIMD lanes.
-            o = np.empty((nb, M, N), dtype=np.float32)
-            K.matmul_hw(self.fma_dot, A.astype(np.float32), B.astype(np.float32), o)
-            out = o.astype(np.float64)
         else:
             K.matmul_sequential(self._path, self.fma_dot, A, B, out, unsafe, self._spec)
         for q, i, j in np.argwhere(unsafe):
@@ -448,6 +565,15 @@ def _flat(a: np.ndarray, shape) -> np.ndarray:
         a = np.broadcast_to(a, shape)
     f = np.ascontiguousarray(a).reshape(-1)
     return f if f.flags.writeable else f.copy()
+
+
+def _trailing(small, shape) -> bool:
+    """Whether ``small`` broadcasts to ``shape`` by repeating it whole: after its leading
+    1s it equals the trailing axes of ``shape``."""
+    small = tuple(small)
+    while small and small[0] == 1:
+        small = small[1:]
+    return len(small) <= len(shape) and tuple(shape[len(shape) - len(small):]) == small
 
 
 def _c3(a: np.ndarray) -> np.ndarray:

@@ -29,7 +29,7 @@ from fractions import Fraction
 import numba
 import numpy as np
 
-from .eft import prod_err, two_sum
+from .eft import prod_err, two_prod, two_sum
 from .formats import Format, binary64
 
 DBL_MAX = float(np.finfo(np.float64).max)
@@ -85,15 +85,6 @@ def round_up(x, fmt: Format) -> np.ndarray:
         r = np.where((x > 0) & (x < tiny), tiny, r)
         r = np.where((x < 0) & (x > -tiny), -0.0, r)
     return r
-
-
-def _unsafe(*xs):
-    """Elements where some operand is finite, nonzero and outside [2^-900, 2^900]."""
-    bad = np.zeros(np.broadcast_shapes(*[np.shape(x) for x in xs]), dtype=bool)
-    for x in xs:
-        ax = np.abs(x)
-        bad |= np.isfinite(ax) & (ax != 0) & ((ax < _SAFE_LO) | (ax > _SAFE_HI))
-    return bad
 
 
 def _fraction(x: float):
@@ -172,18 +163,78 @@ def sub_err(a, b):
     return add_err(a, -b)
 
 
+@numba.njit(cache=True, inline="always")
+def _unsafe1(x):
+    """x finite, nonzero and outside [2^-900, 2^900] (where the EFTs may break)."""
+    ax = abs(x)
+    return ax <= DBL_MAX and ax != 0.0 and (ax < _SAFE_LO or ax > _SAFE_HI)
+
+
+@numba.njit(cache=True, inline="always")
+def _sign8(d):
+    return 1 if d > 0.0 else (-1 if d < 0.0 else 0)
+
+
+@numba.njit(cache=True)
+def _mul_err_kernel(a, b, s, sgn, bad):
+    """One compiled pass of :func:`mul_err`: the same formulas as its numpy form had."""
+    for i in range(a.size):
+        x = a[i]
+        y = b[i]
+        p, e = two_prod(x, y)
+        s[i] = p
+        fin = abs(x) <= DBL_MAX and abs(y) <= DBL_MAX
+        sgn[i] = _sign8(e) if (fin and abs(e) <= DBL_MAX) else 0
+        bad[i] = fin and (_unsafe1(x) or _unsafe1(y) or not abs(p) <= DBL_MAX
+                          or (p == 0.0 and x != 0.0 and y != 0.0)
+                          or (abs(p) < _SAFE_LO and p != 0.0))
+
+
+@numba.njit(cache=True)
+def _div_err_kernel(a, b, s, sgn, bad):
+    """One compiled pass of :func:`div_err` (residual a - s*b by TwoProduct)."""
+    for i in range(a.size):
+        x = a[i]
+        y = b[i]
+        q = x / y
+        s[i] = q
+        ph, pl = two_prod(q, y)
+        d = (x - ph) - pl
+        fin = abs(x) <= DBL_MAX and abs(y) <= DBL_MAX and y != 0.0
+        ok = fin and x != 0.0 and abs(d) <= DBL_MAX
+        r = _sign8(d) * (1 if y > 0.0 else -1)
+        sgn[i] = r if ok else 0
+        bad[i] = fin and x != 0.0 and (_unsafe1(x) or _unsafe1(y) or _unsafe1(q)
+                                       or not abs(q) <= DBL_MAX or q == 0.0)
+
+
+@numba.njit(cache=True)
+def _sqrt_err_kernel(a, s, sgn, bad):
+    """One compiled pass of :func:`sqrt_err` (residual a - s*s by TwoProduct)."""
+    for i in range(a.size):
+        x = a[i]
+        r = math.sqrt(x) if x >= 0.0 else (x if x != x else math.nan)
+        s[i] = r
+        ph, pl = two_prod(r, r)
+        d = (x - ph) - pl
+        ok = abs(x) <= DBL_MAX and x > 0.0
+        sgn[i] = _sign8(d) if (ok and abs(d) <= DBL_MAX) else 0
+        bad[i] = ok and _unsafe1(x)
+
+
+def _flat_pair(a, b):
+    a, b = _bc(a, b)
+    return a.shape, np.ascontiguousarray(a).reshape(-1), np.ascontiguousarray(b).reshape(-1)
+
+
 def mul_err(a, b):
     """(s, sign(a*b - s)) elementwise, s = RN(a*b) (faithful), exact error sign."""
-    a, b = _bc(a, b)
-    with np.errstate(all="ignore"):
-        s = a * b
-        e = prod_err(a, b)
-        finite_in = np.isfinite(a) & np.isfinite(b)
-        sgn = np.where(finite_in & np.isfinite(e), np.sign(e), 0.0).astype(np.int8)
-        bad = finite_in & (_unsafe(a, b) | ~np.isfinite(s)
-                           | ((s == 0) & (a != 0) & (b != 0))
-                           | ((np.abs(s) < _SAFE_LO) & (s != 0)))
-    fa, fb = a.reshape(-1), b.reshape(-1)
+    shape, fa, fb = _flat_pair(a, b)
+    s = np.empty(fa.size)
+    sgn = np.empty(fa.size, dtype=np.int8)
+    bad = np.empty(fa.size, dtype=np.bool_)
+    _mul_err_kernel(fa, fb, s, sgn, bad)
+    s, sgn, bad = s.reshape(shape), sgn.reshape(shape), bad.reshape(shape)
     return _fallback(s, sgn, bad, lambda i: _fraction(fa[i]) * _fraction(fb[i]))
 
 
@@ -192,37 +243,30 @@ def div_err(a, b):
 
     The residual r = a - s*b is exact: s*b = ph + pl (TwoProduct), a - ph is exact by
     Sterbenz's lemma (ph is within a factor 1 +- 2^-52 of a), and sign(t - pl) is the
-    sign of a float subtraction.  sign(a/b - s) = sign(r) * sign(b).
+    sign of a float subtraction.  sign(a/b - s) = sign(r) * sign(b).  One compiled pass.
     """
-    a, b = _bc(a, b)
-    with np.errstate(all="ignore"):
-        s = a / b
-        ph = s * b
-        pl = prod_err(s, b)
-        t = a - ph
-        r = np.sign(t - pl) * np.sign(b)
-        finite_in = np.isfinite(a) & np.isfinite(b) & (b != 0)
-        sgn = np.where(finite_in & (a != 0) & np.isfinite(r), r, 0.0).astype(np.int8)
-        bad = finite_in & (a != 0) & (_unsafe(a, b, s) | ~np.isfinite(s) | (s == 0))
-    fa, fb = a.reshape(-1), b.reshape(-1)
+    shape, fa, fb = _flat_pair(a, b)
+    s = np.empty(fa.size)
+    sgn = np.empty(fa.size, dtype=np.int8)
+    bad = np.empty(fa.size, dtype=np.bool_)
+    _div_err_kernel(fa, fb, s, sgn, bad)
+    s, sgn, bad = s.reshape(shape), sgn.reshape(shape), bad.reshape(shape)
     return _fallback(s, sgn, bad, lambda i: _fraction(fa[i]) / _fraction(fb[i]))
 
 
 def sqrt_err(a):
-    """(s, sign(sqrt(a) - s)) for a >= 0: the sign of the residual a - s*s."""
+    """(s, sign(sqrt(a) - s)) for a >= 0: the sign of the residual a - s*s (one compiled
+    pass; operands outside [2^-900, 2^900] settled with rationals)."""
     a = np.array(a, dtype=np.float64)
-    with np.errstate(all="ignore"):
-        s = np.sqrt(a)
-        ph = s * s
-        pl = prod_err(s, s)
-        r = np.sign((a - ph) - pl)
-        ok = np.isfinite(a) & (a > 0)
-        sgn = np.where(ok & np.isfinite(r), r, 0.0).astype(np.int8)
-        bad = ok & _unsafe(a)
+    fa = np.ascontiguousarray(a).reshape(-1)
+    s = np.empty(fa.size)
+    sgn = np.empty(fa.size, dtype=np.int8)
+    bad = np.empty(fa.size, dtype=np.bool_)
+    _sqrt_err_kernel(fa, s, sgn, bad)
+    s, sgn = s.reshape(a.shape), sgn.reshape(a.shape)
     idx = np.flatnonzero(bad)
     if idx.size:
-        sgn = sgn.copy()
-        fa, fs, fg = a.reshape(-1), s.reshape(-1), sgn.reshape(-1)
+        fs, fg = s.reshape(-1), sgn.reshape(-1)
         for i in idx:
             q, ss = _fraction(fa[i]), _fraction(fs[i])
             fg[i] = int(q > ss * ss) - int(q < ss * ss)

@@ -312,12 +312,14 @@ def _kernel_params(fmt: Format, code: int) -> tuple:
             q_exp, _bits(fmt.max_finite), over_pos, over_neg, inf_pos, inf_neg)
 
 
-def round_to_format(x, fmt, mode: str = "nearest_even", rng=None) -> np.ndarray:
+def round_to_format(x, fmt, mode: str = "nearest_even", rng=None, *,
+                    parallel: bool = False) -> np.ndarray:
     """Round every float64 of ``x`` once, correctly, onto ``fmt`` in rounding ``mode``.
 
     Returns a float64 array of the same shape whose entries are values of the format (or
     ±inf / NaN as the module docstring describes).  ``rng`` (an int seed or a
-    ``numpy.random.Generator``) is used only by ``mode="stochastic"``.
+    ``numpy.random.Generator``) is used only by ``mode="stochastic"``.  ``parallel=True``
+    spreads nearest-even rounding of large arrays over Numba's threads (same results).
     """
     fmt = get(fmt)
     code = _check_mode(mode)
@@ -326,7 +328,9 @@ def round_to_format(x, fmt, mode: str = "nearest_even", rng=None) -> np.ndarray:
     xb = flat.view(np.int64)
     out = np.empty_like(xb)
     params = _kernel_params(fmt, code)
-    if code == _k.NEAREST_EVEN:
+    if code == _k.NEAREST_EVEN and parallel and flat.size >= 1 << 17:
+        _k.round_bits_nearest_even_parallel(xb, out, *params)
+    elif code == _k.NEAREST_EVEN:
         _k.round_bits_nearest_even(xb, out, *params)
     else:
         if code == _k.STOCHASTIC:

@@ -41,6 +41,7 @@ import numpy as np
 
 from . import directed as D
 from . import function_endpoints as FE
+from . import interval_kernels as IK
 from .arrayshape import ArrayShapeOps
 from .base import Context, check_broadcast
 from .errors import ContextError
@@ -735,6 +736,10 @@ class IntervalContext(Context):
     def div(self, a, b):
         a, b, shape = self._pair(a, b, "div")
         E = self.ends
+        if E.kind == "float" and E.grid.is_binary64:    # compiled two-quotient pass
+            fast = IK.div_f64(a.lo, a.hi, b.lo, b.hi, shape)
+            if fast is not None:
+                return self._box(*fast)
         blo, bhi = (E.wrap(np.broadcast_to(t, shape)) for t in (b.lo, b.hi))
         straddle = (np.asarray(np.less_equal(blo, 0), dtype=bool)
                     & np.asarray(np.greater_equal(bhi, 0), dtype=bool))
@@ -768,6 +773,10 @@ class IntervalContext(Context):
     def sqrt(self, a):
         a = self._iv(a, "sqrt")
         self._check_domain("sqrt", a)
+        if self.ends.kind == "float" and self.ends.grid.is_binary64:
+            fast = IK.sqrt_f64(a.lo, a.hi)          # compiled, exactly directed
+            if fast is not None:
+                return self._box(*fast)
         lo, hi = self._dual_round(self.ends.sqrt, [a.lo], [a.hi])
         return self._box(lo, hi)
 
@@ -984,9 +993,15 @@ class IntervalContext(Context):
         elif E.kind == "rational":
             lo = _obj(np.sum(lo2, axis=-1)); hi = _obj(np.sum(hi2, axis=-1))
         else:
-            lo, hi = E.wrap(lo2[..., 0].copy()), E.wrap(hi2[..., 0].copy())
-            for k in range(1, n):
-                lo, hi = self._dual_round(E.add, [lo, lo2[..., k]], [hi, hi2[..., k]])
+            fast = (IK.sum_f64(lo2, hi2) if E.kind == "float" and E.grid.is_binary64
+                    else None)                    # compiled, same order and roundings
+            if fast is not None:
+                lo, hi = fast
+            else:
+                lo, hi = E.wrap(lo2[..., 0].copy()), E.wrap(hi2[..., 0].copy())
+                for k in range(1, n):
+                    lo, hi = self._dual_round(E.add, [lo, lo2[..., k]],
+                                              [hi, hi2[..., k]])
         if keepdims:
             lo = self._keepdims(E.wrap(lo), lo_in.shape, axes)
             hi = self._keepdims(E.wrap(hi), hi_in.shape, axes)

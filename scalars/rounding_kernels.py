@@ -4,8 +4,14 @@ Why bits: a positive float64 ``a`` is, within its binade, the integer ``bits(a)`
 ``2^(e-52)``, and the encoding stays linear across binade boundaries and through the float64
 subnormals.  Rounding to a quantum of ``2^sh`` bit units is therefore an integer operation
 on ``bits(a)`` whose carry moves into the exponent field by itself.  Results are built as
-int64 bit patterns and viewed back as float64; no floating-point arithmetic is involved,
-so no double rounding can happen.
+int64 bit patterns and viewed back as float64.
+
+Nearest-even onto a format with subnormals (every named format) takes one branch-free
+pass instead, :func:`_round_ne_float`: the hardware adder rounds ``x + c`` once at the
+format's quantum (c a power of two chosen by bit operations), which vectorises well;
+overflow, inf and NaN are selected bitwise afterwards.  Directed modes and formats without
+subnormals use the integer carry trick over blocks, and :func:`_round_sel` (selects only,
+every range) for a block that holds anything outside the normal range.
 
 The public entry point is :func:`scalars.formats.round_to_format`, which prepares the
 per-format constants passed here.  Every kernel has exactly one compiled signature.
@@ -14,6 +20,8 @@ from __future__ import annotations
 
 import numba
 import numpy as np
+
+from .eft import f2i, i2f
 
 # Rounding-mode codes shared with scalars.formats.
 NEAREST_EVEN, NEAREST_AWAY, TOWARD_ZERO, UP, DOWN, ODD, STOCHASTIC = range(7)
@@ -157,6 +165,59 @@ def _normal_range_round(a, neg, mode, sh0):
     return (a - rem) + (unit if up else 0)
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _round_sel(b, mode, sh0, emin_field, subnormals, halfq_bits, q_bits, max_bits,
+               over_pos, over_neg, inf_pos, inf_neg):
+    """The complete rounding of one float64 (int64 bits ``b``) in a deterministic mode,
+    written with selects only (no branch depends on the value), so that a loop calling it
+    vectorises: the same result as :func:`_round_one`, in every range at once.
+
+    The quantum's shift grows by one per binade below min_normal (gradual underflow:
+    ``sh = sh0 + max(0, emin_field - max(expf, 1))``); past 52 (|x| below one quantum), or
+    below min_normal without subnormals, the candidates are 0 and Q.  The carry of the
+    integer rounding moves into the exponent field by itself.  At sh == 52 the kept part is
+    the implicit leading 1, whose "last bit" is odd.
+    """
+    a = b & _ABS
+    neg = b < 0
+    sign = b ^ a
+    expf = a >> 52
+    e1 = max(expf, np.int64(1))
+    sh = sh0 + max(emin_field - e1, np.int64(0))
+    shc = min(sh, np.int64(52))
+    unit = np.int64(1) << shc
+    rem = a & (unit - 1)
+    half = unit >> 1
+    lsb = ((a >> shc) & 1) | np.int64(shc == 52)
+    inexact = rem != 0
+    nz = a != 0
+    if mode == NEAREST_EVEN:
+        up = inexact & ((rem > half) | ((rem == half) & (lsb == 1)))
+        up_small = a > halfq_bits
+    elif mode == NEAREST_AWAY:
+        up = inexact & (rem >= half)
+        up_small = a >= halfq_bits
+    elif mode == TOWARD_ZERO:
+        up = False
+        up_small = False
+    elif mode == UP:
+        up = inexact & (not neg)
+        up_small = nz & (not neg)
+    elif mode == DOWN:
+        up = inexact & neg
+        up_small = nz & neg
+    else:  # ODD
+        up = inexact & (lsb == 0)
+        up_small = nz
+    r = (a - rem) + (unit if up else np.int64(0))
+    small = (sh > 52) | ((not subnormals) & (a < (np.int64(emin_field) << 52)))
+    r = (q_bits if up_small else np.int64(0)) if small else r
+    res = r | sign
+    res = (over_neg if neg else over_pos) if r > max_bits else res
+    special = (b if a > _EXP_ALL else (inf_neg if neg else inf_pos))
+    return special if a >= _EXP_ALL else res
+
+
 @numba.njit(cache=True, nogil=True)
 def round_bits(xb, out, rand, mode, sh0, emin_field, subnormals, halfq_bits, q_bits,
                q_exp, max_bits, over_pos, over_neg, inf_pos, inf_neg):
@@ -171,9 +232,9 @@ def round_bits(xb, out, rand, mode, sh0, emin_field, subnormals, halfq_bits, q_b
     inf_pos/inf_neg    bits of the result for +inf / -inf inputs
     rand        63-bit uniform integers, one per element (stochastic mode only)
 
-    Deterministic modes run a branch-free pass over the common case (zero, or normal
-    range without overflow) block by block, then revisit a block only if it holds a value
-    that needs :func:`_round_one`.
+    Deterministic modes: one branch-free loop (:func:`_round_sel`; the mode test is loop
+    invariant and hoisted out by LLVM), whatever mix of normal, subnormal, overflowing and
+    special values the input holds.  Stochastic: :func:`_round_one` per element.
     """
     n = xb.shape[0]
     if mode == STOCHASTIC:
@@ -182,60 +243,112 @@ def round_bits(xb, out, rand, mode, sh0, emin_field, subnormals, halfq_bits, q_b
                                 halfq_bits, q_bits, q_exp, max_bits, over_pos, over_neg,
                                 inf_pos, inf_neg)
         return
+    if mode == NEAREST_EVEN:
+        _loop(xb, out, NEAREST_EVEN, sh0, emin_field, subnormals, halfq_bits, q_bits,
+              max_bits, over_pos, over_neg, inf_pos, inf_neg)
+    elif mode == NEAREST_AWAY:
+        _loop(xb, out, NEAREST_AWAY, sh0, emin_field, subnormals, halfq_bits, q_bits,
+              max_bits, over_pos, over_neg, inf_pos, inf_neg)
+    elif mode == TOWARD_ZERO:
+        _loop(xb, out, TOWARD_ZERO, sh0, emin_field, subnormals, halfq_bits, q_bits,
+              max_bits, over_pos, over_neg, inf_pos, inf_neg)
+    elif mode == UP:
+        _loop(xb, out, UP, sh0, emin_field, subnormals, halfq_bits, q_bits,
+              max_bits, over_pos, over_neg, inf_pos, inf_neg)
+    elif mode == DOWN:
+        _loop(xb, out, DOWN, sh0, emin_field, subnormals, halfq_bits, q_bits,
+              max_bits, over_pos, over_neg, inf_pos, inf_neg)
+    else:
+        _loop(xb, out, ODD, sh0, emin_field, subnormals, halfq_bits, q_bits,
+              max_bits, over_pos, over_neg, inf_pos, inf_neg)
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _round_ne_float(b, sh0, lo_bits, hi_bits, max_bits, over_pos, over_neg, inf_pos,
+                    inf_neg):
+    """Nearest-even by the hardware adder, branch-free, for formats with subnormals whose
+    constants below are normal float64s: with c = ±2^(e + sh0) for x in binade e (clamped
+    to [min_normal's binade, emax + 1]), x + c lies in c's binade, whose float64 spacing is
+    the format's quantum at x, so the addition rounds x once, nearest-even (c's significand
+    is even), and (x + c) - c is exact.  A zero result gets x's sign back; overflow, inf
+    and NaN are selected afterwards as in :func:`_round_one`."""
+    a = b & _ABS
+    sg = b ^ a
+    cb = min(max((a & _EXP_ALL) + (sh0 << 52), lo_bits), hi_bits)
+    c = i2f(cb | sg)
+    x = i2f(b)
+    yb = f2i((x + c) - c) | sg
+    res = (over_neg if sg != 0 else over_pos) if (yb & _ABS) > max_bits else yb
+    special = b if a > _EXP_ALL else (inf_neg if sg != 0 else inf_pos)
+    return special if a >= _EXP_ALL else res
+
+
+@numba.njit(nogil=True, inline="always")
+def _loop(xb, out, mode, sh0, emin_field, subnormals, halfq_bits, q_bits, max_bits,
+          over_pos, over_neg, inf_pos, inf_neg):
+    """Blocks of _BLOCK: a cheap branch-free pass for the common case (zero, or the normal
+    range without overflow); a block that holds anything else is redone whole, still branch
+    free, by :func:`_round_sel` while it is in L1 cache."""
+    n = xb.shape[0]
     mn_bits = np.int64(emin_field) << 52
+    # _round_ne_float's clamp constants: exponent fields of 2^(emin + sh0) and of
+    # 2^(emax + 1 + sh0); usable when both are normal float64 exponents.
+    lo_bits = (np.int64(emin_field) + sh0) << 52
+    hi_bits = ((max_bits >> 52) + 1 + sh0) << 52
+    use_float = (mode == NEAREST_EVEN and subnormals and sh0 >= 1
+                 and (max_bits >> 52) + 1 + sh0 <= 2046)
+    if use_float:
+        for i in range(n):
+            out[i] = _round_ne_float(xb[i], sh0, lo_bits, hi_bits, max_bits, over_pos,
+                                     over_neg, inf_pos, inf_neg)
+        return
+    if mode == NEAREST_EVEN:
+        mask0 = (np.int64(1) << sh0) - 1
+        # With sh0 == 0 (man_bits = 52) nothing is rounded in the normal range.
+        half0m1 = ((np.int64(1) << sh0) >> 1) - 1 if sh0 > 0 else np.int64(0)
+        lsb1 = np.int64(1) if sh0 > 0 else np.int64(0)
     for start in range(0, n, _BLOCK):
         stop = min(start + _BLOCK, n)
         nbad = 0
         for i in range(start, stop):
             b = xb[i]
             a = b & _ABS
-            r = _normal_range_round(a, b < 0, mode, sh0)
+            if mode == NEAREST_EVEN:
+                r = (a + half0m1 + ((a >> sh0) & lsb1)) & ~mask0
+            else:
+                r = _normal_range_round(a, b < 0, mode, sh0)
             ok = ((a >= mn_bits) | (a == 0)) & (r <= max_bits)
-            out[i] = (r | (b ^ a)) if ok else b
+            out[i] = r | (b ^ a)
             nbad += 0 if ok else 1
-        if nbad == 0:
-            continue
-        for i in range(start, stop):
-            b = xb[i]
-            a = b & _ABS
-            r = _normal_range_round(a, b < 0, mode, sh0)
-            if not (((a >= mn_bits) | (a == 0)) & (r <= max_bits)):
-                out[i] = _round_one(b, mode, 0, sh0, emin_field, subnormals, halfq_bits,
-                                    q_bits, q_exp, max_bits, over_pos, over_neg, inf_pos,
-                                    inf_neg)
+        if nbad and use_float:
+            for i in range(start, stop):
+                out[i] = _round_ne_float(xb[i], sh0, lo_bits, hi_bits, max_bits, over_pos,
+                                         over_neg, inf_pos, inf_neg)
+        elif nbad:
+            for i in range(start, stop):
+                out[i] = _round_sel(xb[i], mode, sh0, emin_field, subnormals, halfq_bits,
+                                    q_bits, max_bits, over_pos, over_neg, inf_pos, inf_neg)
 
 
 @numba.njit(cache=True, nogil=True)
 def round_bits_nearest_even(xb, out, sh0, emin_field, subnormals, halfq_bits, q_bits,
                             q_exp, max_bits, over_pos, over_neg, inf_pos, inf_neg):
-    """:func:`round_bits` specialised to nearest-even (the hot path of every context).
+    """:func:`round_bits` specialised to nearest-even (the hot path of every context):
+    the carry trick ``(a + half - 1 + lsb) & ~mask`` in the normal range, everything else
+    by :func:`_round_sel`; no branch on a value."""
+    _loop(xb, out, NEAREST_EVEN, sh0, emin_field, subnormals, halfq_bits, q_bits,
+          max_bits, over_pos, over_neg, inf_pos, inf_neg)
 
-    The normal range uses the carry trick ``(a + half - 1 + lsb) & ~mask`` without
-    branches; the rare rest goes through :func:`_round_one` in a second pass per block.
-    """
+
+@numba.njit(cache=True, nogil=True, parallel=True)
+def round_bits_nearest_even_parallel(xb, out, sh0, emin_field, subnormals, halfq_bits,
+                                     q_bits, q_exp, max_bits, over_pos, over_neg, inf_pos,
+                                     inf_neg):
+    """:func:`round_bits_nearest_even` over Numba's thread pool (chunks of 2^16)."""
     n = xb.shape[0]
-    mask0 = (np.int64(1) << sh0) - 1
-    # With sh0 == 0 (man_bits = 52) nothing is rounded in the normal range: add nothing.
-    half0m1 = ((np.int64(1) << sh0) >> 1) - 1 if sh0 > 0 else np.int64(0)
-    lsb1 = np.int64(1) if sh0 > 0 else np.int64(0)
-    mn_bits = np.int64(emin_field) << 52
-    for start in range(0, n, _BLOCK):
-        stop = min(start + _BLOCK, n)
-        nbad = 0
-        for i in range(start, stop):
-            b = xb[i]
-            a = b & _ABS
-            r = (a + half0m1 + ((a >> sh0) & lsb1)) & ~mask0
-            ok = ((a >= mn_bits) | (a == 0)) & (r <= max_bits)
-            out[i] = (r | (b ^ a)) if ok else b
-            nbad += 0 if ok else 1
-        if nbad == 0:
-            continue
-        for i in range(start, stop):
-            b = xb[i]
-            a = b & _ABS
-            r = (a + half0m1 + ((a >> sh0) & lsb1)) & ~mask0
-            if not (((a >= mn_bits) | (a == 0)) & (r <= max_bits)):
-                out[i] = _round_one(b, NEAREST_EVEN, 0, sh0, emin_field, subnormals,
-                                    halfq_bits, q_bits, q_exp, max_bits, over_pos, over_neg,
-                                    inf_pos, inf_neg)
+    nchunks = (n + 65535) >> 16
+    for c in numba.prange(nchunks):
+        lo = c << 16
+        hi = min(lo + 65536, n)
+        _loop(xb[lo:hi], out[lo:hi], NEAREST_EVEN, sh0, emin_field, subnormals,
+              halfq_bits, q_bits, max_bits, over_pos, over_neg, inf_pos, inf_neg)

@@ -107,9 +107,18 @@ class TapeBuilder(Ops):
         vjp = None
         if requires and rec.vjp is not None:
             rule = rec.vjp
-
-            def vjp(g, _rule=rule, _args=args, _y=y, _attrs=full):
-                return _rule(ctx, g, _args, _y, _attrs, 0)
+            needs = None
+            if getattr(rule, "takes_needs", False):
+                needs = tuple([nodes[i].requires_grad for i in ids])
+                if all(needs):
+                    needs = None
+            if needs is None:
+                def vjp(g, _rule=rule, _args=args, _y=y, _attrs=full):
+                    return _rule(ctx, g, _args, _y, _attrs, 0)
+            else:
+                # only the args that want a gradient are computed (see graph.oprecord)
+                def vjp(g, _rule=rule, _args=args, _y=y, _attrs=full, _needs=needs):
+                    return _rule(ctx, g, _args, _y, _attrs, 0, needs=_needs)
         elif requires:
             # Differentiating through an op without a VJP rule is an error only if a
             # gradient actually reaches it; record a closure that says so.

@@ -1,0 +1,79 @@
+"""Benchmark: exact binary32 folds of MLP 784-1024-1024-10 (batch 1024) vs numpy float32.
+
+The IR fold (graph.denote) in the contexts ``binary32`` (sequential dot products, one
+rounding per product and per addition), ``binary32+fma`` (one rounding per multiply-add)
+and ``binary32/pairwise``, against the same forward in numpy float32 (BLAS, its own
+summation order), side by side in one process, single-threaded, interleaved, best of k.
+``ratio`` = fold time / numpy time (floor of issue 16: <= 4 for the sequential fold).
+Wall and process-CPU times are both shown: on a shared machine CPU time is the steadier.
+
+Usage: python bench/binary32_fold.py [--repeats K] [--batch B]
+"""
+from __future__ import annotations
+
+import os
+
+for _var in ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+import argparse  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from fold import mlp, numpy_mlp  # noqa: E402
+
+from scalarlab import graph, scalars  # noqa: E402
+
+FLOOR = 4.0
+
+
+def interleaved(fns, repeats):
+    wall = [float("inf")] * len(fns)
+    cpu = [float("inf")] * len(fns)
+    for _ in range(repeats):
+        for k, f in enumerate(fns):
+            c, t = time.process_time(), time.perf_counter()
+            f()
+            wall[k] = min(wall[k], time.perf_counter() - t)
+            cpu[k] = min(cpu[k], time.process_time() - c)
+    return wall, cpu
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--batch", type=int, default=1024)
+    args = ap.parse_args(argv)
+    rng = np.random.default_rng(0)
+    g, p, params = mlp([784, 1024, 1024, 10], rng)
+    x = rng.standard_normal((args.batch, 784)).astype(np.float32).astype(np.float64)
+    x32 = x.astype(np.float32)
+    p32 = [(W.astype(np.float32), b.astype(np.float32)) for W, b in params]
+    print(f"binary32 folds of MLP 784-1024-1024-10, batch {args.batch}, vs numpy float32 "
+          f"forward; 1 thread, best of {args.repeats}, interleaved")
+    print(f"{'context':<20} {'fold ms':>9} {'numpy ms':>9} {'ratio':>6} {'fold CPU':>9} "
+          f"{'numpy CPU':>9} {'rCPU':>6}  max|fold - numpy32|")
+    verdict = []
+    for name in ("binary32", "binary32+fma", "binary32/pairwise"):
+        ctx = scalars.get(name)
+        graph.denote(g, p, x[:8], ctx)                   # compile / load caches
+        y = graph.denote(g, p, x, ctx)
+        ref = numpy_mlp(x32, p32)
+        err = float(np.max(np.abs(np.asarray(y) - ref.astype(np.float64))))
+        (tf, tn), (cf, cn) = interleaved([lambda: graph.denote(g, p, x, ctx),
+                                          lambda: numpy_mlp(x32, p32)], args.repeats)
+        print(f"{name:<20} {tf * 1e3:9.1f} {tn * 1e3:9.1f} {tf / tn:6.2f} {cf * 1e3:9.1f} "
+              f"{cn * 1e3:9.1f} {cf / cn:6.2f}  {err:.2e}")
+        if name == "binary32":
+            verdict.append(f"floor <= {FLOOR:g}x numpy float32 (sequential): "
+                           f"{'PASS' if min(tf / tn, cf / cn) <= FLOOR else 'FAIL'} "
+                           f"(wall {tf / tn:.2f}x, CPU {cf / cn:.2f}x)")
+    print("\n".join(verdict))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,100 @@
+"""Benchmark: tape forward+backward of MLP 784-256-10 (relu, mse), batch 128, against
+PyTorch CPU in the same process: float64 vs torch float64 (issue 16 floor <= 1.1) and
+binary32 (exact sequential rounding) vs torch float32 (floor <= 2.5).  Interleaved, best
+of k, 1 BLAS thread for both; process CPU times beside wall (shared machine).  Also the
+BLAS part alone: numpy's and torch's float64 GEMMs on the three products of the step.
+
+Usage: python bench/tape_speed.py [--repeats K]
+"""
+from __future__ import annotations
+
+import os
+
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+import argparse  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+sys.path = [q for q in sys.path
+            if os.path.abspath(q or ".") != os.path.dirname(os.path.abspath(__file__))]
+
+from scalarlab.tape import TapeBuilder, backward  # noqa: E402
+
+
+def interleaved(fns, repeats):
+    wall = [float("inf")] * len(fns)
+    cpu = [float("inf")] * len(fns)
+    for f in fns:
+        f()
+    for _ in range(repeats):
+        for k, f in enumerate(fns):
+            c, t = time.process_time(), time.perf_counter()
+            f()
+            wall[k] = min(wall[k], time.perf_counter() - t)
+            cpu[k] = min(cpu[k], time.process_time() - c)
+    return wall, cpu
+
+
+def mlp_tape(ctx, params, x, y):
+    b = TapeBuilder(ctx)
+    W1, b1, W2, b2 = (b.leaf(p, name=n) for p, n in zip(params, ("W1", "b1", "W2", "b2")))
+    xi, yi = b.const(x, name="x"), b.const(y, name="y")
+    h = b.relu(b.linear(xi, W1, b1))
+    loss = b.apply("mse_loss", b.linear(h, W2, b2), yi)
+    g = backward(b.tape, loss)
+    return b.tape.value(loss), [g[W1], g[b1], g[W2], g[b2]]
+
+
+def mlp_torch(torch, params, x, y):
+    ps = [p.detach().requires_grad_(True) for p in params]
+    h = torch.relu(torch.nn.functional.linear(x, ps[0], ps[1]))
+    loss = torch.nn.functional.mse_loss(torch.nn.functional.linear(h, ps[2], ps[3]), y)
+    loss.backward()
+    return loss, [p.grad for p in ps]
+
+
+def main(argv=None) -> int:
+    import torch
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=20)
+    args = ap.parse_args(argv)
+    torch.set_num_threads(1)
+    rng = np.random.default_rng(0)
+    p64 = [rng.standard_normal((256, 784)) / 28, rng.standard_normal(256) * 0.1,
+           rng.standard_normal((10, 256)) / 16, rng.standard_normal(10) * 0.1]
+    x = rng.standard_normal((128, 784))
+    y = rng.standard_normal((128, 10))
+    print(f"MLP 784-256-10 relu+mse, batch 128, fwd+bwd; torch {torch.__version__}, 1 thread, "
+          f"best of {args.repeats}, interleaved")
+    for ctx, dt, floor in (("float64", torch.float64, 1.1), ("binary32", torch.float32, 2.5)):
+        ps = [p.astype(np.float32).astype(np.float64) for p in p64] if dt == torch.float32 else p64
+        xs = x.astype(np.float32).astype(np.float64) if dt == torch.float32 else x
+        ys = y.astype(np.float32).astype(np.float64) if dt == torch.float32 else y
+        tp = [torch.tensor(p, dtype=dt) for p in ps]
+        tx, ty = torch.tensor(xs, dtype=dt), torch.tensor(ys, dtype=dt)
+        lv, _ = mlp_tape(ctx, ps, xs, ys)
+        tv, _ = mlp_torch(torch, tp, tx, ty)
+        (w0, w1), (c0, c1) = interleaved([lambda: mlp_tape(ctx, ps, xs, ys),
+                                          lambda: mlp_torch(torch, tp, tx, ty)], args.repeats)
+        print(f"{ctx:>9} vs torch {str(dt)[6:]}: tape {w0 * 1e3:.2f} ms, torch {w1 * 1e3:.2f} "
+              f"ms, ratio {w0 / w1:.2f} (CPU {c0 / c1:.2f}); floor <= {floor:g}: "
+              f"{'PASS' if c0 / c1 <= floor else 'FAIL'} (CPU); loss {float(lv):.6g} "
+              f"vs {float(tv.detach()):.6g}")
+    g = rng.standard_normal((128, 256))
+    W = p64[0]
+    tx, tW, tg = (torch.tensor(v) for v in (x, W, g))
+    (a, b), _ = interleaved([lambda: (x @ W.T, g.T @ x),
+                             lambda: (torch.nn.functional.linear(tx, tW), tg.T @ tx)],
+                            args.repeats)
+    print(f"BLAS alone (float64 x@W1.T and g.T@x): numpy {a * 1e3:.2f} ms, torch "
+          f"{b * 1e3:.2f} ms, ratio {a / b:.2f} (the floor of the float64 step is bounded "
+          f"by this)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,182 @@
+"""Sequential-order binary32 dot products in hardware float32, register- and cache-blocked.
+
+The order is the reference one of :mod:`scalars.binary` (and of
+:func:`scalars.binary_kernels.matmul_hw`): for every output, ``acc = RN(a0*b0)`` and then
+``acc = RN(acc + RN(a_k*b_k))`` for k = 1, 2, ... (or ``acc = fma(a_k, b_k, acc)`` fused).
+Every output keeps its own k order; only *which outputs* are computed together changes,
+so results are bit-identical to the unblocked kernel.
+
+Blocking: the columns of B are cut into tiles of ``W`` = 16 and each tile is copied into a
+contiguous K x 16 panel (one sequential stream, L1/L2 resident); a micro-kernel keeps the
+``R x 16`` accumulators of R = 8 rows of A in vector registers for the whole k loop, so the
+inner loop is one panel load, R broadcasts and R vector multiply-adds: no accumulator
+traffic through memory.  The micro-kernel is written in LLVM IR (a Numba intrinsic) with
+explicit <16 x float> vectors, because LLVM does not keep a Numba array of accumulators in
+registers.  Multiplication and addition are separate IEEE operations (no fast-math flags,
+so LLVM never contracts them into an fma); the fused variant calls ``llvm.fma.v16f32``.
+Edge rows and columns are zero-padded to a full tile (the padding's lanes are discarded).
+"""
+from __future__ import annotations
+
+import numba
+import numpy as np
+from llvmlite import ir
+from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+W = 16   # columns per panel (vector lanes of the micro-kernel)
+R = 8    # rows of A per micro-kernel call
+
+_jit = numba.njit(cache=True, error_model="numpy", nogil=True)
+
+
+def _make_microkernel(fused: bool):
+    @intrinsic
+    def micro(typingctx, a, panel, out, i0, kd):
+        """out (R x W) = sequential dot products of rows i0 .. i0+R-1 of ``a`` (M x K, C
+        order) with the K x W ``panel``; kd = K >= 1."""
+        sig = types.void(a, panel, out, i0, kd)
+
+        def codegen(context, builder, signature, args):
+            aty, pty, oty = signature.args[:3]
+            A = context.make_array(aty)(context, builder, args[0])
+            P = context.make_array(pty)(context, builder, args[1])
+            O = context.make_array(oty)(context, builder, args[2])
+            i0v, kdv = args[3], args[4]
+            i64 = ir.IntType(64)
+            i32 = ir.IntType(32)
+            f32 = ir.FloatType()
+            vt = ir.VectorType(f32, W)
+            lda = cgutils.unpack_tuple(builder, A.shape, 2)[1]
+            ldo = cgutils.unpack_tuple(builder, O.shape, 2)[1]
+            zero_mask = ir.Constant(ir.VectorType(i32, W), [0] * W)
+            undef = ir.Constant(vt, ir.Undefined)
+
+            def c64(v):
+                return ir.Constant(i64, v)
+
+            def splat(x):
+                v = builder.insert_element(undef, x, ir.Constant(i32, 0))
+                return builder.shuffle_vector(v, undef, zero_mask)
+
+            def load_panel(k):
+                p = builder.gep(P.data, [builder.mul(k, c64(W))])
+                return builder.load(builder.bitcast(p, vt.as_pointer()), align=4)
+
+            rows = [builder.gep(A.data, [builder.mul(builder.add(i0v, c64(r)), lda)])
+                    for r in range(R)]
+            accs = [cgutils.alloca_once(builder, vt) for _ in range(R)]
+            if fused:
+                fn = cgutils.get_or_insert_function(
+                    builder.module, ir.FunctionType(vt, [vt, vt, vt]), "llvm.fma.v16f32")
+            b0 = load_panel(c64(0))
+            for r in range(R):
+                a0 = builder.load(rows[r])
+                builder.store(builder.fmul(splat(a0), b0), accs[r])
+            with cgutils.for_range_slice(builder, c64(1), kdv, c64(1), inc=True) as (k, _):
+                bk = load_panel(k)
+                for r in range(R):
+                    av = splat(builder.load(builder.gep(rows[r], [k])))
+                    c = builder.load(accs[r])
+                    if fused:
+                        c = builder.call(fn, [av, bk, c])
+                    else:
+                        c = builder.fadd(c, builder.fmul(av, bk))
+                    builder.store(c, accs[r])
+            for r in range(R):
+                p = builder.gep(O.data, [builder.mul(c64(r), ldo)])
+                builder.store(builder.load(accs[r]), builder.bitcast(p, vt.as_pointer()),
+                              align=4)
+            return context.get_dummy_value()
+        return sig, codegen
+    return micro
+
+
+_micro_plain = _make_microkernel(False)
+_micro_fused = _make_microkernel(True)
+
+
+@_jit
+def matmul32(fused, a, b, out, b_t):
+    """out[q] = a[q] @ b[q] in binary32 sequential order (float32 3-d C arrays in, out
+    float64 (nb, M, N) holding the float32 results; a (nb, M, K), b (nb, K, N)); with ``b_t`` b is given transposed,
+    (nb, N, K) (a weight matrix W of x @ W.T, read in place).  Edge tiles are zero-padded
+    to R x W (the padding's products are discarded)."""
+    nb, M, Kd = a.shape
+    N = b.shape[1] if b_t else b.shape[2]
+    if Kd == 0:
+        out[:] = 0.0
+        return
+    panel = np.zeros((Kd, W), dtype=np.float32)
+    tile = np.empty((R, W), dtype=np.float32)
+    apad = np.zeros((R, Kd), dtype=np.float32)
+    Mf = M - M % R
+    for q in range(nb):
+        aq, bq, oq = a[q], b[q], out[q]
+        if Mf < M:
+            for r in range(M - Mf):
+                for k in range(Kd):
+                    apad[r, k] = aq[Mf + r, k]
+        for j0 in range(0, N, W):
+            jw = min(W, N - j0)
+            if b_t:
+                for j in range(jw):
+                    for k in range(Kd):
+                        panel[k, j] = bq[j0 + j, k]
+            else:
+                for k in range(Kd):
+                    for j in range(jw):
+                        panel[k, j] = bq[k, j0 + j]
+            for i0 in range(0, M, R):
+                if i0 < Mf:
+                    src, s0, ih = aq, i0, R
+                else:
+                    src, s0, ih = apad, 0, M - Mf
+                if fused:
+                    _micro_fused(src, panel, tile, s0, Kd)
+                else:
+                    _micro_plain(src, panel, tile, s0, Kd)
+                for r in range(ih):
+                    for j in range(jw):
+                        oq[i0 + r, j0 + j] = tile[r, j]
+
+
+_PW = 64   # pairwise: columns per block (the K x _PW float32 buffer stays in L1/L2)
+
+
+@_jit
+def matmul32_pairwise(a, b, out):
+    """out[q] (float64) = a[q] @ b[q] with the K rounded products of every output summed by the
+    pairwise tree of :func:`scalars.binary_kernels.sum_pairwise` (adjacent pairs level by
+    level, an odd last entry carried up), in hardware float32; the tree of each output is
+    the emulated one, the _PW outputs of a row block run in vector lanes."""
+    nb, M, Kd = a.shape
+    N = b.shape[2]
+    if Kd == 0:
+        out[:] = 0.0
+        return
+    buf = np.empty((Kd, _PW), dtype=np.float32)
+    for q in range(nb):
+        for j0 in range(0, N, _PW):
+            jw = min(_PW, N - j0)
+            for i in range(M):
+                for k in range(Kd):
+                    av = a[q, i, k]
+                    bk = buf[k]
+                    brow = b[q, k]
+                    for j in range(jw):
+                        bk[j] = av * brow[j0 + j]
+                m = Kd
+                while m > 1:
+                    half = m // 2
+                    for t in range(half):
+                        dst, s1, s2 = buf[t], buf[2 * t], buf[2 * t + 1]
+                        for j in range(jw):
+                            dst[j] = s1[j] + s2[j]
+                    if m % 2 == 1:
+                        for j in range(jw):
+                            buf[half, j] = buf[m - 1, j]
+                    m = half + m % 2
+                for j in range(jw):
+                    out[q, i, j0 + j] = buf[0, j]

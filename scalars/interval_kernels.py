@@ -1,0 +1,171 @@
+"""Compiled interval kernels on the float64 grid (``interval:float64``): one pass per op.
+
+Interval division by a divisor that excludes 0 needs only two quotients per element (which
+ones follows from the signs of the endpoints), each rounded in its direction exactly: the
+round-to-nearest quotient ``q`` and the sign of the exact residual ``x - q*y`` (TwoProduct,
+as :func:`scalars.directed.div_err`) say whether the exact quotient lies below or above
+``q``, and one ulp step on the bit pattern gives RD / RU.  Elements the error-free
+transformation cannot vouch for (operands or quotients outside [2^-900, 2^900], non-finite
+endpoints) make the kernel give up, and the caller runs the generic algorithm.
+"""
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from .eft import f2i, i2f, two_prod
+
+_SAFE_LO = 2.0 ** -900
+_SAFE_HI = 2.0 ** 900
+_DBL_MAX = float(np.finfo(np.float64).max)
+_NEG_TINY_BITS = np.array([-5e-324]).view(np.int64)[0]
+
+
+@numba.njit(cache=True, inline="always")
+def _risky(v):
+    av = abs(v)
+    return not av <= _DBL_MAX or (av != 0.0 and (av < _SAFE_LO or av > _SAFE_HI))
+
+
+@numba.njit(cache=True, inline="always")
+def _quotient(x, y, up):
+    """RU(x/y) if up else RD(x/y) on the float64 grid, and whether that is trusted."""
+    q = x / y
+    ph, pl = two_prod(q, y)
+    d = ((x - ph) - pl) * (1.0 if y > 0.0 else -1.0)     # sign(exact - q)
+    bi = f2i(q)
+    zero = (bi << 1) == 0
+    if up:
+        nb = np.int64(1) if zero else (bi - 1 if bi < 0 else bi + 1)
+        r = i2f(nb) if (d > 0.0 and x != 0.0) else q
+    else:
+        nb = _NEG_TINY_BITS if zero else (bi + 1 if bi < 0 else bi - 1)
+        r = i2f(nb) if (d < 0.0 and x != 0.0) else q
+    ok = not (_risky(x) or _risky(y) or (x != 0.0 and (_risky(q) or q == 0.0)))
+    return r, ok
+
+
+@numba.njit(cache=True)
+def div_kernel(alo, ahi, blo, bhi, lo, hi):
+    """[alo, ahi] / [blo, bhi] with 0 outside every divisor (1-d arrays, one length);
+    returns False (results unusable) when some element needs the generic algorithm."""
+    good = True
+    for i in range(lo.size):
+        a0, a1, b0, b1 = alo[i], ahi[i], blo[i], bhi[i]
+        if b0 > 0.0:
+            xl, yl = a0, (b1 if a0 >= 0.0 else b0)
+            xh, yh = a1, (b0 if a1 >= 0.0 else b1)
+        elif b1 < 0.0:
+            xl, yl = a1, (b1 if a1 >= 0.0 else b0)
+            xh, yh = a0, (b0 if a0 >= 0.0 else b1)
+        else:
+            return False                  # divisor reaches 0 (or NaN): generic path
+        rl, okl = _quotient(xl, yl, False)
+        rh, okh = _quotient(xh, yh, True)
+        lo[i] = rl
+        hi[i] = rh
+        good = good and okl and okh
+    return good
+
+
+def div_f64(alo, ahi, blo, bhi, shape):
+    """(lo, hi) of the quotient interval on the float64 grid, or None (generic path)."""
+    arrs = [np.ascontiguousarray(np.broadcast_to(np.asarray(t, dtype=np.float64), shape))
+            .reshape(-1) for t in (alo, ahi, blo, bhi)]
+    lo = np.empty(arrs[0].size)
+    hi = np.empty(arrs[0].size)
+    if not div_kernel(*arrs, lo, hi):
+        return None
+    return lo.reshape(shape), hi.reshape(shape)
+
+
+@numba.njit(cache=True, inline="always")
+def _step(acc, x, up):
+    """RU(acc + x) if up else RD(acc + x) on the float64 grid (TwoSum error sign, one ulp
+    step on the bit pattern), and whether the sum stayed inside the trusted range."""
+    s = acc + x
+    bb = s - acc
+    e = (acc - (s - bb)) + (x - bb)
+    bi = f2i(s)
+    zero = (bi << 1) == 0
+    if up:
+        nb = np.int64(1) if zero else (bi - 1 if bi < 0 else bi + 1)
+        r = i2f(nb) if e > 0.0 else s
+    else:
+        nb = _NEG_TINY_BITS if zero else (bi + 1 if bi < 0 else bi - 1)
+        r = i2f(nb) if e < 0.0 else s
+    return r, abs(s) <= _SAFE_HI and abs(x) <= _SAFE_HI
+
+
+@numba.njit(cache=True)
+def sum_kernel(lo2, hi2, lo, hi):
+    """Sequential interval sums along the last axis of (R, n) arrays, n >= 1: lower ends
+    added with RD, upper ends with RU, left to right.  False when some operand or partial
+    sum leaves [-2^900, 2^900] (or is NaN): the caller runs the generic loop."""
+    R, n = lo2.shape
+    for r in range(R):
+        a = lo2[r, 0]
+        b = hi2[r, 0]
+        if not (abs(a) <= _SAFE_HI and abs(b) <= _SAFE_HI):
+            return False
+        for k in range(1, n):
+            a, oka = _step(a, lo2[r, k], False)
+            b, okb = _step(b, hi2[r, k], True)
+            if not (oka and okb):
+                return False
+        lo[r] = a
+        hi[r] = b
+    return True
+
+
+def sum_f64(lo2, hi2):
+    """(lo, hi) of the sequential outward-rounded sums over the last axis, or None."""
+    kshape = lo2.shape[:-1]
+    n = lo2.shape[-1]
+    L = np.ascontiguousarray(lo2, dtype=np.float64).reshape(-1, n)
+    H = np.ascontiguousarray(hi2, dtype=np.float64).reshape(-1, n)
+    lo = np.empty(L.shape[0])
+    hi = np.empty(L.shape[0])
+    if n == 0 or not sum_kernel(L, H, lo, hi):
+        return None
+    return lo.reshape(kshape), hi.reshape(kshape)
+
+
+@numba.njit(cache=True, inline="always")
+def _root(x, up):
+    """RU(sqrt x) if up else RD(sqrt x) for 0 <= x <= 2^900 finite (residual x - s*s by
+    TwoProduct gives the sign of sqrt(x) - s)."""
+    s = np.sqrt(x)
+    ph, pl = two_prod(s, s)
+    d = (x - ph) - pl
+    bi = f2i(s)
+    if up:
+        return i2f(np.int64(1) if (bi << 1) == 0 else bi + 1) if d > 0.0 else s
+    return i2f(bi - 1) if (d < 0.0 and s > 0.0) else s
+
+
+@numba.njit(cache=True)
+def sqrt_kernel(alo, ahi, lo, hi):
+    """[RD sqrt(alo), RU sqrt(ahi)] for 0 <= alo <= ahi; False (generic path) when an end
+    is negative, NaN, inf or outside [2^-900, 2^900] (and not 0)."""
+    for i in range(lo.size):
+        a, b = alo[i], ahi[i]
+        if not (a >= 0.0 and b <= _SAFE_HI and (a == 0.0 or a >= _SAFE_LO)
+                and (b == 0.0 or b >= _SAFE_LO)):
+            return False
+        lo[i] = _root(a, False)
+        hi[i] = _root(b, True)
+    return True
+
+
+def sqrt_f64(alo, ahi):
+    """(lo, hi) of the square-root interval on the float64 grid, or None."""
+    a = np.asarray(alo, dtype=np.float64)
+    L = np.ascontiguousarray(a).reshape(-1)
+    H = np.ascontiguousarray(np.broadcast_to(np.asarray(ahi, dtype=np.float64), a.shape)) \
+        .reshape(-1)
+    lo = np.empty(L.size)
+    hi = np.empty(L.size)
+    if not sqrt_kernel(L, H, lo, hi):
+        return None
+    return lo.reshape(a.shape), hi.reshape(a.shape)

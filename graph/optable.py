@@ -12,6 +12,7 @@ from __future__ import annotations
 from .errors import GraphError, OpDataError, ShapeRuleError
 from .oprecord import OPS, REQUIRED, OpRecord, full_attrs, register
 from . import ops_elementwise, ops_linear, ops_conv, ops_reduce, ops_shape, ops_loss  # noqa: F401
+from . import ops_activation  # noqa: F401
 
 __all__ = ["OPS", "OpRecord", "REQUIRED", "register", "full_attrs", "get_op",
            "ShapeRuleError", "OpDataError"]

@@ -10,6 +10,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from graph_opcases_networks import network_cases
+
 T = lambda a: torch.tensor(np.asarray(a, dtype=np.float64))  # noqa: E731
 
 
@@ -153,6 +155,7 @@ CASES = [
          per_sample=True),
     case("detach", [(2, 3)], lambda a: a, exact=True),
 ]
+CASES += network_cases(case)  # the ops of real networks (graph_opcases_networks.py)
 
 
 def draw(shape, rng, domain=None, eps=False):

@@ -1,11 +1,22 @@
 """ONNX -> IR: initializers become payload entries, ONNX nodes become IR nodes.
 
-onnx is imported lazily.  ONNX tensors carry the batch axis: by the ONNX/PyTorch
-convention the first ``batch_dims`` (default 1) axes of every graph input are batch axes,
-so the IR input's declared shape is the rest and every ONNX ``axis`` is translated to a
-per-example axis; an operation over a batch axis is refused.  Pass ``batch_dims=0`` for a
-model whose input is one example.  All unsupported nodes are listed in ONE
+onnx is imported lazily.  ONNX tensors carry the batch axis.  Batch axes are INFERRED
+from the graph inputs (``batch_dims=None``, the default): the leading dimensions an input
+declares symbolically (``dim_param`` such as ``"N"``/``"batch"``, or no value) are batch
+axes, a fixed dimension belongs to the example (a ``[4]`` input is one example of shape
+``[4]``, not 4 examples of scalars).  Every input must declare the same number of leading
+symbolic dimensions, and none after a fixed one.  ``batch_dims=K`` overrides: the first
+``K`` axes of every input are batch axes, the rest must be fixed.  Every ONNX ``axis``
+is translated to a per-example axis; an operation over a batch axis is refused, naming
+the node.  All unsupported nodes are listed in ONE
 :class:`~graph.importers.interchange.UnsupportedOpsError`.
+
+Shape arithmetic (``Shape``, ``Gather``, ``Concat``, ``Unsqueeze``, ``Cast`` ... feeding a
+``Reshape``, as exporters write ``x.view(x.size(0), -1)``) is folded to constants at import
+(:mod:`.onnx_fold`); the batch extents stay symbolic there, so a reshape that keeps them
+in front becomes a per-example reshape.  Nodes whose inputs are all constants are folded
+when that is exact (integer/boolean values, data movement); float arithmetic on constants
+stays in the graph so each context evaluates it.
 
 Mappings that compose IR ops: ``Gemm`` is ``linear`` when alpha = beta = 1, A is the
 batched input and B, C are initializers; otherwise (Transpose) -> matmul -> mul(alpha) ->
@@ -21,12 +32,14 @@ import numpy as np
 from ..errors import GraphError
 from .interchange import (Batched, IRBuilder, PendingConst, Unsupported, UnsupportedOpsError,
                           exact_gelu_only, require)
+from .onnx_fold import BatchDim, fold_constant, fold_symbolic, is_symbolic, shape_value
 
 SUPPORTED = ("Gemm", "MatMul", "Add", "Sub", "Mul", "Div", "Relu", "Tanh", "Sigmoid",
              "Softplus", "Gelu", "Exp", "Log", "Abs", "Sqrt", "Neg", "Sin", "Cos", "Max", "Min",
              "Softmax", "LogSoftmax", "LayerNormalization", "BatchNormalization", "Conv",
              "MaxPool", "AveragePool", "Concat", "ReduceSum", "ReduceMean", "Transpose",
-             "Reshape", "Flatten", "Identity", "Dropout", "Constant", "Reciprocal", "Expand")
+             "Reshape", "Flatten", "Identity", "Dropout", "Constant", "Reciprocal", "Expand",
+             "Shape", "Size")
 
 _UNARY = {"Relu": "relu", "Tanh": "tanh", "Sigmoid": "sigmoid", "Softplus": "softplus",
           "Exp": "exp", "Log": "log", "Abs": "abs", "Sqrt": "sqrt", "Neg": "neg",
@@ -34,18 +47,47 @@ _UNARY = {"Relu": "relu", "Tanh": "tanh", "Sigmoid": "sigmoid", "Softplus": "sof
 _BINARY = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div", "Max": "max", "Min": "min"}
 
 
-def load_onnx(path_or_model, *, batch_dims: int = 1, output=None):
+def load_onnx(path_or_model, *, batch_dims=None, output=None):
     """``(Graph, Payload)`` of an ONNX model (a path, bytes or a ModelProto)."""
     onnx = require("onnx", "onnx")
     if isinstance(path_or_model, onnx.ModelProto):
         model = path_or_model
     else:
+        what = "bytes" if isinstance(path_or_model, bytes) else repr(str(path_or_model))
+        if isinstance(path_or_model, bytes):
+            data = path_or_model
+        else:
+            import os
+            path = str(path_or_model)
+            if not os.path.exists(path):
+                raise GraphError(f"cannot read ONNX model {what}: no such file")
+            if os.path.isdir(path):
+                raise GraphError(f"cannot read ONNX model {what}: it is a directory")
+            with open(path, "rb") as f:
+                data = f.read()
+        if not data:
+            raise GraphError(f"{what} is not an ONNX model: the file is empty (0 bytes)")
         try:
-            model = onnx.load_model_from_string(path_or_model) if isinstance(
-                path_or_model, bytes) else onnx.load(str(path_or_model))
+            model = onnx.load_model_from_string(data)
         except Exception as exc:
-            raise GraphError(f"cannot read ONNX model {path_or_model!r}: {exc}") from None
+            raise GraphError(f"{what} is not an ONNX model (the protobuf does not parse: "
+                             f"{type(exc).__name__})") from None
+        if not model.HasField("graph") or not (model.graph.node or model.graph.output):
+            raise GraphError(f"{what} is not an ONNX model: it parses as protobuf but holds "
+                             f"no graph (no nodes, no outputs)")
+        if model.graph.node and external_data_used(model):
+            try:
+                import os
+                onnx.load_external_data_for_model(model, os.path.dirname(str(path_or_model)))
+            except Exception as exc:
+                raise GraphError(f"cannot read the external data of ONNX model {what}: "
+                                 f"{exc}") from None
     return from_onnx(model, batch_dims=batch_dims, output=output)
+
+
+def external_data_used(model) -> bool:
+    """True when an initializer keeps its values in a file beside the model."""
+    return any(init.data_location == 1 for init in model.graph.initializer)
 
 
 def _opset(model) -> int:
@@ -55,12 +97,44 @@ def _opset(model) -> int:
     return 1
 
 
-def from_onnx(model, *, batch_dims: int = 1, output=None):
-    """``(Graph, Payload)`` of an ``onnx.ModelProto`` (see the module docstring)."""
+def infer_batch_dims(model) -> int:
+    """The number of leading symbolic dimensions the graph inputs declare (the same for
+    every input that is not an initializer); GraphError naming the input otherwise."""
+    inits = {i.name for i in model.graph.initializer}
+    found = {}
+    for vi in model.graph.input:
+        if vi.name in inits or not vi.type.HasField("tensor_type") or \
+                not vi.type.tensor_type.HasField("shape"):
+            continue
+        dims = list(vi.type.tensor_type.shape.dim)
+        sym = [not d.HasField("dim_value") for d in dims]
+        k = sym.index(False) if False in sym else len(sym)
+        if any(sym[k:]):
+            j = k + sym[k:].index(True)
+            shown = [d.dim_param or "?" if sym[i] else d.dim_value for i, d in enumerate(dims)]
+            raise GraphError(f"from_onnx: input {vi.name!r} shape {shown}: axis {j} is "
+                             f"symbolic after the fixed axis {k}; only leading axes can be "
+                             f"batch axes (fix that axis in the model, or pass batch_dims)")
+        found[vi.name] = k
+    if len(set(found.values())) > 1:
+        raise GraphError(f"from_onnx: the inputs declare different numbers of leading "
+                         f"symbolic (batch) axes: {found}; pass batch_dims (--batch-dims K) "
+                         f"to say how many are batch axes")
+    return next(iter(found.values()), 0)
+
+
+def from_onnx(model, *, batch_dims=None, output=None):
+    """``(Graph, Payload)`` of an ``onnx.ModelProto`` (see the module docstring).
+
+    ``batch_dims``: None infers the batch axes from the inputs' symbolic dimensions; an
+    int K says the first K axes of every input are batch axes."""
     onnx = require("onnx", "onnx")
     from onnx import numpy_helper
-    if isinstance(batch_dims, bool) or not isinstance(batch_dims, int) or batch_dims < 0:
-        raise GraphError(f"from_onnx: batch_dims must be a non-negative int, got {batch_dims!r}")
+    if batch_dims is None:
+        batch_dims = infer_batch_dims(model)
+    elif isinstance(batch_dims, bool) or not isinstance(batch_dims, int) or batch_dims < 0:
+        raise GraphError(f"from_onnx: batch_dims must be a non-negative int or None (infer), "
+                         f"got {batch_dims!r}")
     g = model.graph
     conv = _OnnxConverter(onnx, numpy_helper, _opset(model), batch_dims)
     env: dict = {}
@@ -79,10 +153,6 @@ def from_onnx(model, *, batch_dims: int = 1, output=None):
             problems.append(f"{label}: domain {node.domain!r} is not the ONNX default domain")
             failed.update(node.output)
             continue
-        if node.op_type not in SUPPORTED:
-            problems.append(f"{label}: no IR mapping")
-            failed.update(node.output)
-            continue
         if any(i in failed for i in node.input if i):
             failed.update(node.output)
             continue
@@ -90,7 +160,13 @@ def from_onnx(model, *, batch_dims: int = 1, output=None):
             missing = [i for i in node.input if i and i not in env]
             if missing:
                 raise Unsupported(f"inputs {missing} are not produced before this node")
-            results = conv.node(node, env)
+            results = conv.fold(node, env)
+            if results is None:
+                if node.op_type not in SUPPORTED:
+                    problems.append(f"{label}: no IR mapping for ONNX op {node.op_type!r}")
+                    failed.update(node.output)
+                    continue
+                results = conv.node(node, env)
             for name, v in zip(node.output, results):
                 env[name] = v
         except Unsupported as exc:
@@ -99,13 +175,13 @@ def from_onnx(model, *, batch_dims: int = 1, output=None):
     outs = [o.name for o in g.output]
     if output is None:
         if len(outs) != 1:
-            problems.append(f"the model has {len(outs)} outputs {outs}; an IR graph has one "
-                            f"(pass output=NAME)")
+            problems.append(f"the model has {len(outs)} outputs {outs}; an IR graph has one: "
+                            f"choose it with --output NAME (output='NAME' in from_onnx)")
         name = outs[0] if outs else None
     else:
         if output not in outs and output not in env:
-            raise GraphError(f"from_onnx: output {output!r} is not a value of the model "
-                             f"(outputs: {outs})")
+            raise GraphError(f"from_onnx: --output {output!r} is not a value of the model "
+                             f"(its outputs: {outs})")
         name = output
     if problems:
         raise UnsupportedOpsError("from_onnx", problems)
@@ -150,6 +226,9 @@ class _OnnxConverter:
 
     def materialize(self, c: PendingConst) -> Batched:
         if c.id is None:
+            if is_symbolic(c.value):
+                raise Unsupported(f"{c.name!r} = {c.value.tolist()} holds a batch extent; the "
+                                  f"IR works per example and cannot use it as a tensor value")
             if c.value.dtype.kind not in "fiu":
                 raise Unsupported(f"initializer {c.name!r} of dtype {c.value.dtype} is not numeric")
             c.id = self.b.const(c.value.astype(np.float64))
@@ -164,6 +243,56 @@ class _OnnxConverter:
             raise Unsupported(f"{what} ({name!r}) must be an initializer or Constant")
         return v.value
 
+    # ---------------------------------------------------------------- folding
+    def attrs(self, node) -> dict:
+        A = {a.name: self.onnx.helper.get_attribute_value(a) for a in node.attribute}
+        return {k: (v.decode() if isinstance(v, bytes) else v) for k, v in A.items()}
+
+    def fold(self, node, env):
+        """The node's outputs as constants when they are known at import time (shape
+        values, integer arithmetic, data movement of constants); None otherwise."""
+        op = node.op_type
+        ins = [env[i] if i else None for i in node.input]
+        if op in ("Shape", "Size") and ins and isinstance(ins[0], Batched):
+            x = ins[0]
+            per = self.b.shape(x.id)
+            if op == "Size":
+                if x.nb:
+                    raise Unsupported("Size of a batched tensor is a batch extent times "
+                                      "the example size (the IR works per example)")
+                return [PendingConst(np.asarray(int(np.prod(per, dtype=np.int64))), node.output[0])]
+            A = self.attrs(node)
+            return [PendingConst(shape_value(x.nb, per, int(A.get("start", 0)),
+                                             A.get("end")), node.output[0])]
+        if op in ("Constant",) or not ins or \
+                not all(v is None or isinstance(v, PendingConst) for v in ins):
+            return None
+        values = [None if v is None else v.value for v in ins]
+        if any(is_symbolic(v) for v in values if v is not None):
+            if op == "Expand" and not is_symbolic(values[0]):
+                return None                 # a constant broadcast over the batch: expand()
+            if op == "ConstantOfShape":
+                return [self.constant_of_batch_shape(values[0], self.attrs(node))]
+            out = fold_symbolic(op, self.attrs(node), values)
+            return [PendingConst(out, node.output[0])]
+        res = fold_constant(self.onnx, node, values, self.opset)
+        if res is None:
+            return None
+        return [PendingConst(r, o) for r, o in zip(res, node.output)]
+
+    def constant_of_batch_shape(self, shape, A):
+        """``ConstantOfShape`` of a shape with batch extents in front: a constant per
+        example, broadcast over the batch by the IR."""
+        raw = list(shape.reshape(-1))
+        lead = 0
+        while lead < len(raw) and raw[lead] == BatchDim(lead):
+            lead += 1
+        if lead > self.nb or any(isinstance(t, BatchDim) for t in raw[lead:]):
+            raise Unsupported(f"ConstantOfShape of {raw}: batch extents only in front")
+        v = self.nh.to_array(A["value"]).reshape(-1)[0] if "value" in A else np.float32(0)
+        c = PendingConst(np.full([int(t) for t in raw[lead:]], v), "ConstantOfShape")
+        return Batched(self.materialize(c).id, lead)
+
     # ---------------------------------------------------------------- nodes
     def node(self, node, env):
         onnx = self.onnx
@@ -175,9 +304,14 @@ class _OnnxConverter:
         if one_output and len([o for o in node.output if o]) > 1:
             raise Unsupported(f"{len(node.output)} outputs (only the first is mapped)")
         if op == "Constant":
-            if "value" not in A:
-                raise Unsupported(f"Constant with attributes {sorted(A)} (only value=)")
-            return [PendingConst(self.nh.to_array(A["value"]), node.output[0])]
+            if "value" in A:
+                return [PendingConst(self.nh.to_array(A["value"]), node.output[0])]
+            for key, dt in (("value_float", np.float32), ("value_floats", np.float32),
+                            ("value_int", np.int64), ("value_ints", np.int64)):
+                if key in A:
+                    return [PendingConst(np.asarray(A[key], dtype=dt), node.output[0])]
+            raise Unsupported(f"Constant with attributes {sorted(A)} (value, value_float(s), "
+                              f"value_int(s) are read)")
         if op in ("Identity", "Dropout"):
             if op == "Dropout" and len(node.input) > 2 and node.input[2]:
                 tm = self.const_of(env, node.input[2], "training_mode")
@@ -305,10 +439,28 @@ class _OnnxConverter:
         return y
 
     def expand(self, ins):
-        x = self.t(ins[0])
         if not isinstance(ins[1], PendingConst):
             raise Unsupported("shape input computed at run time; the IR needs a constant shape")
-        target = [int(t) for t in np.asarray(ins[1].value).reshape(-1)]
+        raw = list(np.asarray(ins[1].value).reshape(-1))
+        lead = 0
+        while lead < len(raw) and isinstance(raw[lead], BatchDim) and raw[lead] == BatchDim(lead):
+            lead += 1
+        c = ins[0]
+        if lead and isinstance(c, PendingConst) and c.value.ndim > len(raw) - lead:
+            extra = c.value.ndim - (len(raw) - lead)
+            if all(d == 1 for d in c.value.shape[:extra]):   # its leading 1s align with the batch
+                c = PendingConst(c.value.reshape(c.value.shape[extra:]), c.name)
+        x = self.t(c)
+        if lead and x.nb == 0 and len(raw) >= lead + len(self.b.shape(x.id)):
+            # a constant broadcast over the batch (exporters write Expand(c, Shape(x))):
+            # the IR broadcasts constants over the batch itself, so the per-example part
+            # is the broadcast and the result carries the batch axes
+            per = self._target(np.asarray(raw[lead:], dtype=object), x, "Expand", keep=1)
+            s = self.b.shape(x.id)
+            s = [1] * (len(per) - len(s)) + list(s)
+            per = [max(a, b) if 1 in (a, b) else a for a, b in zip(s, per)]
+            return Batched(self.b.add("broadcast_to", [x.id], shape=per), lead)
+        target = self._target(ins[1].value, x, "Expand", keep=1)
         s = self.b.shape(x.id)
         full = [1] * x.nb + list(s)
         r = max(len(full), len(target))
@@ -441,12 +593,28 @@ class _OnnxConverter:
             raise Unsupported("axes must be an initializer or Constant")
         return v.value
 
+    def _target(self, value, x, op, keep=0):
+        """A shape operand as ints; batch extents (from ``Shape``) are allowed only in
+        front, each at its own axis, and become ``keep`` (0: copy the axis, 1: no expand)."""
+        flat = list(np.asarray(value).reshape(-1))
+        out = []
+        for k, t in enumerate(flat):
+            if isinstance(t, BatchDim):
+                if k < x.nb and t == BatchDim(k):
+                    out.append(keep)
+                    continue
+                raise Unsupported(f"{op} to {flat}: entry {k} is {t!r}, a batch extent at "
+                                  f"another axis (it merges or moves the batch axis; the IR "
+                                  f"works per example)")
+            out.append(int(t))
+        return out
+
     def reshape(self, ins, A, node, env):
         x = self.t(ins[0])
         if not isinstance(ins[1], PendingConst):
             raise Unsupported("shape input computed at run time (Shape/Gather/...); the IR "
                               "needs a constant shape")
-        target = [int(t) for t in np.asarray(ins[1].value).reshape(-1)]
+        target = self._target(ins[1].value, x, "Reshape")
         allowzero = int(A.get("allowzero", 0))
         s = self.b.shape(x.id)
         full_in = [None] * x.nb + list(s)

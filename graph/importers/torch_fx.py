@@ -5,7 +5,10 @@ torch is imported lazily (the core works without it).  The IR input's declared s
 the PER-EXAMPLE shape: with ``batch_dims=k`` the first ``k`` axes of the example input are
 batch axes, every torch ``dim`` is translated to a per-example axis, and an operation that
 mixes examples (a reduction, concat, softmax or permutation over a batch axis) is refused.
-With ``batch_dims=0`` (the default) the example is one example.  Give a
+Batch axes are inferred, not assumed (``batch_dims=None``, the default): the leading axes
+of the example input marked dynamic (``torch._dynamo.mark_dynamic(x, 0)`` or
+``maybe_mark_dynamic``, torch's way to say an axis has no fixed extent) are batch axes;
+without marks the example is one example (``batch_dims=0``).  Give a
 batch of at least 2 examples: with a batch of 1 a reshape that moves the batch axis cannot
 be told from one that keeps it.  Shape arithmetic (``x.view(x.size(0), -1)``) is read from
 the propagated shapes, so the graph is specialised to the example's per-example shape.
@@ -65,7 +68,7 @@ class TorchImport:
     ignored: tuple = ()
 
 
-def from_torch(module, example_input, *, batch_dims: int = 0):
+def from_torch(module, example_input, *, batch_dims=None):
     """``(Graph, Payload)`` of ``module`` traced at ``example_input`` (see module docs)."""
     r = import_torch(module, example_input, batch_dims=batch_dims)
     return r.graph, r.payload
@@ -141,7 +144,27 @@ def _tables(torch):
     return fn, methods, modules
 
 
-def import_torch(module, example_input, *, batch_dims: int = 0) -> TorchImport:
+def dynamic_batch_dims(examples) -> int:
+    """The number of leading axes marked dynamic on the example inputs (the same for all
+    of them); GraphError when a marked axis follows an unmarked one or inputs disagree."""
+    found = []
+    for k, x in enumerate(examples):
+        marked = set(getattr(x, "_dynamo_dynamic_indices", ()) or ()) | \
+            set(getattr(x, "_dynamo_weak_dynamic_indices", ()) or ())
+        n = 0
+        while n in marked:
+            n += 1
+        if marked - set(range(n)):
+            raise GraphError(f"from_torch: example input {k} marks axes {sorted(marked)} "
+                             f"dynamic; only leading axes can be batch axes (pass batch_dims)")
+        found.append(n)
+    if len(set(found)) > 1:
+        raise GraphError(f"from_torch: the example inputs mark different numbers of leading "
+                         f"dynamic (batch) axes {found}; pass batch_dims")
+    return found[0] if found else 0
+
+
+def import_torch(module, example_input, *, batch_dims=None) -> TorchImport:
     """Trace ``module`` and map it to the IR; the full result with state_dict names."""
     torch = require("torch", "torch")
     fx = require("torch.fx", "torch")
@@ -149,13 +172,18 @@ def import_torch(module, example_input, *, batch_dims: int = 0) -> TorchImport:
 
     if not isinstance(module, torch.nn.Module):
         raise GraphError(f"from_torch: expected a torch.nn.Module, got {type(module).__name__}")
-    if isinstance(batch_dims, bool) or not isinstance(batch_dims, int) or batch_dims < 0:
-        raise GraphError(f"from_torch: batch_dims must be a non-negative int, got {batch_dims!r}")
+    if batch_dims is not None and (isinstance(batch_dims, bool) or
+                                   not isinstance(batch_dims, int) or batch_dims < 0):
+        raise GraphError(f"from_torch: batch_dims must be a non-negative int or None (infer "
+                         f"from dynamic axes), got {batch_dims!r}")
     examples = tuple(example_input) if isinstance(example_input, (tuple, list)) else (example_input,)
     for k, x in enumerate(examples):
         if not isinstance(x, torch.Tensor) or not x.is_floating_point():
             raise GraphError(f"from_torch: example input {k} must be a floating-point tensor, "
                              f"got {type(x).__name__}")
+    if batch_dims is None:
+        batch_dims = dynamic_batch_dims(examples)
+    for k, x in enumerate(examples):
         if x.dim() < batch_dims:
             raise GraphError(f"from_torch: example input {k} has shape {list(x.shape)}, fewer "
                              f"axes than batch_dims={batch_dims}")

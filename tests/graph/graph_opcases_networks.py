@@ -52,7 +52,7 @@ def activation_cases(case):
         case("clip", [(2, 3)], exact_or_torch(lambda a: np.maximum(a, _q(0)),
                                               lambda x: torch.clamp(x, min=0.0)),
              attrs={"min": 0}, exact=True, smooth=False, name="clip-min-only"),
-        case("leaky_relu", [(2, 3)], exact_or_torch(_leaky_exact(0.01),
+        case("leaky_relu", [(2, 3)], exact_or_torch(_leaky_exact("0.01"),
                                                     lambda x: F.leaky_relu(x, 0.01)),
              exact=True, smooth=False),
         case("leaky_relu", [(2, 3)], exact_or_torch(_leaky_exact(-1.5),
@@ -72,6 +72,66 @@ def activation_cases(case):
     ]
 
 
+COND = [[True, False, True], [False, False, True]]
+
+
+def _np_pad(mode):
+    return {"constant": "constant", "reflect": "reflect", "edge": "edge", "wrap": "wrap"}[mode]
+
+
+def _pad_ref(pads, mode, value=0):
+    def ref(a):
+        if any(p < 0 for p in pads):                       # crop first, then pad
+            k = len(pads) // 2
+            sl = tuple(slice(max(-pads[i], 0), a.shape[i] - max(-pads[i + k], 0))
+                       for i in range(k))
+            a = a[sl]
+            pads2 = [max(p, 0) for p in pads]
+        else:
+            pads2 = list(pads)
+        k = len(pads2) // 2
+        width = [(pads2[i], pads2[i + k]) for i in range(k)]
+        if mode == "constant":
+            fill = _q(value) if a.dtype == object else value
+            return np.pad(a, width, mode="constant", constant_values=fill)
+        return np.pad(a, width, mode=_np_pad(mode))
+    return ref
+
+
+def shape_cases(case):
+    return [
+        case("slice", [(4, 6)], lambda a: a[1:3, ::-2], attrs={"starts": [1, -1],
+             "ends": [3, -100], "steps": [1, -2]}, exact=True),
+        case("slice", [(3, 5, 4)], lambda a: a[:, 1:, :], attrs={"starts": [1], "ends": [99],
+             "axes": [-2]}, exact=True, name="slice-axes"),
+        case("squeeze", [(3, 1, 2, 1)], lambda a: a.reshape(3, 2, 1), attrs={"axes": [1]},
+             exact=True),
+        case("squeeze", [(1, 3, 1)], lambda a: a.reshape(3), exact=True, name="squeeze-all"),
+        case("unsqueeze", [(3, 2)], lambda a: a.reshape(1, 3, 2, 1), attrs={"axes": [0, -1]},
+             exact=True),
+        case("gather", [(4, 3)], lambda a: a[:, [[2, 0], [-1, 2]]], attrs={"axis": 1,
+             "indices": [[2, 0], [-1, 2]]}, exact=True),
+        case("gather", [(4, 3)], lambda a: a[1], attrs={"indices": 1}, exact=True,
+             name="gather-scalar"),
+        case("pad", [(3, 4)], _pad_ref([1, 0, 2, 1], "constant", 0.5),
+             attrs={"pads": [1, 0, 2, 1], "value": 0.5}, exact=True),
+        case("pad", [(3, 4)], _pad_ref([2, 1, 1, 3], "reflect"),
+             attrs={"pads": [2, 1, 1, 3], "mode": "reflect"}, exact=True, name="pad-reflect"),
+        case("pad", [(3, 4)], _pad_ref([2, 1, 0, 3], "edge"),
+             attrs={"pads": [2, 1, 0, 3], "mode": "edge"}, exact=True, name="pad-edge"),
+        case("pad", [(3, 4)], _pad_ref([-1, 2, 1, -2], "constant"),
+             attrs={"pads": [-1, 2, 1, -2]}, exact=True, name="pad-crop"),
+        case("pad", [(2, 3, 4)], _pad_ref([0, 0, 5, 0, 0, 2], "wrap"),
+             attrs={"pads": [0, 0, 5, 0, 0, 2], "mode": "wrap"}, exact=True, name="pad-wrap"),
+        case("expand", [(3, 1)], lambda a: np.broadcast_to(a, (2, 3, 4)),
+             attrs={"shape": [2, 1, 4]}, exact=True),
+        case("tile", [(2, 3)], lambda a: np.tile(a, (3, 2)), attrs={"repeats": [3, 2]},
+             exact=True),
+        case("where", [(2, 3), (3,)], lambda a, b: np.where(np.array(COND), a, b),
+             attrs={"condition": COND}, exact=True),
+    ]
+
+
 def network_cases(case):
     """Every case of this module, built with :func:`graph_opcases.case`."""
-    return activation_cases(case)
+    return activation_cases(case) + shape_cases(case)

@@ -29,4 +29,25 @@ ACTIVATION_CASES = {
     "gelu_tanh": ([wide((3, 4))], {}, lambda x: F.gelu(x, approximate="tanh")),
 }
 
-NETWORK_CASES = {**ACTIVATION_CASES}
+COND = [[True, False, True, True], [False, False, True, False], [True, True, False, False]]
+
+
+def _gather(x):
+    return x[:, torch.tensor([[2, 0, 2], [-1, 1, 0]]) % 4]
+
+
+SHAPE_CASES = {
+    "slice": ([anyv((4, 6))], {"starts": [3, 1], "ends": [0, 6], "steps": [-1, 2]},
+              lambda x: torch.flip(x, [0])[0:3, 1::2]),
+    "squeeze": ([anyv((3, 1, 4))], {"axes": [1]}, lambda x: x.squeeze(1)),
+    "unsqueeze": ([anyv((3, 4))], {"axes": [1]}, lambda x: x.unsqueeze(1)),
+    "gather": ([anyv((3, 4))], {"axis": 1, "indices": [[2, 0, 2], [-1, 1, 0]]}, _gather),
+    "pad": ([anyv((3, 4))], {"pads": [1, 2, 2, 3], "mode": "reflect"},
+            lambda x: F.pad(x[None], (2, 3, 1, 2), mode="reflect")[0]),
+    "expand": ([anyv((3, 1))], {"shape": [2, 3, 4]}, lambda x: x.expand(2, 3, 4)),
+    "tile": ([anyv((2, 3))], {"repeats": [2, 3]}, lambda x: x.repeat(2, 3)),
+    "where": ([anyv((3, 4)), anyv((4,))], {"condition": COND},
+              lambda a, b: torch.where(torch.tensor(COND), a, b)),
+}
+
+NETWORK_CASES = {**ACTIVATION_CASES, **SHAPE_CASES}

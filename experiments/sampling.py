@@ -369,3 +369,45 @@ def box_batch(case, regions, n: int, seed: int, fmt=None, sampling="box"):
     rng = np.random.default_rng(seed)
     X, _ = draw(regions, fmt or "binary64", n, rng, sampling)
     return split_columns(case, X)
+
+
+# ------------------------------------------------------------------------ CLI helpers
+def add_arguments(p, *, sampling: bool = False) -> None:
+    """``--input-file`` and ``--box`` (and ``--sampling`` where the command has none)."""
+    p.add_argument("--input-file", default=None, metavar="X.npy",
+                   help="samples: N rows x one column per scalar input entry (inputs in id "
+                        "order, e.g. FPCore argument order)")
+    p.add_argument("--box", default=None, metavar="LO:HI,...",
+                   help="sample per-variable boxes instead of --radius around the input: "
+                        "lo1:hi1,lo2:hi2,... (one per scalar input entry; one pair = all) "
+                        "or a .json/.npy file of [lo, hi] pairs")
+    if sampling:
+        p.add_argument("--sampling", choices=SAMPLINGS, default="box",
+                       help="with --box: box = uniform reals, bitpattern = uniform over "
+                            "binary64 values (default box)")
+
+
+def batch_from_flags(case, args, *, n_default=None, fmt=None, sampling=None):
+    """``(batch, description)`` from ``--input-file`` / ``--box``, or None when neither
+    flag was given.  ``fmt``: draw the box samples in that format (gaps); default
+    uniform float64 / binary64 bit patterns."""
+    input_file = getattr(args, "input_file", None)
+    box = getattr(args, "box", None)
+    if input_file is None and box is None:
+        return None
+    if input_file is not None and box is not None:
+        raise ExperimentError("--input-file and --box exclude each other")
+    if getattr(args, "input", None) is not None:
+        raise ExperimentError(f"--input and {'--input-file' if input_file else '--box'} "
+                              f"exclude each other")
+    if input_file is not None:
+        return load_input_file(input_file, case)
+    n = getattr(args, "samples", None) or n_default
+    if n is None:
+        raise ExperimentError("--box needs --samples N")
+    sampling = sampling or getattr(args, "sampling", None) or "box"
+    regions = parse_box(box, columns(case))
+    x = box_batch(case, regions, int(n), int(getattr(args, "seed", 0) or 0), fmt, sampling)
+    where = ", ".join(r.describe() for r in regions[:4]) + (", ..." if len(regions) > 4 else "")
+    return x, (f"{n} samples ({sampling}{' in ' + formats.get(fmt).name if fmt else ''}) "
+               f"in the box {where} (seed {getattr(args, 'seed', 0)})")

@@ -47,6 +47,8 @@ def add_output_arguments(p, *, plot=True) -> None:
 
 def add_arguments(p) -> None:
     add_graph_and_input_arguments(p)
+    from .. import sampling
+    sampling.add_arguments(p, sampling=True)
     p.add_argument("--contexts", default=",".join(C.DEFAULT_CONTEXTS), metavar="A,B,...",
                    help=f"contexts to compare (default {','.join(C.DEFAULT_CONTEXTS)})")
     add_reference_arguments(p)
@@ -67,7 +69,12 @@ def describe_input(x, src: str) -> str:
 
 
 def batch_from_args(case, args):
-    """The input batch and a one-line description of it, from --input/--samples/--radius."""
+    """The input batch and a one-line description of it, from --input/--samples/--radius
+    (or --input-file / --box: experiments.sampling)."""
+    from .. import sampling
+    got = sampling.batch_from_flags(case, args)
+    if got is not None:
+        return got
     center = C.center_of(case, args.input)
     src = "--input" if args.input is not None else "x0"
     n = C.batch_size(center)

@@ -411,3 +411,83 @@ def batch_from_flags(case, args, *, n_default=None, fmt=None, sampling=None):
     where = ", ".join(r.describe() for r in regions[:4]) + (", ..." if len(regions) > 4 else "")
     return x, (f"{n} samples ({sampling}{' in ' + formats.get(fmt).name if fmt else ''}) "
                f"in the box {where} (seed {getattr(args, 'seed', 0)})")
+
+
+# ---------------------------------------------------------------- several-input graphs
+def pack_inputs(graph, payload):
+    """``(graph', payload')`` with ONE input node holding every scalar input entry (the
+    columns of :func:`split_columns`, inputs in id order) and the old input nodes
+    replaced by exact data movement: ``gather`` of one entry for a scalar input,
+    ``slice`` + ``reshape`` for a shaped one.  For consumers that take one input box
+    (IBP, ``sweep``); a graph with one input comes back unchanged.  Needs the ``gather``
+    and ``slice`` ops of the op table."""
+    from scalarlab.graph import Graph, Node, OpKind
+    from scalarlab.graph.optable import OPS
+    from scalarlab.graph.payload import Payload, as_payload
+    ids = [n.id for n in graph.nodes if n.kind.op == "input"]
+    if len(ids) <= 1:
+        return graph, payload
+    missing = [op for op in ("gather", "slice", "reshape") if op not in OPS]
+    if missing:
+        raise ExperimentError(f"a graph with {len(ids)} input nodes needs the op(s) "
+                              f"{', '.join(missing)} to be packed into one input")
+    payload = as_payload(payload)
+    widths = {i: int(np.prod(graph.nodes[i].out_shape)) if graph.nodes[i].out_shape else 1
+              for i in ids}
+    k = sum(widths.values())
+    nodes = [Node(0, [], "input", [k])]
+    new_id, col = {}, 0
+    out = Payload()
+    for n in graph.nodes:
+        if n.kind.op == "input":
+            w, shape = widths[n.id], tuple(n.out_shape)
+            if not shape:
+                nodes.append(Node(len(nodes), [0], OpKind("gather", indices=col, axis=0), []))
+            else:
+                nodes.append(Node(len(nodes), [0], OpKind("slice", starts=[col],
+                                                          ends=[col + w], axes=[0]), [w]))
+                nodes.append(Node(len(nodes), [len(nodes) - 1],
+                                  OpKind("reshape", shape=list(shape)), list(shape)))
+            col += w
+        else:
+            nodes.append(Node(len(nodes), [new_id[p] for p in n.parents], n.kind,
+                              list(n.out_shape)))
+            if n.id in payload:
+                out.set(len(nodes) - 1, payload.get(n.id), op=payload.op_of(n.id))
+        new_id[n.id] = len(nodes) - 1
+    return Graph(nodes, new_id[graph.output]), out
+
+
+def packed_box(case, regions):
+    """``(center, radius)`` arrays (exact Fractions) of the per-entry box of a graph
+    packed by :func:`pack_inputs` (both bounds of every entry must be finite)."""
+    if not all(r.finite for r in regions):
+        raise ExperimentError("--box: every interval needs two finite bounds here")
+    c = np.array([(r.lo + r.hi) / 2 for r in regions], dtype=object)
+    h = np.array([(r.hi - r.lo) / 2 for r in regions], dtype=object)
+    return c, h
+
+
+def prepare_sweep(graph, payload, default_x, args):
+    """``sweep`` on any graph: several input nodes are packed into one
+    (:func:`pack_inputs`; a built-in several-input x0 is concatenated in id order), and
+    ``--box`` becomes ``(center, per-entry radius)``.  Returns ``(graph, payload,
+    default_x, box)`` with ``box`` None without ``--box``."""
+    ids = [n.id for n in graph.nodes if n.kind.op == "input"]
+    if len(ids) > 1:
+        if isinstance(default_x, dict):
+            default_x = np.concatenate([np.asarray(default_x[i], dtype=object).reshape(-1)
+                                        for i in ids])
+        graph, payload = pack_inputs(graph, payload)
+    box = None
+    spec = getattr(args, "box", None)
+    if spec is not None:
+        if getattr(args, "input", None) is not None or getattr(args, "input_file", None):
+            raise ExperimentError("--box replaces --input/--input-file (the box's midpoints "
+                                  "are the centre)")
+        k = int(np.prod(graph.nodes[0].out_shape)) if graph.nodes[0].out_shape else 1
+        regions = parse_box(spec, k)
+        c, h = packed_box(None, regions)
+        shape = tuple(graph.nodes[0].out_shape)
+        box = (c.reshape(shape), h.reshape(shape))
+    return graph, payload, default_x, box

@@ -17,6 +17,9 @@ def add_arguments(p):
     src.add_argument("--input", help='box centre, e.g. "0.3,-0.2,0.1,0.4"')
     src.add_argument("--input-file", help="box centre from a .npy file")
     p.add_argument("--payload", help="payload .npz for a graph file without inline payload")
+    p.add_argument("--box", default=None, metavar="LO:HI,...",
+                   help="per-entry box lo1:hi1,... (or .json/.npy of [lo, hi] pairs) instead "
+                        "of --input/--radii; graphs with several inputs are packed into one")
     p.add_argument("--radii", default="0.01,0.05,0.5", help="comma-separated radii")
     p.add_argument("--samples", default="1000", help="comma-separated sample counts")
     p.add_argument("--contexts", default="float64,binary32,bfloat16",
@@ -57,7 +60,11 @@ def run(args) -> int:
     g, payload, default_x = examples.resolve(args.graph)
     if args.payload:
         payload = load_npz(args.payload)
-    if args.input is not None:
+    from .. import sampling
+    g, payload, default_x, box = sampling.prepare_sweep(g, payload, default_x, args)
+    if box is not None:
+        center = box[0]
+    elif args.input is not None:
         center = _floats(args.input, "input")
     elif args.input_file:
         try:
@@ -68,7 +75,9 @@ def run(args) -> int:
         center = default_x
     else:
         center = np.zeros(tuple(g.nodes[0].out_shape))
-    radii = _floats(args.radii, "radii")
+    radii = [box[1]] if box is not None else _floats(args.radii, "radii")
+    if args.input_file and box is None and np.ndim(center) == 2 and len(center) == 1:
+        center = center[0]                       # one row of the per-entry column file
     counts = _ints(args.samples, "samples")
     contexts = [c.strip() for c in args.contexts.split(",") if c.strip()]
     total = len(radii) * len(contexts) * sum(max(1, -(-n // args.shard_size)) for n in counts)

@@ -132,6 +132,28 @@ def shape_cases(case):
     ]
 
 
+def _prod(a, axis):
+    out = np.take(a, 0, axis=axis)
+    for k in range(1, a.shape[axis]):
+        out = out * np.take(a, k, axis=axis)
+    return out
+
+
+def reduce_cases(case):
+    return [
+        case("reduce_max", [(2, 3, 4)], lambda a: np.max(a, axis=(0, 2), keepdims=True),
+             attrs={"axis": [0, -1], "keepdims": True}, exact=True, smooth=False),
+        case("reduce_min", [(2, 3)], lambda a: np.min(a), exact=True, smooth=False),
+        case("reduce_prod", [(2, 3, 2)], lambda a: _prod(a, 1), attrs={"axis": 1}, exact=True),
+        case("reduce_sum_square", [(2, 3)], lambda a: np.sum(a * a, axis=1, keepdims=True),
+             attrs={"axis": -1, "keepdims": True}, exact=True),
+        case("global_avg_pool", [(2, 3, 4)], lambda a: np.sum(a, axis=(1, 2), keepdims=True) / 12,
+             exact=True),
+        case("global_max_pool", [(2, 3, 2, 2)], lambda a: np.max(a, axis=(1, 2, 3), keepdims=True),
+             exact=True, smooth=False),
+    ]
+
+
 def network_cases(case):
     """Every case of this module, built with :func:`graph_opcases.case`."""
-    return activation_cases(case) + shape_cases(case)
+    return activation_cases(case) + shape_cases(case) + reduce_cases(case)

@@ -50,4 +50,14 @@ SHAPE_CASES = {
               lambda a, b: torch.where(torch.tensor(COND), a, b)),
 }
 
-NETWORK_CASES = {**ACTIVATION_CASES, **SHAPE_CASES}
+REDUCE_CASES = {
+    "reduce_max": ([anyv((3, 4, 2))], {"axis": [0, 2], "keepdims": True},
+                   lambda x: torch.amax(x, dim=(0, 2), keepdim=True)),
+    "reduce_min": ([anyv((3, 4))], {"axis": 1}, lambda x: torch.amin(x, dim=1)),
+    "reduce_prod": ([anyv((3, 4))], {"axis": 1}, lambda x: torch.prod(x, dim=1)),
+    "reduce_sum_square": ([anyv((3, 4))], {}, lambda x: torch.sum(x * x)),
+    "global_avg_pool": ([anyv((2, 3, 4))], {}, lambda x: torch.mean(x, dim=(1, 2), keepdim=True)),
+    "global_max_pool": ([anyv((2, 3, 4))], {}, lambda x: torch.amax(x, dim=(1, 2), keepdim=True)),
+}
+
+NETWORK_CASES = {**ACTIVATION_CASES, **SHAPE_CASES, **REDUCE_CASES}

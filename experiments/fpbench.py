@@ -315,7 +315,9 @@ def run_benchmark(prog, ctx, *, samples=DEFAULT_SAMPLES, sampling="bitpattern", 
         row.update(drawn=drawn, rejected_pre=rejected, invalid=invalid)
         if not have:
             row["skip"] = ("no valid sample: the precondition or the program's domain "
-                           f"rejected all {drawn} drawn")
+                           f"rejected all {drawn} drawn"
+                           + (" (bit patterns crowd near 0; try --sampling box)"
+                              if sampling == "bitpattern" else ""))
             return BenchmarkRun(row)
         X = np.concatenate(got_x)[:samples]
         vals = [(np.concatenate([g[j][0] for g in got_v])[:samples],

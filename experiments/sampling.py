@@ -212,8 +212,9 @@ def _cmp(mp, v):
 
 
 def _mp_ratio(v):
-    man, exp = v.man_exp
-    return (int(man) << exp, 1) if exp >= 0 else (int(man), 1 << -exp)
+    sign, man, exp, _ = v._mpf_          # man_exp drops the sign
+    man = -int(man) if sign else int(man)
+    return (man << int(exp), 1) if exp >= 0 else (man, 1 << -int(exp))
 
 
 def residual_mask(residual, names, X) -> np.ndarray:

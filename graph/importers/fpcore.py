@@ -601,8 +601,9 @@ def _const_eval(e):
 
 
 def _mpf_fraction(v) -> Fraction:
-    man, exp = v.man_exp
-    return Fraction(int(man)) * Fraction(2) ** int(exp)
+    sign, man, exp, _ = v._mpf_          # man_exp drops the sign
+    q = Fraction(int(man)) * Fraction(2) ** int(exp)
+    return -q if sign else q
 
 
 @dataclass

@@ -568,16 +568,20 @@ def read_fpcore_file(path, index: int = 0):
 
 # ----------------------------------------------------------------------- precondition
 def _const_eval(e):
-    """Value of a constant expression as a Fraction (mpmath at 400 bits), or None."""
+    """Value of a constant expression as a Fraction, or None: exact rational arithmetic
+    for literals and + - * /, mpmath at 400 bits for constants and other functions."""
     import mpmath
     mp = mpmath.MPContext()
     mp.prec = 400
-    fns = {"+": lambda *a: mp.fsum(a), "*": lambda a, b: a * b, "/": lambda a, b: a / b,
+    fns = {"+": lambda a, b: a + b, "*": lambda a, b: a * b, "/": lambda a, b: a / b,
            "sqrt": mp.sqrt, "exp": mp.exp, "log": mp.log, "fabs": abs, "pow": mp.power}
+
+    def mpv(v):
+        return mp.mpf(v.numerator) / v.denominator if isinstance(v, Fraction) else v
 
     def ev(t):
         if isinstance(t, Num):
-            return mp.mpf(t.value.numerator) / t.value.denominator
+            return t.value
         if isinstance(t, Sym):
             if t.name in _CONST_DEFS:
                 return _CONST_DEFS[t.name](mp)
@@ -586,16 +590,21 @@ def _const_eval(e):
             raise Untranslatable(t.name)
         if isinstance(t, list) and t and isinstance(t[0], Sym):
             op, args = t[0].name, [ev(a) for a in t[1:]]
+            exact = all(isinstance(a, Fraction) for a in args)
             if op == "-":
                 return -args[0] if len(args) == 1 else args[0] - args[1]
-            if op in fns:
+            if op in ("+", "*", "/") and exact and len(args) == 2:
                 return fns[op](*args)
+            if op in fns:
+                return fns[op](*[mpv(a) for a in args])
         raise Untranslatable(to_text(t))
     try:
         v = ev(e)
     except (Untranslatable, ValueError, ZeroDivisionError, TypeError):
         return None
-    if mp.isinf(v):
+    if isinstance(v, Fraction):
+        return v
+    if mp.isinf(v) or mp.isnan(v):
         return None
     return _mpf_fraction(v)
 

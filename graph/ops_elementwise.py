@@ -189,6 +189,27 @@ def check_domain(ctx, x, op: str, strict: bool, lo: float = 0.0) -> None:
     raise OpDataError(f"{op} of a {what} value: x{list(idx)} = {shown}")
 
 
+def check_outside(ctx, x, op: str, dom) -> None:
+    """Point contexts: raise OpDataError at an entry outside ``dom``'s upper end or on
+    one of its poles (asin(2), tgamma(-3)); intervals and duals use their own rules."""
+    if ctx.is_interval or ctx.is_dual:
+        return
+    arr = np.asarray(x)
+    if arr.dtype.kind not in "fO":
+        return
+    bad = dom.outside(arr)
+    if arr.dtype.kind == "f":
+        bad = bad | np.isnan(arr)
+    if not bad.any():
+        return
+    idx = tuple(int(i) for i in np.argwhere(bad)[0]) if bad.ndim else ()
+    try:
+        shown = repr(float(np.asarray(ctx.to_float64(x))[idx]))
+    except (ContextError, TypeError, ValueError, IndexError):
+        shown = "?"
+    raise OpDataError(f"{op} of a value outside its domain ({dom.why}): x{list(idx)} = {shown}")
+
+
 def _neg_record():
     def forward(ctx, args, attrs, nb):
         return ctx.neg(args[0])
@@ -250,7 +271,10 @@ def _function_record(fn):
 
     def forward(ctx, x):
         if dom is not None:
-            check_domain(ctx, x, method, strict=dom.open, lo=dom.lo)
+            if dom.lo > -np.inf:
+                check_domain(ctx, x, method, strict=dom.open, lo=dom.lo)
+            if dom.has_hi or dom.poles is not None:
+                check_outside(ctx, x, method, dom)
         return getattr(ctx, method)(x)
 
     doc = fn.doc + ("" if dom is None else
@@ -260,7 +284,8 @@ def _function_record(fn):
 
 
 for _fn in FUNCTIONS.values():
-    _function_record(_fn)
+    if _fn.op:          # digamma is a helper of the vocabulary, not an IR op
+        _function_record(_fn)
 
 _unary("safe_log", _safe_log, _safe_log_d, monotone="increasing",
        doc=f"log(max(x, {SAFE_LOG_TINY}))")

@@ -459,13 +459,22 @@ class RationalContext(ObjectArrayContext):
                 raise self._first_bad(op, bad, a, why=fn.domain.why)
         out = np.empty(a.shape, dtype=object)
         at = np.zeros(a.shape, dtype=bool)
+        if fn.rational is not None:     # an exact rule (exp2 at integers, cbrt of cubes)
+            flat, fo, fa = a.reshape(-1), out.reshape(-1), at.reshape(-1)
+            for i in range(flat.size):
+                v = fn.rational(flat[i])
+                if v is not None:
+                    fo[i], fa[i] = v, True
         for point, value in fn.rational_points.items():
             here = np.asarray(np.equal(a, point), dtype=bool)
             out[here] = gmpy2.mpq(value)
             at |= here
         if at.all():
             return out
-        if fn.rational_points:
+        if fn.rational is not None:
+            where = f"{op}({self._show_at(a, ~at)}) has no exact rational value here"
+            only = ""
+        elif fn.rational_points:
             where = f"{op}({self._show_at(a, ~at)}) is irrational"
             only = "; only " + ", ".join(f"{op}({p}) = {v}" for p, v in
                                          fn.rational_points.items()) + " is exact"

@@ -42,6 +42,7 @@ import numpy as np
 
 from . import directed as D
 from . import function_endpoints as FE
+from . import function_intervals as FI
 from .arrayshape import ArrayShapeOps
 from .base import Context, check_broadcast
 from .errors import ContextError
@@ -816,6 +817,8 @@ class IntervalContext(Context):
         values wherever an extremum may lie inside; a domain end is raised on or, for an
         open end touched by the interval, replaced by f's limit there."""
         a = self._iv(a, fn.name)
+        if fn.pieces:     # exp2 ... lgamma: the generic rule (scalars.function_intervals)
+            return FI.piecewise_interval(self, fn, a)
         if fn.periodic is not None:
             return self._periodic(fn, a)
         E = self.ends

@@ -1,0 +1,54 @@
+"""Gradient cases (tape VJP vs torch autograd and vs 200-bit central differences) of the
+scalar functions FPCore needs and of the logic ops; ``test_tape_op_gradients.CASES``
+pulls them in with one line.  Format: op -> (argument generators, attrs, torch function)."""
+import numpy as np
+import torch
+
+
+def anyv(shape):
+    return lambda r: r.standard_normal(shape)
+
+
+def pos(shape):
+    return lambda r: r.uniform(0.5, 2.0, shape)
+
+
+def inside1(shape):
+    return lambda r: r.uniform(-0.9, 0.9, shape)
+
+
+def above1(shape):
+    return lambda r: r.uniform(1.2, 3.0, shape)
+
+
+def spread(shape):
+    """Values over several integers (away from them, almost surely) for the rounding ops."""
+    return lambda r: 3.0 * r.standard_normal(shape)
+
+
+UNARY_CASES = {
+    "exp2": ([anyv((3, 4))], {}, torch.exp2),
+    "expm1": ([anyv((3, 4))], {}, torch.expm1),
+    "log10": ([pos((3, 4))], {}, torch.log10),
+    "log2": ([pos((3, 4))], {}, torch.log2),
+    "log1p": ([pos((3, 4))], {}, torch.log1p),
+    "cbrt": ([anyv((3, 4))], {}, lambda x: torch.sign(x) * torch.abs(x) ** (1.0 / 3.0)),
+    "tan": ([inside1((3, 4))], {}, torch.tan),
+    "asin": ([inside1((3, 4))], {}, torch.asin),
+    "acos": ([inside1((3, 4))], {}, torch.acos),
+    "sinh": ([anyv((3, 4))], {}, torch.sinh),
+    "cosh": ([anyv((3, 4))], {}, torch.cosh),
+    "asinh": ([anyv((3, 4))], {}, torch.asinh),
+    "acosh": ([above1((3, 4))], {}, torch.acosh),
+    "atanh": ([inside1((3, 4))], {}, torch.atanh),
+    "erfc": ([anyv((3, 4))], {}, torch.erfc),
+    "tgamma": ([pos((3, 4))], {}, lambda x: torch.exp(torch.lgamma(x))),
+    "lgamma": ([pos((3, 4))], {}, torch.lgamma),
+    "ceil": ([spread((3, 4))], {}, torch.ceil),
+    "floor": ([spread((3, 4))], {}, torch.floor),
+    "trunc": ([spread((3, 4))], {}, torch.trunc),
+    "round": ([spread((3, 4))], {}, torch.round),      # no exact halves are drawn
+    "nearbyint": ([spread((3, 4))], {}, torch.round),
+}
+
+FUNCTION_CASES = {**UNARY_CASES}

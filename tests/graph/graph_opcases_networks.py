@@ -154,6 +154,41 @@ def reduce_cases(case):
     ]
 
 
+def _torch1(fn, **kw):
+    """Reference of a per-example [C, ...] op through torch's batched function."""
+    return lambda x, *p: fn(T(x)[None], *[T(t) for t in p], **kw).numpy()[0]
+
+
+def conv_cases(case):
+    return [
+        case("conv1d", [(4, 9)], _torch1(F.conv1d, stride=2, padding=2, dilation=2, groups=2),
+             attrs=dict(kernel_size=3, out_channels=2, stride=2, padding=2, dilation=2, groups=2),
+             params={"weight": (2, 2, 3), "bias": (2,)}),
+        case("conv1d", [(2, 7)],
+             lambda x, w, b: F.conv1d(F.pad(T(x)[None], (2, 1)), T(w), T(b)).numpy()[0],
+             attrs=dict(kernel_size=4, padding=[2, 1], out_channels=3), params={"weight": (3, 2, 4), "bias": (3,)},
+             name="conv1d-asymmetric"),
+        case("conv3d", [(2, 3, 4, 3)], _torch1(F.conv3d, padding=(1, 0, 1)),
+             attrs=dict(kernel_size=[2, 2, 3], out_channels=2, padding=[1, 0, 1]),
+             params={"weight": (2, 2, 2, 2, 3), "bias": (2,)}),
+        case("max_pool1d", [(2, 7)], _torch1(F.max_pool1d, kernel_size=3, stride=2, padding=1,
+                                              ceil_mode=True),
+             attrs=dict(kernel_size=3, stride=2, padding=1, ceil_mode=True), exact=True,
+             smooth=False),
+        case("avg_pool1d", [(2, 8)], _torch1(F.avg_pool1d, kernel_size=3, stride=2, padding=1,
+                                              ceil_mode=True, count_include_pad=False),
+             attrs=dict(kernel_size=3, stride=2, padding=1, ceil_mode=True,
+                        count_include_pad=False)),
+        case("max_pool3d", [(2, 3, 4, 5)], _torch1(F.max_pool3d, kernel_size=2, stride=[1, 2, 2],
+                                                    dilation=[2, 1, 1]),
+             attrs=dict(kernel_size=2, stride=[1, 2, 2], dilation=[2, 1, 1]), exact=True,
+             smooth=False),
+        case("avg_pool3d", [(2, 3, 4, 5)], _torch1(F.avg_pool3d, kernel_size=[2, 3, 3], stride=2,
+                                                    padding=1),
+             attrs=dict(kernel_size=[2, 3, 3], stride=2, padding=1)),
+    ]
+
+
 def network_cases(case):
     """Every case of this module, built with :func:`graph_opcases.case`."""
-    return activation_cases(case) + shape_cases(case) + reduce_cases(case)
+    return activation_cases(case) + shape_cases(case) + reduce_cases(case) + conv_cases(case)

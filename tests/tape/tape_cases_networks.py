@@ -60,4 +60,23 @@ REDUCE_CASES = {
     "global_max_pool": ([anyv((2, 3, 4))], {}, lambda x: torch.amax(x, dim=(1, 2), keepdim=True)),
 }
 
-NETWORK_CASES = {**ACTIVATION_CASES, **SHAPE_CASES, **REDUCE_CASES}
+CONV_CASES = {
+    "conv1d": ([anyv((3, 8)), anyv((4, 3, 3)), anyv((4,))],
+               {"kernel_size": 3, "padding": 1, "stride": 2, "out_channels": 4},
+               lambda x, w, b: F.conv1d(x, w, b, stride=2, padding=1)),
+    "conv3d": ([anyv((2, 3, 3, 4)), anyv((4, 1, 2, 2, 3)), anyv((4,))],
+               {"kernel_size": [2, 2, 3], "groups": 2, "padding": [1, 0, 1], "dilation": [1, 1, 2],
+                "out_channels": 4},
+               lambda x, w, b: F.conv3d(x, w, b, groups=2, padding=(1, 0, 1), dilation=(1, 1, 2))),
+    "max_pool1d": ([anyv((3, 9))], {"kernel_size": 3, "stride": 2, "ceil_mode": True},
+                   lambda x: F.max_pool1d(x, 3, 2, ceil_mode=True)),
+    "max_pool3d": ([anyv((2, 3, 4, 4))], {"kernel_size": 2, "padding": 1},
+                   lambda x: F.max_pool3d(x, 2, padding=1)),
+    "avg_pool1d": ([anyv((3, 9))], {"kernel_size": 4, "stride": 2, "padding": 2,
+                                        "ceil_mode": True, "count_include_pad": False},
+                   lambda x: F.avg_pool1d(x, 4, 2, 2, ceil_mode=True, count_include_pad=False)),
+    "avg_pool3d": ([anyv((2, 3, 4, 5))], {"kernel_size": [2, 2, 3], "stride": 2, "padding": 1},
+                   lambda x: F.avg_pool3d(x, (2, 2, 3), 2, 1)),
+}
+
+NETWORK_CASES = {**ACTIVATION_CASES, **SHAPE_CASES, **REDUCE_CASES, **CONV_CASES}

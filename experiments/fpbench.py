@@ -136,12 +136,16 @@ def float64_nan_mask(graph, payload, X: np.ndarray) -> np.ndarray:
 
 
 # ----------------------------------------------------------------------- robust folds
-def robust_values(case, x, ctx):
+def robust_values(case, x, ctx, rows: int = 1):
     """``(values, failed)``: per node (hi, lo) over all samples (NaN rows where the
     evaluation failed) and the mask of samples the context could not evaluate.
 
     The fold refuses a whole batch when one sample is out of a function's domain, so a
     failing batch is bisected until the failing samples are isolated."""
+    if x is None:                 # a program without arguments: one value for all rows
+        vals, bad = _no_input(case, ctx)
+        return ([(np.repeat(h, rows), np.repeat(lo, rows)) for h, lo in vals],
+                np.repeat(bad, rows))
     n = C.batch_size(x)
     failed = np.zeros(n, dtype=bool)
     parts: list = []
@@ -173,6 +177,18 @@ def robust_values(case, x, ctx):
             lo[a:b] = np.asarray(low).reshape(b - a, -1)[:, 0]
         out.append((hi, lo))
     return out, failed
+
+
+def _no_input(case, ctx):
+    """``robust_values`` of a graph without input nodes (one evaluation)."""
+    import scalarlab.graph as G
+    try:
+        vals = [_split(ctx, v) for v in G.denote_all(case.graph, case.payload, None, ctx)]
+    except ScalarLabError:
+        nan = (np.full(1, np.nan), np.full(1, np.nan))
+        return [nan for _ in case.nodes], np.ones(1, dtype=bool)
+    return [(np.reshape(h, (1,)), np.reshape(lo, (1,))) for h, lo in vals], \
+        np.zeros(1, dtype=bool)
 
 
 def _split(ctx, v):
@@ -223,8 +239,8 @@ def oracle_values(case, X: np.ndarray, fmt, base_bits=DEFAULT_REFERENCE_BITS):
             break
         sel = np.flatnonzero(pending & (prec == p))
         xs = S.split_columns(case, X[sel])
-        a, fa = robust_values(case, xs, scalars.get(f"mpmath:{p}"))
-        b, fb = robust_values(case, xs, scalars.get(f"mpmath:{2 * p}"))
+        a, fa = robust_values(case, xs, scalars.get(f"mpmath:{p}"), len(sel))
+        b, fb = robust_values(case, xs, scalars.get(f"mpmath:{2 * p}"), len(sel))
         agree = ~fa & ~fb
         for va, vb in zip(a, b):
             agree &= _same(_rounded(va, fmt), _rounded(vb, fmt))
@@ -275,6 +291,8 @@ def run_benchmark(prog, ctx, *, samples=DEFAULT_SAMPLES, sampling="bitpattern", 
         return BenchmarkRun(row)
     case = C.GraphCase(prog.name, prog.graph, prog.payload)
     k = len(prog.arguments)
+    if k == 0:
+        samples = 1                  # no arguments: one evaluation is the whole story
     width = fmt.exp_bits + fmt.man_bits + 1
     if x is not None:
         X = np.asarray(x, dtype=np.float64).reshape(len(x), k)
@@ -314,10 +332,11 @@ def run_benchmark(prog, ctx, *, samples=DEFAULT_SAMPLES, sampling="bitpattern", 
             have += int(np.count_nonzero(ok))
         row.update(drawn=drawn, rejected_pre=rejected, invalid=invalid)
         if not have:
-            row["skip"] = ("no valid sample: the precondition or the program's domain "
-                           f"rejected all {drawn} drawn"
-                           + (" (bit patterns crowd near 0; try --sampling box)"
-                              if sampling == "bitpattern" else ""))
+            row["skip"] = (f"no valid sample: of {drawn} drawn, {rejected} failed the "
+                           f"precondition and {invalid} had no finite real value in "
+                           f"{fmt.name}"
+                           + ("" if sampling != "bitpattern" or not rejected else
+                              " (bit patterns crowd near 0; try --sampling box)"))
             return BenchmarkRun(row)
         X = np.concatenate(got_x)[:samples]
         vals = [(np.concatenate([g[j][0] for g in got_v])[:samples],
@@ -328,7 +347,7 @@ def run_benchmark(prog, ctx, *, samples=DEFAULT_SAMPLES, sampling="bitpattern", 
     if n == 0:
         row["skip"] = "no valid sample"
         return BenchmarkRun(row, X)
-    mine, failed = robust_values(case, S.split_columns(case, X), ctx)
+    mine, failed = robust_values(case, S.split_columns(case, X), ctx, n)
     node_max = []
     out_ulps = out_bits = None
     for node, (vh, vl), (rh, rl) in zip(case.nodes, mine, vals):

@@ -254,11 +254,15 @@ def sample(regions, names, residual, fmt, n: int, rng, sampling="bitpattern", *,
         m = min(max(2 * (n - have), 16), max_draw - drawn)
         X, by_bits = draw(regions, fmt, m, rng, sampling)
         ok = residual_mask(residual, names, X)
-        drawn += m
+        acc = np.flatnonzero(ok)
+        if len(acc) > n - have:          # count the draws up to the n-th accepted only
+            cut = int(acc[n - have - 1]) + 1
+            X, ok = X[:cut], ok[:cut]
+        drawn += len(X)
         rejected += int(np.count_nonzero(~ok))
         got.append(X[ok])
         have += int(np.count_nonzero(ok))
-    x = np.concatenate(got)[:n] if got else np.empty((0, len(regions)))
+    x = np.concatenate(got) if got else np.empty((0, len(regions)))
     return Samples(x, drawn, rejected, by_bits)
 
 
@@ -273,7 +277,8 @@ def columns(case) -> int:
 
 
 def split_columns(case, X: np.ndarray):
-    """An ``(N, columns)`` array -> the batch the fold takes (array or {id: array})."""
+    """An ``(N, columns)`` array -> the batch the fold takes (array or {id: array});
+    None for a graph without inputs."""
     parts, c = {}, 0
     for i, s in input_entries(case):
         w = int(np.prod(s)) if s else 1
@@ -281,7 +286,7 @@ def split_columns(case, X: np.ndarray):
         c += w
     if len(parts) == 1:
         return next(iter(parts.values()))
-    return parts
+    return parts or None
 
 
 def load_input_file(path: str, case, flag="--input-file"):

@@ -254,3 +254,22 @@ def test_compare_and_gaps_take_boxes_and_sample_files(tmp_path, capsys):
     assert json.loads(capsys.readouterr().out)["meta"]["samples"] == 50
     assert main(["compare", str(f), "--box", "1:2", "--quiet"]) == 1
     assert "--box needs --samples" in capsys.readouterr().err
+
+
+def test_program_without_arguments_and_no_valid_sample():
+    progs = read_fpcore('(FPCore () :name "c" (+ 0.1 0.2))\n'
+                        '(FPCore (x) :name "i" (+ x INFINITY))')
+    for ctx_name in ("binary64", "binary32", "binary16"):
+        fmt = formats.get(ctx_name)
+        with formats.gmpy2_context(fmt):
+            got = gmpy2.add(gmpy2.mpfr(gmpy2.mpq(1, 10)), gmpy2.mpfr(gmpy2.mpq(2, 10)))
+            want = gmpy2.mpfr(gmpy2.mpq(3, 10))
+        d = abs(ordinal(float(got), fmt) - ordinal(float(want), fmt)) if ctx_name != \
+            "binary16" else None
+        r = F.run_benchmark(progs[0], get(ctx_name), samples=50).row
+        assert r["samples"] == 1 and r["skip"] == ""
+        if d is not None:
+            assert r["max_ulps"] == d
+        assert (ctx_name, r["max_ulps"]) != ("binary64", 0)        # 0.1 + 0.2 != 0.3
+    r = F.run_benchmark(progs[1], get("binary32"), samples=5).row
+    assert r["samples"] == 0 and "no finite real value" in r["skip"]

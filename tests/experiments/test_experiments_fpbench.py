@@ -273,3 +273,15 @@ def test_program_without_arguments_and_no_valid_sample():
         assert (ctx_name, r["max_ulps"]) != ("binary64", 0)        # 0.1 + 0.2 != 0.3
     r = F.run_benchmark(progs[1], get("binary32"), samples=5).row
     assert r["samples"] == 0 and "no finite real value" in r["skip"]
+
+
+def test_sweep_packs_several_inputs_and_takes_a_box(tmp_path, capsys):
+    f = tmp_path / "two.fpcore"
+    f.write_text("(FPCore (x y) (+ (* x x) (/ y x)))")
+    assert main(["sweep", str(f), "--box", "1:2,-1:1", "--samples", "300", "--contexts",
+                 "binary32", "--json", "--quiet"]) == 0
+    row, = json.loads(capsys.readouterr().out)
+    # x^2 + y/x on [1, 2] x [-1, 1] ranges over [0, 4.5] exactly (corners (1,-1), (2,1))
+    assert row["violations"] == 0 and row["radius"] == 1.0 and row["vertices"] == 4
+    assert row["box_lo"] <= 0 and row["box_hi"] >= 4.5
+    assert row["sampled_lo"] == 0 and row["sampled_hi"] == 4.5     # the vertices are hit

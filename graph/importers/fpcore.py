@@ -334,7 +334,7 @@ class _Builder:
         self.payload = Payload()
         self.boolean: set = set()
         self.consts: dict = {}
-        self.precision = prog.properties.get("precision")
+        self.precision = prog.precision          # binary64 when the program names none
 
     def node(self, op, parents, text, **attrs) -> int:
         if op not in self.ops:
@@ -499,7 +499,7 @@ def program_graph(prog: FPCoreProgram, ops=None):
     if prog.skip:
         return prog
     bad = [f"{a} has :precision {p['precision']}" for a, p in prog.arg_properties.items()
-           if "precision" in p and _prop_text(p["precision"]) != prog.properties.get("precision")]
+           if "precision" in p and _prop_text(p["precision"]) != prog.precision]
     if bad:
         prog.skip = f"argument precision annotation ({'; '.join(bad)})"
         return prog

@@ -146,6 +146,8 @@ def test_refusals_name_the_form():
     assert "array" in arr.skip
     mixed, = read_fpcore("(FPCore (x) :precision binary64 (! :precision binary32 (+ x 1)))")
     assert "mixed precision" in mixed.skip
+    same, = read_fpcore("(FPCore ((! :precision binary64 x)) (! :precision binary64 (+ x 1)))")
+    assert same.skip is None and [n.op for n in same.graph.nodes] == ["input", "const", "add"]
     unknown, = read_fpcore("(FPCore (x) (frobnicate x))")
     assert "frobnicate" in unknown.skip
     with pytest.raises(FPCoreError, match="line 2"):

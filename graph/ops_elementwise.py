@@ -18,6 +18,7 @@ import numpy as np
 from scalarlab.scalars.dual import Dual, max_weight
 from scalarlab.scalars.errors import ContextError
 from scalarlab.scalars.functions import FUNCTIONS
+from scalarlab.scalars.functions2 import BINARY_FUNCTIONS
 
 from .axes import add_opt, align, broadcast_shapes, unbroadcast
 from .errors import OpDataError
@@ -137,6 +138,56 @@ def _minmax(name, f, first_wins):
 
 _minmax("max", lambda c, a, b: c.maximum(a, b), True)
 _minmax("min", lambda c, a, b: c.minimum(a, b), False)
+
+
+def check_domain2(ctx, a, b, op: str, fn) -> None:
+    """Point contexts: raise OpDataError where (a, b) lies outside the binary function's
+    domain (pow of a negative base with a non-integer exponent, fmod by zero)."""
+    if ctx.is_interval or ctx.is_dual:
+        return
+    x, y = np.asarray(a), np.asarray(b)
+    if x.dtype.kind not in "fO" or y.dtype.kind not in "fO":
+        return
+    bad = np.asarray(fn.domain(x, y), dtype=bool)
+    if not bad.any():
+        return
+    idx = tuple(int(i) for i in np.argwhere(bad)[0]) if bad.ndim else ()
+    shown = []
+    for v in (a, b):
+        try:
+            shown.append(repr(float(np.broadcast_to(np.asarray(ctx.to_float64(v)),
+                                                    bad.shape)[idx])))
+        except (ContextError, TypeError, ValueError, IndexError):
+            shown.append("?")
+    raise OpDataError(f"{op} outside its domain ({fn.why}): x{list(idx)} = {shown[0]}, "
+                      f"y{list(idx)} = {shown[1]}")
+
+
+def _function2_record(fn):
+    """The record of a binary function (scalars.functions2): a broadcasting binary op
+    like add; forward ctx.<name> after the domain check, VJP/JVP from the partials."""
+    name = fn.name
+
+    def f(c, a, b):
+        if fn.domain is not None:
+            check_domain2(c, a, b, name, fn)
+        return getattr(c, name)(a, b)
+
+    def da(c, g, a, b, y):
+        return c.mul(g, fn.partials(c, a, b, y)[0])
+
+    def db(c, g, a, b, y):
+        return c.mul(g, fn.partials(c, a, b, y)[1])
+
+    def jvp(c, a, b, ta, tb, y):
+        dx, dy = fn.partials(c, a, b, y)
+        return add_opt(c, _mul_opt(c, ta, dx), _mul_opt(c, tb, dy))
+
+    _binary(name, f, da, db, jvp, doc=fn.doc)
+
+
+for _fn2 in BINARY_FUNCTIONS.values():
+    _function2_record(_fn2)
 
 
 # ------------------------------------------------------------------------------ unary

@@ -24,8 +24,10 @@ from __future__ import annotations
 
 import math
 
+import gmpy2
 import numpy as np
 
+from . import formats
 from .errors import ContextError
 
 _HUGE_PHASE = 2.0 ** 40   # beyond this, locating poles is not worth it: the whole line
@@ -117,4 +119,263 @@ def piecewise_interval(ctx, fn, a):
             hi = E.wrap(np.where(inside, np.maximum(hi, vu), hi))
     if fn.poles_at is not None:
         lo, hi = ctx._whole(fn.name, _may_hold_pole(ctx, fn, a), lo, hi)
+    return ctx._box(lo, hi)
+
+
+# ====================================================================== binary
+# The interval rules of scalars.functions2, by the entry's ``interval`` name.  Endpoint
+# values f(x, y) are rounded down and up by MPFR directly (:func:`_dir2`): exactly
+# directed on a binary grid (float64 included) and at mpmath's precision, exact over
+# rational endpoints (or the rational context's ContextError).
+
+def _dir2(ctx, fn, x, y):
+    """(RD f(x, y), RU f(x, y)) of endpoint arrays x, y (broadcast) on the ends' grid."""
+    E = ctx.ends
+    x, y = np.broadcast_arrays(np.asarray(x), np.asarray(y))
+    if E.kind == "rational":
+        v = E.wrap(getattr(ctx.base, fn.name)(E.wrap(np.array(x)), E.wrap(np.array(y))))
+        return v, v
+    if E.kind == "float":
+        out = []
+        for mode in ("down", "up"):
+            f = fn.mpfr_in(formats.gmpy2_context(E.grid, mode))
+            flat = [float(f(gmpy2.mpfr(float(s), 53), gmpy2.mpfr(float(t), 53)))
+                    for s, t in zip(x.reshape(-1).tolist(), y.reshape(-1).tolist())]
+            # the format's own overflow rule (no-op for IEEE formats)
+            out.append(formats.round_to_format(np.array(flat, dtype=np.float64).reshape(
+                x.shape), E.grid, mode))
+        return E.wrap(out[0]), E.wrap(out[1])
+    # mpmath endpoints: MPFR at the endpoints' precision with (practically) unbounded
+    # exponents; conversions both ways are exact
+    L, mk = E.lib, E.mk
+    res = []
+    for rnd in (gmpy2.RoundDown, gmpy2.RoundUp):
+        c = gmpy2.context(precision=E.prec, emin=gmpy2.get_emin_min(),
+                          emax=gmpy2.get_emax_max(), round=rnd)
+        f = fn.mpfr_in(c)
+
+        def one(s, t):
+            with c:
+                r = f(_mpf_to_mpfr(s), _mpf_to_mpfr(t))
+            return _mpfr_to_mpf(L, mk, r)
+        res.append(E.wrap(np.frompyfunc(one, 2, 1)(x, y)))
+    return res[0], res[1]
+
+
+def _mpf_to_mpfr(t):
+    sign, man, exp, bc = t._mpf_
+    if man == 0:
+        return gmpy2.mpfr(float(t))           # 0, inf, nan
+    with gmpy2.context(precision=max(int(bc), 2), emin=gmpy2.get_emin_min(),
+                       emax=gmpy2.get_emax_max()):
+        r = gmpy2.mul_2exp(gmpy2.mpfr(int(man)), int(exp))
+    return -r if sign else r
+
+
+def _mpfr_to_mpf(L, mk, r):
+    if gmpy2.is_nan(r):
+        return mk(L.fnan)
+    if gmpy2.is_infinite(r):
+        return mk(L.finf if r > 0 else L.fninf)
+    if r == 0:
+        return mk(L.fzero)
+    man, exp = r.as_mantissa_exp()
+    return mk(L.from_man_exp(int(man), int(exp)))
+
+
+def _refuse(ctx, fn, why):
+    return ContextError(f"context {ctx.name}: {fn.name}: {why}")
+
+
+def binary_interval(ctx, fn, a, b, shape):
+    """The enclosure of f(a, b) for Intervals a, b (broadcast to ``shape``)."""
+    rule = fn.interval
+    if rule is None:
+        raise _refuse(ctx, fn, fn.interval_why)
+    if rule == "fmax":
+        return ctx.maximum(a, b)
+    if rule == "fmin":
+        return ctx.minimum(a, b)
+    if rule == "fdim":     # max(x - y, 0): x - y rounded outward, then the lattice max
+        return ctx.maximum(ctx.sub(a, b), ctx.zeros(()))
+    if rule == "hypot":    # increasing in |x| and |y|
+        ax, ay = ctx.abs(a), ctx.abs(b)
+        lo, _ = _dir2(ctx, fn, ax.lo, ay.lo)
+        _, hi = _dir2(ctx, fn, ax.hi, ay.hi)
+        return ctx._box(lo, hi)
+    if rule == "copysign":
+        return _copysign_interval(ctx, a, b, shape)
+    if rule == "pow":
+        return _pow_interval(ctx, fn, a, b, shape)
+    if rule == "atan2":
+        return _atan2_interval(ctx, fn, a, b, shape)
+    if rule in ("fmod", "remainder"):
+        return _quotient_interval(ctx, fn, a, b, shape, rule)
+    raise _refuse(ctx, fn, f"unknown interval rule {rule!r}")
+
+
+_PI_UP = float(np.nextafter(math.pi, math.inf))     # float64's pi lies below the real pi
+
+
+def _atan2_interval(ctx, fn, y, x, shape):
+    """atan2(y, x): off the branch cut's closure {x <= 0, y = 0} -- x > 0, or y > 0, or
+    y < 0 on the whole box -- atan2 is monotone in each argument for the other fixed
+    (d/dy = x/r^2, d/dx = -y/r^2 keep their signs), so the extremes are at the corners;
+    elsewhere the box may straddle the cut (or hold the origin): [-pi, pi] rounded out."""
+    E = ctx.ends
+    ylo, yhi, xlo, xhi = (E.wrap(np.broadcast_to(t, shape)) for t in (y.lo, y.hi, x.lo, x.hi))
+    off_cut = (_mask(np.greater(xlo, 0)) | _mask(np.greater(ylo, 0))
+               | _mask(np.less(yhi, 0)))
+    ys = E.wrap(np.stack([ylo, ylo, yhi, yhi]))
+    xs = E.wrap(np.stack([xlo, xhi, xlo, xhi]))
+    d, u = _dir2(ctx, fn, ys, xs)
+    lo, hi = E.wrap(np.min(d, axis=0)), E.wrap(np.max(u, axis=0))
+    if not off_cut.all():
+        if E.kind == "rational":
+            raise _refuse(ctx, fn, "a box touching the negative x axis or the origin has "
+                                   "bounds +-pi, which interval:rational cannot hold")
+        pi_lo, pi_hi = E.point(-_PI_UP)[0], E.point(_PI_UP)[1]
+        lo = E.wrap(np.where(off_cut, lo, pi_lo))
+        hi = E.wrap(np.where(off_cut, hi, pi_hi))
+    return ctx._box(lo, hi)
+
+
+def _quotient_interval(ctx, fn, x, y, shape, rule):
+    """fmod / remainder: x - n y with n = trunc(x/y) (fmod) or x/y rounded half to even
+    (remainder).  Where n is the same integer over the whole box (checked on an outward
+    enclosure of x/y) the result is the interval x - n y; elsewhere the bounds
+    |fmod| <= min(|x|, |y|) with the sign of x, |remainder| <= min(|x|, |y|/2).  A
+    divisor interval holding 0 gives the whole line (f(x, 0) is undefined)."""
+    E = ctx.ends
+    zero_in = np.broadcast_to(_mask(np.less_equal(y.lo, 0)) & _mask(np.greater_equal(y.hi, 0)),
+                              shape)
+    one = ctx.ones(())
+    safe_y = ctx.where(zero_in, ctx.broadcast_to(one, shape), ctx.broadcast_to(y, shape)) \
+        if zero_in.any() else y
+    q = ctx.div(x, safe_y)
+    qlo = np.broadcast_to(np.asarray(E.to_f64_nearest(q.lo), dtype=np.float64), shape)
+    with np.errstate(all="ignore"):
+        n = np.trunc(qlo) if rule == "fmod" else np.rint(qlo)
+        if rule == "fmod":     # trunc constant on [q.lo, q.hi]: n <= q < n+1 (n > 0),
+            # n-1 < q <= n (n < 0), -1 < q < 1 (n = 0)
+            ge, gt, lt, le = (lambda a, b, f=f: _mask(f(a, b)) for f in
+                              (np.greater_equal, np.greater, np.less, np.less_equal))
+            same = np.isfinite(n) & np.where(
+                n > 0, ge(q.lo, n) & lt(q.hi, n + 1),
+                np.where(n < 0, gt(q.lo, n - 1) & le(q.hi, n),
+                         gt(q.lo, -1.0) & lt(q.hi, 1.0)))
+        else:                  # round-half-even constant: strictly inside (n-1/2, n+1/2)
+            same = (_mask(np.greater(q.lo, n - 0.5)) & _mask(np.less(q.hi, n + 0.5))
+                    & np.isfinite(n))
+    same &= ~zero_in
+    nn = np.where(same, n, 0.0)
+    lin = ctx.sub(ctx.broadcast_to(x, shape), ctx.mul(ctx.convert(nn), ctx.broadcast_to(y, shape)))
+    # the generic bound
+    ax, ay = ctx.abs(x), ctx.abs(y)
+    ay_hi = E.wrap(np.broadcast_to(ay.hi, shape))
+    if rule == "remainder":
+        ay_hi = ctx.ends.mul(ay_hi, E.full((), 0.5))[1]
+    m = E.wrap(np.minimum(E.wrap(np.broadcast_to(ax.hi, shape)), ay_hi))
+    zero = E.full((), 0)
+    if rule == "fmod":
+        xpos = np.broadcast_to(_mask(np.greater_equal(x.lo, 0)), shape)
+        xneg = np.broadcast_to(_mask(np.less_equal(x.hi, 0)), shape)
+        glo = np.where(xpos, zero, E.neg(m))
+        ghi = np.where(xneg, zero, m)
+    else:
+        glo, ghi = E.neg(m), m
+    lo = E.wrap(np.where(same, lin.lo, glo))
+    hi = E.wrap(np.where(same, lin.hi, ghi))
+    lo, hi = ctx._whole(fn.name, zero_in, lo, hi)
+    return ctx._box(lo, hi)
+
+
+def _copysign_interval(ctx, a, b, shape):
+    """|a| where b > 0, -|a| where b < 0, their hull where b reaches 0 (a zero endpoint
+    may be -0, whose sign copysign would copy)."""
+    E = ctx.ends
+    m = ctx.abs(a)
+    lo_m, hi_m = (E.wrap(np.broadcast_to(t, shape)) for t in (m.lo, m.hi))
+    pos = np.broadcast_to(_mask(np.greater(b.lo, 0)), shape)
+    neg = np.broadcast_to(_mask(np.less(b.hi, 0)), shape)
+    lo = np.where(pos, lo_m, E.neg(hi_m))
+    hi = np.where(neg, E.neg(lo_m), hi_m)
+    return ctx._box(E.wrap(lo), E.wrap(hi))
+
+
+def _is_int(E, v):
+    if E.kind == "float":
+        with np.errstate(invalid="ignore"):
+            return np.isfinite(v) & (v == np.floor(v))
+
+    def one(t):
+        try:
+            return bool(t == int(t))
+        except (ValueError, OverflowError, TypeError, ArithmeticError):
+            return False
+    return np.asarray(np.frompyfunc(one, 1, 1)(v), dtype=bool)
+
+
+def _pow_interval(ctx, fn, a, b, shape):
+    """x^y over a box.
+
+    * base >= 0: x^y is monotone in x for fixed y and in y for fixed x (C pow's limits
+      at 0 and inf included), so its extremes over the box are at the four corners.
+    * base reaching below 0 with a point integer exponent n: x^n is monotone on each side
+      of 0, so the extremes are at the ends and at 0 when 0 is inside (where x^n is 0
+      for n > 0, 1 for n = 0, a pole for n < 0: +inf for even n, the whole line for odd
+      n -- a zero upper end counts as inside).
+    * otherwise (non-integer or non-point exponent over negative bases) x^y is undefined
+      at some points of the box: a ContextError naming op, context and both intervals.
+    """
+    E = ctx.ends
+    alo, ahi, blo, bhi = (E.wrap(np.broadcast_to(t, shape)) for t in (a.lo, a.hi, b.lo, b.hi))
+    zero = E.full((), 0)
+    nonneg = _mask(np.greater_equal(alo, 0))
+    alo = E.wrap(np.where(E.is_zero(alo), zero, alo))        # -0 is the base +0
+    ahi = E.wrap(np.where(E.is_zero(ahi), zero, ahi))
+    integer = _mask(np.equal(blo, bhi)) & _is_int(E, blo)
+    bad = ~nonneg & ~integer
+    if bad.any():
+        i = _first(bad)
+        raise _refuse(ctx, fn, f"base interval [{alo[i]}, {ahi[i]}] at index {list(i)} "
+                               f"reaches below 0 and the exponent [{blo[i]}, {bhi[i]}] is "
+                               f"not one integer: x^y is undefined at some of its points")
+    # corners (every element; only the non-negative ones use all four)
+    xs = E.wrap(np.stack([alo, alo, ahi, ahi]))
+    ys = E.wrap(np.stack([blo, bhi, blo, bhi]))
+    d, u = _dir2(ctx, fn, xs, ys)
+    lo = E.wrap(np.min(d, axis=0)) if E.kind == "float" else E.wrap(np.min(d, axis=0))
+    hi = E.wrap(np.max(u, axis=0))
+    neg = ~nonneg
+    if neg.any():
+        # integer n: the ends (corners 0 and 2 use blo = n), plus 0 when inside
+        lo_n = E.wrap(np.minimum(d[0], d[2]))
+        hi_n = E.wrap(np.maximum(u[0], u[2]))
+        inside = _mask(np.greater_equal(ahi, 0))
+        npos = _mask(np.greater(blo, 0))
+        nzero = E.is_zero(blo)
+        nneg = ~npos & ~nzero
+        odd = np.zeros(shape, dtype=bool)
+        if nneg.any() or npos.any():
+            two = E.full((), 2)
+            with np.errstate(all="ignore"):
+                half = E.wrap(np.true_divide(blo, two)) if E.kind == "float" else \
+                    E.wrap(np.frompyfunc(lambda t: t / 2, 1, 1)(blo))
+            odd = ~_is_int(E, half)
+        # 0 inside: value 0 (n > 0), 1 (n = 0); poles for n < 0
+        at0 = E.wrap(np.where(npos, zero, E.full((), 1)))
+        lo_n = E.wrap(np.where(inside & ~nneg, np.minimum(lo_n, at0), lo_n))
+        hi_n = E.wrap(np.where(inside & ~nneg, np.maximum(hi_n, at0), hi_n))
+        pole = inside & nneg
+        if pole.any():
+            big = E.full((), math.inf) if E.kind != "rational" else None
+            if big is None:
+                raise _refuse(ctx, fn, "a negative integer power over an interval "
+                                       "containing 0 is unbounded (interval:rational has "
+                                       "no infinite endpoints)")
+            hi_n = E.wrap(np.where(pole, big, hi_n))
+            lo_n, hi_n = ctx._whole(fn.name, pole & odd, lo_n, hi_n)
+        lo = E.wrap(np.where(neg, lo_n, lo))
+        hi = E.wrap(np.where(neg, hi_n, hi))
     return ctx._box(lo, hi)

@@ -853,6 +853,12 @@ class IntervalContext(Context):
                 hi = E.wrap(np.where(at_end, lim, hi))
         return self._box(lo, hi)
 
+    def _function2(self, fn, a, b):
+        """pow, hypot, fmax, fmin, copysign (scalars.functions2): the rules of
+        scalars.function_intervals; atan2, fmod, remainder raise a ContextError."""
+        a, b, shape = self._pair(a, b, fn.name)
+        return FI.binary_interval(self, fn, a, b, shape)
+
     def _periodic(self, fn, a):
         """sin/cos: endpoint values, plus the extreme values wherever an extremum may lie
         inside (the phases of fn.periodic, period 2 pi)."""

@@ -61,6 +61,37 @@ def unary_cases(case):
     ]
 
 
+def _fmod(x, y):
+    n = x / y
+    n = math.floor(n) if n >= 0 else math.ceil(n)
+    return x - n * y
+
+
+def _remainder(x, y):
+    if isinstance(x, Fraction) or isinstance(y, Fraction):
+        return x - round(Fraction(x) / Fraction(y)) * y     # Fraction: halves to even
+    return math.remainder(x, y)
+
+
+def _copysign(x, y):
+    return -abs(x) if y < 0 else abs(x)
+
+
+def binary_cases(case):
+    return [
+        case("pow", [(2, 3), (3,)], np.power, domain={0: "pos"}),
+        case("atan2", [(2, 3), (2, 3)], np.arctan2),
+        case("hypot", [(3,), (2, 3)], np.hypot),
+        case("fmod", [(2, 3), (2, 3)], vec(_fmod), domain={1: "pos"}, exact=True),
+        case("remainder", [(2, 3), (3,)], vec(_remainder), domain={1: "pos"}, exact=True),
+        case("fmax", [(2, 3), (2, 3)], vec(max), exact=True, smooth=False),
+        case("fmin", [(2, 3), (3,)], vec(min), exact=True, smooth=False),
+        case("fdim", [(2, 3), (2, 3)], vec(lambda x, y: max(x - y, 0)), exact=True,
+             smooth=False),
+        case("copysign", [(2, 3), (2, 3)], vec(_copysign), exact=True, smooth=False),
+    ]
+
+
 def function_cases(case):
-    """Every case of this module (the binary functions and logic ops join as they land)."""
-    return unary_cases(case)
+    """Every case of this module (the logic ops join as they land)."""
+    return unary_cases(case) + binary_cases(case)

@@ -51,4 +51,22 @@ UNARY_CASES = {
     "nearbyint": ([spread((3, 4))], {}, torch.round),
 }
 
-FUNCTION_CASES = {**UNARY_CASES}
+def away0(shape):
+    return lambda r: r.choice([-1.0, 1.0], shape) * r.uniform(0.3, 2.0, shape)
+
+
+BINARY_CASES = {
+    "pow": ([pos((3, 4)), anyv((4,))], {}, torch.pow),
+    "atan2": ([anyv((3, 4)), anyv((3, 4))], {}, torch.atan2),
+    "hypot": ([anyv((3, 4)), anyv((4,))], {}, torch.hypot),
+    "fmod": ([spread((3, 4)), away0((3, 4))], {}, torch.fmod),
+    # IEEE remainder (torch.remainder is the floored modulo); torch.round halves to even
+    "remainder": ([spread((3, 4)), away0((4,))], {},
+                  lambda x, y: x - torch.round(x / y) * y),
+    "fmax": ([anyv((3, 4)), anyv((3, 4))], {}, torch.fmax),
+    "fmin": ([anyv((3, 4)), anyv((4,))], {}, torch.fmin),
+    "fdim": ([anyv((3, 4)), anyv((3, 4))], {}, lambda x, y: torch.clamp(x - y, min=0.0)),
+    "copysign": ([away0((3, 4)), away0((3, 4))], {}, torch.copysign),
+}
+
+FUNCTION_CASES = {**UNARY_CASES, **BINARY_CASES}

@@ -30,6 +30,9 @@ from __future__ import annotations
 from fractions import Fraction
 
 import mpmath
+import numpy as np
+
+from scalarlab.scalars.interval import Interval
 
 from .axes import is_int
 from .errors import ShapeRuleError
@@ -87,7 +90,7 @@ def _same_shape_checked(op, names):
     return shape
 
 
-def _activation(name, f, dydx, *, attrs=None, monotone=None, doc=""):
+def _activation(name, f, dydx, *, attrs=None, monotone=None, interval=None, doc=""):
     """Record for ``y = f(ctx, x, attrs)`` with derivative ``dydx(ctx, x, y, attrs)``."""
     attrs = dict(attrs or {})
 
@@ -103,7 +106,7 @@ def _activation(name, f, dydx, *, attrs=None, monotone=None, doc=""):
     return register(OpRecord(name=name, arity=(1, 1), shape=_same_shape_checked(name, attrs),
                              forward=_over_duals(forward, jvp), vjp=vjp, jvp=jvp, attrs=attrs,
                              capsule=f"reference.{name}", elementwise=True, monotone=monotone,
-                             doc=doc))
+                             interval=interval, doc=doc))
 
 
 def _c(ctx, v):
@@ -118,6 +121,76 @@ def _gt(ctx, x, c):
 def _ge(ctx, x, c):
     """1 where x >= c else 0."""
     return ctx.sub(ctx.ones(()), ctx.heaviside(ctx.sub(c, x)))
+
+
+# ------------------------------------------------------------------ interval rules
+# silu, mish, gelu_tanh and hardswish are not monotone: each decreases on (-inf, c] and
+# increases on [c, inf) (one critical point c, the global minimum).  The generic fold
+# (x * sigmoid(x) in interval arithmetic) forgets that both factors see the same x and
+# gives loose boxes; the exact range over [lo, hi] is [f(hi), f(lo)] left of c,
+# [f(lo), f(hi)] right of c and [f(c), max(f(lo), f(hi))] across it.  The rule below
+# evaluates f at the two endpoints in the interval context (outward-rounded enclosures
+# of f(lo), f(hi)), uses a lower bound of the minimum f(c) (computed with mpmath at 50
+# digits and lowered by 1e-30), and compares the box with bounds c_lo < c < c_hi (floats
+# two ulps apart from c).  It is intersected with the generic fold's box, so it is never
+# looser; tests/graph/test_graph_activations.py proves it sound by exact sampling.
+def _critical(f, df, guess):
+    """(c_lo, c_hi, min_low): float bounds of the critical point and a decimal lower
+    bound of the minimum."""
+    import math
+    with mpmath.workdps(50):
+        c = mpmath.findroot(df, mpmath.mpf(guess))
+        m = f(c) - mpmath.mpf(10) ** -30
+        cf = float(c)
+        return (math.nextafter(math.nextafter(cf, -math.inf), -math.inf),
+                math.nextafter(math.nextafter(cf, math.inf), math.inf),
+                mpmath.nstr(m, 40, min_fixed=-mpmath.inf, max_fixed=mpmath.inf))
+
+
+def _mp_sigmoid(x):
+    return 1 / (1 + mpmath.exp(-x))
+
+
+
+def _mp_gelu_tanh(x):
+    k = mpmath.sqrt(2 / mpmath.pi)
+    return x / 2 * (1 + mpmath.tanh(k * (x + mpmath.mpf(GELU_TANH_KAPPA) * x ** 3)))
+
+
+def _mp_mish(x):
+    return x * mpmath.tanh(mpmath.log1p(mpmath.exp(x)))
+
+
+UNIMODAL = {
+    "silu": _critical(lambda x: x * _mp_sigmoid(x), lambda x: mpmath.diff(lambda t: t * _mp_sigmoid(t), x), -1.28),
+    "mish": _critical(_mp_mish, lambda x: mpmath.diff(_mp_mish, x), -1.19),
+    "gelu_tanh": _critical(_mp_gelu_tanh, lambda x: mpmath.diff(_mp_gelu_tanh, x), -0.75),
+    "hardswish": (-1.5, -1.5, "-0.375"),     # exact: f(-3/2) = -3/8, the corner of x (x+3)/6
+}
+
+
+def _unimodal_interval(name, f):
+    c_lo, c_hi, m_low = UNIMODAL[name]
+
+    def rule(ctx, args, attrs, nb):
+        x = args[0]
+        if not isinstance(x, Interval):
+            x = ctx.convert(x)
+        lo, hi = x.lo, x.hi
+        f_lo = f(ctx, Interval(lo, lo), attrs)
+        f_hi = f(ctx, Interval(hi, hi), attrs)
+        left = np.asarray(hi <= c_lo, dtype=bool) if hi.dtype != object else \
+            np.array([bool(v <= c_lo) for v in hi.reshape(-1)], dtype=bool).reshape(hi.shape)
+        right = np.asarray(lo >= c_hi, dtype=bool) if lo.dtype != object else \
+            np.array([bool(v >= c_hi) for v in lo.reshape(-1)], dtype=bool).reshape(lo.shape)
+        m = ctx.convert(m_low).lo
+        top = ctx.maximum(f_lo, f_hi).hi
+        t_lo = np.where(left, f_hi.lo, np.where(right, f_lo.lo, m))
+        t_hi = np.where(left, f_lo.hi, np.where(right, f_hi.hi, top))
+        tight = ctx.make(t_lo, t_hi)
+        generic = f(ctx, x, attrs)
+        return Interval(ctx.maximum(tight, generic).lo, ctx.minimum(tight, generic).hi)
+    return rule
 
 
 # --------------------------------------------------------------------------------- clip
@@ -194,7 +267,7 @@ def _hardswish_d(ctx, x, y, a):
 
 
 _activation("hardswish", _hardswish, _hardswish_d,
-            doc="x * min(max(x + 3, 0), 6) / 6 (torch's order; ONNX HardSwish)")
+            interval=_unimodal_interval("hardswish", _hardswish), doc="x * min(max(x + 3, 0), 6) / 6 (torch's order; ONNX HardSwish)")
 
 
 # ---------------------------------------------------------------------------- elu, selu
@@ -227,8 +300,11 @@ def _silu_d(ctx, x, y, a):
     return ctx.mul(s, ctx.add(ctx.ones(()), ctx.mul(x, ctx.sub(ctx.ones(()), s))))
 
 
-_activation("silu", lambda c, x, a: c.mul(x, c.sigmoid(x)), _silu_d,
-            doc="x * sigmoid(x) (torch SiLU / swish; ONNX exports it as Mul(x, Sigmoid(x)))")
+def _silu(ctx, x, a):
+    return ctx.mul(x, ctx.sigmoid(x))
+
+
+_activation("silu", _silu, _silu_d, interval=_unimodal_interval("silu", _silu), doc="x * sigmoid(x) (torch SiLU / swish; ONNX exports it as Mul(x, Sigmoid(x)))")
 
 
 def _mish_d(ctx, x, y, a):
@@ -236,8 +312,11 @@ def _mish_d(ctx, x, y, a):
     return ctx.add(t, ctx.mul(ctx.mul(x, ctx.sub(ctx.ones(()), ctx.square(t))), ctx.sigmoid(x)))
 
 
-_activation("mish", lambda c, x, a: c.mul(x, c.tanh(c.softplus(x))), _mish_d,
-            doc="x * tanh(softplus(x)) (torch Mish, ONNX Mish)")
+def _mish(ctx, x, a):
+    return ctx.mul(x, ctx.tanh(ctx.softplus(x)))
+
+
+_activation("mish", _mish, _mish_d, interval=_unimodal_interval("mish", _mish), doc="x * tanh(softplus(x)) (torch Mish, ONNX Mish)")
 
 
 def _gelu_tanh_inner(ctx, x):
@@ -264,5 +343,6 @@ def _gelu_tanh_d(ctx, x, y, a):
 
 
 _activation("gelu_tanh", _gelu_tanh, _gelu_tanh_d,
-            doc="0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (torch gelu(approximate="
+            interval=_unimodal_interval("gelu_tanh", _gelu_tanh), doc="0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (torch gelu(approximate="
                 "'tanh'), ONNX Gelu(approximate='tanh'))")
+

@@ -106,3 +106,57 @@ def test_gelu_tanh_differs_from_exact_gelu_as_torch_does():
     b = np.asarray(run("gelu", x, "float64"))
     np.testing.assert_allclose(a, F.gelu(torch.tensor(x), approximate="tanh").numpy(), rtol=1e-14, atol=1e-15)
     assert np.max(np.abs(a - b)) > 1e-5
+
+
+UNIMODAL_OPS = ["silu", "mish", "gelu_tanh", "hardswish"]
+
+
+@pytest.mark.parametrize("ctxname", ["interval:binary32", "interval:float64", "interval:mpmath:200"])
+@pytest.mark.parametrize("op", UNIMODAL_OPS)
+def test_unimodal_interval_rule_is_sound_tight_and_never_looser(op, ctxname):
+    """Boxes left of, right of and across the minimum: every sampled point's exact value
+    (mpmath, 200 bits) lies in the box; the box is inside the generic fold's box and
+    strictly tighter somewhere; across the minimum its lower end is within 1e-12 of the
+    true minimum."""
+    ctx = scalars.get(ctxname)
+    mp = scalars.get("mpmath:200")
+    rec = OPS[op]
+    rng = np.random.default_rng(5)
+    lo = np.concatenate([rng.uniform(-6, 3, 40), [-4.0, -1.0, -2.0, -0.9, 0.5]])
+    hi = lo + np.concatenate([rng.uniform(0, 3, 40), [1.0, 0.5, 1.0, 0.4, 2.0]])
+    lo, hi = (v.astype(np.float32).astype(np.float64) for v in (lo, hi))
+    box = Interval(ctx.base.convert(lo), ctx.base.convert(hi))
+    y = rec.interval(ctx, [box], {}, 0)
+    gen = rec.forward(ctx, [box], {}, 0)
+    ylo, yhi = (np.asarray(ctx.base.to_float64(v), dtype=np.float64) for v in (y.lo, y.hi))
+    glo, ghi = (np.asarray(ctx.base.to_float64(v), dtype=np.float64) for v in (gen.lo, gen.hi))
+    assert (ylo >= glo).all() and (yhi <= ghi).all()
+    assert ((ylo > glo) | (yhi < ghi)).any()
+    t = np.linspace(0, 1, 33)
+    pts = lo[:, None] + (hi - lo)[:, None] * t[None, :]
+    vals = np.asarray(mp.to_float64(rec.forward(mp, [mp.convert(pts)], {}, 0)), dtype=np.float64)
+    # to_float64 rounds to nearest: allow one float64 ulp for the comparison
+    slack = np.spacing(np.abs(vals))
+    assert (ylo[:, None] <= vals + slack).all() and (vals - slack <= yhi[:, None]).all()
+    c_lo, c_hi, m_low = __import__("scalarlab.graph.ops_activation", fromlist=["UNIMODAL"]).UNIMODAL[op]
+    across = (lo < c_lo) & (hi > c_hi)
+    assert across.any()
+    assert (np.abs(ylo[across] - float(m_low)) < 1e-6 if ctxname.endswith("32") else
+            np.abs(ylo[across] - float(m_low)) < 1e-12).all()
+
+
+@pytest.mark.parametrize("op", ["silu", "mish", "gelu_tanh"])
+def test_unimodal_constants_bracket_the_minimum(op):
+    """c_lo < c < c_hi with f'(c) = 0 and f(c) >= the declared lower bound (mpmath at 60
+    digits, independently of the module's computation)."""
+    import mpmath
+    from scalarlab.graph.ops_activation import UNIMODAL
+    c_lo, c_hi, m_low = UNIMODAL[op]
+    f = {"silu": lambda x: x / (1 + mpmath.exp(-x)),
+         "mish": lambda x: x * mpmath.tanh(mpmath.log(1 + mpmath.exp(x))),
+         "gelu_tanh": lambda x: x / 2 * (1 + mpmath.tanh(mpmath.sqrt(2 / mpmath.pi)
+                                                         * (x + mpmath.mpf("0.044715") * x ** 3)))}[op]
+    with mpmath.workdps(60):
+        assert mpmath.diff(f, c_lo) < 0 < mpmath.diff(f, c_hi)
+        c = mpmath.findroot(lambda x: mpmath.diff(f, x), (c_lo + c_hi) / 2)
+        assert f(c) >= mpmath.mpf(m_low) and f(c) - mpmath.mpf(m_low) < mpmath.mpf(10) ** -25

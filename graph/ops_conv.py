@@ -457,3 +457,22 @@ for _d in (1, 2, 3):
     _conv_record(_d)
     _pool_record(_d, avg=False)
     _pool_record(_d, avg=True)
+
+
+def onnx_geometry(op: str, in_shape, attrs) -> dict:
+    """The ONNX attributes (``Conv``/``MaxPool``/``AveragePool``) of a conv/pool node
+    of per-example input shape ``in_shape``: explicit ``pads`` (auto_pad resolved),
+    ``kernel_shape``, ``strides``, ``dilations``, and ``ceil_mode`` /
+    ``count_include_pad`` for the pools (the exporter writes these)."""
+    d = int(op[-2])
+    pool = "pool" in op
+    q = _geom(op, d, in_shape, attrs, pool=pool)
+    out = dict(kernel_shape=list(q["k"]), strides=list(q["s"]), pads=list(q["pb"] + q["pe"]),
+               dilations=list(q["dl"]))
+    if pool:
+        out["ceil_mode"] = int(bool(attrs["ceil_mode"]))
+        if op.startswith("avg"):
+            out["count_include_pad"] = int(bool(attrs["count_include_pad"]))
+            if set(q["dl"]) == {1}:
+                del out["dilations"]          # AveragePool has dilations from opset 19 only
+    return out

@@ -178,3 +178,34 @@ def test_planner_reports_the_context_order_for_the_summing_records():
         assert plan.reduces(bop), op
     assert plan.is_dot("conv3d") and not plan.is_dot("avg_pool3d")
     assert not plan.reduces("max_pool3d")
+
+
+@pytest.mark.parametrize("op,attrs", [
+    ("conv1d", dict(kernel_size=3, padding=[2, 0], stride=2, dilation=2, out_channels=4, groups=2)),
+    ("conv3d", dict(kernel_size=2, auto_pad="SAME_LOWER", out_channels=4, stride=2)),
+    ("max_pool2d", dict(kernel_size=3, stride=2, padding=[1, 0, 0, 1], ceil_mode=True)),
+    ("avg_pool1d", dict(kernel_size=3, stride=2, padding=1, ceil_mode=True, count_include_pad=False)),
+    ("avg_pool3d", dict(kernel_size=2, auto_pad="SAME_UPPER")),
+])
+def test_onnx_export_writes_the_geometry(op, attrs):
+    """The exporter writes explicit pads, ceil_mode and count_include_pad: onnxruntime
+    runs the exported model to the fold's values."""
+    from scalarlab.graph.exporters.onnx import to_onnx
+    d = int(op[-2])
+    in_shape = (4,) + (7,) * d
+    rng = np.random.default_rng(6)
+    rec = OPS[op]
+    out = rec.shape([in_shape], full_attrs(rec, attrs))
+    g = Graph([Node(0, [], "input", list(in_shape)), Node(1, [0], OpKind(op, **attrs), list(out))])
+    params = {}
+    if rec.params:
+        params = {"weight": f32(rng.standard_normal((4, 4 // attrs.get("groups", 1)) + (attrs["kernel_size"],) * d)),
+                  "bias": f32(rng.standard_normal(4))}
+    p = Payload({1: params}) if params else Payload()
+    model = to_onnx(g, p, dtype="float32")
+    x = f32(rng.standard_normal((2,) + in_shape))
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    name = sess.get_inputs()[0].name
+    got = sess.run(None, {name: x.astype(np.float32)})[0]
+    want = graph.denote(g, p, x, "float64")
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)

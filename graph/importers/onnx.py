@@ -30,9 +30,11 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import GraphError
+from ..optable import OPS
 from .interchange import (Batched, IRBuilder, PendingConst, Unsupported, UnsupportedOpsError,
                           exact_gelu_only, require)
 from .onnx_fold import BatchDim, fold_constant, fold_symbolic, is_symbolic, shape_value
+from .onnx_ops import available as _network_converters
 
 SUPPORTED = ("Gemm", "MatMul", "Add", "Sub", "Mul", "Div", "Relu", "Tanh", "Sigmoid",
              "Softplus", "Gelu", "Exp", "Log", "Abs", "Sqrt", "Neg", "Sin", "Cos", "Max", "Min",
@@ -40,6 +42,12 @@ SUPPORTED = ("Gemm", "MatMul", "Add", "Sub", "Mul", "Div", "Relu", "Tanh", "Sigm
              "MaxPool", "AveragePool", "Concat", "ReduceSum", "ReduceMean", "Transpose",
              "Reshape", "Flatten", "Identity", "Dropout", "Constant", "Reciprocal", "Expand",
              "Shape", "Size")
+# the network ops (activations, shape ops, reductions, ...) whose IR ops exist
+_CONVERTERS = _network_converters()
+SUPPORTED = SUPPORTED + tuple(op for op in _CONVERTERS if op not in SUPPORTED)
+#: ops whose extra outputs may be present while unused (the first output is mapped)
+_MULTI_OUTPUT = {"Dropout", "LayerNormalization", "Split"}
+_ALL_OUTPUTS = {"Dropout", "LayerNormalization", "Split"}     # extra outputs mapped too
 
 _UNARY = {"Relu": "relu", "Tanh": "tanh", "Sigmoid": "sigmoid", "Softplus": "softplus",
           "Exp": "exp", "Log": "log", "Abs": "abs", "Sqrt": "sqrt", "Neg": "neg",
@@ -146,6 +154,8 @@ def from_onnx(model, *, batch_dims=None, output=None):
         env[vi.name] = conv.input(vi)
     problems = []
     failed = set()
+    conv.used = {i for n in g.node for i in n.input} | \
+        ({output} if output is not None else {o.name for o in g.output})
     for k, node in enumerate(g.node):
         label = f"node {k} {node.op_type}" + (f" {node.name!r}" if node.name else "") + \
             f" (outputs {', '.join(node.output)})"
@@ -293,6 +303,25 @@ class _OnnxConverter:
         c = PendingConst(np.full([int(t) for t in raw[lead:]], v), "ConstantOfShape")
         return Batched(self.materialize(c).id, lead)
 
+    def with_channels_first(self, x, fn, what):
+        """``fn`` (an IR op over a per-example [C, spatial...] value) applied to ``x``, an
+        ONNX [N, C, spatial...] tensor.  With a batch axis the IR op sees each example; a
+        model whose leading axis is fixed (one example of shape [1, C, ...]) gets that
+        axis dropped around the op; a fixed leading extent > 1 is refused."""
+        if x.nb:
+            if x.nb != 1:
+                raise Unsupported(f"{what} with {x.nb} batch axes (ONNX's N is one axis)")
+            return fn(x)
+        s = self.b.shape(x.id)
+        if not s or s[0] != 1:
+            raise Unsupported(f"{what} on an input whose leading axis is fixed at "
+                              f"{s[0] if s else None}: that axis is part of the example, and "
+                              f"the IR's {what} takes one example [C, ...]; declare the batch "
+                              f"axis symbolic or pass --batch-dims 1")
+        inner = self.b.apply("reshape", [x], shape=list(s[1:]))
+        y = fn(inner)
+        return self.b.apply("reshape", [y], shape=[1] + list(self.b.shape(y.id)))
+
     # ---------------------------------------------------------------- nodes
     def node(self, node, env):
         onnx = self.onnx
@@ -300,9 +329,16 @@ class _OnnxConverter:
         A = {k: (v.decode() if isinstance(v, bytes) else v) for k, v in A.items()}
         ins = [env[i] if i else None for i in node.input]
         op = node.op_type
-        one_output = op not in ("Dropout",)
-        if one_output and len([o for o in node.output if o]) > 1:
-            raise Unsupported(f"{len(node.output)} outputs (only the first is mapped)")
+        extra = [o for o in node.output[1:] if o]
+        if extra and op not in _ALL_OUTPUTS:
+            used = [o for o in extra if o in self.used]
+            if op not in _MULTI_OUTPUT:
+                raise Unsupported(f"{len(node.output)} outputs (only the first is mapped)")
+            if used:
+                raise Unsupported(f"outputs {used} are used (only the first output, "
+                                  f"{node.output[0]!r}, is mapped)")
+        if op in _CONVERTERS:
+            return _CONVERTERS[op](self, node, ins, A)
         if op == "Constant":
             if "value" in A:
                 return [PendingConst(self.nh.to_array(A["value"]), node.output[0])]
@@ -317,8 +353,11 @@ class _OnnxConverter:
                 tm = self.const_of(env, node.input[2], "training_mode")
                 if bool(np.asarray(tm)):
                     raise Unsupported("Dropout with training_mode=true")
-            if len(node.output) > 1 and node.output[1]:
-                raise Unsupported("Dropout mask output is used")
+            if op == "Dropout" and len(node.output) > 1 and node.output[1] in self.used:
+                # inference: the mask keeps every entry (all true), a constant per example
+                x = self.t(ins[0])
+                ones = self.materialize(PendingConst(np.ones(self.b.shape(x.id)), "mask"))
+                return [ins[0], Batched(ones.id, x.nb)]
             return [ins[0]]
         if op in _UNARY:
             if op == "Softplus" and A:
@@ -327,6 +366,12 @@ class _OnnxConverter:
         if op == "Gelu":
             exact_gelu_only(A.get("approximate", "none"), "Gelu")
             return [self.b.apply("gelu", [self.t(ins[0])])]
+        if op in ("Max", "Min") and len(ins) != 2:
+            vals = [v for v in ins if v is not None]
+            acc = self.t(vals[0])
+            for v in vals[1:]:
+                acc = self.binary(_BINARY[op], acc, v)
+            return [acc]
         if op in _BINARY:
             if len(ins) != 2:
                 raise Unsupported(f"{len(ins)} inputs (the IR's {_BINARY[op]} takes 2)")
@@ -344,13 +389,16 @@ class _OnnxConverter:
         if op in ("Softmax", "LogSoftmax"):
             return [self.softmax(op, self.t(ins[0]), A)]
         if op == "LayerNormalization":
-            return [self.layernorm(ins, A, node)]
+            r = self.layernorm(ins, A, node)
+            return r if isinstance(r, list) else [r]
         if op == "BatchNormalization":
             return [self.batchnorm(ins, A, node, env)]
         if op == "Conv":
-            return [self.conv(ins, A, env, node)]
+            return [self.with_channels_first(self.t(ins[0]), lambda v: self.conv(
+                [v] + ins[1:], A, env, node), "Conv")]
         if op in ("MaxPool", "AveragePool"):
-            return [self.pool(op, self.t(ins[0]), A, node)]
+            return [self.with_channels_first(self.t(ins[0]),
+                                             lambda v: self.pool(op, v, A, node), op)]
         if op == "Concat":
             return [self.b.concat([self.t(v) for v in ins], A["axis"])]
         if op in ("ReduceSum", "ReduceMean"):
@@ -490,8 +538,6 @@ class _OnnxConverter:
         x = self.t(ins[0])
         if int(A.get("stash_type", 1)) != 1:
             raise Unsupported(f"stash_type={A['stash_type']}")
-        if len([o for o in node.output if o]) > 1:
-            raise Unsupported("Mean / InvStdDev outputs are used")
         a = self.b.axis(A.get("axis", -1), x)
         s = self.b.shape(x.id)
         norm = s[a:]
@@ -506,7 +552,19 @@ class _OnnxConverter:
             except ValueError:
                 raise Unsupported(f"{key} of shape {list(v.value.shape)} does not broadcast "
                                   f"to the normalized shape {list(norm)}") from None
-        return self.b.apply("layernorm", [x], params=params, axis=a)
+        y = self.b.apply("layernorm", [x], params=params, axis=a)
+        if not any(o in self.used for o in node.output[1:] if o):
+            return y
+        # the Mean and InvStdDev outputs, composed: mean, 1/sqrt(mean((x - mean)^2) + eps)
+        axes = list(range(a, len(s)))
+        ax = axes if len(axes) > 1 else axes[0]
+        mean = self.b.apply("reduce_mean", [x], axis=ax, keepdims=True)
+        d = self.b.apply("sub", [x, mean])
+        var = self.b.apply("reduce_mean", [self.b.apply("mul", [d, d])], axis=ax, keepdims=True)
+        eps = self.materialize(PendingConst(params["eps"], "epsilon"))
+        one = self.materialize(PendingConst(np.float64(1.0), "one"))
+        inv = self.b.apply("div", [one, self.b.apply("sqrt", [self.b.apply("add", [var, eps])])])
+        return [y, mean, inv]
 
     def batchnorm(self, ins, A, node, env):
         x = self.t(ins[0])
@@ -522,59 +580,60 @@ class _OnnxConverter:
         vals["eps"] = np.float64(np.float32(A.get("epsilon", 1e-5)))
         return self.b.apply("batchnorm_eval", [x], params=vals, axis=self.b.axis(1, x))
 
-    def _pads(self, A, kernel, node):
+    def _window(self, A, d):
+        """ONNX window attributes of a d-d Conv/Pool as IR attributes: padding as the
+        begins-then-ends list (asymmetric allowed) and auto_pad passed through."""
         ap = A.get("auto_pad", "NOTSET")
-        if ap not in ("NOTSET", "VALID"):
-            raise Unsupported(f"auto_pad={ap!r} (give explicit pads)")
-        pads = list(A.get("pads", [0] * (2 * len(kernel)))) if ap == "NOTSET" else [0] * 4
-        if len(pads) != 4:
-            raise Unsupported(f"pads {pads}: only 2-d windows")
-        if pads[0] != pads[2] or pads[1] != pads[3]:
-            raise Unsupported(f"asymmetric pads {pads} (the IR pads symmetrically)")
-        return [int(pads[0]), int(pads[1])]
+        if ap not in ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"):
+            raise Unsupported(f"auto_pad={ap!r}")
+        out = dict(stride=[int(t) for t in A.get("strides", [1] * d)],
+                   dilation=[int(t) for t in A.get("dilations", [1] * d)], auto_pad=ap)
+        if ap == "NOTSET":
+            pads = [int(t) for t in A.get("pads", [0] * (2 * d))]
+            if len(pads) != 2 * d:
+                raise Unsupported(f"pads {pads} for a {d}-d window")
+            out["padding"] = pads if pads[:d] != pads[d:] else pads[:d]
+        return out
+
+    def _ir_shape(self, op, s, attrs):
+        from ..optable import full_attrs, get_op
+        rec = get_op(op)
+        try:
+            return rec.shape([s], full_attrs(rec, attrs))
+        except Exception as exc:
+            raise Unsupported(f"IR rule rejects it: {exc}") from None
 
     def conv(self, ins, A, env, node):
         x = self.t(ins[0])
         w = np.asarray(self.const_of(env, node.input[1], "weight W"), np.float64)
-        if w.ndim != 4:
-            raise Unsupported(f"weight of rank {w.ndim}: only 2-d convolution")
-        k = list(A.get("kernel_shape", w.shape[2:]))
+        d = w.ndim - 2
+        op = {1: "conv1d", 2: "conv2d", 3: "conv3d"}.get(d)
+        if op is None or op not in OPS:
+            raise Unsupported(f"weight of rank {w.ndim}: {d}-d convolution is not in the IR")
+        k = [int(t) for t in A.get("kernel_shape", w.shape[2:])]
         params = {"weight": w}
         if len(ins) > 2 and ins[2] is not None:
             params["bias"] = np.asarray(self.const_of(env, node.input[2], "bias B"), np.float64)
-        s = self.b.shape(x.id)
-        attrs = dict(kernel_size=[int(t) for t in k], out_channels=int(w.shape[0]),
-                     stride=[int(t) for t in A.get("strides", [1, 1])],
-                     padding=self._pads(A, k, node),
-                     dilation=[int(t) for t in A.get("dilations", [1, 1])],
-                     groups=int(A.get("group", 1)))
-        from ..optable import full_attrs, get_op
-        rec = get_op("conv2d")
-        try:
-            out = rec.shape([s], full_attrs(rec, attrs))
-        except Exception as exc:
-            raise Unsupported(f"IR rule rejects it: {exc}") from None
-        return Batched(self.b.add("conv2d", [x.id], out_shape=out, params=params, **attrs), x.nb)
+        attrs = dict(kernel_size=k, out_channels=int(w.shape[0]), groups=int(A.get("group", 1)),
+                     **self._window(A, d))
+        out = self._ir_shape(op, self.b.shape(x.id), attrs)
+        return Batched(self.b.add(op, [x.id], out_shape=out, params=params, **attrs), x.nb)
 
     def pool(self, op, x, A, node):
-        if int(A.get("ceil_mode", 0)):
-            raise Unsupported("ceil_mode=1 (the IR floors the output size)")
         k = [int(t) for t in A["kernel_shape"]]
-        if len(k) != 2:
-            raise Unsupported(f"kernel_shape {k}: only 2-d pooling")
-        attrs = dict(kernel_size=k, stride=[int(t) for t in A.get("strides", [1, 1])],
-                     padding=self._pads(A, k, node))
+        d = len(k)
+        irop = {"MaxPool": "max_pool", "AveragePool": "avg_pool"}[op] + f"{d}d"
+        if irop not in OPS:
+            raise Unsupported(f"kernel_shape {k}: {d}-d pooling is not in the IR")
+        attrs = dict(kernel_size=k, ceil_mode=bool(int(A.get("ceil_mode", 0))),
+                     **self._window(A, d))
         if op == "MaxPool":
             if int(A.get("storage_order", 0)):
                 raise Unsupported("storage_order=1")
-            attrs["dilation"] = [int(t) for t in A.get("dilations", [1, 1])]
-            return self.b.apply("max_pool2d", [x], **attrs)
-        if any(attrs["padding"]) and not int(A.get("count_include_pad", 0)):
-            raise Unsupported("count_include_pad=0 with pads (the IR divides by the full "
-                              "window, torch's default)")
-        if A.get("dilations", [1, 1]) != [1, 1]:
-            raise Unsupported(f"dilations {A['dilations']} (the IR's avg_pool2d has none)")
-        return self.b.apply("avg_pool2d", [x], **attrs)
+        else:
+            attrs["count_include_pad"] = bool(int(A.get("count_include_pad", 0)))
+        self._ir_shape(irop, self.b.shape(x.id), attrs)
+        return self.b.apply(irop, [x], **attrs)
 
     def reduce(self, op, ins, A, env):
         x = self.t(ins[0])
@@ -626,6 +685,6 @@ class _OnnxConverter:
                 raise Unsupported(f"shape {target} does not keep batch axis {k} (use 0 or -1 "
                                   f"there)")
         per = [full_in[x.nb + i] if (t == 0 and not allowzero) else t for i, t in enumerate(rest)]
-        if x.nb + len(per) > len(full_in) and any(t == 0 for t in rest) and not allowzero:
+        if not allowzero and any(t == 0 and x.nb + i >= len(full_in) for i, t in enumerate(rest)):
             raise Unsupported(f"shape {target}: 0 copies an axis beyond the input's rank")
         return self.b.apply("reshape", [x], shape=per)

@@ -36,9 +36,12 @@ import numpy as np
 
 from ..errors import GraphError
 from ..node import Graph, fmt_shape
+from ..optable import OPS
 from ..payload import Payload
 from .interchange import (Batched, IRBuilder, PendingConst, Unsupported, UnsupportedOpsError,
                           exact_gelu_only, pair_list, require)
+from .torch_fx_ops import Refused, getitem_tensor
+from .torch_fx_ops import tables as network_tables
 
 
 # ------------------------------------------------------------------------------ values
@@ -127,6 +130,8 @@ def _tables(torch):
     put("avg_pool2d", F.avg_pool2d)
     put("getattr", getattr)
     put("getitem", operator.getitem)
+    put("floordiv", operator.floordiv)
+    put("mod", operator.mod)
     methods = {m: m for m in ("relu", "tanh", "sigmoid", "exp", "log", "abs", "sqrt", "sin",
                               "cos", "neg", "add", "sub", "mul", "div", "matmul", "sum",
                               "mean", "softmax", "log_softmax", "flatten", "reshape", "view",
@@ -219,6 +224,7 @@ class _TorchConverter:
         self.names: dict = {}
         self.ignored: list = []
         self.fn, self.methods, self.modules = _tables(torch)
+        self.xfn, self.xmethods, self.xmodules = network_tables(torch)
 
     # ---------------------------------------------------------------- node loop
     def run(self) -> TorchImport:
@@ -271,13 +277,20 @@ class _TorchConverter:
             return "get_attr"
         if n.op == "call_function":
             try:
+                if n.target in self.xfn:
+                    return ("network", self.xfn[n.target])
                 return self.fn.get(n.target)
             except TypeError:
                 return None
         if n.op == "call_method":
+            if n.target in self.xmethods:
+                return ("network", self.xmethods[n.target])
             return self.methods.get(n.target)
         if n.op == "call_module":
-            return self.modules.get(type(self.gm.get_submodule(n.target)))
+            t = type(self.gm.get_submodule(n.target))
+            if t in self.xmodules:
+                return ("network", self.xmodules[t])
+            return self.modules.get(t)
         return None
 
     # ---------------------------------------------------------------- helpers
@@ -290,6 +303,8 @@ class _TorchConverter:
     def tensor(self, v) -> Batched:
         if isinstance(v, Batched):
             return v
+        if isinstance(v, Refused):
+            raise Unsupported(v.why)
         if isinstance(v, PendingConst):
             if v.id is None:
                 v.id = self.b.const(_np(v.value))
@@ -359,6 +374,9 @@ class _TorchConverter:
             if not isinstance(obj, torch.Tensor):
                 raise Unsupported("get_attr of a non-tensor")
             return PendingConst(obj, n.target)
+        if isinstance(key, tuple):
+            m = self.gm.get_submodule(n.target) if n.op == "call_module" else None
+            return key[1](self, n, env, m)
         if n.op == "call_module":
             return self.module(n, key, env)
         return self.function(n, key, env)
@@ -485,6 +503,10 @@ class _TorchConverter:
         return self.emit(n, "avg_pool2d", [x], **attrs)
 
     def function(self, n, key, env):
+        if key in ("add", "sub", "mul", "div", "floordiv", "mod", "pow") and len(n.args) == 2:
+            a, b = self.val(n.args[0], env), self.val(n.args[1], env)
+            if all(isinstance(t, (_Int, int, float)) and not isinstance(t, bool) for t in (a, b)):
+                return _int_arith(key, a, b)        # shape arithmetic: d // heads, ...
         if key in ("getattr", "getitem"):
             obj = self.val(n.args[0], env)
             if key == "getattr":
@@ -494,6 +516,11 @@ class _TorchConverter:
             if isinstance(obj, _ShapeTuple):
                 return obj.dims[n.args[1]] if isinstance(n.args[1], int) else \
                     _ShapeTuple(obj.dims[n.args[1]])
+            if isinstance(obj, tuple) and isinstance(n.args[1], int):   # chunk/split/MHA
+                return obj[n.args[1]]
+            if isinstance(obj, (Batched, PendingConst)) and "slice" in OPS:
+                idx = self.val(n.args[1], env)
+                return getitem_tensor(self, n, self.tensor(obj), idx)
             raise Unsupported("indexing/slicing a tensor (no gather op in the IR)")
         if key == "size":
             obj = self.val(n.args[0], env)
@@ -636,6 +663,17 @@ class _TorchConverter:
         s = self.b.shape(obj.id)
         return _ShapeTuple(tuple(_Int(int(d), True) for d in self.batch[:obj.nb]) +
                            tuple(_Int(int(d)) for d in s))
+
+
+def _int_arith(key, a, b):
+    """Python arithmetic on sizes read off shapes; a result involving a batch extent stays
+    marked as one (using it as a tensor is refused)."""
+    batch = any(isinstance(t, _Int) and t.batch for t in (a, b))
+    x, y = _plain(a), _plain(b)
+    r = {"add": operator.add, "sub": operator.sub, "mul": operator.mul,
+         "div": operator.truediv, "floordiv": operator.floordiv, "mod": operator.mod,
+         "pow": operator.pow}[key](x, y)
+    return _Int(r, batch) if isinstance(r, int) else (r if not batch else _Int(r, True))
 
 
 def _plain(d):

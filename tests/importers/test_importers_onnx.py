@@ -183,24 +183,25 @@ def test_gemm_maps_to_linear_or_composes_alpha_beta():
 
 def test_unsupported_ops_are_listed_in_one_error():
     et = TensorProto.FLOAT
-    nodes = [helper.make_node("Erf", ["x"], ["a"]),
-             helper.make_node("Gelu", ["x"], ["b"], approximate="tanh"),
-             helper.make_node("Conv", ["x4", "W"], ["c"], auto_pad="SAME_UPPER"),
+    nodes = [helper.make_node("CumSum", ["x", "ax"], ["a"]),
+             helper.make_node("Clip", ["x", "x"], ["b"]),
+             helper.make_node("Conv", ["x4", "x4"], ["c"]),
              helper.make_node("ReduceSum", ["x"], ["d"], keepdims=0),
              helper.make_node("Transpose", ["x"], ["e"]),
              helper.make_node("Add", ["a", "b"], ["y"])]
     g = helper.make_graph(nodes, "bad", [helper.make_tensor_value_info("x", et, ["N", 3]),
                                          helper.make_tensor_value_info("x4", et, ["N", 1, 4, 4])],
                           [helper.make_tensor_value_info("y", et, None)],
-                          initializer=[numpy_helper.from_array(np.ones((2, 1, 3, 3), np.float32), "W")])
+                          initializer=[numpy_helper.from_array(np.ones((2, 1, 3, 3), np.float32), "W"),
+                                       numpy_helper.from_array(np.array(1, np.int64), "ax")])
     model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 20)])
     with pytest.raises(UnsupportedOpsError) as ei:
         from_onnx(model)
     items = ei.value.items
     assert len(items) == 5
-    assert items[0].startswith("node 0 Erf (outputs a): no IR mapping")
-    assert "approximate='tanh'" in items[1]
-    assert "auto_pad='SAME_UPPER'" in items[2]
+    assert items[0] == "node 0 CumSum (outputs a): no IR mapping for ONNX op 'CumSum'"
+    assert items[1].startswith("node 1 Clip (outputs b): min must be a constant")
+    assert "weight W ('x4') must be an initializer" in items[2]
     assert "reduces over all axes, batch axes included" in items[3]
     assert "perm [1, 0] moves a batch axis" in items[4]
     assert isinstance(ei.value, GraphError)

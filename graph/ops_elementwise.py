@@ -140,6 +140,40 @@ _minmax("max", lambda c, a, b: c.maximum(a, b), True)
 _minmax("min", lambda c, a, b: c.minimum(a, b), False)
 
 
+def _fma_record():
+    """fma(a, b, c) = a*b + c with ONE rounding (the context's fma), broadcasting."""
+    def forward(ctx, args, attrs, nb):
+        r = max(len(ctx.shape(t)) for t in args) - nb
+        a, b, c = (align(ctx, t, nb, r) for t in args)
+        return ctx.fma(a, b, c)
+
+    def vjp(ctx, g, args, y, attrs, nb):
+        r = len(ctx.shape(y)) - nb
+        a, b, _ = (align(ctx, t, nb, r) for t in args)
+        return [unbroadcast(ctx, ctx.mul(g, b), ctx.shape(args[0]), nb),
+                unbroadcast(ctx, ctx.mul(g, a), ctx.shape(args[1]), nb),
+                unbroadcast(ctx, g, ctx.shape(args[2]), nb)]
+
+    def jvp(ctx, args, tans, y, attrs, nb):
+        if all(t is None for t in tans):
+            return None
+        r = len(ctx.shape(y)) - nb
+        a, b, _ = (align(ctx, t, nb, r) for t in args)
+        ta, tb, tc = (None if t is None else align(ctx, t, nb, r) for t in tans)
+        t = add_opt(ctx, add_opt(ctx, _mul_opt(ctx, ta, b), _mul_opt(ctx, tb, a)), tc)
+        ys = ctx.shape(y)
+        return t if ctx.shape(t) == ys else ctx.broadcast_to(t, ys)
+
+    register(OpRecord(name="fma", arity=(3, 3),
+                      shape=lambda s, attrs, declared=None: broadcast_shapes("fma", *s),
+                      forward=_over_duals(forward, jvp), vjp=vjp, jvp=jvp,
+                      capsule="reference.fma", elementwise=True,
+                      doc="a*b + c rounded once (IEEE fusedMultiplyAdd)"))
+
+
+_fma_record()
+
+
 def check_domain2(ctx, a, b, op: str, fn) -> None:
     """Point contexts: raise OpDataError where (a, b) lies outside the binary function's
     domain (pow of a negative base with a non-integer exponent, fmod by zero)."""

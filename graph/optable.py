@@ -13,6 +13,7 @@ from .errors import GraphError, OpDataError, ShapeRuleError
 from .oprecord import OPS, REQUIRED, OpRecord, full_attrs, register
 from . import ops_elementwise, ops_linear, ops_conv, ops_reduce, ops_shape, ops_loss  # noqa: F401
 from . import ops_activation  # noqa: F401
+from . import ops_logic  # noqa: F401  (comparisons, and/or/not, select)
 
 __all__ = ["OPS", "OpRecord", "REQUIRED", "register", "full_attrs", "get_op",
            "ShapeRuleError", "OpDataError"]

@@ -92,6 +92,30 @@ def binary_cases(case):
     ]
 
 
+def _cmp(f):
+    return vec(lambda x, y: 1 if f(x, y) else 0)
+
+
+def logic_cases(case):
+    """Comparisons give 0/1; and/or/not/select read a value as true when > 0."""
+    return [
+        case("lt", [(2, 3), (3,)], _cmp(lambda x, y: x < y), exact=True, smooth=False),
+        case("le", [(2, 3), (2, 3)], _cmp(lambda x, y: x <= y), exact=True, smooth=False),
+        case("gt", [(2, 3), (3,)], _cmp(lambda x, y: x > y), exact=True, smooth=False),
+        case("ge", [(2, 3), (2, 1)], _cmp(lambda x, y: x >= y), exact=True, smooth=False),
+        case("eq", [(2, 3), (2, 3)], _cmp(lambda x, y: x == y), exact=True, smooth=False),
+        case("ne", [(2, 3), (3,)], _cmp(lambda x, y: x != y), exact=True, smooth=False),
+        case("and", [(2, 3), (2, 3)], _cmp(lambda x, y: x > 0 and y > 0), exact=True,
+             smooth=False),
+        case("or", [(2, 3), (3,)], _cmp(lambda x, y: x > 0 or y > 0), exact=True,
+             smooth=False),
+        case("not", [(2, 3)], vec(lambda x: 0 if x > 0 else 1), exact=True, smooth=False),
+        case("select", [(2, 3), (2, 3), (3,)], vec(lambda c, a, b: a if c > 0 else b),
+             exact=True, smooth=False),
+        case("fma", [(2, 3), (3,), (2, 1)], lambda a, b, c: a * b + c, exact=True),
+    ]
+
+
 def function_cases(case):
-    """Every case of this module (the logic ops join as they land)."""
-    return unary_cases(case) + binary_cases(case)
+    """Every case of this module."""
+    return unary_cases(case) + binary_cases(case) + logic_cases(case)

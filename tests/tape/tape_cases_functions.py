@@ -69,4 +69,24 @@ BINARY_CASES = {
     "copysign": ([away0((3, 4)), away0((3, 4))], {}, torch.copysign),
 }
 
-FUNCTION_CASES = {**UNARY_CASES, **BINARY_CASES}
+def _flat0(f):
+    """A piecewise-constant torch function with a zero gradient for every argument."""
+    return lambda *xs: f(*xs).double() + 0.0 * sum(x.sum() for x in xs)
+
+
+LOGIC_CASES = {
+    "lt": ([anyv((3, 4)), anyv((4,))], {}, _flat0(torch.lt)),
+    "le": ([anyv((3, 4)), anyv((3, 4))], {}, _flat0(torch.le)),
+    "gt": ([anyv((3, 4)), anyv((4,))], {}, _flat0(torch.gt)),
+    "ge": ([anyv((3, 4)), anyv((3, 1))], {}, _flat0(torch.ge)),
+    "eq": ([anyv((3, 4)), anyv((3, 4))], {}, _flat0(torch.eq)),
+    "ne": ([anyv((3, 4)), anyv((4,))], {}, _flat0(torch.ne)),
+    "and": ([anyv((3, 4)), anyv((3, 4))], {}, _flat0(lambda a, b: (a > 0) & (b > 0))),
+    "or": ([anyv((3, 4)), anyv((4,))], {}, _flat0(lambda a, b: (a > 0) | (b > 0))),
+    "not": ([anyv((3, 4))], {}, _flat0(lambda a: a <= 0)),
+    "select": ([anyv((3, 4)), anyv((3, 4)), anyv((4,))], {},
+               lambda c, a, b: torch.where(c > 0, a, b) + 0.0 * c.sum()),
+    "fma": ([anyv((3, 4)), anyv((4,)), anyv((3, 1))], {}, lambda a, b, c: a * b + c),
+}
+
+FUNCTION_CASES = {**UNARY_CASES, **BINARY_CASES, **LOGIC_CASES}

@@ -238,6 +238,18 @@ class Layout:
         eshape = a.eshape[:-2] + (a.eshape[m], b.eshape[n])
         return pa, pb, Layout(lead + ((("e", ne),), (("e", ne + 1),)), a.nb, eshape)
 
+    def binary(self, other: "Layout", op: str = "op"):
+        """Two activations combined entry by entry (add, mul, where, concat along a
+        per-example axis): ``(perm_a, perm_b, layout)``.  Both must hold their batch axes
+        at the same places and their per-example axes in the same groups, so that the IR
+        pairs (and broadcasts) the per-example axes as the source pairs its axes."""
+        pa, a = self.canonical()
+        pb, b = other.canonical()
+        if a.rank != b.rank or a._pattern() != b._pattern():
+            raise ShapeRuleError(f"{op}: the batch axes sit differently in the operands "
+                                 f"(layouts {a} and {b}); the IR pairs examples one to one")
+        return pa, pb, a
+
     def const_shape(self, const_shape):
         """How a source constant (no batch axes) broadcasts against this (canonical)
         layout: ``(ir_shape, source_to_ir)`` where ``source_to_ir(array)`` reshapes the

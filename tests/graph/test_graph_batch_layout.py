@@ -156,6 +156,23 @@ def test_reshape_and_transpose_bookkeeping_replays_numpy():
         assert np.array_equal(v[1].to_source(y), src)
 
 
+def test_residual_add_in_a_moved_layout():
+    """[N, L, E] -> [L, N, E]; y = t + relu(t) with both operands in the moved layout."""
+    N, L, E = 3, 4, 5
+    x = np.random.default_rng(3).standard_normal((N, L, E))
+    b = Builder((L, E))
+    t = b.transpose((0, Layout.leading(1, (L, E))), [1, 0, 2])
+    r = (b.add("relu", [t[0]]), t[1])
+    pa, pb, lay = t[1].binary(r[1], "add")
+    assert pa is None and pb is None
+    y = (b.add("add", [t[0], r[0]]), lay)
+    got = y[1].to_source(graph.denote(b.graph(y[0]), b.payload, x, "float64"))
+    tx = np.transpose(x, (1, 0, 2))
+    assert np.array_equal(got, tx + np.maximum(tx, 0))
+    with pytest.raises(ShapeRuleError, match=r"add: the batch axes sit differently"):
+        t[1].binary(Layout.leading(1, (L, E)), "add")
+
+
 def test_what_the_ir_cannot_express_is_refused_with_the_reason():
     lay = Layout.leading(1, (4, 6)).transpose([1, 0, 2])          # [4, N, 6]
     with pytest.raises(ShapeRuleError, match=r"softmax: source axis 1 holds a batch axis \(layout \[e0, b0, e1\]\): the op would mix examples"):

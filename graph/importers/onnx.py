@@ -679,7 +679,12 @@ class _OnnxConverter:
         full_in = [None] * x.nb + list(s)
         lead, rest = target[:x.nb], target[x.nb:]
         for k, t in enumerate(lead):
-            ok = (t == 0 and not allowzero) or (t == -1 and -1 not in rest) or \
+            # -1 keeps the batch axis only when the rest holds exactly one example
+            rest_total = int(np.prod([full_in[x.nb + i] if (r == 0 and not allowzero) else r
+                                      for i, r in enumerate(rest)], dtype=np.int64))
+            whole = t == -1 and -1 not in rest and 0 not in rest[len(s):] and \
+                rest_total == int(np.prod(s, dtype=np.int64))
+            ok = (t == 0 and not allowzero) or whole or \
                 (self.batch is not None and t == self.batch[k])
             if not ok:
                 raise Unsupported(f"shape {target} does not keep batch axis {k} (use 0 or -1 "

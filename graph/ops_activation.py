@@ -27,6 +27,7 @@ JVP (one source of derivatives, kinks included).
 """
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 
 import mpmath
@@ -137,7 +138,6 @@ def _ge(ctx, x, c):
 def _critical(f, df, guess):
     """(c_lo, c_hi, min_low): float bounds of the critical point and a decimal lower
     bound of the minimum."""
-    import math
     with mpmath.workdps(50):
         c = mpmath.findroot(df, mpmath.mpf(guess))
         m = f(c) - mpmath.mpf(10) ** -30
@@ -151,6 +151,9 @@ def _mp_sigmoid(x):
     return 1 / (1 + mpmath.exp(-x))
 
 
+def _mp_silu(x):
+    return x * _mp_sigmoid(x)
+
 
 def _mp_gelu_tanh(x):
     k = mpmath.sqrt(2 / mpmath.pi)
@@ -162,11 +165,21 @@ def _mp_mish(x):
 
 
 UNIMODAL = {
-    "silu": _critical(lambda x: x * _mp_sigmoid(x), lambda x: mpmath.diff(lambda t: t * _mp_sigmoid(t), x), -1.28),
+    "silu": _critical(_mp_silu, lambda x: mpmath.diff(_mp_silu, x), -1.28),
     "mish": _critical(_mp_mish, lambda x: mpmath.diff(_mp_mish, x), -1.19),
     "gelu_tanh": _critical(_mp_gelu_tanh, lambda x: mpmath.diff(_mp_gelu_tanh, x), -0.75),
     "hardswish": (-1.5, -1.5, "-0.375"),     # exact: f(-3/2) = -3/8, the corner of x (x+3)/6
 }
+
+
+def _compare(ends, c: float, below: bool):
+    """ends <= c (below) or ends >= c as a bool array, for float and object endpoints
+    (mpq, mpf compare exactly with a Python float)."""
+    e = np.asarray(ends)
+    if e.dtype != object:
+        return np.asarray(e <= c if below else e >= c, dtype=bool)
+    flat = [bool(v <= c) if below else bool(v >= c) for v in e.reshape(-1)]
+    return np.array(flat, dtype=bool).reshape(e.shape)
 
 
 def _unimodal_interval(name, f):
@@ -179,10 +192,8 @@ def _unimodal_interval(name, f):
         lo, hi = x.lo, x.hi
         f_lo = f(ctx, Interval(lo, lo), attrs)
         f_hi = f(ctx, Interval(hi, hi), attrs)
-        left = np.asarray(hi <= c_lo, dtype=bool) if hi.dtype != object else \
-            np.array([bool(v <= c_lo) for v in hi.reshape(-1)], dtype=bool).reshape(hi.shape)
-        right = np.asarray(lo >= c_hi, dtype=bool) if lo.dtype != object else \
-            np.array([bool(v >= c_hi) for v in lo.reshape(-1)], dtype=bool).reshape(lo.shape)
+        left = _compare(hi, c_lo, below=True)              # the box lies left of c
+        right = _compare(lo, c_hi, below=False)            # ... right of c
         m = ctx.convert(m_low).lo
         top = ctx.maximum(f_lo, f_hi).hi
         t_lo = np.where(left, f_hi.lo, np.where(right, f_lo.lo, m))

@@ -50,10 +50,13 @@ def from_ordinals(k, fmt) -> np.ndarray:
     from scalarlab.scalars import formats
     k = np.asarray(k, dtype=np.int64)
     mag = np.abs(k)
-    if not fmt.subnormals:                 # ordinal 1 is min_normal (code 1 << M)
-        mag = np.where(mag > 0, mag + (1 << fmt.man_bits) - 1, 0)
-    codes = np.where(k < 0, mag | (1 << (fmt.exp_bits + fmt.man_bits)), mag)
-    return formats.decode(codes, fmt)
+    if fmt.is_binary64:                    # the code IS the float64 pattern (and a sign
+        v = mag.view(np.float64)           # bit at 1 << 63 would not fit an int64)
+    else:
+        if not fmt.subnormals:             # ordinal 1 is min_normal (code 1 << M)
+            mag = np.where(mag > 0, mag + (1 << fmt.man_bits) - 1, 0)
+        v = formats.decode(mag, fmt)
+    return np.where(k < 0, -v, v)
 
 
 def sample_inputs(center, radius: float, n: int, seed: int, fmt, sampling: str):

@@ -94,16 +94,8 @@ def _ordinals(x, fmt) -> np.ndarray:
 
 
 def _from_ordinals(k, fmt) -> np.ndarray:
-    """Format values with signed ordinals ``k`` (magnitude decoded, then the sign: the
-    sign bit of a 64-bit format does not fit the signed codes ``gaps.from_ordinals`` uses)."""
-    k = np.asarray(k, dtype=np.int64)
-    mag = np.abs(k)
-    if fmt.is_binary64:
-        v = mag.view(np.float64)
-    else:
-        from .gaps import from_ordinals
-        v = from_ordinals(mag, fmt)
-    return np.where(k < 0, -v, v)
+    from .gaps import from_ordinals
+    return from_ordinals(k, fmt)
 
 
 def draw(regions, fmt, n: int, rng, sampling: str = "bitpattern") -> tuple:

@@ -345,3 +345,36 @@ def test_figures_recomputed_on_every_translated_benchmark():
                                            err_msg=f"{prog.name} {ctx_name}")
                 checked += 1
     assert checked >= 140
+
+
+@pytest.mark.parametrize("fmt", ["binary64", "binary32", "e4m3", "bfloat16"])
+def test_ordinals_round_trip_in_every_format(fmt):
+    from scalarlab.experiments.gaps import from_ordinals, ordinals
+    f = formats.get(fmt)
+    top = int(ordinals(np.array([f.max_finite]), f)[0])
+    k = np.array([-top, -top + 1, -2, -1, 0, 1, 2, top - 1, top], dtype=np.int64)
+    v = from_ordinals(k, f)
+    assert np.array_equal(ordinals(v, f), k)
+    assert v[0] == -f.max_finite and v[-1] == f.max_finite and v[5] == f.min_subnormal
+
+
+@pytest.mark.parametrize("spec", ["json", "npy", "text"])
+def test_box_specs(tmp_path, spec):
+    pairs = [[-1, 2], [0.5, 0.75]]
+    if spec == "json":
+        path = tmp_path / "b.json"
+        path.write_text(json.dumps(pairs))
+        arg = str(path)
+    elif spec == "npy":
+        arg = str(tmp_path / "b.npy")
+        np.save(arg, np.array(pairs, dtype=float))
+    else:
+        arg = "-1:2,0.5:0.75"
+    regs = S.parse_box(arg, 2)
+    assert [(r.lo, r.hi) for r in regs] == [(Fraction(-1), Fraction(2)),
+                                            (Fraction(1, 2), Fraction(3, 4))]
+    assert [r.lo for r in S.parse_box("-inf:3", 3)] == [None] * 3
+    with pytest.raises(S.ExperimentError, match="2 intervals for 3"):
+        S.parse_box(arg, 3)
+    with pytest.raises(S.ExperimentError, match="lo 2 > hi 1"):
+        S.parse_box("2:1", 1)

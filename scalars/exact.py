@@ -24,6 +24,7 @@ from .arrayshape import ArrayShapeOps
 from .base import as_object_array, check_broadcast
 from .errors import ContextError
 from .functions import FUNCTIONS
+from .functions2 import BINARY_FUNCTIONS
 
 MPQ = type(gmpy2.mpq(0))
 MPZ = type(gmpy2.mpz(0))
@@ -546,7 +547,8 @@ class Fp32RealContext(ObjectArrayContext):
     leaf_label = "gmpy2.mpfr (24-bit)"
     format_label = "fp32-real (p=24, subnormals to 2^-149, no overflow)"
     correctly_rounded = frozenset({"add", "sub", "mul", "div", "fma", "sqrt", "square",
-                                   "neg", "abs", "maximum", "minimum", *FUNCTIONS})
+                                   "neg", "abs", "maximum", "minimum", *FUNCTIONS,
+                                   *BINARY_FUNCTIONS})
     description = ("binary32 significand and gradual underflow, unbounded exponent (never "
                    "overflows); every op correctly rounded (MPFR; sigmoid/softplus by a "
                    "Ziv loop); sum/matmul sequential")

@@ -335,3 +335,16 @@ def test_graph_domain_errors_name_the_node():
                 graph.denote(G, graph.Payload(), {0: np.array(x), 1: np.array(y)}, ctx)
     box = Interval(np.array([1.0]), np.array([2.0]))
     assert box.lo[0] == 1.0
+
+
+@pytest.mark.parametrize("fmt", ["binary(11,30)", "binary(5,2)", "bfloat16"])
+def test_other_formats_error_free_path_and_tiny(fmt):
+    """binary(11,30) takes the error-free-transformation (STICKY) kernels, binary(5,2) is
+    tiny: the binary functions still match MPFR in a matching context."""
+    f = formats.get(fmt)
+    rng = np.random.default_rng(4)
+    x = formats.round_to_format(rng.uniform(-5, 5, 300), f)
+    y = formats.round_to_format(rng.uniform(-3, 3, 300), f)
+    x[:100], y[100:200] = np.round(x[:100]), np.round(y[100:200])
+    for name in NAMES:
+        same(getattr(scalars.get(fmt), name)(x, y), oracle(name, x, y, fmt=f), f"{name} {fmt}")

@@ -361,3 +361,13 @@ def test_graph_nodes_name_the_node_outside_the_domain():
     y = graph.denote(g, graph.Payload(), {0: np.array([0.5, -2.5])}, "binary32")
     same(y, oracle("tgamma", np.array([0.5, -2.5]), B32), "tgamma node")
     assert "digamma" not in graph.optable.OPS and "digamma" in FUNCTIONS
+
+
+@pytest.mark.parametrize("fmt", ["binary(11,30)", "tf32"])
+def test_other_formats_error_free_path(fmt):
+    """binary(11,30) takes the error-free-transformation (STICKY) kernels; tf32 the fast
+    path with a 10-bit significand: both match MPFR in a matching context."""
+    for name in NAMES:
+        x = samples(name, fmt, 150, seed=2)
+        same(getattr(scalars.get(fmt), name)(x), oracle(name, x, fmt=formats.get(fmt)),
+             f"{name} {fmt}")

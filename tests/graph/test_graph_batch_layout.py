@@ -191,3 +191,61 @@ def test_what_the_ir_cannot_express_is_refused_with_the_reason():
         merged.const_shape((12, 1))
     shape, conv = merged.const_shape((6,))
     assert shape == (1, 6) and conv(np.arange(6.0)).shape == (1, 6)
+
+
+def _random_target(rng, shape, N):
+    """A random reshape target of the same size: regroup the prime factors of the
+    per-example size around the batch axis N (kept whole, possibly merged)."""
+    total = int(np.prod(shape))
+    rest = total // N
+    factors = []
+    k = rest
+    for p in (2, 3, 5, 7):
+        while k % p == 0:
+            factors.append(p)
+            k //= p
+    rng.shuffle(factors)
+    cut = sorted(rng.choice(len(factors) + 1, size=rng.integers(0, 3), replace=True))
+    dims, prev = [], 0
+    for c in list(cut) + [len(factors)]:
+        dims.append(int(np.prod(factors[prev:c])) if c > prev else 1)
+        prev = c
+    dims = [d for d in dims if d != 1] or [1]
+    pos = rng.integers(0, len(dims) + 1)
+    if rng.random() < 0.5 and dims:                       # merge N with a neighbour
+        j = min(pos, len(dims) - 1)
+        dims[j] *= N
+    else:
+        dims.insert(pos, N)
+    return dims
+
+
+def test_random_transpose_reshape_chains_replay_numpy_or_are_refused():
+    """Random chains: every accepted step reproduces numpy exactly; refusals are
+    ShapeRuleErrors (the chain stops there)."""
+    N = 7
+    accepted = refused = 0
+    for seed in range(40):
+        rng = np.random.default_rng(seed)
+        eshape = (4, 6, 5)
+        x = np.arange(N * 120, dtype=np.float64).reshape((N,) + eshape)
+        b = Builder(eshape)
+        v = (0, Layout.leading(1, eshape))
+        src = x
+        for _ in range(5):
+            if rng.random() < 0.5:
+                perm = list(rng.permutation(src.ndim))
+                v, src = b.transpose(v, perm), np.transpose(src, perm)
+            else:
+                target = _random_target(rng, src.shape, N)
+                try:
+                    v = b.reshape(v, target, [N])
+                except ShapeRuleError:
+                    refused += 1
+                    break
+                src = src.reshape(target)
+            accepted += 1
+            y = graph.denote(b.graph(v[0]), b.payload, x, "float64")
+            assert np.array_equal(v[1].to_source(y), src)
+    print(f"accepted {accepted} steps, refused {refused} chains")
+    assert accepted > 100 and refused < accepted

@@ -200,7 +200,11 @@ def eval_condition(expr, env: dict, mp=None):
 
 
 def _cmp(mp, v):
-    return v if isinstance(v, (Fraction, bool, int)) else Fraction(*_mp_ratio(v))
+    if isinstance(v, (Fraction, bool, int)):
+        return v
+    if mp.isinf(v) or mp.isnan(v):
+        return float(v)                  # Fractions compare with float infinities
+    return Fraction(*_mp_ratio(v))
 
 
 def _mp_ratio(v):

@@ -378,3 +378,16 @@ def test_box_specs(tmp_path, spec):
         S.parse_box(arg, 3)
     with pytest.raises(S.ExperimentError, match="lo 2 > hi 1"):
         S.parse_box("2:1", 1)
+
+
+def test_precondition_conditions_evaluate_exactly():
+    from scalarlab.graph.importers.fpcore import parse_sexprs
+    e, = parse_sexprs("(and (< x INFINITY) (< (sqrt x) 2) (!= x 1 3) "
+                      "(let ([y (* x x)]) (=> (> y 2) (< 0.1 (- y 2)))))")
+    # sqrt(x) < 2 <=> x < 4; x != 1, 3; if x^2 > 2 then x^2 - 2 > 0.1 (exactly: 2.1)
+    assert S.eval_condition(e, {"x": Fraction(3, 2)})
+    assert not S.eval_condition(e, {"x": Fraction(5)})
+    assert not S.eval_condition(e, {"x": Fraction(1)})
+    assert S.eval_condition(e, {"x": Fraction(29, 20)})       # x^2 = 2.1025 > 2.1
+    assert S.eval_condition(e, {"x": Fraction(7, 5)})         # x^2 = 1.96 <= 2
+    assert not S.eval_condition(e, {"x": Fraction(29, 20) - Fraction(1, 100)})  # 2.0736

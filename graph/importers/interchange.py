@@ -56,6 +56,7 @@ class Batched:
     source tensor carries in front of the node's per-example shape (0 for constants)."""
     id: int
     nb: int
+    layout: object = None      # a graph.batch_layout.Layout when a source op moved the batch axes
 
 
 @dataclass
@@ -169,7 +170,10 @@ class IRBuilder:
         """The source permutation ``perm`` (of all axes); it must keep the batch axes."""
         perm = list(perm)
         if perm[:v.nb] != list(range(v.nb)):
-            raise Unsupported(f"perm {perm} moves a batch axis")
+            raise Unsupported(f"perm {perm} moves a batch axis: the IR keeps batch axes in "
+                              f"front and evaluates each example alone (exports of "
+                              f"nn.MultiheadAttention move it; from_torch maps that module "
+                              f"per example)")
         return self.apply("permute", [v], out_shape=out_shape,
                           perm=[p - v.nb for p in perm[v.nb:]])
 

@@ -34,6 +34,7 @@ from ..optable import OPS
 from .interchange import (Batched, IRBuilder, PendingConst, Unsupported, UnsupportedOpsError,
                           exact_gelu_only, require)
 from .onnx_fold import BatchDim, fold_constant, fold_symbolic, is_symbolic, shape_value
+from .onnx_layout import moved, shape_of
 from .onnx_ops import available as _network_converters
 
 SUPPORTED = ("Gemm", "MatMul", "Add", "Sub", "Mul", "Div", "Relu", "Tanh", "Sigmoid",
@@ -45,6 +46,9 @@ SUPPORTED = ("Gemm", "MatMul", "Add", "Sub", "Mul", "Div", "Relu", "Tanh", "Sigm
 # the network ops (activations, shape ops, reductions, ...) whose IR ops exist
 _CONVERTERS = _network_converters()
 SUPPORTED = SUPPORTED + tuple(op for op in _CONVERTERS if op not in SUPPORTED)
+#: mapped but not claimed: Cast to float/double passes a real value through (the IR does
+#: not model the cast's rounding, so ONNX's Cast cases are not claimed)
+_PASSED_THROUGH = {"Cast"}
 #: ops whose extra outputs may be present while unused (the first output is mapped)
 _MULTI_OUTPUT = {"Dropout", "LayerNormalization", "Split"}
 _ALL_OUTPUTS = {"Dropout", "LayerNormalization", "Split"}     # extra outputs mapped too
@@ -172,7 +176,7 @@ def from_onnx(model, *, batch_dims=None, output=None):
                 raise Unsupported(f"inputs {missing} are not produced before this node")
             results = conv.fold(node, env)
             if results is None:
-                if node.op_type not in SUPPORTED:
+                if node.op_type not in SUPPORTED and node.op_type not in _PASSED_THROUGH:
                     problems.append(f"{label}: no IR mapping for ONNX op {node.op_type!r}")
                     failed.update(node.output)
                     continue
@@ -198,6 +202,9 @@ def from_onnx(model, *, batch_dims=None, output=None):
     v = env[name]
     if isinstance(v, PendingConst):
         v = conv.materialize(v)
+    if v.layout is not None:
+        raise GraphError(f"from_onnx: output {name!r} has its batch axis moved (layout "
+                         f"{v.layout}); the IR's outputs keep batch axes in front")
     return conv.b.finish(v.id)
 
 
@@ -263,6 +270,10 @@ class _OnnxConverter:
         values, integer arithmetic, data movement of constants); None otherwise."""
         op = node.op_type
         ins = [env[i] if i else None for i in node.input]
+        if op == "Shape" and ins and isinstance(ins[0], Batched) and ins[0].layout is not None:
+            A = self.attrs(node)
+            sv = shape_of(self, ins[0])[int(A.get("start", 0)):A.get("end")]
+            return [PendingConst(sv, node.output[0])]
         if op in ("Shape", "Size") and ins and isinstance(ins[0], Batched):
             x = ins[0]
             per = self.b.shape(x.id)
@@ -329,6 +340,10 @@ class _OnnxConverter:
         A = {k: (v.decode() if isinstance(v, bytes) else v) for k, v in A.items()}
         ins = [env[i] if i else None for i in node.input]
         op = node.op_type
+        if any(isinstance(v, Batched) and v.layout is not None for v in ins) or (
+                op == "Transpose" and isinstance(ins[0], Batched) and ins[0].nb and
+                list(A.get("perm", []))[:ins[0].nb] != list(range(ins[0].nb))):
+            return moved(self, node, ins, A)       # the batch axis moved: onnx_layout
         extra = [o for o in node.output[1:] if o]
         if extra and op not in _ALL_OUTPUTS:
             used = [o for o in extra if o in self.used]
@@ -408,7 +423,19 @@ class _OnnxConverter:
             r = self.b.rank(x)
             return [self.b.permute(x, A.get("perm", range(r - 1, -1, -1)))]
         if op == "Reshape":
-            return [self.reshape(ins, A, node, env)]
+            try:
+                return [self.reshape(ins, A, node, env)]
+            except Unsupported:
+                if not (isinstance(ins[0], Batched) and ins[0].nb):
+                    raise
+                return moved(self, node, ins, A)   # merges/moves the batch axis: a layout
+        if op == "Cast":
+            # to a float type: the IR value is already a real number, evaluated in the
+            # context's own format (a float32 model's float32 casts are no-ops there)
+            if A.get("to") not in (1, 11):
+                raise Unsupported(f"Cast to {self.onnx.TensorProto.DataType.Name(A.get('to'))} "
+                                  f"of a tensor (the IR's values are real numbers)")
+            return [ins[0]]
         if op == "Flatten":
             x = self.t(ins[0])
             s = self.b.shape(x.id)

@@ -138,6 +138,25 @@ def _pow(conv, node, ins, A):
     return [conv.binary("pow", ins[0], ins[1])]
 
 
+def _prelu(conv, node, ins, A):
+    """PRelu with a constant slope: leaky_relu for one slope, else relu(x) + slope*min(x, 0)
+    (one rounding where it matters: x > 0 adds an exact 0, x < 0 rounds slope*x once)."""
+    slope = const_value(ins[1], "slope")
+    x = conv.t(ins[0])
+    if slope.size == 1:
+        return [conv.b.apply("leaky_relu", [x], alpha=float(slope.reshape(-1)[0]))]
+    zero = conv.materialize(PendingConst(np.float64(0.0), "zero"))
+    neg = conv.b.apply("min", [x, zero])
+    return [conv.b.apply("add", [conv.b.apply("relu", [x]), conv.binary("mul", neg, ins[1])])]
+
+
+def _softsign(conv, node, ins, A):
+    """x / (1 + |x|), as ONNX defines it (two roundings)."""
+    x = conv.t(ins[0])
+    one = conv.materialize(PendingConst(np.float64(1.0), "one"))
+    return [conv.b.apply("div", [x, conv.b.apply("add", [one, conv.b.apply("abs", [x])])])]
+
+
 # ------------------------------------------------------------------------ shape ops
 def _slice(conv, node, ins, A):
     x = conv.t(ins[0])
@@ -320,6 +339,8 @@ CONVERTERS = {
     "Gelu": _gelu,
     "Clip": _clip,
     "Pow": _pow,
+    "PRelu": _prelu,
+    "Softsign": _softsign,
     "Sum": _variadic("add"),
     "Mean": _variadic("mean"),
     "Slice": _slice,
@@ -346,7 +367,8 @@ CONVERTERS = {
 NEEDS = {
     **{op: (ir,) for op, ir in UNARY.items()},
     "LeakyRelu": ("leaky_relu",), "HardSigmoid": ("hardsigmoid",), "Elu": ("elu",),
-    "Selu": ("selu",), "Gelu": ("gelu", "gelu_tanh"), "Clip": ("clip",), "Pow": ("mul", "sqrt", "div"), "Sum": ("add",),
+    "Selu": ("selu",), "Gelu": ("gelu", "gelu_tanh"), "Clip": ("clip",), "Pow": ("mul", "sqrt", "div"),
+    "PRelu": ("leaky_relu", "relu", "min", "mul", "add"), "Softsign": ("abs", "add", "div"), "Sum": ("add",),
     "Mean": ("add", "div"), "Slice": ("slice",), "Squeeze": ("squeeze",),
     "Unsqueeze": ("unsqueeze",), "Gather": ("gather",), "Pad": ("pad",), "Tile": ("tile",),
     "Where": ("where",), "Split": ("slice",), "ReduceMax": ("reduce_max",),

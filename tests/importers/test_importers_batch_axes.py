@@ -126,12 +126,13 @@ def test_shape_gather_concat_reshape_is_folded_to_a_reshape():
     assert g.nodes[1].out_shape == (6,)
     x = RNG.standard_normal((3, 2, 3))
     np.testing.assert_array_equal(graph.denote(g, p, x, "float64"), x.reshape(3, 6))
-    # a reshape that merges the batch axis into another one is refused, naming the node
+    # a reshape that merges the batch axis into another one is a moved layout; as the
+    # output (the IR's outputs keep their batch axes in front) it is refused
     nodes[3] = helper.make_node("Concat", ["minus1"], ["shape"], axis=0)
     gr = helper.make_graph(nodes, "v", [helper.make_tensor_value_info("x", et, ["N", 2, 3])],
                            [helper.make_tensor_value_info("y", et, None)], initializer=inits)
-    with pytest.raises(GraphError, match=r"node 4 Reshape \(outputs y\): shape \[-1\] does "
-                                         r"not keep batch axis 0"):
+    with pytest.raises(GraphError, match=r"output 'y' has its batch axis moved \(layout "
+                                         r"\[b0\*e0\]\)"):
         from_onnx(helper.make_model(gr, opset_imports=[helper.make_opsetid("", 17)]))
 
 
@@ -172,3 +173,28 @@ def test_several_outputs_name_the_cli_flag(tmp_path, capsys):
     g, p = graph.load(str(tmp_path / "g.json"))
     x = RNG.standard_normal((2, 3))
     np.testing.assert_allclose(graph.denote(g, p, x, "float64"), np.tanh(x), rtol=1e-15)
+
+
+def test_transpose_moving_the_batch_axis_is_bookkeeping_until_an_op_mixes_examples():
+    """[N, T, E] -> [T, N, E] -> MatMul -> back: imported (the batch axis only moved);
+    a Softmax along the moved batch axis is refused naming the node and the reason."""
+    et = TensorProto.FLOAT
+    W = RNG.standard_normal((4, 3)).astype(np.float32)
+    nodes = [helper.make_node("Transpose", ["x"], ["t"], perm=[1, 0, 2]),
+             helper.make_node("MatMul", ["t", "W"], ["m"]),
+             helper.make_node("Softmax", ["m"], ["s"], axis=-1),
+             helper.make_node("Transpose", ["s"], ["y"], perm=[1, 0, 2])]
+    gr = helper.make_graph(nodes, "t", [helper.make_tensor_value_info("x", et, ["N", 5, 4])],
+                           [helper.make_tensor_value_info("y", et, None)],
+                           initializer=[numpy_helper.from_array(W, "W")])
+    m = helper.make_model(gr, opset_imports=[helper.make_opsetid("", 17)])
+    g, p = from_onnx(m)
+    x = RNG.standard_normal((2, 5, 4)).astype(np.float32).astype(np.float64)
+    np.testing.assert_allclose(graph.denote(g, p, x, "float64"), _ort(m, x), rtol=1e-6)
+    nodes[2] = helper.make_node("Softmax", ["m"], ["s"], axis=1)
+    gr = helper.make_graph(nodes, "t", [helper.make_tensor_value_info("x", et, ["N", 5, 4])],
+                           [helper.make_tensor_value_info("y", et, None)],
+                           initializer=[numpy_helper.from_array(W, "W")])
+    with pytest.raises(GraphError, match=r"node 2 Softmax \(outputs s\): Softmax: source axis "
+                                         r"1 holds a batch axis"):
+        from_onnx(helper.make_model(gr, opset_imports=[helper.make_opsetid("", 17)]))

@@ -1,5 +1,6 @@
-"""Logic op records: comparisons ``lt le gt ge eq ne``, boolean ``and or not`` and
-``select(cond, a, b)`` -- what FPCore's ``if`` and its predicates lower to.
+"""Logic op records: comparisons ``lt le gt ge eq ne``, boolean ``and or not``,
+``select(cond, a, b)`` and the predicates ``isnan isinf isfinite isnormal signbit`` --
+what FPCore's ``if`` and its conditions lower to.
 
 Truth values are context values 0 and 1 (so a comparison feeds arithmetic and ``select``
 in every context).  ``and``/``or``/``not``/``select`` read a value as true when it is > 0:
@@ -224,3 +225,101 @@ def _select_record():
 
 
 _select_record()
+
+
+# ------------------------------------------------------------- predicates
+# FPCore's isnan isinf isfinite isnormal signbit, as 0/1 values.  isnormal reads the
+# context's format (a binary context's, or an interval base's grid); contexts without one
+# (rational, mpmath, fp32-real) call every nonzero finite value normal.  Over intervals: three-valued (an enclosure of reals has no NaN unless it
+# is the whole line; a box reaching 0 leaves signbit undecided, -0 and +0 being alike).
+PREDICATES = ("isnan", "isinf", "isfinite", "isnormal", "signbit")
+
+
+def _infinite(ctx, v) -> np.ndarray:
+    """Point contexts: mask of +-inf (contexts that hold no infinities: none)."""
+    none = np.zeros(ctx.shape(v), dtype=bool)
+    try:
+        pinf, ninf = ctx.convert(np.inf), ctx.convert(-np.inf)
+        if not np.isinf(np.asarray(ctx.to_float64(pinf), dtype=np.float64)).all():
+            return none                       # E4M3FN: no infinities (inf converts to NaN)
+    except ContextError:
+        return none
+    return (~np.asarray(ctx.less(v, pinf), dtype=bool) & ~_isnan(ctx, v)) | \
+        ~np.asarray(ctx.less(ninf, v), dtype=bool) & ~_isnan(ctx, v)
+
+
+def _min_normal(ctx) -> float:
+    fmt = ctx.fmt
+    if fmt is None and ctx.is_interval and getattr(ctx.ends, "kind", "") == "float":
+        fmt = ctx.ends.grid
+    return 0.0 if fmt is None else float(fmt.min_normal)
+
+
+def _point_predicate(ctx, op, v):
+    nan = _isnan(ctx, v)
+    if op == "isnan":
+        return nan
+    inf = _infinite(ctx, v)
+    if op == "isinf":
+        return inf
+    if op == "isfinite":
+        return ~inf & ~nan
+    if op == "signbit":
+        if ctx.exact or ctx.fmt is None:      # no signed zero, no NaN sign here
+            return np.asarray(ctx.less(v, ctx.zeros(())), dtype=bool)
+        return np.signbit(np.asarray(ctx.to_float64(v), dtype=np.float64))
+    mn = _min_normal(ctx)                     # isnormal
+    zero = ctx.zeros(())
+    nonzero = np.asarray(ctx.less(v, zero), dtype=bool) | np.asarray(ctx.less(zero, v),
+                                                                      dtype=bool)
+    big = nonzero
+    if mn > 0:
+        lim = ctx.convert(mn)
+        big = ~np.asarray(ctx.less(ctx.abs(v), lim), dtype=bool)
+    return big & ~inf & ~nan
+
+
+def _interval_predicate(ctx, op, v):
+    lo, hi = _ends(ctx, v)
+
+    def m(f, x, y):
+        return np.asarray(f(x, y), dtype=bool)
+    fin = m(np.greater, lo, -np.inf) & m(np.less, hi, np.inf)
+    whole = m(np.equal, lo, -np.inf) & m(np.equal, hi, np.inf)
+    point_inf = m(np.equal, lo, hi) & ~fin
+    if op == "isnan":
+        return np.zeros(np.shape(lo), dtype=bool), ~whole
+    if op == "isinf":
+        return point_inf, fin
+    if op == "isfinite":
+        return fin, point_inf
+    if op == "signbit":
+        return m(np.less, hi, 0), m(np.greater, lo, 0)
+    mn = _min_normal(ctx)                     # isnormal
+    if mn > 0:
+        normal = fin & (m(np.greater_equal, lo, mn) | m(np.less_equal, hi, -mn))
+        tiny = m(np.greater, lo, -mn) & m(np.less, hi, mn)
+    else:
+        normal = fin & (m(np.greater, lo, 0) | m(np.less, hi, 0))
+        tiny = m(np.equal, lo, 0) & m(np.equal, hi, 0)
+    return normal, tiny | point_inf
+
+
+def _predicate(op, doc):
+    def forward(ctx, args, attrs, nb):
+        if ctx.is_interval:
+            return _value(ctx, *_interval_predicate(ctx, op, args[0]))
+        p = _point_predicate(ctx, op, args[0])
+        return _value(ctx, p, ~p)
+
+    vjp, jvp = _constant_rules(op)
+    register(OpRecord(name=op, arity=(1, 1), shape=_shape(op), forward=_over_duals(forward),
+                      vjp=vjp, jvp=jvp, capsule=f"reference.{op}", elementwise=True,
+                      doc=doc + " as 0/1; three-valued over intervals; derivative 0"))
+
+
+for _op, _doc in (("isnan", "x is NaN"), ("isinf", "x is +-inf"),
+                  ("isfinite", "x is neither NaN nor infinite"),
+                  ("isnormal", "x is a normal number of the context's format"),
+                  ("signbit", "the sign bit of x (set for -0)")):
+    _predicate(_op, _doc)

@@ -113,6 +113,13 @@ def logic_cases(case):
         case("select", [(2, 3), (2, 3), (3,)], vec(lambda c, a, b: a if c > 0 else b),
              exact=True, smooth=False),
         case("fma", [(2, 3), (3,), (2, 1)], lambda a, b, c: a * b + c, exact=True),
+        # the predicates on finite draws (special values: tests/graph/test_graph_logic_ops.py)
+        case("isnan", [(2, 3)], vec(lambda x: 0), exact=True, smooth=False),
+        case("isinf", [(2, 3)], vec(lambda x: 0), exact=True, smooth=False),
+        case("isfinite", [(2, 3)], vec(lambda x: 1), exact=True, smooth=False),
+        case("isnormal", [(2, 3)], vec(lambda x: 1 if x != 0 else 0), exact=True,
+             smooth=False),
+        case("signbit", [(2, 3)], vec(lambda x: 1 if x < 0 else 0), exact=True, smooth=False),
     ]
 
 

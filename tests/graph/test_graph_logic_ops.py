@@ -146,3 +146,34 @@ def test_fma_op_rounds_once():
                              [Interval(np.array([1.0]), np.array([2.0])), np.array([3.0]),
                               np.array([-1.0])], {}, 0)
     assert (box.lo[0], box.hi[0]) == (2.0, 5.0)
+
+
+def test_predicates_on_special_values():
+    x = np.array([1.0, -0.0, INF, -INF, NAN, 1e-40, -2.0])
+    want = {"isnan": [0, 0, 0, 0, 1, 0, 0], "isinf": [0, 0, 1, 1, 0, 0, 0],
+            "isfinite": [1, 1, 0, 0, 0, 1, 1], "signbit": [0, 1, 0, 1, 0, 0, 1]}
+    for cname, normal in (("float64", [1, 0, 0, 0, 0, 1, 1]), ("binary32", [1, 0, 0, 0, 0, 0, 1])):
+        ctx = scalars.get(cname)
+        v = ctx.convert(x)
+        for op, w in dict(want, isnormal=normal).items():
+            assert OPS[op].forward(ctx, [v], {}, 0).tolist() == w, (cname, op)
+    e = scalars.get("e4m3")          # no infinities: inf converts to NaN
+    v = e.convert(np.array([1.0, INF, 2.0 ** -8]))
+    assert OPS["isinf"].forward(e, [v], {}, 0).tolist() == [0, 0, 0]
+    assert OPS["isnan"].forward(e, [v], {}, 0).tolist() == [0, 1, 0]
+    assert OPS["isnormal"].forward(e, [v], {}, 0).tolist() == [1, 0, 0]   # 2^-8: subnormal
+    q = scalars.get("rational")
+    v = q.convert(["0", "-1/3", "1e-400"])
+    assert [to_fraction(t) for t in OPS["isnormal"].forward(q, [v], {}, 0)] == [0, 1, 1]
+    assert [to_fraction(t) for t in OPS["signbit"].forward(q, [v], {}, 0)] == [0, 1, 0]
+    iv = scalars.get("interval:binary32")
+    box = iv.make([-1.0, 1.0, 0.0, 1e-40, 3.0], [2.0, INF, 0.0, 1e-39, 3.0])
+    lohi = {op: (OPS[op].forward(iv, [box], {}, 0).lo.tolist(),
+                 OPS[op].forward(iv, [box], {}, 0).hi.tolist()) for op in PRED}
+    assert lohi["isfinite"] == ([1, 0, 1, 1, 1], [1, 1, 1, 1, 1])
+    assert lohi["isnormal"] == ([0, 0, 0, 0, 1], [1, 1, 0, 0, 1])
+    assert lohi["signbit"] == ([0, 0, 0, 0, 0], [1, 0, 1, 0, 0])
+    assert lohi["isnan"] == ([0] * 5, [0] * 5)
+
+
+PRED = ["isnan", "isinf", "isfinite", "isnormal", "signbit"]

@@ -87,6 +87,11 @@ LOGIC_CASES = {
     "select": ([anyv((3, 4)), anyv((3, 4)), anyv((4,))], {},
                lambda c, a, b: torch.where(c > 0, a, b) + 0.0 * c.sum()),
     "fma": ([anyv((3, 4)), anyv((4,)), anyv((3, 1))], {}, lambda a, b, c: a * b + c),
+    "isnan": ([anyv((3, 4))], {}, _flat0(torch.isnan)),
+    "isinf": ([anyv((3, 4))], {}, _flat0(torch.isinf)),
+    "isfinite": ([anyv((3, 4))], {}, _flat0(torch.isfinite)),
+    "isnormal": ([anyv((3, 4))], {}, _flat0(lambda x: x != 0)),
+    "signbit": ([anyv((3, 4))], {}, _flat0(torch.signbit)),
 }
 
 FUNCTION_CASES = {**UNARY_CASES, **BINARY_CASES, **LOGIC_CASES}

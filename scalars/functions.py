@@ -576,7 +576,7 @@ _MORE = (
         derivative=lambda c, x, y: c.div(_one(c), c.mul(c.convert(3), c.square(y)))),
     ScalarFunction(
         "tan", "tangent; derivative 1 + y^2", f64=np.tan, mpfr="tan", mpmath="tan",
-        range=(-math.inf, math.inf), monotone="increasing", complex=np.tan,
+        range=(-math.inf, math.inf), complex=np.tan,   # increasing between its poles only
         rational_points={0: 0}, pieces=True, poles_at=(math.pi / 2, math.pi),
         derivative=lambda c, x, y: c.add(_one(c), c.square(y))),
     ScalarFunction(
@@ -657,7 +657,7 @@ _MORE = (
                       why="digamma at a non-positive integer (a pole)"),
         interval_domain=Domain(0.0, open=True, limit=-math.inf,
                                why="digamma over intervals is implemented for x > 0 only"),
-        monotone="increasing", pieces=True, op=False,
+        pieces=True, op=False,          # increasing between poles only, not overall
         complex_why="numpy has no complex digamma",
         derivative=_no_derivative("digamma", "trigamma is not in the vocabulary, so "
                                   "tgamma and lgamma have no second derivative")),

@@ -558,7 +558,9 @@ class _TorchConverter:
                 return self.emit(n, "mul", [t, t])
             if e == 0.5:
                 return self.emit(n, "sqrt", [self.tensor(x)])
-            raise Unsupported(f"pow with exponent {e!r} (only 2 and 0.5 map to IR ops)")
+            if "pow" not in OPS:
+                raise Unsupported(f"pow with exponent {e!r} (only 2 and 0.5 map to IR ops)")
+            return self.emit(n, "pow", [self.tensor(x), self.tensor(e)])
         if key in ("sum", "mean"):
             x = self.tensor(self.val(n.args[0], env))
             dim = self.arg(n, env, 1, "dim")

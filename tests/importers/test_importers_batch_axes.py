@@ -198,3 +198,21 @@ def test_transpose_moving_the_batch_axis_is_bookkeeping_until_an_op_mixes_exampl
     with pytest.raises(GraphError, match=r"node 2 Softmax \(outputs s\): Softmax: source axis "
                                          r"1 holds a batch axis"):
         from_onnx(helper.make_model(gr, opset_imports=[helper.make_opsetid("", 17)]))
+
+
+def test_torch_pow_rsqrt_chunk_and_indexing_map_to_ir_ops():
+    """x.pow(1.5) / torch.pow(x, y) -> pow, torch.rsqrt -> 1/sqrt, chunk -> slices,
+    x[..., :2] / x[:, 0] -> slice (+ reshape): values against torch float64."""
+    class M(torch.nn.Module):
+        def forward(self, x):
+            a = (x.abs() + 1).pow(1.5) + torch.pow(x.abs() + 1, x)
+            u, v = a.chunk(2, dim=-1)
+            return torch.rsqrt(u * u + 1) + v[..., :2] + x[:, 0:1, 1:3] * x[:, 1].unsqueeze(1)[..., :2]
+    x = torch.randn(3, 2, 4)
+    torch._dynamo.mark_dynamic(x, 0)
+    g, p = from_torch(M(), x)
+    ops = [n.kind.op for n in g]
+    assert "pow" in ops and "slice" in ops and "sqrt" in ops
+    ref = M()(x.double()).numpy()
+    np.testing.assert_allclose(graph.denote(g, p, x.double().numpy(), "float64"), ref,
+                               rtol=1e-14, atol=1e-15)

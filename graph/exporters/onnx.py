@@ -21,6 +21,7 @@ from ..axes import norm_axes, norm_axis
 from ..errors import GraphError
 from ..node import Graph
 from ..ops_conv import onnx_geometry
+from .onnx_network import NETWORK_OPS, export_node
 from ..ops_elementwise import SAFE_LOG_TINY
 from ..optable import OPS, full_attrs
 from ..payload import Payload
@@ -244,6 +245,8 @@ class _Exporter:
             shape = list(attrs["shape"])
             xa = self.expand_rank(ps[0], len(shape))
             y = self.emit("Expand", [xa, self.ints("shape", ([1] if off else []) + shape)], base)
+        elif op in NETWORK_OPS:
+            y = export_node(self, n, attrs, off, r_in, x, base)
         else:
             raise Unsupported(f"no ONNX mapping for op {op!r}")
         self.name[i] = y

@@ -27,8 +27,10 @@ import math
 import gmpy2
 import numpy as np
 
+from . import directed as D
 from . import formats
 from .errors import ContextError
+from .functions import F64_ABS_ERR
 
 _HUGE_PHASE = 2.0 ** 40   # beyond this, locating poles is not worth it: the whole line
 
@@ -136,15 +138,33 @@ def _dir2(ctx, fn, x, y):
         v = E.wrap(getattr(ctx.base, fn.name)(E.wrap(np.array(x)), E.wrap(np.array(y))))
         return v, v
     if E.kind == "float":
-        out = []
-        for mode in ("down", "up"):
-            f = fn.mpfr_in(formats.gmpy2_context(E.grid, mode))
-            flat = [float(f(gmpy2.mpfr(float(s), 53), gmpy2.mpfr(float(t), 53)))
-                    for s, t in zip(x.reshape(-1).tolist(), y.reshape(-1).tolist())]
-            # the format's own overflow rule (no-op for IEEE formats)
-            out.append(formats.round_to_format(np.array(flat, dtype=np.float64).reshape(
-                x.shape), E.grid, mode))
-        return E.wrap(out[0]), E.wrap(out[1])
+        x = np.asarray(x, dtype=np.float64)
+        y = np.asarray(y, dtype=np.float64)
+        lo = np.full(x.shape, np.nan)
+        hi = np.full(x.shape, np.nan)
+        todo = np.ones(x.shape, dtype=bool)
+        if not E.grid.is_binary64:
+            # fast path (as function_endpoints.func_dir): the float64 value v with
+            # |v - f| <= f64_rel |v| + F64_ABS_ERR; where [v - m, v + m] rounds down and
+            # up to single grid values, those are RD f and RU f
+            with np.errstate(all="ignore"):
+                v = fn.eval_f64(x, y)
+                m = np.abs(v) * fn.f64_rel + F64_ABS_ERR
+                d1, d2 = D.round_down(v - m, E.grid), D.round_down(v + m, E.grid)
+                u1, u2 = D.round_up(v - m, E.grid), D.round_up(v + m, E.grid)
+            ok = ((d1 == d2) & (u1 == u2) & np.isfinite(x) & np.isfinite(y)
+                  & np.isfinite(d1) & np.isfinite(u2))
+            lo, hi, todo = np.where(ok, d1, lo), np.where(ok, u2, hi), ~ok
+        idx = np.flatnonzero(todo)
+        if idx.size:
+            xs, ys = x.reshape(-1)[idx].tolist(), y.reshape(-1)[idx].tolist()
+            for mode, dest in (("down", lo), ("up", hi)):
+                f = fn.mpfr_in(formats.gmpy2_context(E.grid, mode))
+                vals = np.array([float(f(gmpy2.mpfr(s, 53), gmpy2.mpfr(t, 53)))
+                                 for s, t in zip(xs, ys)], dtype=np.float64)
+                # the format's own overflow rule (no-op for IEEE formats)
+                dest.reshape(-1)[idx] = formats.round_to_format(vals, E.grid, mode)
+        return E.wrap(lo), E.wrap(hi)
     # mpmath endpoints: MPFR at the endpoints' precision with (practically) unbounded
     # exponents; conversions both ways are exact
     L, mk = E.lib, E.mk

@@ -95,6 +95,8 @@ def _np_table():
         "and": lambda a, b: ((a != 0) & (b != 0)) * 1.0,
         "or": lambda a, b: ((a != 0) | (b != 0)) * 1.0, "not": lambda a: (a == 0) * 1.0,
         "select": lambda c, a, b: np.where(c != 0, a, b),
+        "isfinite": lambda a: np.isfinite(a) * 1.0, "isinf": lambda a: np.isinf(a) * 1.0,
+        "isnan": lambda a: np.isnan(a) * 1.0, "signbit": lambda a: np.signbit(a) * 1.0,
     }
 
 

@@ -12,7 +12,8 @@ each real-valued program into a graph of scalar nodes:
 * ``let``/``let*`` bind names to nodes (no node is duplicated); the arithmetic and libm
   operations map to op-table ops of the same name (``+ - * /`` -> ``add sub mul div``,
   unary ``-`` -> ``neg``, ``fabs`` -> ``abs``), comparisons to ``lt le gt ge eq ne``
-  (chains become ``and`` of pairs; ``!=`` means pairwise distinct), ``and or not``, and
+  (chains become ``and`` of pairs; ``!=`` means pairwise distinct), ``and or not``, the
+  predicates ``isfinite isinf isnan isnormal signbit``, and
   ``if`` to ``select(cond, then, else)`` (both branches evaluated);
 * a literal annotated ``(! :precision P c)`` is rounded to P (round to nearest even);
   an annotation that changes the precision of a computation is refused (the graph is
@@ -404,8 +405,10 @@ class _Builder:
             return self.compare(op, args, env, text)
         if op in _BOOL_OPS:
             return self.logic(op, args, env, text)
-        if op in _PREDICATES:
-            raise Untranslatable(f"op {op} not supported")
+        if op in _PREDICATES:                 # boolean-valued tests of one number
+            if len(args) != 1:
+                raise Untranslatable(f"{op} takes 1 argument: {text}")
+            return self._bool(op, [self.real(args[0], env)], text)
         if op == "-":
             if len(args) == 1:
                 return self.node("neg", [self.real(args[0], env)], text)

@@ -178,3 +178,13 @@ def test_scalarlab_reads_fpcore_where_it_takes_a_graph(tmp_path):
     assert [n.op for n in g2.nodes] == ["input", "input", "sub"]
     y = graph.denote(g2, p2, [np.array([3.0]), np.array([0.5])], "binary32")
     assert float(np.asarray(y)[0]) == 2.5
+
+
+def test_predicates_are_boolean_ops():
+    p, = read_fpcore("(FPCore (x) (if (signbit x) (- x) x))")
+    if {"signbit", "select"} <= set(OPS):
+        assert [n.op for n in p.graph.nodes] == ["input", "signbit", "neg", "select"]
+    else:
+        assert p.skip.startswith("op ") and p.skip.endswith("not supported")
+    bad, = read_fpcore("(FPCore (x) (+ (isnan x) 1))")
+    assert bad.skip in ("boolean (isnan x) used as a number", "op isnan not supported")

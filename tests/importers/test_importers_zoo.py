@@ -297,4 +297,5 @@ if __name__ == "__main__":        # the README table: python tests/importers/tes
                 rows.append({"model": name, "file": "from_torch",
                              "error": f"{type(exc).__name__}: {str(exc)[:160]}"})
     import pandas as pd
-    print(pd.DataFrame(rows).to_markdown(index=False))
+    with pd.option_context("display.width", 200, "display.max_columns", 20):
+        print(pd.DataFrame(rows).to_string(index=False, float_format=lambda v: f"{v:.3g}"))

@@ -218,6 +218,7 @@ class _OnnxConverter:
         self.nb = nb
         self.b = IRBuilder(nb)
         self.batch = None          # concrete batch extents when the input declares them
+        self.unary = _UNARY        # ONNX -> IR unary maps (read by onnx_layout)
 
     # ---------------------------------------------------------------- values
     def input(self, vi):

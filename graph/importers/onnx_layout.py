@@ -21,6 +21,7 @@ from ..batch_layout import Layout
 from ..errors import ShapeRuleError
 from .interchange import Batched, PendingConst, Unsupported
 from .onnx_fold import BatchDim
+from .onnx_ops import UNARY
 
 STAND_IN = 1009
 
@@ -179,10 +180,8 @@ def _moved(conv, op, node, ins, A):
                 C = C * np.float64(np.float32(beta))
             out = _binary(conv, "add", out, PendingConst(C, "C"))
         return [out]
-    from .onnx import _UNARY
-    from .onnx_ops import UNARY
-    if op in _UNARY or op in UNARY:
-        irop = _UNARY.get(op) or UNARY[op]
+    if op in conv.unary or op in UNARY:
+        irop = conv.unary.get(op) or UNARY[op]
         return [wrap(conv, b.add(irop, [x.id]), layout_of(conv, x))]
     raise Unsupported(f"{op} on a tensor whose batch axis a Transpose/Reshape moved "
                       f"(layout {layout_of(conv, x)}): not mapped in a moved layout")

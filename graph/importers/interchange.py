@@ -7,6 +7,8 @@
   against the op table's rule, and translates the source's batched tensors to the IR's
   per-example values (:class:`Batched`): axes, permutations, concatenations and
   reductions that would mix examples are refused with the reason;
+* :class:`Batched` may carry a ``graph.batch_layout.Layout`` when a source transpose or
+  reshape moved or merged its batch axes (the ONNX importer's ``onnx_layout``);
 * :class:`PendingConst`: a source constant (ONNX initializer, torch module tensor) that
   becomes a ``const`` node only when an op uses it as a tensor;
 * :func:`pair_list`, :func:`param_shape` and :func:`payload_field`: 2-d window

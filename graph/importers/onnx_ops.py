@@ -18,7 +18,7 @@ import numpy as np
 
 from ..optable import OPS
 from ..ops_shape import split_slices
-from .interchange import Batched, PendingConst, Unsupported
+from .interchange import PendingConst, Unsupported
 from .onnx_fold import is_symbolic
 
 # ONNX op -> IR op for plain unary maps (claimed when the IR op exists)

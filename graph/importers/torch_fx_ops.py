@@ -15,7 +15,7 @@ import numpy as np
 
 from ..optable import OPS
 from ..ops_shape import split_slices
-from .interchange import Batched, PendingConst, Unsupported
+from .interchange import Batched, Unsupported
 
 
 class Refused:

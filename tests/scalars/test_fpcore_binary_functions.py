@@ -348,3 +348,31 @@ def test_other_formats_error_free_path_and_tiny(fmt):
     x[:100], y[100:200] = np.round(x[:100]), np.round(y[100:200])
     for name in NAMES:
         same(getattr(scalars.get(fmt), name)(x, y), oracle(name, x, y, fmt=f), f"{name} {fmt}")
+
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+_ENDS = st.floats(-6, 6, allow_nan=False).map(lambda v: float(np.float32(v)))
+
+
+@settings(max_examples=60, deadline=None)
+@given(a=_ENDS, b=_ENDS, e1=st.floats(-3, 3).map(lambda v: float(np.float32(v))),
+       e2=st.floats(-3, 3).map(lambda v: float(np.float32(v))),
+       n=st.integers(-4, 4), integer=st.booleans())
+def test_pow_interval_is_sound_on_random_boxes(a, b, e1, e2, n, integer):
+    """Random base boxes (negative ones with a point integer exponent, else the base is
+    made non-negative) and exponent boxes: sampled points and corners lie inside."""
+    ctx = scalars.get("interval:binary32")
+    lo, hi = min(a, b), max(a, b)
+    if integer:
+        el = eh = float(n)
+    else:
+        lo, hi = abs(lo), abs(hi)
+        lo, hi = min(lo, hi), max(lo, hi)
+        el, eh = min(e1, e2), max(e1, e2)
+    try:
+        box = ctx.pow(ctx.make([lo], [hi]), ctx.make([el], [eh]))
+    except scalars.ContextError:
+        assert False, (lo, hi, el, eh)
+    _sound(ctx, "pow", (np.array([lo]), np.array([hi])), (np.array([el]), np.array([eh])),
+           box, n=8)

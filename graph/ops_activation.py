@@ -15,9 +15,11 @@ interval and dual contexts:
   (``leaky_relu(x) = max(x, 0) + alpha * min(x, 0)``), so over an interval context every
   term's lower end comes from the box's lower end and the box is the exact range up to
   outward rounding;
-* ``elu(x) = max(x, 0) + alpha * (exp(min(x, 0)) - 1)`` likewise (both terms increasing
-  for alpha >= 0); in a point context it equals ONNX's ``alpha * (exp(x) - 1)`` for
-  x <= 0 and ``x`` for x > 0 exactly (the other term is an exact zero).
+* ``elu(x) = max(x, 0) + alpha * expm1(min(x, 0))`` likewise (both terms increasing for
+  alpha >= 0); in a point context it is ``alpha * expm1(x)`` for x <= 0 and ``x`` for
+  x > 0 exactly (the other term is an exact zero);
+* ``gelu_tanh`` is evaluated as ``x * sigmoid(2 u)``, the same function as torch's
+  ``0.5 x (1 + tanh u)`` without its cancellation for x << 0.
 
 Derivatives follow torch at the kinks (``hardtanh``/``relu6``/``clip`` and ``hardsigmoid``
 have derivative 0 on the boundary, ``hardswish`` takes torch's closed intervals, ``elu``
@@ -283,9 +285,10 @@ _activation("hardswish", _hardswish, _hardswish_d,
 
 # ---------------------------------------------------------------------------- elu, selu
 def _elu_core(ctx, x, alpha):
+    # expm1, not exp - 1: no cancellation near 0 (exp(x) - 1 in binary32 is ~1000 ulps
+    # off there); expm1 is correctly rounded and increasing, so boxes stay tight
     zero = ctx.zeros(())
-    neg = ctx.sub(ctx.exp(ctx.minimum(x, zero)), ctx.ones(()))
-    return ctx.add(ctx.maximum(x, zero), ctx.mul(alpha, neg))
+    return ctx.add(ctx.maximum(x, zero), ctx.mul(alpha, ctx.expm1(ctx.minimum(x, zero))))
 
 
 def _elu_d_core(ctx, x, alpha):
@@ -297,7 +300,7 @@ def _elu_d_core(ctx, x, alpha):
 _activation("elu", lambda c, x, a: _elu_core(c, x, _c(c, a["alpha"])),
             lambda c, x, y, a: _elu_d_core(c, x, _c(c, a["alpha"])),
             attrs={"alpha": 1.0},
-            doc="x for x > 0, alpha * (exp(x) - 1) otherwise (ONNX Elu)")
+            doc="x for x > 0, alpha * expm1(x) otherwise (ONNX Elu)")
 
 _activation("selu", lambda c, x, a: c.mul(_c(c, a["gamma"]), _elu_core(c, x, _c(c, a["alpha"]))),
             lambda c, x, y, a: c.mul(_c(c, a["gamma"]), _elu_d_core(c, x, _c(c, a["alpha"]))),
@@ -337,23 +340,26 @@ def _gelu_tanh_inner(ctx, x):
 
 
 def _gelu_tanh(ctx, x, a):
-    t = ctx.tanh(_gelu_tanh_inner(ctx, x))
-    return ctx.mul(ctx.mul(_c(ctx, "0.5"), x), ctx.add(ctx.ones(()), t))
+    # 0.5 x (1 + tanh u) = x sigmoid(2 u) exactly; the sigmoid form has no cancellation
+    # for x << 0, where torch's 1 + tanh(u) loses every digit (the value there is tiny
+    # but not 0); sigmoid is correctly rounded in the binary formats
+    u = _gelu_tanh_inner(ctx, x)
+    return ctx.mul(x, ctx.sigmoid(ctx.mul(_c(ctx, 2), u)))
 
 
 def _gelu_tanh_d(ctx, x, y, a):
-    # 0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2/pi) (1 + 3 kappa x^2)
-    half = _c(ctx, "0.5")
-    t = ctx.tanh(_gelu_tanh_inner(ctx, x))
-    dinner = ctx.mul(_c(ctx, SQRT_2_OVER_PI),
-                     ctx.add(ctx.ones(()), ctx.mul(ctx.mul(_c(ctx, 3), _c(ctx, GELU_TANH_KAPPA)),
-                                                   ctx.square(x))))
-    left = ctx.mul(half, ctx.add(ctx.ones(()), t))
-    right = ctx.mul(ctx.mul(ctx.mul(half, x), ctx.sub(ctx.ones(()), ctx.square(t))), dinner)
-    return ctx.add(left, right)
+    # d/dx x s(2u) = s + 2 x s (1 - s) u',  s = sigmoid(2u), u' = sqrt(2/pi) (1 + 3 kappa x^2)
+    # (= torch's 0.5 (1 + t) + 0.5 x (1 - t^2) u' with t = tanh u, without its cancellation)
+    s2 = ctx.sigmoid(ctx.mul(_c(ctx, 2), _gelu_tanh_inner(ctx, x)))
+    du = ctx.mul(_c(ctx, SQRT_2_OVER_PI),
+                 ctx.add(ctx.ones(()), ctx.mul(ctx.mul(_c(ctx, 3), _c(ctx, GELU_TANH_KAPPA)),
+                                               ctx.square(x))))
+    right = ctx.mul(ctx.mul(ctx.mul(_c(ctx, 2), x), ctx.mul(s2, ctx.sub(ctx.ones(()), s2))), du)
+    return ctx.add(s2, right)
 
 
 _activation("gelu_tanh", _gelu_tanh, _gelu_tanh_d,
-            interval=_unimodal_interval("gelu_tanh", _gelu_tanh), doc="0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (torch gelu(approximate="
-                "'tanh'), ONNX Gelu(approximate='tanh'))")
+            interval=_unimodal_interval("gelu_tanh", _gelu_tanh),
+            doc="0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (torch gelu(approximate="
+                "'tanh'), ONNX Gelu(approximate='tanh')), evaluated as x sigmoid(2 u)")
 

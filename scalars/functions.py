@@ -144,6 +144,7 @@ class ScalarFunction:
     interval_domain: Domain | None = None
     poles_at: tuple | None = None
     op: bool = True
+    negative_branches: bool = False
 
     @property
     def f64_rel(self) -> float:
@@ -357,6 +358,8 @@ _ENTRIES = (
 #                      endpoints).
 # ``op``               False for helper functions of the vocabulary that are no IR op
 #                      (digamma, used by the derivatives of tgamma and lgamma).
+# ``negative_branches``  tgamma/lgamma: intervals below 0 inside one branch between poles
+#                      take the convexity rule of function_intervals (the rest: x > 0).
 with mpmath.workdps(320):
     LN2 = mpmath.nstr(mpmath.log(2), 318, strip_zeros=False)
     LN10 = mpmath.nstr(mpmath.log(10), 318, strip_zeros=False)
@@ -632,8 +635,8 @@ _MORE = (
         domain=Domain(-math.inf, open=False, poles=_nonpos_int,
                       why="tgamma at a non-positive integer (a pole)"),
         interval_domain=Domain(0.0, open=True, limit=math.inf,
-                               why="tgamma over intervals is implemented for x > 0 only "
-                                   "(the negative axis has a pole at every integer)"),
+                               why="an interval reaching 0 or across it contains "
+                                   "tgamma's pole at 0"), negative_branches=True,
         critical=(_GAMMA_MIN,), facts=_gamma_facts, rational=_tgamma_q, pieces=True,
         complex_why="numpy has no complex gamma",
         derivative=lambda c, x, y: c.mul(y, c.digamma(x))),
@@ -644,8 +647,8 @@ _MORE = (
         domain=Domain(-math.inf, open=False, poles=_nonpos_int,
                       why="lgamma at a non-positive integer (a pole)"),
         interval_domain=Domain(0.0, open=True, limit=math.inf,
-                               why="lgamma over intervals is implemented for x > 0 only "
-                                   "(the negative axis has a pole at every integer)"),
+                               why="an interval reaching 0 or across it contains "
+                                   "lgamma's pole at 0"), negative_branches=True,
         critical=(_LGAMMA_MIN,), rational_points={1: 0, 2: 0}, pieces=True,
         complex_why="numpy has no complex lgamma",
         derivative=lambda c, x, y: c.digamma(x)),

@@ -323,11 +323,23 @@ def run_benchmark(prog, ctx, *, samples=DEFAULT_SAMPLES, sampling="bitpattern", 
             except ScalarLabError as exc:
                 row["skip"] = f"sampling: {exc}"
                 return BenchmarkRun(row)
-            drawn += smp.drawn
-            rejected += smp.rejected
             if not len(smp.x):
+                drawn += smp.drawn
+                rejected += smp.rejected
                 break
             fx, ok, _ = _screen(case, prog, smp.x, fmt, reference_bits)
+            pos = np.flatnonzero(ok)
+            if len(pos) > samples - have:
+                # the round overshot: count the draws up to the last sample kept only
+                cut = int(pos[samples - have - 1]) + 1
+                ok = ok[:cut]
+                fx = [(h[:cut], lo[:cut]) for h, lo in fx]
+                smp.x = smp.x[:cut]
+                drawn += int(smp.draw_index[cut - 1])
+                rejected += int(smp.draw_index[cut - 1]) - cut
+            else:
+                drawn += smp.drawn
+                rejected += smp.rejected
             invalid += int(np.count_nonzero(~ok))
             got_x.append(smp.x[ok])
             got_v.append([(h[ok], lo[ok]) for h, lo in fx])

@@ -235,6 +235,7 @@ class Samples:
     drawn: int                       # samples drawn in total
     rejected: int                    # ... of which the precondition rejected
     by_bits: list = field(default_factory=list)
+    draw_index: np.ndarray = None    # per sample: draws made up to and including it
 
 
 def sample(regions, names, residual, fmt, n: int, rng, sampling="bitpattern", *,
@@ -244,7 +245,7 @@ def sample(regions, names, residual, fmt, n: int, rng, sampling="bitpattern", *,
     if n < 1:
         raise ExperimentError(f"--samples must be >= 1, got {n}")
     max_draw = max_draw or 200 * n
-    got, drawn, rejected, by_bits = [], 0, 0, []
+    got, drawn, rejected, by_bits, index = [], 0, 0, [], []
     have = 0
     while have < n and drawn < max_draw:
         m = min(max(2 * (n - have), 16), max_draw - drawn)
@@ -254,12 +255,14 @@ def sample(regions, names, residual, fmt, n: int, rng, sampling="bitpattern", *,
         if len(acc) > n - have:          # count the draws up to the n-th accepted only
             cut = int(acc[n - have - 1]) + 1
             X, ok = X[:cut], ok[:cut]
+        index.append(drawn + np.flatnonzero(ok) + 1)
         drawn += len(X)
         rejected += int(np.count_nonzero(~ok))
         got.append(X[ok])
         have += int(np.count_nonzero(ok))
     x = np.concatenate(got) if got else np.empty((0, len(regions)))
-    return Samples(x, drawn, rejected, by_bits)
+    idx = np.concatenate(index) if index else np.empty(0, dtype=np.int64)
+    return Samples(x, drawn, rejected, by_bits, idx)
 
 
 # -------------------------------------------------------------------- graphs and files

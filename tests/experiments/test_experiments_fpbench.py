@@ -231,6 +231,10 @@ def test_fpbench_cli_smoke(tmp_path, capsys):
     ran = df[df["skip"] == ""]
     assert len(ran) >= 8 and (ran["samples"].astype(int) == 6).all()
     assert (ran["max_bits"].astype(float) >= ran["mean_bits"].astype(float)).all()
+    # every draw is accounted for: kept, rejected by :pre, or without a finite value
+    assert (ran["samples"].astype(int) + ran["rejected_pre"].astype(int)
+            + ran["invalid"].astype(int) == ran["drawn"].astype(int)).all()
+    assert (ran["invalid"].astype(int) > 0).any()
     for reason in df[df["skip"] != ""]["skip"]:
         assert reason.startswith("op ") and reason.endswith("not supported")
     # the same figures when the samples come from a file
@@ -392,3 +396,10 @@ def test_precondition_conditions_evaluate_exactly():
     assert S.eval_condition(e, {"x": Fraction(29, 20)})       # x^2 = 2.1025 > 2.1
     assert S.eval_condition(e, {"x": Fraction(7, 5)})         # x^2 = 1.96 <= 2
     assert not S.eval_condition(e, {"x": Fraction(29, 20) - Fraction(1, 100)})  # 2.0736
+
+
+def test_draws_are_accounted_with_a_residual_precondition():
+    prog = _program("rosa.fpcore", "triangle1")
+    r = F.run_benchmark(prog, get("binary32"), samples=40, sampling="box", seed=2).row
+    assert r["samples"] == 40 and r["rejected_pre"] > 0
+    assert r["samples"] + r["rejected_pre"] + r["invalid"] == r["drawn"]

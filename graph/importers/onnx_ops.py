@@ -25,7 +25,7 @@ from .onnx_fold import is_symbolic
 UNARY = {"Erf": "erf", "HardSwish": "hardswish", "Mish": "mish", "Tan": "tan", "Asin": "asin",
          "Acos": "acos", "Atan": "atan", "Sinh": "sinh", "Cosh": "cosh", "Asinh": "asinh",
          "Acosh": "acosh", "Atanh": "atanh", "Ceil": "ceil", "Floor": "floor",
-         "Round": "nearbyint"}
+         "Round": "nearbyint", "Not": "not", "IsNaN": "isnan"}
 
 #: ONNX's float32 defaults of Selu (its schema's alpha and gamma)
 _SELU = (1.67326319217681884765625, 1.05070102214813232421875)
@@ -262,7 +262,38 @@ def _tile(conv, node, ins, A):
     return [conv.b.apply("tile", [x], repeats=reps[x.nb:])]
 
 
+def _compare(irop):
+    def f(conv, node, ins, A):
+        return [conv.binary(irop, ins[0], ins[1])]
+    return f
+
+
+def _is_inf(conv, node, ins, A):
+    x = conv.t(ins[0])
+    neg, pos = int(A.get("detect_negative", 1)), int(A.get("detect_positive", 1))
+    y = conv.b.apply("isinf", [x])
+    if neg and pos:
+        return [y]
+    zero = conv.materialize(PendingConst(np.float64(0.0), "zero"))
+    if not (neg or pos):
+        return [conv.b.apply("mul", [y, zero])]
+    side = conv.b.apply("gt" if pos else "lt", [x, zero])      # one sign: isinf and x >< 0
+    return [conv.b.apply("and", [y, side])]
+
+
+def _mod(conv, node, ins, A):
+    if not int(A.get("fmod", 0)):
+        raise Unsupported("Mod with fmod=0 (integer modulus; the IR's fmod is C's fmod)")
+    return [conv.binary("fmod", ins[0], ins[1])]
+
+
 def _where(conv, node, ins, A):
+    if not isinstance(ins[0], PendingConst) and "select" in OPS:
+        # a run-time condition (Less, Equal, ... of activations): select, both branches
+        # evaluated, the unselected one's NaN never reaching the value
+        c, a = conv.aligned(ins[0], ins[1])
+        c, b = conv.aligned(c, ins[2])
+        return [conv.b.apply("select", [c, a, b])]
     cond = const_value(ins[0], "condition").astype(bool)
     a, b = conv.aligned(ins[1], ins[2])
     nb = max(a.nb, b.nb)
@@ -361,6 +392,10 @@ CONVERTERS = {
     "ReduceLogSumExp": _reduce("reduce_sum", pre="exp", post="log"),
     "GlobalAveragePool": _global_pool("global_avg_pool"),
     "GlobalMaxPool": _global_pool("global_max_pool"),
+    "Less": _compare("lt"), "LessOrEqual": _compare("le"), "Greater": _compare("gt"),
+    "GreaterOrEqual": _compare("ge"), "Equal": _compare("eq"), "And": _compare("and"),
+    "Or": _compare("or"), "IsInf": _is_inf,
+    "Mod": _mod,
 }
 
 #: the IR ops each converter needs (an ONNX op is claimed only when they all exist)
@@ -377,6 +412,8 @@ NEEDS = {
     "ReduceL1": ("reduce_sum", "abs"), "ReduceLogSum": ("reduce_sum", "log"),
     "ReduceLogSumExp": ("reduce_sum", "exp", "log"),
     "GlobalAveragePool": ("global_avg_pool",), "GlobalMaxPool": ("global_max_pool",),
+    "Less": ("lt",), "LessOrEqual": ("le",), "Greater": ("gt",), "GreaterOrEqual": ("ge",),
+    "Equal": ("eq",), "And": ("and",), "Or": ("or",), "IsInf": ("isinf", "and", "gt", "lt"), "Mod": ("fmod",),
 }
 
 

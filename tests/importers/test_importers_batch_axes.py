@@ -216,3 +216,25 @@ def test_torch_pow_rsqrt_chunk_and_indexing_map_to_ir_ops():
     ref = M()(x.double()).numpy()
     np.testing.assert_allclose(graph.denote(g, p, x.double().numpy(), "float64"), ref,
                                rtol=1e-14, atol=1e-15)
+
+
+def test_comparisons_and_where_with_a_run_time_condition():
+    """Where(Less(x, c), Mul(x, 2), x) and IsInf: select over the IR's 0/1 comparisons,
+    against onnxruntime."""
+    et = TensorProto.FLOAT
+    nodes = [helper.make_node("Less", ["x", "c"], ["m"]),
+             helper.make_node("Mul", ["x", "two"], ["d"]),
+             helper.make_node("Where", ["m", "d", "x"], ["w"]),
+             helper.make_node("IsInf", ["x"], ["i"], detect_negative=0),
+             helper.make_node("Cast", ["i"], ["f"], to=1),
+             helper.make_node("Add", ["w", "f"], ["y"])]
+    inits = [numpy_helper.from_array(np.array([0.5, -0.5, 0.0], np.float32), "c"),
+             numpy_helper.from_array(np.array(2.0, np.float32), "two")]
+    gr = helper.make_graph(nodes, "w", [helper.make_tensor_value_info("x", et, ["N", 3])],
+                           [helper.make_tensor_value_info("y", et, None)], initializer=inits)
+    m = helper.make_model(gr, opset_imports=[helper.make_opsetid("", 17)])
+    g, p = from_onnx(m)
+    assert "select" in [n.kind.op for n in g]
+    x = np.array([[0.1, -1.0, np.inf], [1.0, -0.2, -np.inf], [0.4, 0.3, -3.0]],
+                 np.float32).astype(np.float64)
+    np.testing.assert_array_equal(graph.denote(g, p, x, "float64"), _ort(m, x))

@@ -279,6 +279,20 @@ def m_multihead_attention(conv, n, env, m):
         raise Unsupported("is_causal=True")
     q_in, k_in, v_in = (conv.tensor(conv.arg(n, env, i, nm)) for i, nm in
                         enumerate(("query", "key", "value")))
+    out = _attention(conv, m, q_in, k_in, v_in)
+    return (out, Refused("the attention weights (second result) are not mapped; pass "
+                         "need_weights=False or do not use them"))
+
+
+def _np64(t):
+    return t.detach().double().numpy().copy()
+
+
+def _attention(conv, m, q_in, k_in, v_in):
+    """The IR nodes of ``m`` (an nn.MultiheadAttention, batch_first) on per-example
+    [T, E] query/key/value values."""
+    if m.bias_k is not None or m.add_zero_attn:
+        raise Unsupported("add_bias_kv / add_zero_attn")
     E, H = m.embed_dim, m.num_heads
     hd = E // H
     if m._qkv_same_embed_dim:
@@ -311,9 +325,51 @@ def m_multihead_attention(conv, n, env, m):
     op = {"W": m.out_proj.weight.detach().double().numpy().copy()}
     if m.out_proj.bias is not None:
         op["b"] = m.out_proj.bias.detach().double().numpy().copy()
-    out = conv.b.apply("linear", [o], params=op, out_shape=(T, E))
-    return (out, Refused("the attention weights (second result) are not mapped; pass "
-                         "need_weights=False or do not use them"))
+    return conv.b.apply("linear", [o], params=op, out_shape=(T, E))
+
+
+def m_transformer_encoder_layer(conv, n, env, m):
+    """nn.TransformerEncoderLayer (eval, batch_first, relu or gelu, no masks): self-attention
+    + feed-forward with residuals and LayerNorms, post-norm or norm_first, per example."""
+    if m.training:
+        raise Unsupported("TransformerEncoderLayer in training mode (dropout); call .eval()")
+    if not m.self_attn.batch_first and conv.nb:
+        raise Unsupported("batch_first=False puts the batch axis second; use batch_first=True")
+    for key in ("src_mask", "src_key_padding_mask"):
+        if n.kwargs.get(key) is not None:
+            raise Unsupported(f"{key} is given (masks are not mapped)")
+    if len(n.args) > 1 or n.kwargs.get("is_causal"):
+        raise Unsupported("masks / is_causal")
+    act = getattr(m, "activation_relu_or_gelu", 0)
+    if act not in (1, 2):
+        raise Unsupported("activation other than relu or gelu")
+    x = _x(conv, n, env)
+    b = conv.b
+
+    def norm(v, ln):
+        params = {"gamma": _np64(ln.weight), "beta": _np64(ln.bias), "eps": float(ln.eps)}
+        return b.apply("layernorm", [v], params=params, axis=len(b.shape(v.id)) - 1)
+
+    def lin(v, l):
+        p = {"W": _np64(l.weight)}
+        if l.bias is not None:
+            p["b"] = _np64(l.bias)
+        s = b.shape(v.id)
+        return b.apply("linear", [v], params=p, out_shape=s[:-1] + (l.out_features,))
+
+    def ff(v):
+        h = lin(v, m.linear1)
+        h = b.apply("relu" if act == 1 else "gelu", [h])
+        return lin(h, m.linear2)
+
+    def sa(v):
+        return _attention(conv, m.self_attn, v, v, v)
+
+    if m.norm_first:
+        x = b.apply("add", [x, sa(norm(x, m.norm1))])
+        return b.apply("add", [x, ff(norm(x, m.norm2))])
+    x = norm(b.apply("add", [x, sa(x)]), m.norm1)
+    return norm(b.apply("add", [x, ff(x)]), m.norm2)
 
 
 # ------------------------------------------------------------------ tables
@@ -341,6 +397,7 @@ def tables(torch):
                nn.GELU: f_gelu_any, nn.AdaptiveAvgPool2d: f_adaptive_avg,
                nn.AdaptiveMaxPool2d: f_adaptive_max,
                nn.MultiheadAttention: m_multihead_attention,
+               nn.TransformerEncoderLayer: m_transformer_encoder_layer,
                nn.Conv1d: m_conv, nn.Conv2d: m_conv, nn.Conv3d: m_conv,
                nn.MaxPool1d: m_pool, nn.MaxPool2d: m_pool, nn.MaxPool3d: m_pool,
                nn.AvgPool1d: m_pool, nn.AvgPool2d: m_pool, nn.AvgPool3d: m_pool}
@@ -349,7 +406,9 @@ def tables(torch):
              f_gelu_any: ("gelu", "gelu_tanh"), f_rsqrt: ("sqrt", "div"),
              f_adaptive_avg: ("global_avg_pool",), f_adaptive_max: ("global_max_pool",),
              f_chunk: ("slice",), f_split: ("slice",),
-             m_multihead_attention: ("linear", "reshape", "permute", "matmul", "softmax")}
+             m_multihead_attention: ("linear", "reshape", "permute", "matmul", "softmax"),
+             m_transformer_encoder_layer: ("linear", "reshape", "permute", "matmul",
+                                           "softmax", "layernorm", "relu", "gelu")}
 
     def ok(f):
         return all(op in OPS for op in getattr(f, "needs", None) or needs.get(f, ()))

@@ -238,3 +238,21 @@ def test_comparisons_and_where_with_a_run_time_condition():
     x = np.array([[0.1, -1.0, np.inf], [1.0, -0.2, -np.inf], [0.4, 0.3, -3.0]],
                  np.float32).astype(np.float64)
     np.testing.assert_array_equal(graph.denote(g, p, x, "float64"), _ort(m, x))
+
+
+@pytest.mark.parametrize("norm_first,act", [(False, "relu"), (True, "gelu")])
+def test_torch_transformer_encoder_layer_maps_per_example(norm_first, act):
+    """nn.TransformerEncoderLayer (eval, batch_first) inside a model: self-attention and
+    feed-forward composed per example; float64 against torch float64."""
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(8, 2, 16, activation=act, batch_first=True,
+                                             norm_first=norm_first)
+    m = torch.nn.Sequential(layer).eval()
+    x = torch.randn(3, 5, 8)
+    torch._dynamo.mark_dynamic(x, 0)
+    g, p = from_torch(m, x)
+    assert g.nodes[0].out_shape == (5, 8)
+    with torch.no_grad():
+        ref = m.double()(x.double()).numpy()
+    got = graph.denote(g, p, x.double().numpy(), "float64")
+    assert np.linalg.norm(got - ref) / np.linalg.norm(ref) <= 1e-12

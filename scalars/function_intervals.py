@@ -196,8 +196,8 @@ def _mpf_to_mpfr(t):
         return gmpy2.mpfr(float(t))           # 0, inf, nan
     with gmpy2.context(precision=max(int(bc), 2), emin=gmpy2.get_emin_min(),
                        emax=gmpy2.get_emax_max()):
-        r = gmpy2.mul_2exp(gmpy2.mpfr(int(man)), int(exp))
-    return -r if sign else r
+        r = gmpy2.mul_2exp(gmpy2.mpfr(-int(man) if sign else int(man)), int(exp))
+    return r     # exact: bc bits (a negation outside the context would round to 53)
 
 
 def _mpfr_to_mpf(L, mk, r):

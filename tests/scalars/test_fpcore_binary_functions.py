@@ -259,6 +259,11 @@ def test_pow_interval_negative_bases_and_refusal():
                        match=r"context interval:binary32: pow: base interval \[-2.0, 1.0\].*"
                              r"not one integer"):
         ctx.pow(ctx.make([-2.0], [1.0]), ctx.convert([0.5]))
+    # mpmath endpoints that are no float64 (-2.1 at 100 bits) stay exact through MPFR
+    im = scalars.get("interval:mpmath:100")
+    r = im.pow(im.make(["-2.1"], ["-2.1"]), im.convert(["3"]))
+    lo, hi = to_fraction(r.lo[0]), to_fraction(r.hi[0])
+    assert lo <= Fraction(-9261, 1000) <= hi and hi - lo < Fraction(1, 2 ** 90)
     rq = scalars.get("interval:rational")
     r = rq.pow(rq.make(["-2"], ["3"]), rq.convert(["3"]))
     assert (to_fraction(r.lo[0]), to_fraction(r.hi[0])) == (-8, 27)

@@ -375,6 +375,21 @@ def _pow_interval(ctx, fn, a, b, shape):
     d, u = _dir2(ctx, fn, xs, ys)
     lo = E.wrap(np.min(d, axis=0)) if E.kind == "float" else E.wrap(np.min(d, axis=0))
     hi = E.wrap(np.max(u, axis=0))
+    # a zero base end may be -0, and C's pow(-0, y) is -inf for a negative odd integer y:
+    # where the exponent box may hold one, the lower end is -inf (sound for either zero)
+    zero_end = nonneg & E.is_zero(alo)
+    if zero_end.any():
+        ylo = np.asarray(E.to_f64(blo, "down"), dtype=np.float64)
+        yhi = np.asarray(E.to_f64(bhi, "up"), dtype=np.float64)
+        with np.errstate(all="ignore"):
+            k_lo, k_hi = np.ceil(ylo), np.minimum(np.floor(yhi), -1.0)
+            odd_neg = (k_hi >= k_lo) & ((k_hi - k_lo >= 1) | (np.fmod(k_hi, 2) != 0))
+        flag = zero_end & odd_neg
+        if flag.any():
+            if E.kind == "rational":
+                raise _refuse(ctx, fn, "0 to a negative odd power is unbounded below "
+                                       "(interval:rational has no infinite endpoints)")
+            lo = E.wrap(np.where(flag, E.full((), -math.inf), lo))
     neg = ~nonneg
     if neg.any():
         # integer n: the ends (corners 0 and 2 use blo = n), plus 0 when inside

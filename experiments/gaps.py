@@ -50,10 +50,13 @@ def from_ordinals(k, fmt) -> np.ndarray:
     from scalarlab.scalars import formats
     k = np.asarray(k, dtype=np.int64)
     mag = np.abs(k)
-    if not fmt.subnormals:                 # ordinal 1 is min_normal (code 1 << M)
-        mag = np.where(mag > 0, mag + (1 << fmt.man_bits) - 1, 0)
-    codes = np.where(k < 0, mag | (1 << (fmt.exp_bits + fmt.man_bits)), mag)
-    return formats.decode(codes, fmt)
+    if fmt.is_binary64:                    # the code IS the float64 pattern (and a sign
+        v = mag.view(np.float64)           # bit at 1 << 63 would not fit an int64)
+    else:
+        if not fmt.subnormals:             # ordinal 1 is min_normal (code 1 << M)
+            mag = np.where(mag > 0, mag + (1 << fmt.man_bits) - 1, 0)
+        v = formats.decode(mag, fmt)
+    return np.where(k < 0, -v, v)
 
 
 def sample_inputs(center, radius: float, n: int, seed: int, fmt, sampling: str):
@@ -132,14 +135,23 @@ def distribution_row(values: np.ndarray) -> dict:
 def gaps(case: C.GraphCase, ctx, *, samples=2000, sampling="box", radius=0.05, seed=0,
          center=None, reference=C.DEFAULT_REFERENCE, node=None, quiet=True,
          oracle_limit=C.DEFAULT_ORACLE_LIMIT, check_samples=C.DEFAULT_CHECK_SAMPLES,
-         center_desc=None) -> GapsResult:
-    """Sample, evaluate in ``ctx`` and the reference, and summarise the output gap."""
+         center_desc=None, x=None) -> GapsResult:
+    """Sample, evaluate in ``ctx`` and the reference, and summarise the output gap.
+
+    ``x``: a ready batch of samples (``--input-file``/``--box``, several inputs allowed)
+    instead of the box around ``center``; it is rounded into the format first."""
     C.check_point_context(ctx, "--context")
     fmt = _fmt_of(ctx)
-    if center is None:
-        center = C.center_of(case, None)
-        center_desc = "x0"
-    x = sample_inputs(center, radius, samples, seed, fmt, sampling)
+    if x is not None:
+        from scalarlab.scalars import formats
+        x = C.batch_map(x, lambda a: formats.round_to_format(np.asarray(a, dtype=np.float64),
+                                                             fmt, "nearest_even"))
+        samples, radius = C.batch_size(x), float("nan")    # no radius: the batch is given
+    else:
+        if center is None:
+            center = C.center_of(case, None)
+            center_desc = "x0"
+        x = sample_inputs(center, radius, samples, seed, fmt, sampling)
     node = case.output_id if node is None else int(node)
     if not 0 <= node < len(case.nodes):
         raise C.ExperimentError(f"--node {node}: graph {case.name} has nodes 0..{len(case.nodes) - 1}")
@@ -167,8 +179,9 @@ def header_lines(res: GapsResult) -> list[str]:
         f"  context    : {res.ctx.name} (format {res.fmt.name}, reduction "
         f"{C.reduction_label(res.ctx)})",
         f"  reference  : {res.reference.label}",
-        f"  sampling   : {res.sampling}, {res.samples} inputs of {res.fmt.name} in the l-inf box "
-        f"of radius {res.radius:g} around {res.center_desc} (seed {res.seed})",
+        (f"  sampling   : {res.center_desc}" if res.radius != res.radius else
+         f"  sampling   : {res.sampling}, {res.samples} inputs of {res.fmt.name} in the l-inf box "
+         f"of radius {res.radius:g} around {res.center_desc} (seed {res.seed})"),
         f"  gap        : ULP distance to the reference correctly rounded into {res.fmt.name}; "
         f"bits = log2(1 + ULP)",
     ]

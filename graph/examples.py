@@ -103,9 +103,19 @@ def get(name: str):
 
 
 def resolve(arg: str):
-    """A CLI GRAPH argument: a built-in name, or a JSON graph file (default input None)."""
+    """A CLI GRAPH argument: a built-in name, a JSON graph file, or an FPCore file
+    (``FILE.fpcore`` = its first FPCore, ``FILE.fpcore#N`` the N-th; default input None)."""
     if arg in BUILTINS:
         return get(arg)
+    base, sep, num = arg.rpartition("#")
+    if base.endswith(".fpcore") and sep and num.isdigit() and os.path.exists(base):
+        arg, index = base, int(num) - 1          # FILE.fpcore#N: the N-th FPCore
+    else:
+        index = 0
+    if arg.endswith(".fpcore") and os.path.exists(arg):
+        from .importers.fpcore import read_fpcore_file
+        g, p = read_fpcore_file(arg, index)
+        return g, p, None
     if os.path.exists(arg):
         from .fileformat import load
         g, p = load(arg)

@@ -18,6 +18,7 @@ import numpy as np
 from scalarlab.scalars.dual import Dual, max_weight
 from scalarlab.scalars.errors import ContextError
 from scalarlab.scalars.functions import FUNCTIONS
+from scalarlab.scalars.functions2 import BINARY_FUNCTIONS
 
 from .axes import add_opt, align, broadcast_shapes, unbroadcast
 from .errors import OpDataError
@@ -139,6 +140,90 @@ _minmax("max", lambda c, a, b: c.maximum(a, b), True)
 _minmax("min", lambda c, a, b: c.minimum(a, b), False)
 
 
+def _fma_record():
+    """fma(a, b, c) = a*b + c with ONE rounding (the context's fma), broadcasting."""
+    def forward(ctx, args, attrs, nb):
+        r = max(len(ctx.shape(t)) for t in args) - nb
+        a, b, c = (align(ctx, t, nb, r) for t in args)
+        return ctx.fma(a, b, c)
+
+    def vjp(ctx, g, args, y, attrs, nb):
+        r = len(ctx.shape(y)) - nb
+        a, b, _ = (align(ctx, t, nb, r) for t in args)
+        return [unbroadcast(ctx, ctx.mul(g, b), ctx.shape(args[0]), nb),
+                unbroadcast(ctx, ctx.mul(g, a), ctx.shape(args[1]), nb),
+                unbroadcast(ctx, g, ctx.shape(args[2]), nb)]
+
+    def jvp(ctx, args, tans, y, attrs, nb):
+        if all(t is None for t in tans):
+            return None
+        r = len(ctx.shape(y)) - nb
+        a, b, _ = (align(ctx, t, nb, r) for t in args)
+        ta, tb, tc = (None if t is None else align(ctx, t, nb, r) for t in tans)
+        t = add_opt(ctx, add_opt(ctx, _mul_opt(ctx, ta, b), _mul_opt(ctx, tb, a)), tc)
+        ys = ctx.shape(y)
+        return t if ctx.shape(t) == ys else ctx.broadcast_to(t, ys)
+
+    register(OpRecord(name="fma", arity=(3, 3),
+                      shape=lambda s, attrs, declared=None: broadcast_shapes("fma", *s),
+                      forward=_over_duals(forward, jvp), vjp=vjp, jvp=jvp,
+                      capsule="reference.fma", elementwise=True,
+                      doc="a*b + c rounded once (IEEE fusedMultiplyAdd)"))
+
+
+_fma_record()
+
+
+def check_domain2(ctx, a, b, op: str, fn) -> None:
+    """Point contexts: raise OpDataError where (a, b) lies outside the binary function's
+    domain (pow of a negative base with a non-integer exponent, fmod by zero)."""
+    if ctx.is_interval or ctx.is_dual:
+        return
+    x, y = np.asarray(a), np.asarray(b)
+    if x.dtype.kind not in "fO" or y.dtype.kind not in "fO":
+        return
+    bad = np.asarray(fn.domain(x, y), dtype=bool)
+    if not bad.any():
+        return
+    idx = tuple(int(i) for i in np.argwhere(bad)[0]) if bad.ndim else ()
+    shown = []
+    for v in (a, b):
+        try:
+            shown.append(repr(float(np.broadcast_to(np.asarray(ctx.to_float64(v)),
+                                                    bad.shape)[idx])))
+        except (ContextError, TypeError, ValueError, IndexError):
+            shown.append("?")
+    raise OpDataError(f"{op} outside its domain ({fn.why}): x{list(idx)} = {shown[0]}, "
+                      f"y{list(idx)} = {shown[1]}")
+
+
+def _function2_record(fn):
+    """The record of a binary function (scalars.functions2): a broadcasting binary op
+    like add; forward ctx.<name> after the domain check, VJP/JVP from the partials."""
+    name = fn.name
+
+    def f(c, a, b):
+        if fn.domain is not None:
+            check_domain2(c, a, b, name, fn)
+        return getattr(c, name)(a, b)
+
+    def da(c, g, a, b, y):
+        return c.mul(g, fn.partials(c, a, b, y)[0])
+
+    def db(c, g, a, b, y):
+        return c.mul(g, fn.partials(c, a, b, y)[1])
+
+    def jvp(c, a, b, ta, tb, y):
+        dx, dy = fn.partials(c, a, b, y)
+        return add_opt(c, _mul_opt(c, ta, dx), _mul_opt(c, tb, dy))
+
+    _binary(name, f, da, db, jvp, doc=fn.doc)
+
+
+for _fn2 in BINARY_FUNCTIONS.values():
+    _function2_record(_fn2)
+
+
 # ------------------------------------------------------------------------------ unary
 def _same_shape(in_shapes, attrs, declared=None):
     return tuple(in_shapes[0])
@@ -187,6 +272,27 @@ def check_domain(ctx, x, op: str, strict: bool, lo: float = 0.0) -> None:
     else:
         what = "NaN" if shown == "nan" else f"{'<=' if strict else '<'} {lo:g}"
     raise OpDataError(f"{op} of a {what} value: x{list(idx)} = {shown}")
+
+
+def check_outside(ctx, x, op: str, dom) -> None:
+    """Point contexts: raise OpDataError at an entry outside ``dom``'s upper end or on
+    one of its poles (asin(2), tgamma(-3)); intervals and duals use their own rules."""
+    if ctx.is_interval or ctx.is_dual:
+        return
+    arr = np.asarray(x)
+    if arr.dtype.kind not in "fO":
+        return
+    bad = dom.outside(arr)
+    if arr.dtype.kind == "f":
+        bad = bad | np.isnan(arr)
+    if not bad.any():
+        return
+    idx = tuple(int(i) for i in np.argwhere(bad)[0]) if bad.ndim else ()
+    try:
+        shown = repr(float(np.asarray(ctx.to_float64(x))[idx]))
+    except (ContextError, TypeError, ValueError, IndexError):
+        shown = "?"
+    raise OpDataError(f"{op} of a value outside its domain ({dom.why}): x{list(idx)} = {shown}")
 
 
 def _neg_record():
@@ -250,7 +356,10 @@ def _function_record(fn):
 
     def forward(ctx, x):
         if dom is not None:
-            check_domain(ctx, x, method, strict=dom.open, lo=dom.lo)
+            if dom.lo > -np.inf:
+                check_domain(ctx, x, method, strict=dom.open, lo=dom.lo)
+            if dom.has_hi or dom.poles is not None:
+                check_outside(ctx, x, method, dom)
         return getattr(ctx, method)(x)
 
     doc = fn.doc + ("" if dom is None else
@@ -260,7 +369,8 @@ def _function_record(fn):
 
 
 for _fn in FUNCTIONS.values():
-    _function_record(_fn)
+    if _fn.op:          # digamma is a helper of the vocabulary, not an IR op
+        _function_record(_fn)
 
 _unary("safe_log", _safe_log, _safe_log_d, monotone="increasing",
        doc=f"log(max(x, {SAFE_LOG_TINY}))")

@@ -1,5 +1,6 @@
 """Reduction and normalisation op records: sum, reduce_sum/mean, softmax, log_softmax,
-layernorm, batchnorm_eval.
+layernorm, batchnorm_eval, and (section at the end) reduce_max/min/prod/sum_square and the
+global average/max pools.
 
 Sums go through ``ctx.sum`` so the context's reduction order (sequential, pairwise,
 native) is the one used.  softmax subtracts ``ctx.amax`` first (stable; an interval
@@ -14,6 +15,7 @@ from scalarlab.scalars.interval import Interval
 
 from .axes import add_opt, norm_axes, norm_axis
 from .errors import ShapeRuleError
+from .ops_elementwise import _over_duals
 from .oprecord import REQUIRED, OpRecord, register
 
 
@@ -358,3 +360,295 @@ register(OpRecord(
     capsule="reference.batchnorm_eval",
     doc="eval-mode BatchNorm on a per-example channel axis (default 0 of [C, ...]): "
         "(x - mean)/sqrt(var + eps) * gamma + beta"))
+
+
+# ==================================================================================
+# Reductions of real networks: reduce_max, reduce_min, reduce_prod, reduce_sum_square
+# (attribute axis: int, list or none = every per-example axis; keepdims), and the global
+# pools over the spatial axes of [C, spatial...] (ONNX GlobalAveragePool/GlobalMaxPool:
+# the spatial axes are kept with length 1).
+#
+# max/min: the derivative splits ties equally between the maximal entries (torch.amax and
+# the binary max record's rule), so it needs comparisons (a point or dual context); over
+# a dual context the tangent comes from the record's JVP.  prod multiplies left to right,
+# one rounding per product, in every context (not the context's summation order); its
+# derivative uses prefix and suffix products, so zeros need no division.
+# ==================================================================================
+
+
+def _opt_axes(op, attrs, r):
+    return norm_axes(op, attrs["axis"], r)
+
+
+def _red_shape(op):
+    def shape(in_shapes, attrs, declared=None):
+        s = tuple(in_shapes[0])
+        axes = _opt_axes(op, attrs, len(s))
+        if op in ("reduce_max", "reduce_min") and any(s[a] == 0 for a in axes):
+            raise ShapeRuleError(f"{op}: cannot reduce the empty axis of {list(s)}")
+        if _keep_flag(op, attrs):
+            return tuple(1 if i in axes else d for i, d in enumerate(s))
+        return tuple(d for i, d in enumerate(s) if i not in axes)
+    return shape
+
+
+def _full_axes(op, ctx, x, attrs, nb):
+    return _b(nb, _opt_axes(op, attrs, len(ctx.shape(x)) - nb))
+
+
+def _kept(ctx, v, x_shape, axes):
+    """``v`` reduced over ``axes`` (with or without keepdims) as the keepdims shape."""
+    return ctx.reshape(v, tuple(1 if i in axes else d for i, d in enumerate(x_shape)))
+
+
+def _extreme(sign):
+    def value(ctx, x, axes, keepdims):
+        if not axes:
+            return x
+        if sign > 0:
+            return ctx.amax(x, axis=axes, keepdims=keepdims)
+        return ctx.neg(ctx.amax(ctx.neg(x), axis=axes, keepdims=keepdims))
+
+    def weights(ctx, x, y, axes):
+        """1/k on the k entries equal to the extreme of their group, 0 elsewhere."""
+        xs = ctx.shape(x)
+        yk = ctx.broadcast_to(_kept(ctx, y, xs, axes), xs)
+        lt = np.asarray(ctx.less(x, yk) if sign > 0 else ctx.less(yk, x), dtype=bool)
+        hit = ~lt
+        k = np.broadcast_to(hit.sum(axis=axes, keepdims=True), xs)
+        return ctx.div(ctx.convert(hit.astype(np.int64)), ctx.convert(k.astype(np.int64)))
+    return value, weights
+
+
+def _extreme_record(op, sign, doc):
+    value, weights = _extreme(sign)
+
+    def forward(ctx, args, attrs, nb):
+        return value(ctx, args[0], _full_axes(op, ctx, args[0], attrs, nb), attrs["keepdims"])
+
+    def vjp(ctx, g, args, y, attrs, nb):
+        x = args[0]
+        axes = _full_axes(op, ctx, x, attrs, nb)
+        if not axes:
+            return [g]
+        xs = ctx.shape(x)
+        gb = ctx.broadcast_to(_kept(ctx, g, xs, axes), xs)
+        return [ctx.mul(gb, weights(ctx, x, y, axes))]
+
+    def jvp(ctx, args, tans, y, attrs, nb):
+        if tans[0] is None:
+            return None
+        x = args[0]
+        axes = _full_axes(op, ctx, x, attrs, nb)
+        if not axes:
+            return tans[0]
+        return ctx.sum(ctx.mul(tans[0], weights(ctx, x, y, axes)), axis=axes,
+                       keepdims=attrs["keepdims"])
+
+    register(OpRecord(name=op, arity=(1, 1), shape=_red_shape(op),
+                      forward=_over_duals(forward, jvp), vjp=vjp, jvp=jvp,
+                      attrs={"axis": None, "keepdims": False}, capsule=f"reference.{op}",
+                      doc=doc))
+
+
+_extreme_record("reduce_max", 1, "max over per-example axes (none = all); the derivative "
+                "splits ties equally (torch.amax)")
+_extreme_record("reduce_min", -1, "min over per-example axes (none = all); the derivative "
+                "splits ties equally (torch.amin)")
+
+
+# --------------------------------------------------------------------------- reduce_prod
+def _to_last(ctx, x, axes):
+    """x with the reduced axes moved last and merged: ([..., n], kept shape)."""
+    xs = ctx.shape(x)
+    keep = [i for i in range(len(xs)) if i not in axes]
+    t = ctx.transpose(x, tuple(keep) + tuple(axes))
+    kshape = tuple(xs[i] for i in keep)
+    return ctx.reshape(t, kshape + (_count(xs, axes),)), kshape
+
+
+def _from_last(ctx, v, xs, axes):
+    """Inverse of :func:`_to_last` for a [..., n] array of x's size."""
+    keep = [i for i in range(len(xs)) if i not in axes]
+    perm = tuple(keep) + tuple(axes)
+    t = ctx.reshape(v, tuple(xs[i] for i in perm))
+    return ctx.transpose(t, tuple(int(i) for i in np.argsort(perm)))
+
+
+def _cumprods(ctx, m):
+    """Left-to-right products of m [..., n]: (prefix products P_1..P_n as a list)."""
+    n = ctx.shape(m)[-1]
+    last = len(ctx.shape(m)) - 1
+    cols = [ctx.reshape(ctx.take(m, [k], axis=last), ctx.shape(m)[:-1]) for k in range(n)]
+    out, acc = [], None
+    for c in cols:
+        acc = c if acc is None else ctx.mul(acc, c)
+        out.append(acc)
+    return cols, out
+
+
+def _prod_forward(ctx, args, attrs, nb):
+    x = args[0]
+    axes = _full_axes("reduce_prod", ctx, x, attrs, nb)
+    if not axes:
+        return x
+    xs = ctx.shape(x)
+    m, kshape = _to_last(ctx, x, axes)
+    if ctx.shape(m)[-1] == 0:
+        y = ctx.ones(kshape)
+    else:
+        y = _cumprods(ctx, m)[1][-1]
+    return _kept(ctx, y, xs, axes) if attrs["keepdims"] else y
+
+
+def _prod_partials(ctx, x, axes):
+    """d prod / d x_i = prod_{j<i} x_j * prod_{j>i} x_j (prefix and suffix products)."""
+    xs = ctx.shape(x)
+    m, kshape = _to_last(ctx, x, axes)
+    n = ctx.shape(m)[-1]
+    cols, pre = _cumprods(ctx, m)
+    suf = [None] * n
+    acc = None
+    for k in range(n - 1, -1, -1):
+        suf[k] = acc
+        acc = cols[k] if acc is None else ctx.mul(cols[k], acc)
+    parts = []
+    for k in range(n):
+        left = pre[k - 1] if k > 0 else None
+        right = suf[k]
+        if left is None and right is None:
+            parts.append(ctx.ones(kshape))
+        elif left is None:
+            parts.append(right)
+        elif right is None:
+            parts.append(left)
+        else:
+            parts.append(ctx.mul(left, right))
+    d = ctx.stack(parts, axis=len(kshape))
+    return _from_last(ctx, d, xs, axes)
+
+
+def _prod_vjp(ctx, g, args, y, attrs, nb):
+    x = args[0]
+    axes = _full_axes("reduce_prod", ctx, x, attrs, nb)
+    if not axes:
+        return [g]
+    xs = ctx.shape(x)
+    return [ctx.mul(ctx.broadcast_to(_kept(ctx, g, xs, axes), xs), _prod_partials(ctx, x, axes))]
+
+
+def _prod_jvp(ctx, args, tans, y, attrs, nb):
+    if tans[0] is None:
+        return None
+    x = args[0]
+    axes = _full_axes("reduce_prod", ctx, x, attrs, nb)
+    if not axes:
+        return tans[0]
+    return ctx.sum(ctx.mul(tans[0], _prod_partials(ctx, x, axes)), axis=axes,
+                   keepdims=attrs["keepdims"])
+
+
+register(OpRecord(name="reduce_prod", arity=(1, 1), shape=_red_shape("reduce_prod"),
+                  forward=_prod_forward, vjp=_prod_vjp, jvp=_prod_jvp,
+                  attrs={"axis": None, "keepdims": False}, capsule="reference.reduce_prod",
+                  doc="product over per-example axes (none = all), left to right with one "
+                      "rounding per multiplication in every context"))
+
+
+# --------------------------------------------------------------------- reduce_sum_square
+def _ssq_forward(ctx, args, attrs, nb):
+    x = args[0]
+    axes = _full_axes("reduce_sum_square", ctx, x, attrs, nb)
+    sq = ctx.square(x)
+    return ctx.sum(sq, axis=axes, keepdims=attrs["keepdims"]) if axes else sq
+
+
+def _ssq_vjp(ctx, g, args, y, attrs, nb):
+    x = args[0]
+    axes = _full_axes("reduce_sum_square", ctx, x, attrs, nb)
+    xs = ctx.shape(x)
+    gb = ctx.broadcast_to(_kept(ctx, g, xs, axes), xs) if axes else g
+    return [ctx.mul(gb, ctx.mul(ctx.convert(2), x))]
+
+
+def _ssq_jvp(ctx, args, tans, y, attrs, nb):
+    if tans[0] is None:
+        return None
+    x = args[0]
+    axes = _full_axes("reduce_sum_square", ctx, x, attrs, nb)
+    t = ctx.mul(ctx.mul(ctx.convert(2), x), tans[0])
+    return ctx.sum(t, axis=axes, keepdims=attrs["keepdims"]) if axes else t
+
+
+register(OpRecord(name="reduce_sum_square", arity=(1, 1),
+                  shape=_red_shape("reduce_sum_square"), forward=_ssq_forward,
+                  vjp=_ssq_vjp, jvp=_ssq_jvp, attrs={"axis": None, "keepdims": False},
+                  capsule="reference.reduce_sum_square", reduces=True,
+                  doc="sum of squares over per-example axes (none = all); ctx.square is "
+                      "tight over intervals"))
+
+
+# --------------------------------------------------------------------------- global pools
+def _global_shape(op):
+    def shape(in_shapes, attrs, declared=None):
+        s = tuple(in_shapes[0])
+        if len(s) < 2:
+            raise ShapeRuleError(f"{op}: input must be [C, spatial...] per example (rank >= "
+                                 f"2), got {list(s)}")
+        if op == "global_max_pool" and any(d == 0 for d in s[1:]):
+            raise ShapeRuleError(f"{op}: empty spatial axes in {list(s)}")
+        return (s[0],) + (1,) * (len(s) - 1)
+    return shape
+
+
+def _spatial(ctx, x, nb):
+    return tuple(range(nb + 1, len(ctx.shape(x))))
+
+
+def _gap_forward(ctx, args, attrs, nb):
+    x = args[0]
+    ax = _spatial(ctx, x, nb)
+    return ctx.div(ctx.sum(x, axis=ax, keepdims=True), ctx.convert(_count(ctx.shape(x), ax)))
+
+
+def _gap_vjp(ctx, g, args, y, attrs, nb):
+    x = args[0]
+    ax = _spatial(ctx, x, nb)
+    xs = ctx.shape(x)
+    return [ctx.broadcast_to(ctx.div(g, ctx.convert(_count(xs, ax))), xs)]
+
+
+register(OpRecord(name="global_avg_pool", arity=(1, 1), shape=_global_shape("global_avg_pool"),
+                  forward=_gap_forward, vjp=_gap_vjp,
+                  jvp=lambda ctx, args, tans, y, attrs, nb: None if tans[0] is None
+                  else _gap_forward(ctx, [tans[0]], attrs, nb),
+                  capsule="reference.global_avg_pool", reduces=True,
+                  doc="mean over the spatial axes of [C, spatial...] -> [C, 1, ...] (ONNX "
+                      "GlobalAveragePool, torch AdaptiveAvgPool to 1)"))
+
+_gmax_value, _gmax_weights = _extreme(1)
+
+
+def _gmp_forward(ctx, args, attrs, nb):
+    return _gmax_value(ctx, args[0], _spatial(ctx, args[0], nb), True)
+
+
+def _gmp_vjp(ctx, g, args, y, attrs, nb):
+    x = args[0]
+    xs = ctx.shape(x)
+    return [ctx.mul(ctx.broadcast_to(g, xs), _gmax_weights(ctx, x, y, _spatial(ctx, x, nb)))]
+
+
+def _gmp_jvp(ctx, args, tans, y, attrs, nb):
+    if tans[0] is None:
+        return None
+    x = args[0]
+    ax = _spatial(ctx, x, nb)
+    return ctx.sum(ctx.mul(tans[0], _gmax_weights(ctx, x, y, ax)), axis=ax, keepdims=True)
+
+
+register(OpRecord(name="global_max_pool", arity=(1, 1), shape=_global_shape("global_max_pool"),
+                  forward=_over_duals(_gmp_forward, _gmp_jvp), vjp=_gmp_vjp, jvp=_gmp_jvp,
+                  capsule="reference.global_max_pool",
+                  doc="max over the spatial axes of [C, spatial...] -> [C, 1, ...] (ONNX "
+                      "GlobalMaxPool); ties split the derivative equally"))

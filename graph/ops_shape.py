@@ -1,11 +1,14 @@
 """Structural and shape op records: input, const, detach, reshape, flatten, permute,
-concat, broadcast_to.  None of them rounds: they only move entries (ctx shape ops)."""
+concat, broadcast_to, and the ONNX-style slice, squeeze, unsqueeze, gather, pad, expand,
+tile and where (see the section below for split).  None of them rounds: they only move
+entries (ctx shape ops)."""
 from __future__ import annotations
 
 import numpy as np
 
-from .axes import broadcast_shapes, is_int, norm_axis, sum_batch, unbroadcast
+from .axes import align, broadcast_shapes, is_int, norm_axis, sum_batch, unbroadcast
 from .errors import ShapeRuleError
+from .ops_activation import real_attr
 from .oprecord import REQUIRED, OpRecord, register
 
 
@@ -213,3 +216,459 @@ register(OpRecord(name="broadcast_to", arity=(1, 1), shape=_bcast_shape, forward
                   else _bcast_forward(ctx, [tans[0]], attrs, nb),
                   attrs={"shape": REQUIRED}, capsule="reference.broadcast_to",
                   doc="numpy broadcasting of the per-example value to shape"))
+
+
+# ==================================================================================
+# The shape ops of real networks: slice, squeeze, unsqueeze, gather (constant indices),
+# pad (constant/reflect/edge/wrap), expand, tile, where (constant condition).
+# Attribute names follow ONNX.  They only move entries (ctx.take/concat/reshape/
+# broadcast_to/where), so every context runs them and none rounds; their adjoints are
+# exact too: a gather whose indices are distinct is undone by another gather from the
+# cotangent padded with one exact zero, and repeated indices (gather, reflect pad, tile)
+# add their contributions with the context's own sum or dot product.
+#
+# Split: IR nodes have ONE output, so ONNX Split / torch.chunk become one ``slice`` node
+# per output; :func:`split_slices` gives their attributes (the importers use it).
+# ==================================================================================
+def _ints(op, name, v, *, allow_none=False):
+    if v is None and allow_none:
+        return None
+    if is_int(v):
+        return (v,)
+    if not isinstance(v, (list, tuple)) or not all(is_int(d) for d in v):
+        raise ShapeRuleError(f"{op}: attribute {name} must be a list of ints, got {v!r}")
+    return tuple(v)
+
+
+def _move_last(ctx, x, axis):
+    """Move ``axis`` to the end (for the selection-matrix adjoint)."""
+    n = len(ctx.shape(x))
+    perm = tuple(i for i in range(n) if i != axis) + (axis,)
+    return ctx.transpose(x, perm), perm
+
+
+def take_adjoint(ctx, g, idx, n: int, axis: int):
+    """Adjoint of ``ctx.take(x, idx, axis)`` for an axis of length ``n``: the cotangent of
+    x.  Distinct indices: a gather from ``g`` with one zero appended (no arithmetic);
+    repeated ones: ``g`` times the 0/1 selection matrix ``[len(idx), n]``, i.e. the
+    context's own dot product adds the contributions of each source entry."""
+    idx = np.asarray(idx, dtype=np.int64).reshape(-1)
+    if len(np.unique(idx)) == idx.size:
+        inv = np.full(n, idx.size, dtype=np.int64)
+        inv[idx] = np.arange(idx.size)
+        s = list(ctx.shape(g))
+        s[axis] = 1
+        gz = ctx.concat([g, ctx.zeros(tuple(s))], axis=axis)
+        return ctx.take(gz, inv, axis=axis)
+    S = np.zeros((idx.size, n))
+    S[np.arange(idx.size), idx] = 1.0
+    gl, perm = _move_last(ctx, g, axis)
+    out = ctx.matmul(gl, ctx.convert(S))
+    return ctx.transpose(out, tuple(int(i) for i in np.argsort(perm)))
+
+
+# -------------------------------------------------------------------------------- slice
+def _slice_plan(op, shape, attrs):
+    """[(axis, index array)] of a slice on per-example ``shape`` (ONNX Slice semantics:
+    negative starts/ends count from the end, out-of-range values are clamped)."""
+    starts = _ints(op, "starts", attrs["starts"])
+    ends = _ints(op, "ends", attrs["ends"])
+    r = len(shape)
+    axes = _ints(op, "axes", attrs["axes"], allow_none=True)
+    if axes is None:
+        axes = tuple(range(len(starts)))
+    steps = _ints(op, "steps", attrs["steps"], allow_none=True) or (1,) * len(starts)
+    if not len(starts) == len(ends) == len(axes) == len(steps):
+        raise ShapeRuleError(f"{op}: starts {list(starts)}, ends {list(ends)}, axes "
+                             f"{list(axes)} and steps {list(steps)} differ in length")
+    norm = [norm_axis(op, a, r, "axes") for a in axes]
+    if len(set(norm)) != len(norm):
+        raise ShapeRuleError(f"{op}: repeated axis in axes {list(axes)}")
+    plan = []
+    for a, st, en, sp in zip(norm, starts, ends, steps):
+        if sp == 0:
+            raise ShapeRuleError(f"{op}: steps must be non-zero, got {list(steps)}")
+        plan.append((a, np.arange(*slice(st, en, sp).indices(shape[a]), dtype=np.int64)))
+    return plan
+
+
+def _slice_shape(in_shapes, attrs, declared=None):
+    s = list(in_shapes[0])
+    for a, idx in _slice_plan("slice", s, attrs):
+        s[a] = idx.size
+    return tuple(s)
+
+
+def _slice_apply(ctx, x, attrs, nb):
+    s = ctx.shape(x)
+    for a, idx in _slice_plan("slice", s[nb:], attrs):
+        x = ctx.take(x, idx, axis=nb + a)
+    return x
+
+
+def _slice_vjp(ctx, g, args, y, attrs, nb):
+    s = ctx.shape(args[0])
+    for a, idx in reversed(_slice_plan("slice", s[nb:], attrs)):
+        g = take_adjoint(ctx, g, idx, s[nb + a], nb + a)
+    return [g]
+
+
+register(OpRecord(name="slice", arity=(1, 1), shape=_slice_shape,
+                  forward=lambda ctx, args, attrs, nb: _slice_apply(ctx, args[0], attrs, nb),
+                  vjp=_slice_vjp,
+                  jvp=lambda ctx, args, tans, y, attrs, nb: None if tans[0] is None
+                  else _slice_apply(ctx, tans[0], attrs, nb),
+                  attrs={"starts": REQUIRED, "ends": REQUIRED, "axes": None, "steps": None},
+                  capsule="reference.slice",
+                  doc="ONNX Slice on per-example axes (negative indices, clamping, steps)"))
+
+
+def split_slices(shape, axis: int = 0, split=None, num_outputs=None) -> list:
+    """The ``slice`` attributes of each output of ONNX ``Split`` / ``torch.split`` /
+    ``torch.chunk`` along per-example ``axis`` of ``shape``: ``split`` = the sizes, or
+    ``num_outputs`` parts of ceil(n / num_outputs) entries (the last one smaller, possibly
+    empty, as ONNX opset 18; torch.chunk returns the non-empty ones).  The IR has no
+    multi-output nodes: an importer emits one ``slice`` node per output with these
+    attributes."""
+    shape = tuple(shape)
+    a = norm_axis("split", axis, len(shape))
+    n = shape[a]
+    if split is None:
+        if not is_int(num_outputs) or num_outputs < 1:
+            raise ShapeRuleError(f"split: give split sizes or a positive num_outputs, got "
+                                 f"split={split!r}, num_outputs={num_outputs!r}")
+        size = -(-n // num_outputs)
+        split = [min(size, n - i * size) for i in range(num_outputs)]
+        if any(k < 0 for k in split):
+            raise ShapeRuleError(f"split: {num_outputs} outputs of ceil({n}/{num_outputs}) = "
+                                 f"{size} entries overrun the axis of length {n}")
+    split = list(_ints("split", "split", split))
+    if any(k < 0 for k in split) or sum(split) != n:
+        raise ShapeRuleError(f"split: sizes {split} do not add up to the axis length {n} "
+                             f"of {list(shape)}")
+    out, start = [], 0
+    for k in split:
+        out.append({"starts": [start], "ends": [start + k], "axes": [a]})
+        start += k
+    return out
+
+
+# -------------------------------------------------------------------- squeeze/unsqueeze
+def _squeeze_shape(in_shapes, attrs, declared=None):
+    s = tuple(in_shapes[0])
+    axes = _ints("squeeze", "axes", attrs["axes"], allow_none=True)
+    if axes is None:
+        return tuple(d for d in s if d != 1)
+    norm = [norm_axis("squeeze", a, len(s), "axes") for a in axes]
+    if len(set(norm)) != len(norm):
+        raise ShapeRuleError(f"squeeze: repeated axis in axes {list(axes)}")
+    bad = [a for a in norm if s[a] != 1]
+    if bad:
+        raise ShapeRuleError(f"squeeze: axis {bad[0]} of {list(s)} has length {s[bad[0]]}, "
+                             f"not 1")
+    return tuple(d for i, d in enumerate(s) if i not in norm)
+
+
+def _unsqueeze_shape(in_shapes, attrs, declared=None):
+    s = tuple(in_shapes[0])
+    axes = _ints("unsqueeze", "axes", attrs["axes"])
+    r = len(s) + len(axes)
+    norm = sorted(norm_axis("unsqueeze", a, r, "axes") for a in axes)
+    if len(set(norm)) != len(norm):
+        raise ShapeRuleError(f"unsqueeze: repeated axis in axes {list(axes)}")
+    out, it = [], iter(s)
+    for i in range(r):
+        out.append(1 if i in norm else next(it))
+    return tuple(out)
+
+
+for _name, _rule, _attrs, _doc in (
+        ("squeeze", _squeeze_shape, {"axes": None},
+         "drop per-example axes of length 1 (all of them when axes is none)"),
+        ("unsqueeze", _unsqueeze_shape, {"axes": REQUIRED},
+         "insert per-example axes of length 1 (axes index the output, as ONNX)")):
+    f, v, j = _reshape_to(_rule)
+    register(OpRecord(name=_name, arity=(1, 1), shape=_rule, forward=f, vjp=v, jvp=j,
+                      attrs=_attrs, capsule=f"reference.{_name}", doc=_doc))
+
+
+# ------------------------------------------------------------------------------- gather
+def _gather_idx(op, shape, attrs):
+    """(axis, flat index array, index shape); negative indices count from the end."""
+    a = norm_axis(op, attrs["axis"], len(shape))
+    raw = attrs["indices"]
+    try:
+        idx = np.asarray(raw)
+    except (ValueError, TypeError):
+        idx = None
+    if idx is None or idx.dtype == object or (idx.size and idx.dtype.kind not in "iu") \
+            or idx.dtype == bool:
+        raise ShapeRuleError(f"{op}: attribute indices must be an int or a nested list of "
+                             f"ints, got {raw!r}")
+    idx = idx.astype(np.int64)
+    n = shape[a]
+    if idx.size and (idx.min() < -n or idx.max() >= n):
+        bad = idx[(idx < -n) | (idx >= n)].reshape(-1)[0]
+        raise ShapeRuleError(f"{op}: index {int(bad)} out of range for axis {a} of length "
+                             f"{n} (shape {list(shape)})")
+    return a, np.where(idx < 0, idx + n, idx).reshape(-1), idx.shape
+
+
+def _gather_shape(in_shapes, attrs, declared=None):
+    s = tuple(in_shapes[0])
+    if not s:
+        raise ShapeRuleError("gather: input must have rank >= 1, got []")
+    a, _, ishape = _gather_idx("gather", s, attrs)
+    return s[:a] + tuple(ishape) + s[a + 1:]
+
+
+def _gather_apply(ctx, x, attrs, nb):
+    s = ctx.shape(x)
+    a, idx, ishape = _gather_idx("gather", s[nb:], attrs)
+    y = ctx.take(x, idx, axis=nb + a)
+    return ctx.reshape(y, tuple(s[:nb + a]) + tuple(ishape) + tuple(s[nb + a + 1:]))
+
+
+def _gather_vjp(ctx, g, args, y, attrs, nb):
+    s = ctx.shape(args[0])
+    a, idx, ishape = _gather_idx("gather", s[nb:], attrs)
+    g = ctx.reshape(g, tuple(s[:nb + a]) + (idx.size,) + tuple(s[nb + a + 1:]))
+    return [take_adjoint(ctx, g, idx, s[nb + a], nb + a)]
+
+
+register(OpRecord(name="gather", arity=(1, 1), shape=_gather_shape,
+                  forward=lambda ctx, args, attrs, nb: _gather_apply(ctx, args[0], attrs, nb),
+                  vjp=_gather_vjp,
+                  jvp=lambda ctx, args, tans, y, attrs, nb: None if tans[0] is None
+                  else _gather_apply(ctx, tans[0], attrs, nb),
+                  attrs={"indices": REQUIRED, "axis": 0}, capsule="reference.gather",
+                  doc="ONNX Gather with constant indices (any shape, negatives allowed) "
+                      "along a per-example axis; repeated indices add their cotangents"))
+
+
+# ---------------------------------------------------------------------------------- pad
+PAD_MODES = ("constant", "reflect", "edge", "wrap")
+
+
+def _pad_plan(op, shape, attrs):
+    """[(axis, source index per output position, -1 = the constant)] for ONNX Pad: pads =
+    [begin_0, ..., begin_k, end_0, ..., end_k] over ``axes`` (default all); negative pads
+    crop."""
+    r = len(shape)
+    mode = attrs["mode"]
+    if mode not in PAD_MODES:
+        raise ShapeRuleError(f"{op}: mode must be one of {', '.join(PAD_MODES)}, got {mode!r}")
+    pads = _ints(op, "pads", attrs["pads"])
+    axes = _ints(op, "axes", attrs["axes"], allow_none=True)
+    axes = tuple(range(r)) if axes is None else axes
+    if len(pads) != 2 * len(axes):
+        raise ShapeRuleError(f"{op}: pads {list(pads)} must hold a begin and an end for each "
+                             f"of the {len(axes)} axes")
+    norm = [norm_axis(op, a, r, "axes") for a in axes]
+    if len(set(norm)) != len(norm):
+        raise ShapeRuleError(f"{op}: repeated axis in axes {list(axes)}")
+    plan = []
+    for k, a in enumerate(norm):
+        b, e = pads[k], pads[k + len(norm)]
+        n = shape[a]
+        if b == 0 and e == 0:
+            continue
+        if n + b + e < 0:
+            raise ShapeRuleError(f"{op}: pads {[b, e]} crop more than axis {a} of length {n}")
+        pos = np.arange(-b, n + e)
+        inside = (pos >= 0) & (pos < n)
+        if mode == "constant":
+            src = np.where(inside, pos, -1)
+        elif n == 0:
+            raise ShapeRuleError(f"{op}: mode {mode} cannot pad the empty axis {a}")
+        elif mode == "edge":
+            src = np.clip(pos, 0, n - 1)
+        elif mode == "wrap":
+            src = np.mod(pos, n)
+        else:                                   # reflect: ... 2 1 | 0 1 2 .. n-1 | n-2 ...
+            if n == 1 or max(b, e) > n - 1:
+                raise ShapeRuleError(f"{op}: reflect pads {[b, e]} need at most {n - 1} "
+                                     f"(axis {a} has length {n})")
+            src = np.abs(pos)
+            src = np.where(src > n - 1, 2 * (n - 1) - src, src)
+        plan.append((a, src.astype(np.int64)))
+    return plan
+
+
+def _pad_value(op, attrs):
+    return real_attr(op, "value", attrs["value"])
+
+
+def _pad_shape(in_shapes, attrs, declared=None):
+    s = list(in_shapes[0])
+    _pad_value("pad", attrs)
+    for a, src in _pad_plan("pad", s, attrs):
+        s[a] = src.size
+    return tuple(s)
+
+
+def _pad_apply(ctx, x, attrs, nb, value):
+    s = ctx.shape(x)
+    for a, src in _pad_plan("pad", s[nb:], attrs):
+        ax = nb + a
+        if (src < 0).any():
+            cs = list(ctx.shape(x))
+            cs[ax] = 1
+            fill = ctx.zeros(tuple(cs)) if value is None else ctx.full(tuple(cs), value)
+            x = ctx.concat([x, fill], axis=ax)
+            src = np.where(src < 0, ctx.shape(x)[ax] - 1, src)
+        x = ctx.take(x, src, axis=ax)
+    return x
+
+
+def _pad_vjp(ctx, g, args, y, attrs, nb):
+    s = ctx.shape(args[0])
+    plan = _pad_plan("pad", s[nb:], attrs)
+    # shapes before each step, to undo the steps in reverse
+    sizes, cur = [], list(s)
+    for a, src in plan:
+        sizes.append(cur[nb + a])
+        cur[nb + a] = src.size
+    for (a, src), n in zip(reversed(plan), reversed(sizes)):
+        ax = nb + a
+        if (src < 0).any():
+            gx = take_adjoint(ctx, g, np.where(src < 0, n, src), n + 1, ax)
+            g = ctx.take(gx, np.arange(n), axis=ax)      # the constant gets nothing
+        else:
+            g = take_adjoint(ctx, g, src, n, ax)
+    return [g]
+
+
+register(OpRecord(name="pad", arity=(1, 1), shape=_pad_shape,
+                  forward=lambda ctx, args, attrs, nb: _pad_apply(
+                      ctx, args[0], attrs, nb, _pad_value("pad", attrs)),
+                  vjp=_pad_vjp,
+                  jvp=lambda ctx, args, tans, y, attrs, nb: None if tans[0] is None
+                  else _pad_apply(ctx, tans[0], attrs, nb, None),
+                  attrs={"pads": REQUIRED, "mode": "constant", "value": 0, "axes": None},
+                  capsule="reference.pad",
+                  doc="ONNX Pad (pads = begins then ends; constant value / reflect / edge / "
+                      "wrap; negative pads crop) on per-example axes"))
+
+
+# ------------------------------------------------------------------------------- expand
+def _expand_shape(in_shapes, attrs, declared=None):
+    s = tuple(in_shapes[0])
+    t = _shape_attr("expand", attrs["shape"])
+    if any(d < 0 for d in t):
+        raise ShapeRuleError(f"expand: shape {list(t)} has a negative extent")
+    return broadcast_shapes("expand", s, t)
+
+
+def _expand_forward(ctx, args, attrs, nb):
+    x = args[0]
+    s = ctx.shape(x)
+    t = _expand_shape([s[nb:]], attrs)
+    x = ctx.reshape(x, tuple(s[:nb]) + (1,) * (len(t) - (len(s) - nb)) + tuple(s[nb:]))
+    return ctx.broadcast_to(x, tuple(s[:nb]) + t)
+
+
+register(OpRecord(name="expand", arity=(1, 1), shape=_expand_shape, forward=_expand_forward,
+                  vjp=lambda ctx, g, args, y, attrs, nb: [unbroadcast(ctx, g, ctx.shape(args[0]), nb)],
+                  jvp=lambda ctx, args, tans, y, attrs, nb: None if tans[0] is None
+                  else _expand_forward(ctx, [tans[0]], attrs, nb),
+                  attrs={"shape": REQUIRED}, capsule="reference.expand",
+                  doc="ONNX Expand: numpy broadcasting of the per-example value with shape "
+                      "(either side may be 1)"))
+
+
+# --------------------------------------------------------------------------------- tile
+def _tile_reps(op, shape, attrs):
+    reps = _ints(op, "repeats", attrs["repeats"])
+    if len(reps) != len(shape) or any(k < 0 for k in reps):
+        raise ShapeRuleError(f"{op}: repeats {list(reps)} must give one non-negative count "
+                             f"per per-example axis of {list(shape)}")
+    return reps
+
+
+def _tile_shape(in_shapes, attrs, declared=None):
+    s = tuple(in_shapes[0])
+    return tuple(k * d for k, d in zip(_tile_reps("tile", s, attrs), s))
+
+
+def _tile_forward(ctx, args, attrs, nb):
+    # [.., d_i, ..] -> [.., 1, d_i, ..] -> broadcast [.., r_i, d_i, ..] -> [.., r_i d_i, ..]
+    x = args[0]
+    s = ctx.shape(x)
+    B, e = tuple(s[:nb]), tuple(s[nb:])
+    reps = _tile_reps("tile", e, attrs)
+    x = ctx.reshape(x, B + tuple(t for d in e for t in (1, d)))
+    x = ctx.broadcast_to(x, B + tuple(t for k, d in zip(reps, e) for t in (k, d)))
+    return ctx.reshape(x, B + tuple(k * d for k, d in zip(reps, e)))
+
+
+def _tile_vjp(ctx, g, args, y, attrs, nb):
+    s = ctx.shape(args[0])
+    B, e = tuple(s[:nb]), tuple(s[nb:])
+    reps = _tile_reps("tile", e, attrs)
+    g = ctx.reshape(g, B + tuple(t for k, d in zip(reps, e) for t in (k, d)))
+    axes = tuple(nb + 2 * i for i, k in enumerate(reps) if k != 1)
+    if axes:
+        g = ctx.sum(g, axis=axes, keepdims=True)
+    return [ctx.reshape(g, s)]
+
+
+register(OpRecord(name="tile", arity=(1, 1), shape=_tile_shape, forward=_tile_forward,
+                  vjp=_tile_vjp,
+                  jvp=lambda ctx, args, tans, y, attrs, nb: None if tans[0] is None
+                  else _tile_forward(ctx, [tans[0]], attrs, nb),
+                  attrs={"repeats": REQUIRED}, capsule="reference.tile",
+                  doc="ONNX Tile: repeat the per-example value repeats[i] times along axis i"))
+
+
+# -------------------------------------------------------------------------------- where
+def _cond(op, attrs):
+    c = attrs["condition"]
+    try:
+        arr = np.asarray(c)
+    except (ValueError, TypeError):
+        arr = None
+    if arr is None or arr.dtype != bool:
+        raise ShapeRuleError(f"{op}: attribute condition must be a boolean or a nested list "
+                             f"of booleans, got {c!r}")
+    return arr
+
+
+def _where_shape(in_shapes, attrs, declared=None):
+    return broadcast_shapes("where", _cond("where", attrs).shape, in_shapes[0], in_shapes[1])
+
+
+def _where_aligned(ctx, args, attrs, nb):
+    cond = _cond("where", attrs)
+    out = _where_shape([ctx.shape(args[0])[nb:], ctx.shape(args[1])[nb:]], attrs)
+    r = len(out)
+    return cond, align(ctx, args[0], nb, r), align(ctx, args[1], nb, r)
+
+
+def _where_forward(ctx, args, attrs, nb):
+    cond, a, b = _where_aligned(ctx, args, attrs, nb)
+    y = ctx.where(cond, a, b)
+    batch = tuple(ctx.shape(args[0])[:nb])
+    out = batch + _where_shape([ctx.shape(args[0])[nb:], ctx.shape(args[1])[nb:]], attrs)
+    return y if tuple(ctx.shape(y)) == out else ctx.broadcast_to(y, out)
+
+
+def _where_vjp(ctx, g, args, y, attrs, nb):
+    cond = _cond("where", attrs)
+    z = ctx.zeros(())
+    return [unbroadcast(ctx, ctx.where(cond, g, z), ctx.shape(args[0]), nb),
+            unbroadcast(ctx, ctx.where(cond, z, g), ctx.shape(args[1]), nb)]
+
+
+def _where_jvp(ctx, args, tans, y, attrs, nb):
+    if tans[0] is None and tans[1] is None:
+        return None
+    t = [ctx.zeros(ctx.shape(a)) if tt is None else tt for a, tt in zip(args, tans)]
+    return _where_forward(ctx, t, attrs, nb)
+
+
+register(OpRecord(name="where", arity=(2, 2), shape=_where_shape, forward=_where_forward,
+                  vjp=_where_vjp, jvp=_where_jvp, attrs={"condition": REQUIRED},
+                  capsule="reference.where",
+                  doc="ONNX Where with a constant boolean condition (broadcast with both "
+                      "parents): condition ? a : b"))

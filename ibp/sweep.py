@@ -177,7 +177,8 @@ def _combine(rows, results) -> pd.DataFrame:
         sampled_width = float(np.nanmax(swidth)) if np.any(np.isfinite(swidth)) else float("nan")
         lo = float(np.min(lo)); hi = float(np.max(hi))
         records.append({
-            "radius": float(radius), "context": ctx, "interval_context": ictx,
+            # a per-entry radius array (a box): its largest half-width
+            "radius": float(np.max(np.asarray(radius, dtype=np.float64))), "context": ctx, "interval_context": ictx,
             "samples": n, "vertices": sum(p["vertices"] for p in parts),
             "violations": sum(p["violations"] for p in parts),
             "failures": sum(p["failures"] for p in parts),

@@ -25,6 +25,7 @@ import numpy as np
 
 from .errors import ContextError
 from .functions import FUNCTIONS
+from .functions2 import BINARY_FUNCTIONS
 
 # Every method name of the vocabulary, grouped as DESIGN.md lists them.  Tests iterate
 # over these; ``Context.supports(op)`` answers whether a context can do one honestly.
@@ -32,9 +33,11 @@ ELEMENTWISE_BINARY = ("add", "sub", "mul", "div", "maximum", "minimum")
 # The functions (exp, log, ...) are declared once in scalars.functions.
 TRANSCENDENTAL = tuple(FUNCTIONS)
 ELEMENTWISE_UNARY = ("neg", "abs", "sqrt", "square", *TRANSCENDENTAL)
+# The binary functions (pow, atan2, ...) are declared once in scalars.functions2.
+BINARY_TRANSCENDENTAL = tuple(BINARY_FUNCTIONS)
 VOCABULARY = (
     "convert", "to_float64", "format", "zeros", "ones", "full",
-    *ELEMENTWISE_BINARY, *ELEMENTWISE_UNARY, "fma",
+    *ELEMENTWISE_BINARY, *ELEMENTWISE_UNARY, *BINARY_TRANSCENDENTAL, "fma",
     "sum", "amax", "matmul", "heaviside", "sign", "where", "less", "argmax",
     "reshape", "transpose", "concat", "stack", "take", "broadcast_to", "shape",
 )
@@ -124,6 +127,9 @@ class Context:
     # below, calling this hook with the function's entry.  A context family implements
     # the hook once, reading the entry (float64 evaluator, MPFR, derivative, ...).
     def _function(self, fn, a): raise self.unsupported(fn.name)
+    # Likewise the binary functions of scalars.functions2 (pow, atan2, ...): the hook
+    # ``_function2(fn, a, b)`` (numpy broadcasting of a and b).
+    def _function2(self, fn, a, b): raise self.unsupported(fn.name)
 
     # Piecewise helpers, as context values: heaviside(x) = 1 where x > 0 else 0;
     # sign(x) in {-1, 0, 1}.  Interval contexts return enclosures ([0, 1] across 0).
@@ -162,6 +168,18 @@ def _function_method(fn):
 
 for _fn in FUNCTIONS.values():
     setattr(Context, _fn.name, _function_method(_fn))
+
+
+def _function2_method(fn):
+    def method(self, a, b):
+        return self._function2(fn, a, b)
+    method.__name__ = method.__qualname__ = fn.name
+    method.__doc__ = f"{fn.doc} (elementwise, broadcasting; declared in scalars.functions2)"
+    return method
+
+
+for _fn2 in BINARY_FUNCTIONS.values():
+    setattr(Context, _fn2.name, _function2_method(_fn2))
 
 
 def is_decimal_string(x) -> bool:

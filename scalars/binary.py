@@ -42,13 +42,14 @@ from .arrayshape import ArrayShapeOps
 from .base import check_broadcast
 from .errors import ContextError, FormatError
 from .functions import F64_ABS_ERR, FUNCTIONS
+from .functions2 import BINARY_FUNCTIONS
 
 NAMED_FORMATS = tuple(formats.NAMED)   # one context per named Format
 REDUCTIONS = ("sequential", "pairwise")
 _SUFFIXES = {"": ("sequential", False), "+fma": ("sequential", True),
              "/pairwise": ("pairwise", False)}
 _ELEMENTWISE_CR = ("convert", "add", "sub", "mul", "div", "fma", "sqrt", "square", "neg",
-                   "abs", "maximum", "minimum", *FUNCTIONS)
+                   "abs", "maximum", "minimum", *FUNCTIONS, *BINARY_FUNCTIONS)
 _BINOPS = {"add": K.ADD, "sub": K.SUB, "mul": K.MUL, "div": K.DIV}
 _NP_BINOPS = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide}
 
@@ -373,6 +374,24 @@ class BinaryContext(ArrayShapeOps):
             y = fn.eval_f64(x)
             K.round_checked(self._path, x, y, fn.f64_rel, F64_ABS_ERR, out, unsafe, self._spec)
         self._settle(fn, out, unsafe, (x,))
+        return out.reshape(shape)
+
+    def _function2(self, fn, a, b):
+        """pow, atan2, ... (scalars.functions2): an exact function's float64 value is the
+        real result, rounded once onto the format; the others as _function (the float64
+        evaluator where its bound cannot straddle a rounding boundary, MPFR elsewhere)."""
+        shape, (x, y) = self._operands(fn.name, a, b)
+        v = fn.eval_f64(x, y)
+        if fn.exact:
+            return self._round(v).reshape(shape)
+        out = np.empty(x.size)
+        unsafe = np.zeros(x.size, dtype=np.uint8)
+        # round_checked sends a non-finite value at finite arguments to MPFR: one flag
+        # array stands for both arguments' finiteness
+        finite = np.where(np.isfinite(x) & np.isfinite(y), 0.0, np.inf)
+        K.round_checked(self._path, finite, v, fn.f64_rel, F64_ABS_ERR, out, unsafe,
+                        self._spec)
+        self._settle(fn, out, unsafe, (x, y))
         return out.reshape(shape)
 
     # Exact operations: the result of each is a format value already.

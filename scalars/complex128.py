@@ -133,6 +133,12 @@ class Complex128Context(ArrayShapeOps):
     def abs(self, a): return self._un("abs", np.abs, a)  # |z| as a complex value
     def sqrt(self, a): return self._un("sqrt", np.sqrt, a)  # principal branch
     def square(self, a): return self._un("square", np.square, a)
+    def _function2(self, fn, a, b):
+        """pow: numpy's complex function; the others are not defined on complex numbers."""
+        if fn.complex is None:
+            raise self.unsupported(fn.name, fn.complex_why)
+        return self._bin(fn.name, fn.complex, a, b)
+
     def _function(self, fn, a):
         """exp, log, ...: the entry's numpy complex function (principal branches)."""
         self._arr(a, fn.name)

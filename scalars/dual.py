@@ -211,6 +211,18 @@ class DualContext(Context):
         y = getattr(B, fn.name)(a.primal)
         return Dual(y, B.mul(a.tangent, fn.derivative(B, a.primal, y)))
 
+    def _function2(self, fn, a, b):
+        """pow, atan2, ...: z = f(x, y) in the base, tangent tx dz/dx + ty dz/dy with the
+        entry's partials (the expressions the graph op record's JVP uses)."""
+        a = self._d(a, fn.name); b = self._d(b, fn.name)
+        B = self.base
+        z = getattr(B, fn.name)(a.primal, b.primal)
+        dx, dy = fn.partials(B, a.primal, b.primal, z)
+        t = B.add(B.mul(a.tangent, dx), B.mul(b.tangent, dy))
+        if B.shape(t) != B.shape(z):
+            t = B.broadcast_to(t, B.shape(z))
+        return Dual(z, t)
+
     # ------------------------------------------------------ piecewise constants
     def heaviside(self, a):
         a = self._d(a, "heaviside")

@@ -24,6 +24,7 @@ from .arrayshape import ArrayShapeOps
 from .base import as_object_array, check_broadcast
 from .errors import ContextError
 from .functions import FUNCTIONS
+from .functions2 import BINARY_FUNCTIONS
 
 MPQ = type(gmpy2.mpq(0))
 MPZ = type(gmpy2.mpz(0))
@@ -181,6 +182,22 @@ class ObjectArrayContext(ArrayShapeOps):
 
     def _show(self, t) -> str:
         return str(t)
+
+    def _function2(self, fn, a, b):
+        """pow, atan2, ... (scalars.functions2): the domain check (a ContextError naming
+        op, context and both values), then the subclass's ``_function2_leaf`` per entry."""
+        op = fn.name
+        a = self._arr(a, op); b = self._arr(b, op)
+        shape = check_broadcast(self, op, a.shape, b.shape)
+        if fn.domain is not None:
+            bad = np.broadcast_to(np.asarray(fn.domain(a, b), dtype=bool), shape)
+            if bad.any():
+                raise self._first_bad(op, bad, a, b, why=fn.why)
+        leaf = self._function2_leaf(fn)
+        return _object_result(np.frompyfunc(leaf, 2, 1)(a, b))
+
+    def _function2_leaf(self, fn):
+        raise self.unsupported(fn.name)
 
     # ---------------------------------------------------------- order and such
     def maximum(self, a, b): return self._binary("maximum", np.maximum, a, b)
@@ -459,19 +476,41 @@ class RationalContext(ObjectArrayContext):
                 raise self._first_bad(op, bad, a, why=fn.domain.why)
         out = np.empty(a.shape, dtype=object)
         at = np.zeros(a.shape, dtype=bool)
+        if fn.rational is not None:     # an exact rule (exp2 at integers, cbrt of cubes)
+            flat, fo, fa = a.reshape(-1), out.reshape(-1), at.reshape(-1)
+            for i in range(flat.size):
+                v = fn.rational(flat[i])
+                if v is not None:
+                    fo[i], fa[i] = v, True
         for point, value in fn.rational_points.items():
             here = np.asarray(np.equal(a, point), dtype=bool)
             out[here] = gmpy2.mpq(value)
             at |= here
         if at.all():
             return out
-        if fn.rational_points:
+        if fn.rational is not None:
+            where = f"{op}({self._show_at(a, ~at)}) has no exact rational value here"
+            only = ""
+        elif fn.rational_points:
             where = f"{op}({self._show_at(a, ~at)}) is irrational"
             only = "; only " + ", ".join(f"{op}({p}) = {v}" for p, v in
                                          fn.rational_points.items()) + " is exact"
         else:
             where, only = f"{op} of a rational is irrational", ""
         raise ContextError(f"context rational cannot compute {op} honestly: {where}{only}")
+
+    def _function2_leaf(self, fn):
+        """The entry's exact rational rule (pow with an integer exponent, fmod, ...);
+        elsewhere a ContextError naming op and context."""
+        op = fn.name
+
+        def leaf(x, y):
+            v = None if fn.rational is None else fn.rational(x, y)
+            if v is None:
+                raise ContextError(f"context rational cannot compute {op} honestly: "
+                                   f"{op}({x}, {y}) has no exact rational value here")
+            return v
+        return leaf
 
     def _matmul_raw(self, a, b):
         # Exact, so the order does not matter; numpy's object matmul is one C loop of
@@ -508,7 +547,8 @@ class Fp32RealContext(ObjectArrayContext):
     leaf_label = "gmpy2.mpfr (24-bit)"
     format_label = "fp32-real (p=24, subnormals to 2^-149, no overflow)"
     correctly_rounded = frozenset({"add", "sub", "mul", "div", "fma", "sqrt", "square",
-                                   "neg", "abs", "maximum", "minimum", *FUNCTIONS})
+                                   "neg", "abs", "maximum", "minimum", *FUNCTIONS,
+                                   *BINARY_FUNCTIONS})
     description = ("binary32 significand and gradual underflow, unbounded exponent (never "
                    "overflows); every op correctly rounded (MPFR; sigmoid/softplus by a "
                    "Ziv loop); sum/matmul sequential")
@@ -619,6 +659,12 @@ class Fp32RealContext(ObjectArrayContext):
             return self._unary(op, self._fn[op], a)
         one = _ufunc(lambda x: correct_rounding.ziv(fn, x, FP32_REAL, 64), 1)
         return _object_result(self._guard(op, lambda: one(a)))
+
+    def _function2_leaf(self, fn):
+        """MPFR's correctly rounded function in the fp32-real context (an exact
+        function's result is representable, so that is exact too)."""
+        f = fn.mpfr_in(FP32_REAL)
+        return lambda x, y: self._guard(fn.name, lambda: f(x, y))
 
     def _add_reduce_last(self, a):
         # numpy's object reduce is a plain left-to-right loop (never pairwise) and each

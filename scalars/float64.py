@@ -130,6 +130,12 @@ class Float64Context(ArrayShapeOps):
         rounded; NaN outside the domain)."""
         return fn.eval_f64(self._arr(a, fn.name))
 
+    def _function2(self, fn, a, b):
+        """pow, atan2, ...: the float64 evaluator of scalars.functions2 (C's semantics)."""
+        a = self._arr(a, fn.name); b = self._arr(b, fn.name)
+        check_broadcast(self, fn.name, a.shape, b.shape)
+        return fn.eval_f64(a, b)
+
     def heaviside(self, a): return (self._arr(a, "heaviside") > 0).astype(np.float64)
     def sign(self, a): return np.asarray(np.sign(self._arr(a, "sign")))
     def less(self, a, b): return self._bin("less", np.less, a, b)

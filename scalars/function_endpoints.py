@@ -81,7 +81,8 @@ def func_dir(fn: ScalarFunction, x, grid: Format):
     x = np.array(x, dtype=np.float64)
     with np.errstate(all="ignore"):
         v = fn.eval_f64(x)
-        m = np.abs(v) * fn.f64_rel + F64_ABS_ERR
+        # f64_ulps = 0 declares an exact evaluator (ceil, floor, ...): no error interval
+        m = np.abs(v) * fn.f64_rel + F64_ABS_ERR if fn.f64_ulps else np.zeros_like(v)
         lower, lstrict, upper, ustrict = _facts(fn, x)
         a, b = v - m, v + m
         # A strict bound c (f(x) > c) lets the downward check start at next(c): no

@@ -42,6 +42,7 @@ import numpy as np
 from . import directed as D
 from . import function_endpoints as FE
 from . import interval_kernels as IK
+from . import function_intervals as FI
 from .arrayshape import ArrayShapeOps
 from .base import Context, check_broadcast
 from .errors import ContextError
@@ -824,6 +825,8 @@ class IntervalContext(Context):
         values wherever an extremum may lie inside; a domain end is raised on or, for an
         open end touched by the interval, replaced by f's limit there."""
         a = self._iv(a, fn.name)
+        if fn.pieces:     # exp2 ... lgamma: the generic rule (scalars.function_intervals)
+            return FI.piecewise_interval(self, fn, a)
         if fn.periodic is not None:
             return self._periodic(fn, a)
         E = self.ends
@@ -857,6 +860,12 @@ class IntervalContext(Context):
             else:
                 hi = E.wrap(np.where(at_end, lim, hi))
         return self._box(lo, hi)
+
+    def _function2(self, fn, a, b):
+        """pow, hypot, fmax, fmin, copysign (scalars.functions2): the rules of
+        scalars.function_intervals; atan2, fmod, remainder raise a ContextError."""
+        a, b, shape = self._pair(a, b, fn.name)
+        return FI.binary_interval(self, fn, a, b, shape)
 
     def _periodic(self, fn, a):
         """sin/cos: endpoint values, plus the extreme values wherever an extremum may lie

@@ -154,6 +154,28 @@ class MpmathContext(ObjectArrayContext):
             raise self._first_bad("sqrt", neg, a, why="negative argument has no real sqrt")
         return self._lib("sqrt", libmp.mpf_sqrt, a)
 
+    def _function2_leaf(self, fn):
+        """pow, atan2, hypot: ``mpmath2`` at PREC+32 bits rounded once to PREC (NaN where
+        mpmath's result is not real); the exact functions (fmod, remainder, fmax, fmin,
+        copysign): their exact rational value rounded once; infinite or NaN operands by
+        float64's special cases (exact there)."""
+        p, make, wide = self.prec, self._make, self._wide
+        special = (libmp.finf, libmp.fninf, libmp.fnan)
+
+        def leaf(x, y):
+            if x._mpf_ in special or y._mpf_ in special:
+                return make(libmp.from_float(float(fn.eval_f64(float(x), float(y))), p, _RND))
+            if fn.mpmath2 is None:
+                v = fn.rational(self._to_mpq(x), self._to_mpq(y))
+                if v is None:
+                    return make(libmp.fnan)
+                return make(libmp.from_rational(int(v.numerator), int(v.denominator), p, _RND))
+            v = fn.mpmath2(wide, wide.make_mpf(x._mpf_), wide.make_mpf(y._mpf_))
+            if not isinstance(v, wide.mpf):
+                return make(libmp.fnan)
+            return make(libmp.mpf_pos(v._mpf_, p, _RND))
+        return leaf
+
     def _function(self, fn, a):
         """exp, log, ... (scalars.functions): mpmath's libmp function at PREC bits where the
         entry names one; a composition (sigmoid, softplus) at PREC+32 bits, rounded once."""

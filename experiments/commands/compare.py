@@ -54,6 +54,8 @@ def add_output_arguments(p, *, plot=True) -> None:
 
 def add_arguments(p) -> None:
     add_graph_and_input_arguments(p)
+    from .. import sampling
+    sampling.add_arguments(p, sampling=True)
     p.add_argument("--contexts", type=T.context_list, default=",".join(C.DEFAULT_CONTEXTS),
                    metavar="A,B,...",
                    help=f"contexts to compare (default {','.join(C.DEFAULT_CONTEXTS)})")
@@ -89,7 +91,12 @@ def describe_input(x, src: str) -> str:
 
 
 def batch_from_args(case, args):
-    """The input batch and a one-line description of it, from --input/--samples/--radius."""
+    """The input batch and a one-line description of it, from --input/--samples/--radius
+    (or --input-file / --box: experiments.sampling)."""
+    from .. import sampling
+    got = sampling.batch_from_flags(case, args)
+    if got is not None:
+        return got
     center = C.center_of(case, args.input)
     src = "--input" if args.input is not None else "x0"
     n = C.batch_size(center)
@@ -115,7 +122,12 @@ def run(args) -> int:
     md_verdicts = "## Verdicts\n\n" + "\n".join(f"- **{v['context']}** "
                                                 f"[{v['reduction']}]: {v['text']}"
                                                 for v in verdicts)
-    meta = {**res.meta(), **run_meta(args, case, C.center_of(case, args.input))}
+    sampled = getattr(args, "box", None) is not None or \
+        getattr(args, "input_file", None) is not None
+    meta = {**res.meta(), **run_meta(args, case, None if sampled else
+                                     C.center_of(case, args.input))}
+    if sampled:
+        meta["input_source"] = "--box" if args.box is not None else "--input-file"
     notes = tables.write_outputs(args, "compare", meta, res.rows,
                                  plot=lambda path: C.plot_bits(res, path),
                                  title=f"scalarlab compare: {case.name}", extra_md=md_verdicts,

@@ -32,6 +32,8 @@ def add_arguments(p) -> None:
                    help="random seed (default 0)")
     p.add_argument("--node", type=T.integer(0), default=None, metavar="ID",
                    help="node whose gap is measured (default: the graph's output)")
+    from .. import sampling
+    sampling.add_arguments(p)
     add_reference_arguments(p)
     add_output_arguments(p)
 
@@ -39,6 +41,16 @@ def add_arguments(p) -> None:
 def run(args) -> int:
     case = C.load_case(args.graph)
     ctx = scalars.get(args.context)
+    from .. import sampling
+    if args.input_file is not None or args.box is not None:
+        C.check_point_context(ctx, "--context")
+        got = sampling.batch_from_flags(case, args, fmt=G._fmt_of(ctx), sampling=args.sampling)
+        res = G.gaps(case, ctx, x=got[0], sampling=args.sampling if args.box else "file",
+                     seed=args.seed, reference=args.reference, node=args.node,
+                     quiet=args.quiet, oracle_limit=args.oracle_limit,
+                     check_samples=args.check_samples, center_desc=got[1])
+        return _report(args, case, ctx, res, None,
+                       "--box" if args.box is not None else "--input-file")
     center = C.center_of(case, args.input)
     if C.batch_size(center) != 1:
         raise C.ExperimentError("--input must be a single centre input for gaps")
@@ -47,10 +59,16 @@ def run(args) -> int:
                  quiet=args.quiet, oracle_limit=args.oracle_limit,
                  check_samples=args.check_samples,
                  center_desc="--input" if args.input is not None else "x0")
+    return _report(args, case, ctx, res, center, None)
+
+
+def _report(args, case, ctx, res, center, source) -> int:
     hist = res.histogram()
     hist_md = "## Histogram (ULP distance: output entries)\n\n" + \
         ", ".join(f"{k}: {v}" for k, v in hist.items())
     meta = {**res.meta(), **run_meta(args, case, center)}
+    if source is not None:
+        meta["input_source"] = source
     notes = tables.write_outputs(args, "gaps", meta, res.summary,
                                  plot=lambda path: G.plot_histogram(res, path),
                                  title=f"scalarlab gaps: {case.name} in {ctx.name}",

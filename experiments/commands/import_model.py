@@ -20,9 +20,10 @@ def add_arguments(p) -> None:
     p.add_argument("-o", "--out", required=True, metavar="GRAPH.json",
                    type=outputs.output_file(".json"),
                    help="graph file to write (JSON; payload inline unless --npz)")
-    p.add_argument("--batch-dims", type=T.integer(0, 8), default=1, metavar="K",
-                   help="leading batch axes of the model's inputs (default 1, the ONNX "
-                        "convention; 0: the input is one example)")
+    p.add_argument("--batch-dims", type=T.integer(0, 8), default=None, metavar="K",
+                   help="leading batch axes of the model's inputs (default: inferred, the "
+                        "leading symbolic dimensions such as 'N'/'batch' are batch axes and "
+                        "a fixed one belongs to the example; 0: the input is one example)")
     p.add_argument("--output", default=None, metavar="NAME",
                    help="which model output the graph computes (needed when it has several)")
     p.add_argument("--npz", action="store_true", help="write the payload as a .npz beside the JSON")

@@ -45,6 +45,8 @@ HELP = ("evaluate a graph in binary32 and bfloat16 under sequential, pairwise, f
 
 def add_arguments(p) -> None:
     add_graph_and_input_arguments(p, samples_default=1000)
+    from .. import sampling
+    sampling.add_arguments(p, sampling=True)
     p.add_argument("--formats", type=format_list, default=",".join(R.DEFAULT_FORMATS),
                    metavar="F,G",
                    help="formats to study (or contexts: float64 = binary64) "

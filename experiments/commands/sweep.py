@@ -62,6 +62,9 @@ def add_arguments(p):
     p.add_argument("--method", type=method_list, default="ibp", metavar="M,M",
                    help="comma-separated bounding methods: ibp, crown, crown-ibp (default ibp); "
                         "with several, column width_vs_ibp compares output widths")
+    p.add_argument("--box", default=None, metavar="LO:HI,...",
+                   help="per-entry box lo1:hi1,... (or .json/.npy of [lo, hi] pairs) instead "
+                        "of --input/--radii; graphs with several inputs are packed into one")
     d = p.add_mutually_exclusive_group()
     d.add_argument("--workers", type=T.integer(1), metavar="N",
                    help="run shards on a local Dask cluster of N workers (default: serial)")
@@ -76,32 +79,52 @@ def add_arguments(p):
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
-def _center(case, args):
+def _box_of(case, payload, args):
+    """``(graph, payload, centre, radii)``: the centre (one example) and the radii from
+    --box (per-entry half-widths), --input/--input-file or the graph's x0.  A graph with
+    several input nodes is boxed as one vector of their entries in node-id order
+    (:func:`experiments.sampling.pack_inputs`)."""
     from .. import compare as C
+    from .. import sampling
+    ids = case.input_ids()
+    if args.box is not None or len(ids) > 1:
+        x0 = case.x0
+        if args.input is None and args.input_file is None and args.box is None and x0 is None:
+            raise C.ExperimentError(f"graph {case.name} has no built-in input; give --input "
+                                    "or --box")
+        g, payload, default_x, box = sampling.prepare_sweep(case.graph, payload, x0, args)
+        if box is not None:
+            return g, payload, box[0], [box[1]]
+        shape = tuple(g.nodes[0].out_shape)
+        spec = args.input if args.input is not None else args.input_file
+        if spec is not None:
+            x = C.parse_input(spec, shape)
+            if C.batch_size(x) != 1:
+                raise C.ExperimentError(f"--input holds {C.batch_size(x)} inputs; sweep "
+                                        "needs one centre")
+            return g, payload, x[0], list(args.radii)
+        return g, payload, np.asarray(default_x, dtype=object).reshape(shape), list(args.radii)
     spec = args.input if args.input is not None else args.input_file
     x = C.center_of(case, spec)
-    if isinstance(x, dict):
-        raise C.ExperimentError(f"graph {case.name} has {len(x)} input nodes; sweep boxes "
-                                "one input")
     if C.batch_size(x) != 1:
         raise C.ExperimentError(f"--input holds {C.batch_size(x)} inputs; sweep needs one "
                                 "centre")
-    return x[0]
+    return case.graph, payload, x[0], list(args.radii)
 
 
-def _run_sweep(g, payload, center, args, progress):
+def _run_sweep(g, payload, center, radii, args, progress):
     from scalarlab.ibp import sweep
     from ..compare import ExperimentError
     kw = dict(seed=args.seed, shard_size=args.shard_size, workers=args.workers,
               scheduler=args.scheduler, progress=progress, methods=list(args.method))
     if not (args.workers or args.scheduler):
-        return sweep(g, payload, center, args.radii, args.contexts, args.samples, **kw)
+        return sweep(g, payload, center, radii, args.contexts, args.samples, **kw)
     import dask
     import distributed  # noqa: F401  (its config defaults must exist before set() below;
     # a set() that creates the "distributed" key would delete it again on exit)
     with dask.config.set({"distributed.comm.timeouts.connect": f"{args.connect_timeout}s"}):
         try:
-            return sweep(g, payload, center, args.radii, args.contexts, args.samples, **kw)
+            return sweep(g, payload, center, radii, args.contexts, args.samples, **kw)
         except (OSError, TimeoutError) as exc:
             where = f"--scheduler {args.scheduler}" if args.scheduler else \
                 f"--workers {args.workers}"
@@ -135,9 +158,9 @@ def run(args) -> int:
     g, payload = case.graph, case.payload
     if args.payload:
         payload = load_npz(args.payload)
-    center = _center(case, args)
-    total = len(args.radii) * len(args.contexts) * sum(max(1, -(-n // args.shard_size))
-                                                        for n in args.samples)
+    g, payload, center, radii = _box_of(case, payload, args)
+    total = len(radii) * len(args.contexts) * sum(max(1, -(-n // args.shard_size))
+                                                   for n in args.samples)
     bar = None
     if not args.quiet and sys.stderr.isatty():
         from tqdm import tqdm
@@ -146,16 +169,18 @@ def run(args) -> int:
     try:
         with warnings.catch_warnings():      # all-NaN outputs are reported per row below
             warnings.simplefilter("ignore", RuntimeWarning)
-            df = _run_sweep(g, payload, center, args, bar.update if bar else None)
+            df = _run_sweep(g, payload, center, radii, args, bar.update if bar else None)
     finally:
         if bar:
             bar.close()
     meta = {"graph": outputs.graph_meta(args.graph, g, payload),
             "center": [str(t) if isinstance(t, str) else repr(float(t))
                        for t in np.asarray(center, dtype=object).reshape(-1)],
-            "center_source": "--input" if args.input is not None else
+            "center_source": "--box" if args.box is not None else
+                             "--input" if args.input is not None else
                              "--input-file" if args.input_file else "x0",
-            "radii": list(args.radii), "samples": list(args.samples),
+            "radii": [r if isinstance(r, str) else np.asarray(r, dtype=float).tolist()
+                      for r in radii], "samples": list(args.samples),
             "contexts": list(args.contexts), "methods": list(args.method), "seed": args.seed,
             "shard_size": args.shard_size,
             "execution": (f"dask scheduler {args.scheduler}" if args.scheduler else

@@ -20,11 +20,13 @@ import numpy as np
 from ..axes import norm_axes, norm_axis
 from ..errors import GraphError
 from ..node import Graph
+from ..ops_conv import onnx_geometry
+from .onnx_network import NETWORK_OPS, export_node
 from ..ops_elementwise import SAFE_LOG_TINY
 from ..optable import OPS, full_attrs
 from ..payload import Payload
 from ..validate import check_payload, check_shapes
-from ..importers.interchange import (Unsupported, UnsupportedOpsError, pair_list, payload_field,
+from ..importers.interchange import (Unsupported, UnsupportedOpsError, payload_field,
                                      require)
 
 DEFAULT_OPSET = 20
@@ -187,24 +189,21 @@ class _Exporter:
             else:
                 y = self.emit("Add", [self.emit("MatMul", [x, self.init("WT", W.T)], "mm"),
                                       self.init("b", b)], base)
-        elif op == "conv2d":
+        elif op in ("conv1d", "conv2d", "conv3d"):
             if not off:
-                raise Unsupported("conv2d of a constant-only value (ONNX Conv needs the batch axis)")
-            q = _pairs(attrs, ("kernel_size", "stride", "padding", "dilation"))
+                raise Unsupported(f"{op} of a constant-only value (ONNX Conv needs the batch axis)")
+            q = onnx_geometry(op, self.g.nodes[ps[0]].out_shape, attrs)
             y = self.emit("Conv", [x, self.init("weight", self.param(n, "weight")),
                                    self.init("bias", self.param(n, "bias"))], base,
-                          kernel_shape=q["kernel_size"], strides=q["stride"],
-                          pads=q["padding"] * 2, dilations=q["dilation"], group=attrs["groups"])
-        elif op in ("max_pool2d", "avg_pool2d"):
+                          group=attrs["groups"], **q)
+        elif op[:-2] in ("max_pool", "avg_pool") and op[-2] in "123":
             if not off:
                 raise Unsupported(f"{op} of a constant-only value (ONNX pooling needs the batch axis)")
-            st = attrs["stride"] if attrs["stride"] is not None else attrs["kernel_size"]
-            q = _pairs(dict(attrs, stride=st), ("kernel_size", "stride", "padding"))
-            kw = dict(kernel_shape=q["kernel_size"], strides=q["stride"], pads=q["padding"] * 2)
-            if op == "max_pool2d":
-                y = self.emit("MaxPool", [x], base, dilations=_pairs(attrs, ("dilation",))["dilation"], **kw)
+            q = onnx_geometry(op, self.g.nodes[ps[0]].out_shape, attrs)
+            if op.startswith("max"):
+                y = self.emit("MaxPool", [x], base, **q)
             else:
-                y = self.emit("AveragePool", [x], base, count_include_pad=1, **kw)
+                y = self.emit("AveragePool", [x], base, **q)
         elif op == "sum":
             if r_in == 0:
                 y = self.emit("Identity", [x], base)
@@ -249,6 +248,8 @@ class _Exporter:
             shape = list(attrs["shape"])
             xa = self.expand_rank(ps[0], len(shape))
             y = self.emit("Expand", [xa, self.ints("shape", ([1] if off else []) + shape)], base)
+        elif op in NETWORK_OPS:
+            y = export_node(self, n, attrs, off, r_in, x, base)
         else:
             raise Unsupported(f"no ONNX mapping for op {op!r}")
         self.name[i] = y
@@ -298,7 +299,3 @@ class _Exporter:
         xhat = self.emit("Mul", [self.emit("Sub", [self.name[n.parents[0]], c["mean"]], "d"), inv], "xhat")
         return self.emit("Add", [self.emit("Mul", [xhat, c["gamma"]], "sc"), c["beta"]], f"n{n.id}")
 
-
-def _pairs(attrs, keys):
-    """The 2-d window attributes ``keys`` of ``attrs`` as ``{key: [int, int]}``."""
-    return {k: pair_list(attrs[k]) for k in keys}

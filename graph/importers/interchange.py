@@ -7,6 +7,8 @@
   against the op table's rule, and translates the source's batched tensors to the IR's
   per-example values (:class:`Batched`): axes, permutations, concatenations and
   reductions that would mix examples are refused with the reason;
+* :class:`Batched` may carry a ``graph.batch_layout.Layout`` when a source transpose or
+  reshape moved or merged its batch axes (the ONNX importer's ``onnx_layout``);
 * :class:`PendingConst`: a source constant (ONNX initializer, torch module tensor) that
   becomes a ``const`` node only when an op uses it as a tensor;
 * :func:`pair_list`, :func:`param_shape` and :func:`payload_field`: 2-d window
@@ -56,6 +58,7 @@ class Batched:
     source tensor carries in front of the node's per-example shape (0 for constants)."""
     id: int
     nb: int
+    layout: object = None      # a graph.batch_layout.Layout when a source op moved the batch axes
 
 
 @dataclass
@@ -169,7 +172,10 @@ class IRBuilder:
         """The source permutation ``perm`` (of all axes); it must keep the batch axes."""
         perm = list(perm)
         if perm[:v.nb] != list(range(v.nb)):
-            raise Unsupported(f"perm {perm} moves a batch axis")
+            raise Unsupported(f"perm {perm} moves a batch axis: the IR keeps batch axes in "
+                              f"front and evaluates each example alone (exports of "
+                              f"nn.MultiheadAttention move it; from_torch maps that module "
+                              f"per example)")
         return self.apply("permute", [v], out_shape=out_shape,
                           perm=[p - v.nb for p in perm[v.nb:]])
 

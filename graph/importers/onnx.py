@@ -1,11 +1,22 @@
 """ONNX -> IR: initializers become payload entries, ONNX nodes become IR nodes.
 
-onnx is imported lazily.  ONNX tensors carry the batch axis: by the ONNX/PyTorch
-convention the first ``batch_dims`` (default 1) axes of every graph input are batch axes,
-so the IR input's declared shape is the rest and every ONNX ``axis`` is translated to a
-per-example axis; an operation over a batch axis is refused.  Pass ``batch_dims=0`` for a
-model whose input is one example.  All unsupported nodes are listed in ONE
+onnx is imported lazily.  ONNX tensors carry the batch axis.  Batch axes are INFERRED
+from the graph inputs (``batch_dims=None``, the default): the leading dimensions an input
+declares symbolically (``dim_param`` such as ``"N"``/``"batch"``, or no value) are batch
+axes, a fixed dimension belongs to the example (a ``[4]`` input is one example of shape
+``[4]``, not 4 examples of scalars).  Every input must declare the same number of leading
+symbolic dimensions, and none after a fixed one.  ``batch_dims=K`` overrides: the first
+``K`` axes of every input are batch axes, the rest must be fixed.  Every ONNX ``axis``
+is translated to a per-example axis; an operation over a batch axis is refused, naming
+the node.  All unsupported nodes are listed in ONE
 :class:`~graph.importers.interchange.UnsupportedOpsError`.
+
+Shape arithmetic (``Shape``, ``Gather``, ``Concat``, ``Unsqueeze``, ``Cast`` ... feeding a
+``Reshape``, as exporters write ``x.view(x.size(0), -1)``) is folded to constants at import
+(:mod:`.onnx_fold`); the batch extents stay symbolic there, so a reshape that keeps them
+in front becomes a per-example reshape.  Nodes whose inputs are all constants are folded
+when that is exact (integer/boolean values, data movement); float arithmetic on constants
+stays in the graph so each context evaluates it.
 
 Mappings that compose IR ops: ``Gemm`` is ``linear`` when alpha = beta = 1, A is the
 batched input and B, C are initializers; otherwise (Transpose) -> matmul -> mul(alpha) ->
@@ -19,14 +30,28 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import GraphError
+from ..optable import OPS
 from .interchange import (Batched, IRBuilder, PendingConst, Unsupported, UnsupportedOpsError,
                           exact_gelu_only, require)
+from .onnx_fold import BatchDim, fold_constant, fold_symbolic, is_symbolic, shape_value
+from .onnx_layout import moved, shape_of
+from .onnx_ops import available as _network_converters
 
 SUPPORTED = ("Gemm", "MatMul", "Add", "Sub", "Mul", "Div", "Relu", "Tanh", "Sigmoid",
              "Softplus", "Gelu", "Exp", "Log", "Abs", "Sqrt", "Neg", "Sin", "Cos", "Max", "Min",
              "Softmax", "LogSoftmax", "LayerNormalization", "BatchNormalization", "Conv",
              "MaxPool", "AveragePool", "Concat", "ReduceSum", "ReduceMean", "Transpose",
-             "Reshape", "Flatten", "Identity", "Dropout", "Constant", "Reciprocal", "Expand")
+             "Reshape", "Flatten", "Identity", "Dropout", "Constant", "Reciprocal", "Expand",
+             "Shape", "Size")
+# the network ops (activations, shape ops, reductions, ...) whose IR ops exist
+_CONVERTERS = _network_converters()
+SUPPORTED = SUPPORTED + tuple(op for op in _CONVERTERS if op not in SUPPORTED)
+#: mapped but not claimed: Cast to float/double passes a real value through (the IR does
+#: not model the cast's rounding, so ONNX's Cast cases are not claimed)
+_PASSED_THROUGH = {"Cast"}
+#: ops whose extra outputs may be present while unused (the first output is mapped)
+_MULTI_OUTPUT = {"Dropout", "LayerNormalization", "Split"}
+_ALL_OUTPUTS = {"Dropout", "LayerNormalization", "Split"}     # extra outputs mapped too
 
 _UNARY = {"Relu": "relu", "Tanh": "tanh", "Sigmoid": "sigmoid", "Softplus": "softplus",
           "Exp": "exp", "Log": "log", "Abs": "abs", "Sqrt": "sqrt", "Neg": "neg",
@@ -34,18 +59,47 @@ _UNARY = {"Relu": "relu", "Tanh": "tanh", "Sigmoid": "sigmoid", "Softplus": "sof
 _BINARY = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div", "Max": "max", "Min": "min"}
 
 
-def load_onnx(path_or_model, *, batch_dims: int = 1, output=None):
+def load_onnx(path_or_model, *, batch_dims=None, output=None):
     """``(Graph, Payload)`` of an ONNX model (a path, bytes or a ModelProto)."""
     onnx = require("onnx", "onnx")
     if isinstance(path_or_model, onnx.ModelProto):
         model = path_or_model
     else:
+        what = "bytes" if isinstance(path_or_model, bytes) else repr(str(path_or_model))
+        if isinstance(path_or_model, bytes):
+            data = path_or_model
+        else:
+            import os
+            path = str(path_or_model)
+            if not os.path.exists(path):
+                raise GraphError(f"cannot read ONNX model {what}: no such file")
+            if os.path.isdir(path):
+                raise GraphError(f"cannot read ONNX model {what}: it is a directory")
+            with open(path, "rb") as f:
+                data = f.read()
+        if not data:
+            raise GraphError(f"{what} is not an ONNX model: the file is empty (0 bytes)")
         try:
-            model = onnx.load_model_from_string(path_or_model) if isinstance(
-                path_or_model, bytes) else onnx.load(str(path_or_model))
+            model = onnx.load_model_from_string(data)
         except Exception as exc:
-            raise GraphError(f"cannot read ONNX model {path_or_model!r}: {exc}") from None
+            raise GraphError(f"{what} is not an ONNX model (the protobuf does not parse: "
+                             f"{type(exc).__name__})") from None
+        if not model.HasField("graph") or not (model.graph.node or model.graph.output):
+            raise GraphError(f"{what} is not an ONNX model: it parses as protobuf but holds "
+                             f"no graph (no nodes, no outputs)")
+        if model.graph.node and external_data_used(model):
+            try:
+                import os
+                onnx.load_external_data_for_model(model, os.path.dirname(str(path_or_model)))
+            except Exception as exc:
+                raise GraphError(f"cannot read the external data of ONNX model {what}: "
+                                 f"{exc}") from None
     return from_onnx(model, batch_dims=batch_dims, output=output)
+
+
+def external_data_used(model) -> bool:
+    """True when an initializer keeps its values in a file beside the model."""
+    return any(init.data_location == 1 for init in model.graph.initializer)
 
 
 def _opset(model) -> int:
@@ -55,12 +109,44 @@ def _opset(model) -> int:
     return 1
 
 
-def from_onnx(model, *, batch_dims: int = 1, output=None):
-    """``(Graph, Payload)`` of an ``onnx.ModelProto`` (see the module docstring)."""
+def infer_batch_dims(model) -> int:
+    """The number of leading symbolic dimensions the graph inputs declare (the same for
+    every input that is not an initializer); GraphError naming the input otherwise."""
+    inits = {i.name for i in model.graph.initializer}
+    found = {}
+    for vi in model.graph.input:
+        if vi.name in inits or not vi.type.HasField("tensor_type") or \
+                not vi.type.tensor_type.HasField("shape"):
+            continue
+        dims = list(vi.type.tensor_type.shape.dim)
+        sym = [not d.HasField("dim_value") for d in dims]
+        k = sym.index(False) if False in sym else len(sym)
+        if any(sym[k:]):
+            j = k + sym[k:].index(True)
+            shown = [d.dim_param or "?" if sym[i] else d.dim_value for i, d in enumerate(dims)]
+            raise GraphError(f"from_onnx: input {vi.name!r} shape {shown}: axis {j} is "
+                             f"symbolic after the fixed axis {k}; only leading axes can be "
+                             f"batch axes (fix that axis in the model, or pass batch_dims)")
+        found[vi.name] = k
+    if len(set(found.values())) > 1:
+        raise GraphError(f"from_onnx: the inputs declare different numbers of leading "
+                         f"symbolic (batch) axes: {found}; pass batch_dims (--batch-dims K) "
+                         f"to say how many are batch axes")
+    return next(iter(found.values()), 0)
+
+
+def from_onnx(model, *, batch_dims=None, output=None):
+    """``(Graph, Payload)`` of an ``onnx.ModelProto`` (see the module docstring).
+
+    ``batch_dims``: None infers the batch axes from the inputs' symbolic dimensions; an
+    int K says the first K axes of every input are batch axes."""
     onnx = require("onnx", "onnx")
     from onnx import numpy_helper
-    if isinstance(batch_dims, bool) or not isinstance(batch_dims, int) or batch_dims < 0:
-        raise GraphError(f"from_onnx: batch_dims must be a non-negative int, got {batch_dims!r}")
+    if batch_dims is None:
+        batch_dims = infer_batch_dims(model)
+    elif isinstance(batch_dims, bool) or not isinstance(batch_dims, int) or batch_dims < 0:
+        raise GraphError(f"from_onnx: batch_dims must be a non-negative int or None (infer), "
+                         f"got {batch_dims!r}")
     g = model.graph
     conv = _OnnxConverter(onnx, numpy_helper, _opset(model), batch_dims)
     env: dict = {}
@@ -72,15 +158,13 @@ def from_onnx(model, *, batch_dims: int = 1, output=None):
         env[vi.name] = conv.input(vi)
     problems = []
     failed = set()
+    conv.used = {i for n in g.node for i in n.input} | \
+        ({output} if output is not None else {o.name for o in g.output})
     for k, node in enumerate(g.node):
         label = f"node {k} {node.op_type}" + (f" {node.name!r}" if node.name else "") + \
             f" (outputs {', '.join(node.output)})"
         if node.domain not in ("", "ai.onnx"):
             problems.append(f"{label}: domain {node.domain!r} is not the ONNX default domain")
-            failed.update(node.output)
-            continue
-        if node.op_type not in SUPPORTED:
-            problems.append(f"{label}: no IR mapping")
             failed.update(node.output)
             continue
         if any(i in failed for i in node.input if i):
@@ -90,7 +174,13 @@ def from_onnx(model, *, batch_dims: int = 1, output=None):
             missing = [i for i in node.input if i and i not in env]
             if missing:
                 raise Unsupported(f"inputs {missing} are not produced before this node")
-            results = conv.node(node, env)
+            results = conv.fold(node, env)
+            if results is None:
+                if node.op_type not in SUPPORTED and node.op_type not in _PASSED_THROUGH:
+                    problems.append(f"{label}: no IR mapping for ONNX op {node.op_type!r}")
+                    failed.update(node.output)
+                    continue
+                results = conv.node(node, env)
             for name, v in zip(node.output, results):
                 env[name] = v
         except Unsupported as exc:
@@ -99,19 +189,22 @@ def from_onnx(model, *, batch_dims: int = 1, output=None):
     outs = [o.name for o in g.output]
     if output is None:
         if len(outs) != 1:
-            problems.append(f"the model has {len(outs)} outputs {outs}; an IR graph has one "
-                            f"(pass output=NAME)")
+            problems.append(f"the model has {len(outs)} outputs {outs}; an IR graph has one: "
+                            f"choose it with --output NAME (output='NAME' in from_onnx)")
         name = outs[0] if outs else None
     else:
         if output not in outs and output not in env:
-            raise GraphError(f"from_onnx: output {output!r} is not a value of the model "
-                             f"(outputs: {outs})")
+            raise GraphError(f"from_onnx: --output {output!r} is not a value of the model "
+                             f"(its outputs: {outs})")
         name = output
     if problems:
         raise UnsupportedOpsError("from_onnx", problems)
     v = env[name]
     if isinstance(v, PendingConst):
         v = conv.materialize(v)
+    if v.layout is not None:
+        raise GraphError(f"from_onnx: output {name!r} has its batch axis moved (layout "
+                         f"{v.layout}); the IR's outputs keep batch axes in front")
     return conv.b.finish(v.id)
 
 
@@ -125,6 +218,7 @@ class _OnnxConverter:
         self.nb = nb
         self.b = IRBuilder(nb)
         self.batch = None          # concrete batch extents when the input declares them
+        self.unary = _UNARY        # ONNX -> IR unary maps (read by onnx_layout)
 
     # ---------------------------------------------------------------- values
     def input(self, vi):
@@ -150,6 +244,9 @@ class _OnnxConverter:
 
     def materialize(self, c: PendingConst) -> Batched:
         if c.id is None:
+            if is_symbolic(c.value):
+                raise Unsupported(f"{c.name!r} = {c.value.tolist()} holds a batch extent; the "
+                                  f"IR works per example and cannot use it as a tensor value")
             if c.value.dtype.kind not in "fiu":
                 raise Unsupported(f"initializer {c.name!r} of dtype {c.value.dtype} is not numeric")
             c.id = self.b.const(c.value.astype(np.float64))
@@ -164,6 +261,79 @@ class _OnnxConverter:
             raise Unsupported(f"{what} ({name!r}) must be an initializer or Constant")
         return v.value
 
+    # ---------------------------------------------------------------- folding
+    def attrs(self, node) -> dict:
+        A = {a.name: self.onnx.helper.get_attribute_value(a) for a in node.attribute}
+        return {k: (v.decode() if isinstance(v, bytes) else v) for k, v in A.items()}
+
+    def fold(self, node, env):
+        """The node's outputs as constants when they are known at import time (shape
+        values, integer arithmetic, data movement of constants); None otherwise."""
+        op = node.op_type
+        ins = [env[i] if i else None for i in node.input]
+        if op == "Shape" and ins and isinstance(ins[0], Batched) and ins[0].layout is not None:
+            A = self.attrs(node)
+            sv = shape_of(self, ins[0])[int(A.get("start", 0)):A.get("end")]
+            return [PendingConst(sv, node.output[0])]
+        if op in ("Shape", "Size") and ins and isinstance(ins[0], Batched):
+            x = ins[0]
+            per = self.b.shape(x.id)
+            if op == "Size":
+                if x.nb:
+                    raise Unsupported("Size of a batched tensor is a batch extent times "
+                                      "the example size (the IR works per example)")
+                return [PendingConst(np.asarray(int(np.prod(per, dtype=np.int64))), node.output[0])]
+            A = self.attrs(node)
+            return [PendingConst(shape_value(x.nb, per, int(A.get("start", 0)),
+                                             A.get("end")), node.output[0])]
+        if op in ("Constant",) or not ins or \
+                not all(v is None or isinstance(v, PendingConst) for v in ins):
+            return None
+        values = [None if v is None else v.value for v in ins]
+        if any(is_symbolic(v) for v in values if v is not None):
+            if op == "Expand" and not is_symbolic(values[0]):
+                return None                 # a constant broadcast over the batch: expand()
+            if op == "ConstantOfShape":
+                return [self.constant_of_batch_shape(values[0], self.attrs(node))]
+            out = fold_symbolic(op, self.attrs(node), values)
+            return [PendingConst(out, node.output[0])]
+        res = fold_constant(self.onnx, node, values, self.opset)
+        if res is None:
+            return None
+        return [PendingConst(r, o) for r, o in zip(res, node.output)]
+
+    def constant_of_batch_shape(self, shape, A):
+        """``ConstantOfShape`` of a shape with batch extents in front: a constant per
+        example, broadcast over the batch by the IR."""
+        raw = list(shape.reshape(-1))
+        lead = 0
+        while lead < len(raw) and raw[lead] == BatchDim(lead):
+            lead += 1
+        if lead > self.nb or any(isinstance(t, BatchDim) for t in raw[lead:]):
+            raise Unsupported(f"ConstantOfShape of {raw}: batch extents only in front")
+        v = self.nh.to_array(A["value"]).reshape(-1)[0] if "value" in A else np.float32(0)
+        c = PendingConst(np.full([int(t) for t in raw[lead:]], v), "ConstantOfShape")
+        return Batched(self.materialize(c).id, lead)
+
+    def with_channels_first(self, x, fn, what):
+        """``fn`` (an IR op over a per-example [C, spatial...] value) applied to ``x``, an
+        ONNX [N, C, spatial...] tensor.  With a batch axis the IR op sees each example; a
+        model whose leading axis is fixed (one example of shape [1, C, ...]) gets that
+        axis dropped around the op; a fixed leading extent > 1 is refused."""
+        if x.nb:
+            if x.nb != 1:
+                raise Unsupported(f"{what} with {x.nb} batch axes (ONNX's N is one axis)")
+            return fn(x)
+        s = self.b.shape(x.id)
+        if not s or s[0] != 1:
+            raise Unsupported(f"{what} on an input whose leading axis is fixed at "
+                              f"{s[0] if s else None}: that axis is part of the example, and "
+                              f"the IR's {what} takes one example [C, ...]; declare the batch "
+                              f"axis symbolic or pass --batch-dims 1")
+        inner = self.b.apply("reshape", [x], shape=list(s[1:]))
+        y = fn(inner)
+        return self.b.apply("reshape", [y], shape=[1] + list(self.b.shape(y.id)))
+
     # ---------------------------------------------------------------- nodes
     def node(self, node, env):
         onnx = self.onnx
@@ -171,20 +341,39 @@ class _OnnxConverter:
         A = {k: (v.decode() if isinstance(v, bytes) else v) for k, v in A.items()}
         ins = [env[i] if i else None for i in node.input]
         op = node.op_type
-        one_output = op not in ("Dropout",)
-        if one_output and len([o for o in node.output if o]) > 1:
-            raise Unsupported(f"{len(node.output)} outputs (only the first is mapped)")
+        if any(isinstance(v, Batched) and v.layout is not None for v in ins) or (
+                op == "Transpose" and isinstance(ins[0], Batched) and ins[0].nb and
+                list(A.get("perm", []))[:ins[0].nb] != list(range(ins[0].nb))):
+            return moved(self, node, ins, A)       # the batch axis moved: onnx_layout
+        extra = [o for o in node.output[1:] if o]
+        if extra and op not in _ALL_OUTPUTS:
+            used = [o for o in extra if o in self.used]
+            if op not in _MULTI_OUTPUT:
+                raise Unsupported(f"{len(node.output)} outputs (only the first is mapped)")
+            if used:
+                raise Unsupported(f"outputs {used} are used (only the first output, "
+                                  f"{node.output[0]!r}, is mapped)")
+        if op in _CONVERTERS:
+            return _CONVERTERS[op](self, node, ins, A)
         if op == "Constant":
-            if "value" not in A:
-                raise Unsupported(f"Constant with attributes {sorted(A)} (only value=)")
-            return [PendingConst(self.nh.to_array(A["value"]), node.output[0])]
+            if "value" in A:
+                return [PendingConst(self.nh.to_array(A["value"]), node.output[0])]
+            for key, dt in (("value_float", np.float32), ("value_floats", np.float32),
+                            ("value_int", np.int64), ("value_ints", np.int64)):
+                if key in A:
+                    return [PendingConst(np.asarray(A[key], dtype=dt), node.output[0])]
+            raise Unsupported(f"Constant with attributes {sorted(A)} (value, value_float(s), "
+                              f"value_int(s) are read)")
         if op in ("Identity", "Dropout"):
             if op == "Dropout" and len(node.input) > 2 and node.input[2]:
                 tm = self.const_of(env, node.input[2], "training_mode")
                 if bool(np.asarray(tm)):
                     raise Unsupported("Dropout with training_mode=true")
-            if len(node.output) > 1 and node.output[1]:
-                raise Unsupported("Dropout mask output is used")
+            if op == "Dropout" and len(node.output) > 1 and node.output[1] in self.used:
+                # inference: the mask keeps every entry (all true), a constant per example
+                x = self.t(ins[0])
+                ones = self.materialize(PendingConst(np.ones(self.b.shape(x.id)), "mask"))
+                return [ins[0], Batched(ones.id, x.nb)]
             return [ins[0]]
         if op in _UNARY:
             if op == "Softplus" and A:
@@ -193,6 +382,12 @@ class _OnnxConverter:
         if op == "Gelu":
             exact_gelu_only(A.get("approximate", "none"), "Gelu")
             return [self.b.apply("gelu", [self.t(ins[0])])]
+        if op in ("Max", "Min") and len(ins) != 2:
+            vals = [v for v in ins if v is not None]
+            acc = self.t(vals[0])
+            for v in vals[1:]:
+                acc = self.binary(_BINARY[op], acc, v)
+            return [acc]
         if op in _BINARY:
             if len(ins) != 2:
                 raise Unsupported(f"{len(ins)} inputs (the IR's {_BINARY[op]} takes 2)")
@@ -210,13 +405,16 @@ class _OnnxConverter:
         if op in ("Softmax", "LogSoftmax"):
             return [self.softmax(op, self.t(ins[0]), A)]
         if op == "LayerNormalization":
-            return [self.layernorm(ins, A, node)]
+            r = self.layernorm(ins, A, node)
+            return r if isinstance(r, list) else [r]
         if op == "BatchNormalization":
             return [self.batchnorm(ins, A, node, env)]
         if op == "Conv":
-            return [self.conv(ins, A, env, node)]
+            return [self.with_channels_first(self.t(ins[0]), lambda v: self.conv(
+                [v] + ins[1:], A, env, node), "Conv")]
         if op in ("MaxPool", "AveragePool"):
-            return [self.pool(op, self.t(ins[0]), A, node)]
+            return [self.with_channels_first(self.t(ins[0]),
+                                             lambda v: self.pool(op, v, A, node), op)]
         if op == "Concat":
             return [self.b.concat([self.t(v) for v in ins], A["axis"])]
         if op in ("ReduceSum", "ReduceMean"):
@@ -226,7 +424,19 @@ class _OnnxConverter:
             r = self.b.rank(x)
             return [self.b.permute(x, A.get("perm", range(r - 1, -1, -1)))]
         if op == "Reshape":
-            return [self.reshape(ins, A, node, env)]
+            try:
+                return [self.reshape(ins, A, node, env)]
+            except Unsupported:
+                if not (isinstance(ins[0], Batched) and ins[0].nb):
+                    raise
+                return moved(self, node, ins, A)   # merges/moves the batch axis: a layout
+        if op == "Cast":
+            # to a float type: the IR value is already a real number, evaluated in the
+            # context's own format (a float32 model's float32 casts are no-ops there)
+            if A.get("to") not in (1, 11):
+                raise Unsupported(f"Cast to {self.onnx.TensorProto.DataType.Name(A.get('to'))} "
+                                  f"of a tensor (the IR's values are real numbers)")
+            return [ins[0]]
         if op == "Flatten":
             x = self.t(ins[0])
             s = self.b.shape(x.id)
@@ -305,10 +515,28 @@ class _OnnxConverter:
         return y
 
     def expand(self, ins):
-        x = self.t(ins[0])
         if not isinstance(ins[1], PendingConst):
             raise Unsupported("shape input computed at run time; the IR needs a constant shape")
-        target = [int(t) for t in np.asarray(ins[1].value).reshape(-1)]
+        raw = list(np.asarray(ins[1].value).reshape(-1))
+        lead = 0
+        while lead < len(raw) and isinstance(raw[lead], BatchDim) and raw[lead] == BatchDim(lead):
+            lead += 1
+        c = ins[0]
+        if lead and isinstance(c, PendingConst) and c.value.ndim > len(raw) - lead:
+            extra = c.value.ndim - (len(raw) - lead)
+            if all(d == 1 for d in c.value.shape[:extra]):   # its leading 1s align with the batch
+                c = PendingConst(c.value.reshape(c.value.shape[extra:]), c.name)
+        x = self.t(c)
+        if lead and x.nb == 0 and len(raw) >= lead + len(self.b.shape(x.id)):
+            # a constant broadcast over the batch (exporters write Expand(c, Shape(x))):
+            # the IR broadcasts constants over the batch itself, so the per-example part
+            # is the broadcast and the result carries the batch axes
+            per = self._target(np.asarray(raw[lead:], dtype=object), x, "Expand", keep=1)
+            s = self.b.shape(x.id)
+            s = [1] * (len(per) - len(s)) + list(s)
+            per = [max(a, b) if 1 in (a, b) else a for a, b in zip(s, per)]
+            return Batched(self.b.add("broadcast_to", [x.id], shape=per), lead)
+        target = self._target(ins[1].value, x, "Expand", keep=1)
         s = self.b.shape(x.id)
         full = [1] * x.nb + list(s)
         r = max(len(full), len(target))
@@ -338,8 +566,6 @@ class _OnnxConverter:
         x = self.t(ins[0])
         if int(A.get("stash_type", 1)) != 1:
             raise Unsupported(f"stash_type={A['stash_type']}")
-        if len([o for o in node.output if o]) > 1:
-            raise Unsupported("Mean / InvStdDev outputs are used")
         a = self.b.axis(A.get("axis", -1), x)
         s = self.b.shape(x.id)
         norm = s[a:]
@@ -354,7 +580,19 @@ class _OnnxConverter:
             except ValueError:
                 raise Unsupported(f"{key} of shape {list(v.value.shape)} does not broadcast "
                                   f"to the normalized shape {list(norm)}") from None
-        return self.b.apply("layernorm", [x], params=params, axis=a)
+        y = self.b.apply("layernorm", [x], params=params, axis=a)
+        if not any(o in self.used for o in node.output[1:] if o):
+            return y
+        # the Mean and InvStdDev outputs, composed: mean, 1/sqrt(mean((x - mean)^2) + eps)
+        axes = list(range(a, len(s)))
+        ax = axes if len(axes) > 1 else axes[0]
+        mean = self.b.apply("reduce_mean", [x], axis=ax, keepdims=True)
+        d = self.b.apply("sub", [x, mean])
+        var = self.b.apply("reduce_mean", [self.b.apply("mul", [d, d])], axis=ax, keepdims=True)
+        eps = self.materialize(PendingConst(params["eps"], "epsilon"))
+        one = self.materialize(PendingConst(np.float64(1.0), "one"))
+        inv = self.b.apply("div", [one, self.b.apply("sqrt", [self.b.apply("add", [var, eps])])])
+        return [y, mean, inv]
 
     def batchnorm(self, ins, A, node, env):
         x = self.t(ins[0])
@@ -370,59 +608,60 @@ class _OnnxConverter:
         vals["eps"] = np.float64(np.float32(A.get("epsilon", 1e-5)))
         return self.b.apply("batchnorm_eval", [x], params=vals, axis=self.b.axis(1, x))
 
-    def _pads(self, A, kernel, node):
+    def _window(self, A, d):
+        """ONNX window attributes of a d-d Conv/Pool as IR attributes: padding as the
+        begins-then-ends list (asymmetric allowed) and auto_pad passed through."""
         ap = A.get("auto_pad", "NOTSET")
-        if ap not in ("NOTSET", "VALID"):
-            raise Unsupported(f"auto_pad={ap!r} (give explicit pads)")
-        pads = list(A.get("pads", [0] * (2 * len(kernel)))) if ap == "NOTSET" else [0] * 4
-        if len(pads) != 4:
-            raise Unsupported(f"pads {pads}: only 2-d windows")
-        if pads[0] != pads[2] or pads[1] != pads[3]:
-            raise Unsupported(f"asymmetric pads {pads} (the IR pads symmetrically)")
-        return [int(pads[0]), int(pads[1])]
+        if ap not in ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"):
+            raise Unsupported(f"auto_pad={ap!r}")
+        out = dict(stride=[int(t) for t in A.get("strides", [1] * d)],
+                   dilation=[int(t) for t in A.get("dilations", [1] * d)], auto_pad=ap)
+        if ap == "NOTSET":
+            pads = [int(t) for t in A.get("pads", [0] * (2 * d))]
+            if len(pads) != 2 * d:
+                raise Unsupported(f"pads {pads} for a {d}-d window")
+            out["padding"] = pads if pads[:d] != pads[d:] else pads[:d]
+        return out
+
+    def _ir_shape(self, op, s, attrs):
+        from ..optable import full_attrs, get_op
+        rec = get_op(op)
+        try:
+            return rec.shape([s], full_attrs(rec, attrs))
+        except Exception as exc:
+            raise Unsupported(f"IR rule rejects it: {exc}") from None
 
     def conv(self, ins, A, env, node):
         x = self.t(ins[0])
         w = np.asarray(self.const_of(env, node.input[1], "weight W"), np.float64)
-        if w.ndim != 4:
-            raise Unsupported(f"weight of rank {w.ndim}: only 2-d convolution")
-        k = list(A.get("kernel_shape", w.shape[2:]))
+        d = w.ndim - 2
+        op = {1: "conv1d", 2: "conv2d", 3: "conv3d"}.get(d)
+        if op is None or op not in OPS:
+            raise Unsupported(f"weight of rank {w.ndim}: {d}-d convolution is not in the IR")
+        k = [int(t) for t in A.get("kernel_shape", w.shape[2:])]
         params = {"weight": w}
         if len(ins) > 2 and ins[2] is not None:
             params["bias"] = np.asarray(self.const_of(env, node.input[2], "bias B"), np.float64)
-        s = self.b.shape(x.id)
-        attrs = dict(kernel_size=[int(t) for t in k], out_channels=int(w.shape[0]),
-                     stride=[int(t) for t in A.get("strides", [1, 1])],
-                     padding=self._pads(A, k, node),
-                     dilation=[int(t) for t in A.get("dilations", [1, 1])],
-                     groups=int(A.get("group", 1)))
-        from ..optable import full_attrs, get_op
-        rec = get_op("conv2d")
-        try:
-            out = rec.shape([s], full_attrs(rec, attrs))
-        except Exception as exc:
-            raise Unsupported(f"IR rule rejects it: {exc}") from None
-        return Batched(self.b.add("conv2d", [x.id], out_shape=out, params=params, **attrs), x.nb)
+        attrs = dict(kernel_size=k, out_channels=int(w.shape[0]), groups=int(A.get("group", 1)),
+                     **self._window(A, d))
+        out = self._ir_shape(op, self.b.shape(x.id), attrs)
+        return Batched(self.b.add(op, [x.id], out_shape=out, params=params, **attrs), x.nb)
 
     def pool(self, op, x, A, node):
-        if int(A.get("ceil_mode", 0)):
-            raise Unsupported("ceil_mode=1 (the IR floors the output size)")
         k = [int(t) for t in A["kernel_shape"]]
-        if len(k) != 2:
-            raise Unsupported(f"kernel_shape {k}: only 2-d pooling")
-        attrs = dict(kernel_size=k, stride=[int(t) for t in A.get("strides", [1, 1])],
-                     padding=self._pads(A, k, node))
+        d = len(k)
+        irop = {"MaxPool": "max_pool", "AveragePool": "avg_pool"}[op] + f"{d}d"
+        if irop not in OPS:
+            raise Unsupported(f"kernel_shape {k}: {d}-d pooling is not in the IR")
+        attrs = dict(kernel_size=k, ceil_mode=bool(int(A.get("ceil_mode", 0))),
+                     **self._window(A, d))
         if op == "MaxPool":
             if int(A.get("storage_order", 0)):
                 raise Unsupported("storage_order=1")
-            attrs["dilation"] = [int(t) for t in A.get("dilations", [1, 1])]
-            return self.b.apply("max_pool2d", [x], **attrs)
-        if any(attrs["padding"]) and not int(A.get("count_include_pad", 0)):
-            raise Unsupported("count_include_pad=0 with pads (the IR divides by the full "
-                              "window, torch's default)")
-        if A.get("dilations", [1, 1]) != [1, 1]:
-            raise Unsupported(f"dilations {A['dilations']} (the IR's avg_pool2d has none)")
-        return self.b.apply("avg_pool2d", [x], **attrs)
+        else:
+            attrs["count_include_pad"] = bool(int(A.get("count_include_pad", 0)))
+        self._ir_shape(irop, self.b.shape(x.id), attrs)
+        return self.b.apply(irop, [x], **attrs)
 
     def reduce(self, op, ins, A, env):
         x = self.t(ins[0])
@@ -441,23 +680,44 @@ class _OnnxConverter:
             raise Unsupported("axes must be an initializer or Constant")
         return v.value
 
+    def _target(self, value, x, op, keep=0):
+        """A shape operand as ints; batch extents (from ``Shape``) are allowed only in
+        front, each at its own axis, and become ``keep`` (0: copy the axis, 1: no expand)."""
+        flat = list(np.asarray(value).reshape(-1))
+        out = []
+        for k, t in enumerate(flat):
+            if isinstance(t, BatchDim):
+                if k < x.nb and t == BatchDim(k):
+                    out.append(keep)
+                    continue
+                raise Unsupported(f"{op} to {flat}: entry {k} is {t!r}, a batch extent at "
+                                  f"another axis (it merges or moves the batch axis; the IR "
+                                  f"works per example)")
+            out.append(int(t))
+        return out
+
     def reshape(self, ins, A, node, env):
         x = self.t(ins[0])
         if not isinstance(ins[1], PendingConst):
             raise Unsupported("shape input computed at run time (Shape/Gather/...); the IR "
                               "needs a constant shape")
-        target = [int(t) for t in np.asarray(ins[1].value).reshape(-1)]
+        target = self._target(ins[1].value, x, "Reshape")
         allowzero = int(A.get("allowzero", 0))
         s = self.b.shape(x.id)
         full_in = [None] * x.nb + list(s)
         lead, rest = target[:x.nb], target[x.nb:]
         for k, t in enumerate(lead):
-            ok = (t == 0 and not allowzero) or (t == -1 and -1 not in rest) or \
+            # -1 keeps the batch axis only when the rest holds exactly one example
+            rest_total = int(np.prod([full_in[x.nb + i] if (r == 0 and not allowzero) else r
+                                      for i, r in enumerate(rest)], dtype=np.int64))
+            whole = t == -1 and -1 not in rest and 0 not in rest[len(s):] and \
+                rest_total == int(np.prod(s, dtype=np.int64))
+            ok = (t == 0 and not allowzero) or whole or \
                 (self.batch is not None and t == self.batch[k])
             if not ok:
                 raise Unsupported(f"shape {target} does not keep batch axis {k} (use 0 or -1 "
                                   f"there)")
         per = [full_in[x.nb + i] if (t == 0 and not allowzero) else t for i, t in enumerate(rest)]
-        if x.nb + len(per) > len(full_in) and any(t == 0 for t in rest) and not allowzero:
+        if not allowzero and any(t == 0 and x.nb + i >= len(full_in) for i, t in enumerate(rest)):
             raise Unsupported(f"shape {target}: 0 copies an axis beyond the input's rank")
         return self.b.apply("reshape", [x], shape=per)

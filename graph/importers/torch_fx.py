@@ -5,7 +5,10 @@ torch is imported lazily (the core works without it).  The IR input's declared s
 the PER-EXAMPLE shape: with ``batch_dims=k`` the first ``k`` axes of the example input are
 batch axes, every torch ``dim`` is translated to a per-example axis, and an operation that
 mixes examples (a reduction, concat, softmax or permutation over a batch axis) is refused.
-With ``batch_dims=0`` (the default) the example is one example.  Give a
+Batch axes are inferred, not assumed (``batch_dims=None``, the default): the leading axes
+of the example input marked dynamic (``torch._dynamo.mark_dynamic(x, 0)`` or
+``maybe_mark_dynamic``, torch's way to say an axis has no fixed extent) are batch axes;
+without marks the example is one example (``batch_dims=0``).  Give a
 batch of at least 2 examples: with a batch of 1 a reshape that moves the batch axis cannot
 be told from one that keeps it.  Shape arithmetic (``x.view(x.size(0), -1)``) is read from
 the propagated shapes, so the graph is specialised to the example's per-example shape.
@@ -33,9 +36,12 @@ import numpy as np
 
 from ..errors import GraphError
 from ..node import Graph, fmt_shape
+from ..optable import OPS
 from ..payload import Payload
 from .interchange import (Batched, IRBuilder, PendingConst, Unsupported, UnsupportedOpsError,
                           exact_gelu_only, pair_list, require)
+from .torch_fx_ops import Refused, getitem_tensor
+from .torch_fx_ops import tables as network_tables
 
 
 # ------------------------------------------------------------------------------ values
@@ -65,7 +71,7 @@ class TorchImport:
     ignored: tuple = ()
 
 
-def from_torch(module, example_input, *, batch_dims: int = 0):
+def from_torch(module, example_input, *, batch_dims=None):
     """``(Graph, Payload)`` of ``module`` traced at ``example_input`` (see module docs)."""
     r = import_torch(module, example_input, batch_dims=batch_dims)
     return r.graph, r.payload
@@ -124,6 +130,8 @@ def _tables(torch):
     put("avg_pool2d", F.avg_pool2d)
     put("getattr", getattr)
     put("getitem", operator.getitem)
+    put("floordiv", operator.floordiv)
+    put("mod", operator.mod)
     methods = {m: m for m in ("relu", "tanh", "sigmoid", "exp", "log", "abs", "sqrt", "sin",
                               "cos", "neg", "add", "sub", "mul", "div", "matmul", "sum",
                               "mean", "softmax", "log_softmax", "flatten", "reshape", "view",
@@ -141,7 +149,27 @@ def _tables(torch):
     return fn, methods, modules
 
 
-def import_torch(module, example_input, *, batch_dims: int = 0) -> TorchImport:
+def dynamic_batch_dims(examples) -> int:
+    """The number of leading axes marked dynamic on the example inputs (the same for all
+    of them); GraphError when a marked axis follows an unmarked one or inputs disagree."""
+    found = []
+    for k, x in enumerate(examples):
+        marked = set(getattr(x, "_dynamo_dynamic_indices", ()) or ()) | \
+            set(getattr(x, "_dynamo_weak_dynamic_indices", ()) or ())
+        n = 0
+        while n in marked:
+            n += 1
+        if marked - set(range(n)):
+            raise GraphError(f"from_torch: example input {k} marks axes {sorted(marked)} "
+                             f"dynamic; only leading axes can be batch axes (pass batch_dims)")
+        found.append(n)
+    if len(set(found)) > 1:
+        raise GraphError(f"from_torch: the example inputs mark different numbers of leading "
+                         f"dynamic (batch) axes {found}; pass batch_dims")
+    return found[0] if found else 0
+
+
+def import_torch(module, example_input, *, batch_dims=None) -> TorchImport:
     """Trace ``module`` and map it to the IR; the full result with state_dict names."""
     torch = require("torch", "torch")
     fx = require("torch.fx", "torch")
@@ -149,13 +177,18 @@ def import_torch(module, example_input, *, batch_dims: int = 0) -> TorchImport:
 
     if not isinstance(module, torch.nn.Module):
         raise GraphError(f"from_torch: expected a torch.nn.Module, got {type(module).__name__}")
-    if isinstance(batch_dims, bool) or not isinstance(batch_dims, int) or batch_dims < 0:
-        raise GraphError(f"from_torch: batch_dims must be a non-negative int, got {batch_dims!r}")
+    if batch_dims is not None and (isinstance(batch_dims, bool) or
+                                   not isinstance(batch_dims, int) or batch_dims < 0):
+        raise GraphError(f"from_torch: batch_dims must be a non-negative int or None (infer "
+                         f"from dynamic axes), got {batch_dims!r}")
     examples = tuple(example_input) if isinstance(example_input, (tuple, list)) else (example_input,)
     for k, x in enumerate(examples):
         if not isinstance(x, torch.Tensor) or not x.is_floating_point():
             raise GraphError(f"from_torch: example input {k} must be a floating-point tensor, "
                              f"got {type(x).__name__}")
+    if batch_dims is None:
+        batch_dims = dynamic_batch_dims(examples)
+    for k, x in enumerate(examples):
         if x.dim() < batch_dims:
             raise GraphError(f"from_torch: example input {k} has shape {list(x.shape)}, fewer "
                              f"axes than batch_dims={batch_dims}")
@@ -191,6 +224,7 @@ class _TorchConverter:
         self.names: dict = {}
         self.ignored: list = []
         self.fn, self.methods, self.modules = _tables(torch)
+        self.xfn, self.xmethods, self.xmodules = network_tables(torch)
 
     # ---------------------------------------------------------------- node loop
     def run(self) -> TorchImport:
@@ -243,13 +277,20 @@ class _TorchConverter:
             return "get_attr"
         if n.op == "call_function":
             try:
+                if n.target in self.xfn:
+                    return ("network", self.xfn[n.target])
                 return self.fn.get(n.target)
             except TypeError:
                 return None
         if n.op == "call_method":
+            if n.target in self.xmethods:
+                return ("network", self.xmethods[n.target])
             return self.methods.get(n.target)
         if n.op == "call_module":
-            return self.modules.get(type(self.gm.get_submodule(n.target)))
+            t = type(self.gm.get_submodule(n.target))
+            if t in self.xmodules:
+                return ("network", self.xmodules[t])
+            return self.modules.get(t)
         return None
 
     # ---------------------------------------------------------------- helpers
@@ -262,6 +303,8 @@ class _TorchConverter:
     def tensor(self, v) -> Batched:
         if isinstance(v, Batched):
             return v
+        if isinstance(v, Refused):
+            raise Unsupported(v.why)
         if isinstance(v, PendingConst):
             if v.id is None:
                 v.id = self.b.const(_np(v.value))
@@ -331,6 +374,9 @@ class _TorchConverter:
             if not isinstance(obj, torch.Tensor):
                 raise Unsupported("get_attr of a non-tensor")
             return PendingConst(obj, n.target)
+        if isinstance(key, tuple):
+            m = self.gm.get_submodule(n.target) if n.op == "call_module" else None
+            return key[1](self, n, env, m)
         if n.op == "call_module":
             return self.module(n, key, env)
         return self.function(n, key, env)
@@ -457,6 +503,10 @@ class _TorchConverter:
         return self.emit(n, "avg_pool2d", [x], **attrs)
 
     def function(self, n, key, env):
+        if key in ("add", "sub", "mul", "div", "floordiv", "mod", "pow") and len(n.args) == 2:
+            a, b = self.val(n.args[0], env), self.val(n.args[1], env)
+            if all(isinstance(t, (_Int, int, float)) and not isinstance(t, bool) for t in (a, b)):
+                return _int_arith(key, a, b)        # shape arithmetic: d // heads, ...
         if key in ("getattr", "getitem"):
             obj = self.val(n.args[0], env)
             if key == "getattr":
@@ -466,6 +516,11 @@ class _TorchConverter:
             if isinstance(obj, _ShapeTuple):
                 return obj.dims[n.args[1]] if isinstance(n.args[1], int) else \
                     _ShapeTuple(obj.dims[n.args[1]])
+            if isinstance(obj, tuple) and isinstance(n.args[1], int):   # chunk/split/MHA
+                return obj[n.args[1]]
+            if isinstance(obj, (Batched, PendingConst)) and "slice" in OPS:
+                idx = self.val(n.args[1], env)
+                return getitem_tensor(self, n, self.tensor(obj), idx)
             raise Unsupported("indexing/slicing a tensor (no gather op in the IR)")
         if key == "size":
             obj = self.val(n.args[0], env)
@@ -503,7 +558,9 @@ class _TorchConverter:
                 return self.emit(n, "mul", [t, t])
             if e == 0.5:
                 return self.emit(n, "sqrt", [self.tensor(x)])
-            raise Unsupported(f"pow with exponent {e!r} (only 2 and 0.5 map to IR ops)")
+            if "pow" not in OPS:
+                raise Unsupported(f"pow with exponent {e!r} (only 2 and 0.5 map to IR ops)")
+            return self.emit(n, "pow", [self.tensor(x), self.tensor(e)])
         if key in ("sum", "mean"):
             x = self.tensor(self.val(n.args[0], env))
             dim = self.arg(n, env, 1, "dim")
@@ -608,6 +665,17 @@ class _TorchConverter:
         s = self.b.shape(obj.id)
         return _ShapeTuple(tuple(_Int(int(d), True) for d in self.batch[:obj.nb]) +
                            tuple(_Int(int(d)) for d in s))
+
+
+def _int_arith(key, a, b):
+    """Python arithmetic on sizes read off shapes; a result involving a batch extent stays
+    marked as one (using it as a tensor is refused)."""
+    batch = any(isinstance(t, _Int) and t.batch for t in (a, b))
+    x, y = _plain(a), _plain(b)
+    r = {"add": operator.add, "sub": operator.sub, "mul": operator.mul,
+         "div": operator.truediv, "floordiv": operator.floordiv, "mod": operator.mod,
+         "pow": operator.pow}[key](x, y)
+    return _Int(r, batch) if isinstance(r, int) else (r if not batch else _Int(r, True))
 
 
 def _plain(d):

@@ -17,7 +17,8 @@ import pytest
 from scalarlab.experiments.cli import main
 
 README = Path(__file__).resolve().parents[2] / "README.md"
-HEAVY = ("scalarlab report --out scalarlab-report", "scalarlab provider-diff")
+HEAVY = ("scalarlab report --out scalarlab-report", "scalarlab provider-diff",
+         "scalarlab fpbench tests/data/fpbench/*.fpcore")     # all of FPBench: minutes
 
 
 def readme_commands() -> list[str]:
@@ -69,6 +70,14 @@ def scratch(tmp_path, monkeypatch):
     g, p, _ = examples.six_node_mlp()
     for name in ("g.json", "my.json"):
         graph.save(tmp_path / name, g, p)
+    # the FPCore examples: the vendored FPBench files, a two-program file, a sample file
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "data").symlink_to(README.parent / "tests" / "data")
+    (tmp_path / "prog.fpcore").write_text(
+        "(FPCore (x) :name \"one\" :pre (<= 0 x 1) (- (sqrt (+ x 1)) (sqrt x)))\n"
+        "(FPCore (x y) :name \"two\" (/ (- (* x x) (* y y)) (+ x y)))\n")
+    import numpy as np
+    np.save(tmp_path / "x.npy", np.linspace(0.01, 1, 20).reshape(20, 1))
     monkeypatch.chdir(tmp_path)
     return tmp_path
 
@@ -79,7 +88,8 @@ def test_readme_command_runs(command, scratch, monkeypatch, capsys):
     while words[0] != "scalarlab":
         key, _, value = words.pop(0).partition("=")
         monkeypatch.setenv(key, value)
-    args = words[1:]
+    import glob
+    args = [a for w in words[1:] for a in (sorted(glob.glob(w)) if "*" in w else [w])]
     if args[:1] == ["import"] and not (scratch / args[1]).exists():
         assert main(["export", "six-node", "-o", args[1]]) == 0     # the example before it
     rc = main(args)

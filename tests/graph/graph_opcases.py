@@ -10,6 +10,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from graph_opcases_networks import network_cases
+from graph_opcases_functions import function_cases
+
 T = lambda a: torch.tensor(np.asarray(a, dtype=np.float64))  # noqa: E731
 
 
@@ -153,13 +156,17 @@ CASES = [
          per_sample=True),
     case("detach", [(2, 3)], lambda a: a, exact=True),
 ]
+CASES += network_cases(case)  # the ops of real networks (graph_opcases_networks.py)
+CASES += function_cases(case)  # FPCore's functions and logic ops (graph_opcases_functions.py)
 
 
 def draw(shape, rng, domain=None, eps=False):
     """binary32-representable values: in (-1, 1), or (0.25, 2) for positive domains."""
     if eps:
         return np.asarray(float(np.float32(1e-3)))
-    if domain == "pos":
+    if callable(domain):          # a case's own sampler (acosh: x > 1)
+        v = np.asarray(domain(rng, shape))
+    elif domain == "pos":
         v = rng.uniform(0.25, 2.0, size=shape)
     else:
         v = rng.uniform(-1.0, 1.0, size=shape)

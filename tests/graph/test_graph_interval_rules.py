@@ -89,7 +89,9 @@ def _box(ctx, lo, hi):
 def test_every_interval_rule_is_tested_here():
     """A new ``OpRecord.interval`` needs its soundness test in this module."""
     assert {name for name, rec in OPS.items() if rec.interval is not None} == {
-        "softmax", "log_softmax", "layernorm", "gelu"}   # the last three: test_graph_interval_rules_ops.py
+        "softmax",
+        "log_softmax", "layernorm", "gelu",             # test_graph_interval_rules_ops.py
+        "silu", "mish", "gelu_tanh", "hardswish"}       # tests/graph/test_graph_activations.py
 
 
 @pytest.mark.parametrize("cname", CONTEXTS)

@@ -54,7 +54,7 @@ def test_reference_capsule_orders_come_from_the_op_records():
         cap = get_capsule(rec.capsule)
         assert cap.reduction == ("context" if rec.reduces else "n/a"), name
         assert is_dot(cap.op) == rec.dot and reduces(cap.op) == rec.reduces, name
-    assert {n for n, r in OPS.items() if r.dot} == {"linear", "matmul", "conv2d"}
+    assert {n for n, r in OPS.items() if r.dot} == {"linear", "matmul", "conv1d", "conv2d", "conv3d"}
     assert not OPS["relu"].reduces and OPS["softmax"].reduces and OPS["sum"].reduces
     fma = scalars.get("binary32+fma")
     assert get_capsule("reference.linear").reduction_in(fma) == "sequential+fma"

@@ -9,6 +9,9 @@ from scalarlab import scalars
 from scalarlab.graph.optable import OPS
 from scalarlab.tape import TapeBuilder, backward
 
+from tape_cases_networks import NETWORK_CASES
+from tape_cases_functions import FUNCTION_CASES
+
 RNG_SEED = 1234
 
 # Ops handled elsewhere: structural nodes of the IR (graph inputs, payload constants) and
@@ -89,6 +92,8 @@ CASES = {
     "avg_pool2d": ([anyv((2, 4, 6))], {"kernel_size": 2, "stride": [2, 3]},
                    lambda x: F.avg_pool2d(x, 2, stride=(2, 3))),
 }
+CASES.update(NETWORK_CASES)  # the ops of real networks (tape_cases_networks.py)
+CASES.update(FUNCTION_CASES)  # FPCore's functions and logic ops (tape_cases_functions.py)
 
 # eps is a payload parameter but not a differentiable input in torch's functional form
 NO_GRAD_ARGS = {("layernorm", 3), ("batchnorm_eval", 5)}

@@ -1,0 +1,100 @@
+"""``scalarlab fpbench``: bits of error of FPBench benchmarks (FPCore files) per context."""
+from __future__ import annotations
+
+from .. import argtypes as T
+from .. import compare as C
+from .. import fpbench as F
+from .. import outputs
+from .. import tables
+
+NAME = "fpbench"
+HELP = ("rounding error of FPCore benchmarks: per benchmark x context mean/max bits of error "
+        "against the MPFR oracle, max ULPs, %% samples over 1 bit, where error starts, "
+        "precondition rejections and skip reasons")
+
+
+def add_arguments(p) -> None:
+    p.add_argument("files", nargs="+", metavar="FILE.fpcore", type=T.existing_file(),
+                   help="FPCore files")
+    p.add_argument("--contexts", type=T.context_list, default=",".join(F.DEFAULT_CONTEXTS),
+                   metavar="A,B,...",
+                   help=f"binary-format contexts (default {','.join(F.DEFAULT_CONTEXTS)})")
+    p.add_argument("--samples", type=T.integer(1), default=F.DEFAULT_SAMPLES, metavar="N",
+                   help=f"valid samples per benchmark and context (default {F.DEFAULT_SAMPLES})")
+    p.add_argument("--sampling", choices=("bitpattern", "box"), default="bitpattern",
+                   help="bitpattern: uniform over the format's values in the precondition's "
+                        "box (Herbie); box: uniform reals rounded to the format (default "
+                        "bitpattern)")
+    p.add_argument("--seed", type=T.integer(0), default=0, metavar="S",
+                   help="random seed (default 0)")
+    p.add_argument("--threshold", type=T.real(0), default=F.DEFAULT_THRESHOLD_BITS,
+                   metavar="BITS",
+                   help="divergence = first node whose max bits of error exceeds BITS "
+                        f"(default {F.DEFAULT_THRESHOLD_BITS:g})")
+    p.add_argument("--reference-bits", type=T.integer(53, 100000),
+                   default=F.DEFAULT_REFERENCE_BITS, metavar="P",
+                   help="oracle base precision in bits (raised per sample; default "
+                        f"{F.DEFAULT_REFERENCE_BITS})")
+    p.add_argument("--only", default=None, metavar="NAME",
+                   help="run only the benchmarks whose :name contains NAME")
+    p.add_argument("--input-file", type=T.npy_file, default=None, metavar="X.npy",
+                   help="samples instead of sampling: N rows x one column per argument (in "
+                        "argument order); needs exactly one selected benchmark")
+    p.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
+    p.add_argument("--out", type=outputs.output_file(".csv", ".md", ".json"), default=None,
+                   metavar="FILE",
+                   help="also write the table to FILE (.csv, .md or .json), atomically")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def run(args) -> int:
+    out = args.out
+    contexts = F.parse_contexts(args.contexts)
+    progs = F.load_programs(args.files)
+    if args.only is not None:
+        progs = [p for p in progs if args.only in p.name]
+        if not progs:
+            raise C.ExperimentError(f"--only {args.only!r}: no benchmark name contains it")
+    x = None
+    if args.input_file is not None:
+        runnable = [p for p in progs if p.graph is not None]
+        if len(progs) != 1 or not runnable:
+            raise C.ExperimentError(f"--input-file needs exactly one translatable benchmark "
+                                    f"(select it with --only); {len(progs)} selected")
+        case = C.GraphCase(progs[0].name, progs[0].graph, progs[0].payload)
+        from .. import sampling as S
+        batch, _ = S.load_input_file(args.input_file, case)
+        import numpy as np
+        x = np.stack([np.asarray(batch[i]) for i in sorted(batch)], axis=1) \
+            if isinstance(batch, dict) else np.asarray(batch).reshape(-1, 1)
+    df, _ = F.run(progs, contexts, samples=args.samples, sampling=args.sampling,
+                  seed=args.seed, threshold=args.threshold,
+                  reference_bits=args.reference_bits, x=x, quiet=args.quiet)
+    meta = {"files": list(args.files), "benchmarks": len(progs),
+            "contexts": [c.name for c in contexts], "samples": args.samples,
+            "sampling": "file " + args.input_file if x is not None else args.sampling,
+            "seed": args.seed, "threshold_bits": args.threshold,
+            "reference": f"mpmath, >= {args.reference_bits} bits per sample (+2x the largest "
+                         f"argument exponent), Ziv-checked at twice that precision",
+            "metric": "bits = log2(1 + ULPs) of the output vs the oracle correctly rounded "
+                      "into the context's format"}
+    if out is not None:
+        tables.write_table(out, "fpbench", meta, df, title="scalarlab fpbench")
+        outputs.note(f"wrote {out}", to_stderr=args.json)
+    if args.json:
+        outputs.print_document(tables.json_document("fpbench", meta, df))
+        return 0 if (df["skip"] == "").any() else 1
+    view = df[["benchmark", "context", "samples", "rejected_pre", "invalid", "mean_bits",
+               "max_bits", "max_ulps", "pct_over_1bit", "divergence_node", "divergence_op",
+               "skip"]].copy()
+    view["benchmark"] = [b if len(b) <= 36 else b[:33] + "..." for b in view["benchmark"]]
+    view["skip"] = [s if len(s) <= 40 else s[:37] + "..." for s in view["skip"]]
+    view["divergence_node"] = ["" if v is None or v != v else str(int(v))
+                               for v in view["divergence_node"]]
+    print(tables.render(view))
+    print()
+    for line in F.summary_lines(df):
+        print(line)
+
+    # a run that measured nothing did not check anything
+    return 0 if (df["skip"] == "").any() else 1

@@ -1,0 +1,498 @@
+"""Input sampling as the floating-point community does it: per-variable boxes, bit
+patterns, rejection by a precondition, and sample files.
+
+* **Regions.**  Every scalar input variable gets an interval ``[lo, hi]`` (exact bounds,
+  either end may be open = the format's largest finite value); an FPCore ``:pre`` gives
+  them through :func:`scalarlab.graph.importers.fpcore.precondition_boxes`, a graph gets
+  them from ``--box lo1:hi1,lo2:hi2,...`` or a JSON/NPY file (:func:`parse_box`).
+  Bounds are rounded INWARD into the sampled format (``lo`` up, ``hi`` down; one more
+  step for a strict ``<``), so every sample satisfies them exactly.
+* **bitpattern** (Herbie's choice): uniform over the format's finite values in the
+  region -- uniform ordinals, so every binade is as likely as every other and tiny
+  magnitudes and subnormals are reached.  **box**: uniform real in the region, rounded
+  to nearest into the format (a variable with an open end falls back to bit patterns,
+  since no uniform distribution covers it; the result says which variables did).
+* **Rejection**: the conjuncts of a precondition that are not boxes are evaluated
+  exactly per sample (rational arithmetic; mpmath at 256 bits for irrational
+  operations) and failing samples are redrawn; the number rejected is reported.
+* **Sample files**: ``--input-file X.npy`` holds one row per sample and one column per
+  scalar input entry, inputs in id order (= FPCore argument order);
+  :func:`load_input_file` checks it and splits it into the graph's input nodes.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+
+from scalarlab.scalars import formats
+
+from .compare import ExperimentError
+
+SAMPLINGS = ("bitpattern", "box")
+
+
+# ------------------------------------------------------------------------------ regions
+@dataclass
+class Region:
+    """One scalar variable's sampling interval (exact; None = open to +-infinity)."""
+    lo: Fraction | None = None
+    hi: Fraction | None = None
+    lo_strict: bool = False
+    hi_strict: bool = False
+
+    @property
+    def finite(self) -> bool:
+        return self.lo is not None and self.hi is not None
+
+    def describe(self) -> str:
+        lo = "-inf" if self.lo is None else _short(self.lo)
+        hi = "inf" if self.hi is None else _short(self.hi)
+        return f"{'(' if self.lo is None or self.lo_strict else '['}{lo}, {hi}" \
+               f"{')' if self.hi is None or self.hi_strict else ']'}"
+
+
+def _short(q: Fraction) -> str:
+    return f"{float(q):.6g}"
+
+
+def regions_from_bounds(bounds: dict, names) -> list:
+    """FPCore :class:`Bound` objects (by argument name) -> :class:`Region` list."""
+    return [Region(b.lo, b.hi, b.lo_strict, b.hi_strict)
+            for b in (bounds[n] for n in names)]
+
+
+def format_range(region: Region, fmt) -> tuple:
+    """``(lo, hi)`` format values inside the region (inward rounding), or ExperimentError."""
+    big = fmt.max_finite
+    if region.lo is None:
+        lo = -big
+    else:
+        lo = formats.round_fraction(region.lo, fmt, "up")
+        if region.lo_strict and Fraction(lo) == region.lo:
+            lo = float(formats.next_up(np.array([lo]), fmt)[0])
+        lo = max(lo, -big)
+    if region.hi is None:
+        hi = big
+    else:
+        hi = formats.round_fraction(region.hi, fmt, "down")
+        if region.hi_strict and Fraction(hi) == region.hi:
+            hi = float(formats.next_down(np.array([hi]), fmt)[0])
+        hi = min(hi, big)
+    if not lo <= hi:
+        raise ExperimentError(f"the interval {region.describe()} holds no finite "
+                              f"{fmt.name} value")
+    return float(lo), float(hi)
+
+
+def _ordinals(x, fmt) -> np.ndarray:
+    from .gaps import ordinals
+    return ordinals(x, fmt)
+
+
+def _from_ordinals(k, fmt) -> np.ndarray:
+    from .gaps import from_ordinals
+    return from_ordinals(k, fmt)
+
+
+def draw(regions, fmt, n: int, rng, sampling: str = "bitpattern") -> tuple:
+    """``(X, by_bits)``: ``n`` samples of ``fmt`` per region (X has shape ``(n, k)``) and the
+    indices of the variables drawn by bit pattern (all of them for ``bitpattern``; the
+    open-ended ones for ``box``)."""
+    if sampling not in SAMPLINGS:
+        raise ExperimentError(f"--sampling {sampling!r}: choose one of {', '.join(SAMPLINGS)}")
+    fmt = formats.get(fmt)
+    X = np.empty((n, len(regions)))
+    by_bits = []
+    for j, r in enumerate(regions):
+        lo, hi = format_range(r, fmt)
+        if sampling == "box" and r.finite:
+            u = rng.uniform(lo, hi, size=n) if hi > lo else np.full(n, lo)
+            x = formats.round_to_format(u, fmt, "nearest_even")
+            X[:, j] = np.clip(x, lo, hi)        # rounding may step just outside: clamp
+        else:
+            by_bits.append(j)
+            olo, ohi = _ordinals(np.array([lo]), fmt)[0], _ordinals(np.array([hi]), fmt)[0]
+            X[:, j] = _from_ordinals(rng.integers(olo, ohi, size=n, endpoint=True), fmt)
+    return X, by_bits
+
+
+# ------------------------------------------------------------------------- rejection
+def _mp():
+    import mpmath
+    mp = mpmath.MPContext()
+    mp.prec = 256
+    return mp
+
+
+def _to_mp(mp, v):
+    return mp.mpf(v.numerator) / v.denominator if isinstance(v, Fraction) else v
+
+
+def eval_condition(expr, env: dict, mp=None):
+    """Value of an FPCore expression on exact values (Fractions; mpmath for irrational
+    operations and constants); booleans for conditions."""
+    from scalarlab.graph.importers.fpcore import Num, Sym, CONSTANTS, const_value
+    mp = mp or _mp()
+
+    def ev(e, env):
+        if isinstance(e, Num):
+            return e.value
+        if isinstance(e, Sym):
+            if e.name in env:
+                return env[e.name]
+            if e.name == "TRUE":
+                return True
+            if e.name == "FALSE":
+                return False
+            if e.name in CONSTANTS:
+                v = const_value(e.name)
+                return mp.mpf(v) if isinstance(v, str) else mp.mpf(v)
+            raise ExperimentError(f"precondition: unbound name {e.name}")
+        op, args = e[0].name, e[1:]
+        if op in ("let", "let*"):
+            inner = dict(env)
+            for b in args[0]:
+                inner[b[0].name] = ev(b[1], inner if op == "let*" else env)
+            return ev(args[1], inner)
+        if op == "and":
+            return all(ev(a, env) for a in args)
+        if op == "or":
+            return any(ev(a, env) for a in args)
+        if op == "not":
+            return not ev(args[0], env)
+        if op == "if":
+            return ev(args[1], env) if ev(args[0], env) else ev(args[2], env)
+        if op == "=>":
+            return (not ev(args[0], env)) or ev(args[1], env)
+        vals = [ev(a, env) for a in args]
+        if op in ("<", "<=", ">", ">=", "=="):
+            f = {"<": lambda a, b: a < b, "<=": lambda a, b: a <= b, ">": lambda a, b: a > b,
+                 ">=": lambda a, b: a >= b, "==": lambda a, b: a == b}[op]
+            return all(f(_cmp(mp, a), _cmp(mp, b)) for a, b in zip(vals, vals[1:]))
+        if op == "!=":
+            return all(_cmp(mp, vals[i]) != _cmp(mp, vals[j]) for i in range(len(vals))
+                       for j in range(i + 1, len(vals)))
+        exact = all(isinstance(v, Fraction) for v in vals)
+        if op == "+" and exact:
+            return sum(vals, Fraction(0))
+        if op == "-" and exact:
+            return -vals[0] if len(vals) == 1 else vals[0] - vals[1]
+        if op == "*" and exact:
+            return vals[0] * vals[1]
+        if op == "/" and exact and vals[1] != 0:
+            return vals[0] / vals[1]
+        if op == "fabs" and exact:
+            return abs(vals[0])
+        m = [_to_mp(mp, v) for v in vals]
+        fns = {"+": lambda a, b: a + b, "*": lambda a, b: a * b, "/": lambda a, b: a / b,
+               "fabs": abs, "sqrt": mp.sqrt, "exp": mp.exp, "log": mp.log, "sin": mp.sin,
+               "cos": mp.cos, "tan": mp.tan, "pow": mp.power, "atan": mp.atan}
+        if op == "-":
+            return -m[0] if len(m) == 1 else m[0] - m[1]
+        if op not in fns:
+            raise ExperimentError(f"precondition: operation {op} not supported")
+        return fns[op](*m)
+    return ev(expr, env)
+
+
+def _cmp(mp, v):
+    if isinstance(v, (Fraction, bool, int)):
+        return v
+    if mp.isinf(v) or mp.isnan(v):
+        return float(v)                  # Fractions compare with float infinities
+    return Fraction(*_mp_ratio(v))
+
+
+def _mp_ratio(v):
+    sign, man, exp, _ = v._mpf_          # man_exp drops the sign
+    man = -int(man) if sign else int(man)
+    return (man << int(exp), 1) if exp >= 0 else (man, 1 << -int(exp))
+
+
+def residual_mask(residual, names, X) -> np.ndarray:
+    """Per sample (row of X): do all residual precondition conjuncts hold exactly?"""
+    ok = np.ones(len(X), dtype=bool)
+    if not residual:
+        return ok
+    mp = _mp()
+    for s, row in enumerate(X):
+        env = {n: Fraction(float(v)) for n, v in zip(names, row)}
+        try:
+            ok[s] = all(bool(eval_condition(c, env, mp)) for c in residual)
+        except (ZeroDivisionError, ValueError):
+            ok[s] = False
+    return ok
+
+
+@dataclass
+class Samples:
+    """Samples inside the regions that satisfy the residual precondition."""
+    x: np.ndarray                    # (n, k) format values
+    drawn: int                       # samples drawn in total
+    rejected: int                    # ... of which the precondition rejected
+    by_bits: list = field(default_factory=list)
+    draw_index: np.ndarray = None    # per sample: draws made up to and including it
+
+
+def sample(regions, names, residual, fmt, n: int, rng, sampling="bitpattern", *,
+           max_draw: int | None = None) -> Samples:
+    """Draw until ``n`` samples satisfy the residual precondition (or ``max_draw`` were
+    drawn, default ``200 n``; fewer samples then come back)."""
+    if n < 1:
+        raise ExperimentError(f"--samples must be >= 1, got {n}")
+    max_draw = max_draw or 200 * n
+    got, drawn, rejected, by_bits, index = [], 0, 0, [], []
+    have = 0
+    while have < n and drawn < max_draw:
+        m = min(max(2 * (n - have), 16), max_draw - drawn)
+        X, by_bits = draw(regions, fmt, m, rng, sampling)
+        ok = residual_mask(residual, names, X)
+        acc = np.flatnonzero(ok)
+        if len(acc) > n - have:          # count the draws up to the n-th accepted only
+            cut = int(acc[n - have - 1]) + 1
+            X, ok = X[:cut], ok[:cut]
+        index.append(drawn + np.flatnonzero(ok) + 1)
+        drawn += len(X)
+        rejected += int(np.count_nonzero(~ok))
+        got.append(X[ok])
+        have += int(np.count_nonzero(ok))
+    x = np.concatenate(got) if got else np.empty((0, len(regions)))
+    idx = np.concatenate(index) if index else np.empty(0, dtype=np.int64)
+    return Samples(x, drawn, rejected, by_bits, idx)
+
+
+# -------------------------------------------------------------------- graphs and files
+def input_entries(case) -> list:
+    """``[(input_id, shape), ...]`` of a graph's input nodes in id order."""
+    return [(int(i), tuple(int(s) for s in case.nodes[i].out_shape)) for i in case.input_ids()]
+
+
+def columns(case) -> int:
+    return sum(int(np.prod(s)) if s else 1 for _, s in input_entries(case))
+
+
+def split_columns(case, X: np.ndarray):
+    """An ``(N, columns)`` array -> the batch the fold takes (array or {id: array});
+    None for a graph without inputs."""
+    parts, c = {}, 0
+    for i, s in input_entries(case):
+        w = int(np.prod(s)) if s else 1
+        parts[i] = X[:, c:c + w].reshape((len(X),) + s)
+        c += w
+    if len(parts) == 1:
+        return next(iter(parts.values()))
+    return parts or None
+
+
+def load_input_file(path: str, case, flag="--input-file"):
+    """``(batch, description)`` from a ``.npy`` file of ``N`` rows x one column per scalar
+    input entry (inputs in id order).  A single-input graph also takes ``[N, *shape]``."""
+    p = Path(path)
+    if p.suffix != ".npy":
+        raise ExperimentError(f"{flag} {path}: expected a .npy file")
+    if not p.exists():
+        raise ExperimentError(f"{flag} {path}: no such file")
+    try:
+        arr = np.load(p, allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        raise ExperimentError(f"{flag} {path}: not a readable .npy array: {exc}") from None
+    if arr.dtype.kind not in "fiu":
+        raise ExperimentError(f"{flag} {path}: dtype {arr.dtype} is not numeric")
+    arr = np.asarray(arr, dtype=np.float64)
+    entries = input_entries(case)
+    k = columns(case)
+    if len(entries) == 1 and arr.ndim >= 1 and arr.shape[1:] == entries[0][1] \
+            and entries[0][1] != ():
+        arr = arr.reshape(len(arr), -1)
+    if arr.ndim == 1 and k == 1:
+        arr = arr[:, None]
+    if arr.ndim != 2 or arr.shape[1] != k or len(arr) == 0:
+        raise ExperimentError(f"{flag} {path}: array shape {list(arr.shape)}; expected [N, {k}] "
+                              f"(one column per scalar input entry, inputs in id order: "
+                              f"{', '.join(f'node {i} {list(s)}' for i, s in entries)})")
+    if not np.all(np.isfinite(arr)):
+        raise ExperimentError(f"{flag} {path}: holds NaN or infinite entries")
+    return split_columns(case, arr), f"{len(arr)} samples from {path}"
+
+
+def _bound(text: str, what: str):
+    t = text.strip()
+    if t.lower() in ("", "-inf", "inf", "+inf"):
+        return None
+    try:
+        return Fraction(t)
+    except (ValueError, ZeroDivisionError):
+        raise ExperimentError(f"{what}: {text!r} is not a number") from None
+
+
+def parse_box(spec: str, k: int, flag: str = "--box") -> list:
+    """``lo1:hi1,lo2:hi2,...`` (one pair per scalar input entry; a single pair applies to
+    all), or a ``.json`` file (list of [lo, hi]) or ``.npy`` file (shape [k, 2])."""
+    pairs = None
+    if spec.endswith(".json") or spec.endswith(".npy"):
+        p = Path(spec)
+        if not p.exists():
+            raise ExperimentError(f"{flag} {spec}: no such file")
+        try:
+            if spec.endswith(".json"):
+                pairs = json.loads(p.read_text())
+            else:
+                pairs = np.load(p, allow_pickle=False).tolist()
+        except (OSError, ValueError) as exc:
+            raise ExperimentError(f"{flag} {spec}: cannot read: {exc}") from None
+        if not (isinstance(pairs, list) and all(isinstance(t, list) and len(t) == 2
+                                                for t in pairs)):
+            raise ExperimentError(f"{flag} {spec}: expected a list of [lo, hi] pairs")
+        pairs = [(str(a), str(b)) for a, b in pairs]
+    else:
+        pairs = []
+        for part in spec.split(","):
+            if ":" not in part:
+                raise ExperimentError(f"{flag}: {part!r} is not lo:hi")
+            a, b = part.split(":", 1)
+            pairs.append((a, b))
+    if len(pairs) == 1 and k > 1:
+        pairs = pairs * k
+    if len(pairs) != k:
+        raise ExperimentError(f"{flag}: {len(pairs)} intervals for {k} scalar input entries")
+    out = []
+    for j, (a, b) in enumerate(pairs):
+        lo, hi = _bound(a, f"{flag} entry {j}"), _bound(b, f"{flag} entry {j}")
+        if lo is not None and hi is not None and lo > hi:
+            raise ExperimentError(f"{flag} entry {j}: lo {a} > hi {b}")
+        out.append(Region(lo, hi))
+    return out
+
+
+def box_batch(case, regions, n: int, seed: int, fmt=None, sampling="box"):
+    """``n`` samples of the graph's inputs in the per-entry regions: in ``fmt`` (bit
+    patterns or rounded uniform), or uniform float64 when ``fmt`` is None."""
+    rng = np.random.default_rng(seed)
+    X, _ = draw(regions, fmt or "binary64", n, rng, sampling)
+    return split_columns(case, X)
+
+
+# ------------------------------------------------------------------------ CLI helpers
+def add_arguments(p, *, sampling: bool = False) -> None:
+    """``--input-file`` and ``--box`` (and ``--sampling`` where the command has none)."""
+    p.add_argument("--input-file", default=None, metavar="X.npy",
+                   help="samples: N rows x one column per scalar input entry (inputs in id "
+                        "order, e.g. FPCore argument order)")
+    p.add_argument("--box", default=None, metavar="LO:HI,...",
+                   help="sample per-variable boxes instead of --radius around the input: "
+                        "lo1:hi1,lo2:hi2,... (one per scalar input entry; one pair = all) "
+                        "or a .json/.npy file of [lo, hi] pairs")
+    if sampling:
+        p.add_argument("--sampling", choices=SAMPLINGS, default="box",
+                       help="with --box: box = uniform reals, bitpattern = uniform over "
+                            "binary64 values (default box)")
+
+
+def batch_from_flags(case, args, *, n_default=None, fmt=None, sampling=None):
+    """``(batch, description)`` from ``--input-file`` / ``--box``, or None when neither
+    flag was given.  ``fmt``: draw the box samples in that format (gaps); default
+    uniform float64 / binary64 bit patterns."""
+    input_file = getattr(args, "input_file", None)
+    box = getattr(args, "box", None)
+    if input_file is None and box is None:
+        return None
+    if input_file is not None and box is not None:
+        raise ExperimentError("--input-file and --box exclude each other")
+    if getattr(args, "input", None) is not None:
+        raise ExperimentError(f"--input and {'--input-file' if input_file else '--box'} "
+                              f"exclude each other")
+    if input_file is not None:
+        return load_input_file(input_file, case)
+    n = getattr(args, "samples", None) or n_default
+    if n is None:
+        raise ExperimentError("--box needs --samples N")
+    sampling = sampling or getattr(args, "sampling", None) or "box"
+    regions = parse_box(box, columns(case))
+    x = box_batch(case, regions, int(n), int(getattr(args, "seed", 0) or 0), fmt, sampling)
+    where = ", ".join(r.describe() for r in regions[:4]) + (", ..." if len(regions) > 4 else "")
+    return x, (f"{n} samples ({sampling}{' in ' + formats.get(fmt).name if fmt else ''}) "
+               f"in the box {where} (seed {getattr(args, 'seed', 0)})")
+
+
+# ---------------------------------------------------------------- several-input graphs
+def pack_inputs(graph, payload):
+    """``(graph', payload')`` with ONE input node holding every scalar input entry (the
+    columns of :func:`split_columns`, inputs in id order) and the old input nodes
+    replaced by exact data movement: ``gather`` of one entry for a scalar input,
+    ``slice`` + ``reshape`` for a shaped one.  For consumers that take one input box
+    (IBP, ``sweep``); a graph with one input comes back unchanged.  Needs the ``gather``
+    and ``slice`` ops of the op table."""
+    from scalarlab.graph import Graph, Node, OpKind
+    from scalarlab.graph.optable import OPS
+    from scalarlab.graph.payload import Payload, as_payload
+    ids = [n.id for n in graph.nodes if n.kind.op == "input"]
+    if len(ids) <= 1:
+        return graph, payload
+    missing = [op for op in ("gather", "slice", "reshape") if op not in OPS]
+    if missing:
+        raise ExperimentError(f"a graph with {len(ids)} input nodes needs the op(s) "
+                              f"{', '.join(missing)} to be packed into one input")
+    payload = as_payload(payload)
+    widths = {i: int(np.prod(graph.nodes[i].out_shape)) if graph.nodes[i].out_shape else 1
+              for i in ids}
+    k = sum(widths.values())
+    nodes = [Node(0, [], "input", [k])]
+    new_id, col = {}, 0
+    out = Payload()
+    for n in graph.nodes:
+        if n.kind.op == "input":
+            w, shape = widths[n.id], tuple(n.out_shape)
+            if not shape:
+                nodes.append(Node(len(nodes), [0], OpKind("gather", indices=col, axis=0), []))
+            else:
+                nodes.append(Node(len(nodes), [0], OpKind("slice", starts=[col],
+                                                          ends=[col + w], axes=[0]), [w]))
+                nodes.append(Node(len(nodes), [len(nodes) - 1],
+                                  OpKind("reshape", shape=list(shape)), list(shape)))
+            col += w
+        else:
+            nodes.append(Node(len(nodes), [new_id[p] for p in n.parents], n.kind,
+                              list(n.out_shape)))
+            if n.id in payload:
+                out.set(len(nodes) - 1, payload.get(n.id), op=payload.op_of(n.id))
+        new_id[n.id] = len(nodes) - 1
+    return Graph(nodes, new_id[graph.output]), out
+
+
+def packed_box(case, regions):
+    """``(center, radius)`` arrays (exact Fractions) of the per-entry box of a graph
+    packed by :func:`pack_inputs` (both bounds of every entry must be finite)."""
+    if not all(r.finite for r in regions):
+        raise ExperimentError("--box: every interval needs two finite bounds here")
+    c = np.array([(r.lo + r.hi) / 2 for r in regions], dtype=object)
+    h = np.array([(r.hi - r.lo) / 2 for r in regions], dtype=object)
+    return c, h
+
+
+def prepare_sweep(graph, payload, default_x, args):
+    """``sweep`` on any graph: several input nodes are packed into one
+    (:func:`pack_inputs`; a built-in several-input x0 is concatenated in id order), and
+    ``--box`` becomes ``(center, per-entry radius)``.  Returns ``(graph, payload,
+    default_x, box)`` with ``box`` None without ``--box``."""
+    ids = [n.id for n in graph.nodes if n.kind.op == "input"]
+    if len(ids) > 1:
+        if isinstance(default_x, dict):
+            default_x = np.concatenate([np.asarray(default_x[i], dtype=object).reshape(-1)
+                                        for i in ids])
+        graph, payload = pack_inputs(graph, payload)
+    box = None
+    spec = getattr(args, "box", None)
+    if spec is not None:
+        if getattr(args, "input", None) is not None or getattr(args, "input_file", None):
+            raise ExperimentError("--box replaces --input/--input-file (the box's midpoints "
+                                  "are the centre)")
+        k = int(np.prod(graph.nodes[0].out_shape)) if graph.nodes[0].out_shape else 1
+        regions = parse_box(spec, k)
+        c, h = packed_box(None, regions)
+        shape = tuple(graph.nodes[0].out_shape)
+        box = (c.reshape(shape), h.reshape(shape))
+    return graph, payload, default_x, box

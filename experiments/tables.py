@@ -108,25 +108,10 @@ def markdown_meta(meta: dict) -> str:
 
 # -------------------------------------------------------------------------------- JSON
 def json_value(v):
-    """A JSON-safe scalar: NaN -> null, +-inf -> "inf"/"-inf", numpy -> Python."""
-    if isinstance(v, (np.bool_, bool)):
-        return bool(v)
-    if isinstance(v, (np.integer,)):
-        return int(v)
-    if isinstance(v, (float, np.floating)):
-        f = float(v)
-        if math.isnan(f):
-            return None
-        if math.isinf(f):
-            return "inf" if f > 0 else "-inf"
-        return f
-    if isinstance(v, dict):
-        return {str(k): json_value(t) for k, t in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [json_value(t) for t in v]
-    if v is pd.NA or v is None:
-        return None
-    return v
+    """A JSON-safe value (:func:`experiments.outputs.json_safe`: NaN -> null, +-inf ->
+    "inf"/"-inf", numpy -> Python)."""
+    from .outputs import json_safe
+    return json_safe(v)
 
 
 def json_rows(df: pd.DataFrame) -> list[dict]:

@@ -23,12 +23,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from scalarlab.scalars.dual import Dual
 from scalarlab.scalars.errors import ContextError
 from scalarlab.scalars.interval import Interval
 
 from .axes import align, broadcast_shapes, unbroadcast
 from .oprecord import OpRecord, register
+from .ops_elementwise import _over_duals
 
 COMPARISONS = ("lt", "le", "gt", "ge", "eq", "ne")
 
@@ -136,18 +136,6 @@ def _constant_rules(name):
     return vjp, jvp
 
 
-def _over_duals(forward):
-    """Over a dual context: the forward of the primals in the base, a zero tangent."""
-    def run(ctx, args, attrs, nb):
-        if not ctx.is_dual:
-            return forward(ctx, args, attrs, nb)
-        B = ctx.base
-        prim = [(a if isinstance(a, Dual) else ctx.convert(a)).primal for a in args]
-        y = run(B, prim, attrs, nb)
-        return Dual(y, B.zeros(B.shape(y)))
-    return run
-
-
 def _comparison(op, doc):
     def forward(ctx, args, attrs, nb):
         a, b = _aligned(ctx, args, nb)
@@ -157,7 +145,7 @@ def _comparison(op, doc):
         return _value(ctx, c, ~c)
 
     vjp, jvp = _constant_rules(op)
-    register(OpRecord(name=op, arity=(2, 2), shape=_shape(op), forward=_over_duals(forward),
+    register(OpRecord(name=op, arity=(2, 2), shape=_shape(op), forward=_over_duals(forward, jvp),
                       vjp=vjp, jvp=jvp, capsule=f"reference.{op}", elementwise=True,
                       doc=doc))
 
@@ -175,7 +163,7 @@ def _boolean(op, arity, combine, doc):
 
     vjp, jvp = _constant_rules(op)
     register(OpRecord(name=op, arity=(arity, arity), shape=_shape(op),
-                      forward=_over_duals(forward), vjp=vjp, jvp=jvp,
+                      forward=_over_duals(forward, jvp), vjp=vjp, jvp=jvp,
                       capsule=f"reference.{op}", elementwise=True, doc=doc))
 
 
@@ -208,16 +196,8 @@ def _select_record():
         tb = ctx.zeros(()) if tans[2] is None else align(ctx, tans[2], nb, r)
         return pick(ctx, *_truth(ctx, c), ta, tb)
 
-    def run(ctx, args, attrs, nb):
-        if not ctx.is_dual:
-            return forward(ctx, args, attrs, nb)
-        B = ctx.base
-        ds = [a if isinstance(a, Dual) else ctx.convert(a) for a in args]
-        prim = [d.primal for d in ds]
-        y = run(B, prim, attrs, nb)
-        return Dual(y, jvp(B, prim, [d.tangent for d in ds], y, attrs, nb))
-
-    register(OpRecord(name="select", arity=(3, 3), shape=_shape("select"), forward=run,
+    register(OpRecord(name="select", arity=(3, 3), shape=_shape("select"),
+                      forward=_over_duals(forward, jvp),
                       vjp=vjp, jvp=jvp, capsule="reference.select", elementwise=True,
                       doc="cond ? a : b elementwise (cond true: > 0); both branches "
                           "evaluated, the other's NaN never leaks; the hull of both over "
@@ -313,7 +293,7 @@ def _predicate(op, doc):
         return _value(ctx, p, ~p)
 
     vjp, jvp = _constant_rules(op)
-    register(OpRecord(name=op, arity=(1, 1), shape=_shape(op), forward=_over_duals(forward),
+    register(OpRecord(name=op, arity=(1, 1), shape=_shape(op), forward=_over_duals(forward, jvp),
                       vjp=vjp, jvp=jvp, capsule=f"reference.{op}", elementwise=True,
                       doc=doc + " as 0/1; three-valued over intervals; derivative 0"))
 

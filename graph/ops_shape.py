@@ -202,12 +202,16 @@ def _bcast_shape(in_shapes, attrs, declared=None):
     return t
 
 
-def _bcast_forward(ctx, args, attrs, nb):
-    x = args[0]
+def _broadcast_per_example(ctx, x, t, nb):
+    """x (with nb leading batch axes) broadcast to the per-example shape t."""
     s = ctx.shape(x)
-    t = _bcast_shape([s[nb:]], attrs)
     x = ctx.reshape(x, tuple(s[:nb]) + (1,) * (len(t) - (len(s) - nb)) + tuple(s[nb:]))
     return ctx.broadcast_to(x, tuple(s[:nb]) + t)
+
+
+def _bcast_forward(ctx, args, attrs, nb):
+    return _broadcast_per_example(ctx, args[0], _bcast_shape([ctx.shape(args[0])[nb:]], attrs),
+                                  nb)
 
 
 register(OpRecord(name="broadcast_to", arity=(1, 1), shape=_bcast_shape, forward=_bcast_forward,
@@ -561,11 +565,8 @@ def _expand_shape(in_shapes, attrs, declared=None):
 
 
 def _expand_forward(ctx, args, attrs, nb):
-    x = args[0]
-    s = ctx.shape(x)
-    t = _expand_shape([s[nb:]], attrs)
-    x = ctx.reshape(x, tuple(s[:nb]) + (1,) * (len(t) - (len(s) - nb)) + tuple(s[nb:]))
-    return ctx.broadcast_to(x, tuple(s[:nb]) + t)
+    return _broadcast_per_example(ctx, args[0],
+                                  _expand_shape([ctx.shape(args[0])[nb:]], attrs), nb)
 
 
 register(OpRecord(name="expand", arity=(1, 1), shape=_expand_shape, forward=_expand_forward,

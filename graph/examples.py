@@ -103,8 +103,10 @@ def get(name: str):
 
 
 def resolve(arg: str):
-    """A CLI GRAPH argument: a built-in name, a JSON graph file, or an FPCore file
-    (``FILE.fpcore`` = its first FPCore, ``FILE.fpcore#N`` the N-th; default input None)."""
+    """A CLI GRAPH argument: a built-in name, a JSON graph file, an ONNX model (imported
+    as ``scalarlab import`` does: batch axes inferred, the model's one output) or an FPCore
+    file (``FILE.fpcore`` = its first FPCore, ``FILE.fpcore#N`` the N-th); default input
+    None."""
     if arg in BUILTINS:
         return get(arg)
     base, sep, num = arg.rpartition("#")
@@ -115,6 +117,10 @@ def resolve(arg: str):
     if arg.endswith(".fpcore") and os.path.exists(arg):
         from .importers.fpcore import read_fpcore_file
         g, p = read_fpcore_file(arg, index)
+        return g, p, None
+    if arg.endswith(".onnx") and os.path.exists(arg):
+        from .importers.onnx import load_onnx     # batch axes inferred, one output
+        g, p = load_onnx(arg)
         return g, p, None
     if os.path.exists(arg):
         from .fileformat import load

@@ -27,6 +27,9 @@ def add_arguments(p):
                    help="box centre as comma-separated decimals (default: the graph's x0)")
     p.add_argument("--payload", type=T.existing_file(".npz"), default=None, metavar="P.npz",
                    help="payload .npz for a graph file without inline payload")
+    p.add_argument("--box", default=None, metavar="LO:HI,...",
+                   help="per-entry box lo1:hi1,... (or .json/.npy of [lo, hi] pairs) instead "
+                        "of --input/--radius; graphs with several inputs are packed into one")
     p.add_argument("--samples", type=T.integer(0), default=50,
                    help="random samples to check (default 50)")
     p.add_argument("--radius", type=lambda t: T.decimal(t, lo=0, hi=T.RADIUS_MAX),
@@ -42,14 +45,17 @@ def add_arguments(p):
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
 
-def _center(args):
+def _box_spec(args, payload):
+    """``(case, graph, payload, centre, radius)``: as sweep boxes its graphs (several input
+    nodes packed into one vector in node-id order; --box gives per-entry half-widths)."""
+    import argparse
     from .. import compare as C
+    from .sweep import _box_of
     case = C.load_case(args.graph)
-    x = C.center_of(case, args.input)
-    if isinstance(x, dict) or C.batch_size(x) != 1:
-        raise C.ExperimentError(f"graph {case.name}: graph-semantics boxes one input node "
-                                "around one centre")
-    return case, x[0]
+    ns = argparse.Namespace(input=args.input, input_file=None, box=args.box,
+                            radii=[args.radius])
+    g, payload, x0, radii = _box_of(case, case.payload if payload is None else payload, ns)
+    return case, g, payload, x0, radii[0]
 
 
 def run(args) -> int:
@@ -57,14 +63,12 @@ def run(args) -> int:
     from scalarlab.graph.fileformat import load_npz
     from scalarlab.ibp import Box, check_containment, run_ibp
 
-    case, x0 = _center(args)
-    g, payload = case.graph, case.payload
-    if args.payload:
-        payload = load_npz(args.payload)
+    case, g, payload, x0, radius = _box_spec(args, load_npz(args.payload) if args.payload
+                                             else None)
     pctx = scalars.get(args.context)
     ictx = scalars.get(f"interval:{pctx.name}")
     center_vals = denote_all(g, payload, pctx.convert(x0), pctx)
-    box = Box.from_center_radius(x0, args.radius)
+    box = Box.from_center_radius(x0, radius)
     from scalarlab.ibp.crown import run_crown
     boxes = (run_ibp(g, payload, box, ictx) if args.method == "ibp"
              else run_crown(g, payload, box, ictx, method=args.method))
@@ -89,7 +93,8 @@ def run(args) -> int:
                 "context": pctx.name, "interval_context": ictx.name,
                 "center": [t if isinstance(t, str) else repr(float(t))
                            for t in np.asarray(x0, dtype=object).reshape(-1)],
-                "radius": str(args.radius), "samples": rep.samples, "seed": args.seed,
+                "radius": None if args.box is not None else str(args.radius),
+                "box": args.box, "samples": rep.samples, "seed": args.seed,
                 "vertices": rep.vertices}
         rows = [{"node": i, "center_value": np.asarray(pctx.to_float64(v)).tolist(),
                  "lo": None if b is None else np.asarray(b.lo_float()).tolist(),

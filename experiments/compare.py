@@ -346,6 +346,7 @@ def compute_reference(case, x, oracle_name, contexts, *, oracle_limit=DEFAULT_OR
     """
     oracle = scalars.get(oracle_name)
     check_point_context(oracle, "--reference")
+    oracle, raised = _oracle_for_inputs(oracle, x)
     why = ""
     if batch_size(x) > oracle_limit and not is_array_context(oracle):
         fmts = [metrics.format_of(c) for c in contexts]
@@ -359,8 +360,43 @@ def compute_reference(case, x, oracle_name, contexts, *, oracle_limit=DEFAULT_OR
                                                  check_samples=check_samples, seed=seed,
                                                  quiet=quiet, nodes=nodes)
             if ref is not None:
+                if raised:
+                    ref.label += f"; {raised}"
                 return ref
+    why = "; ".join(t for t in (raised, why) if t)
     return oracle_reference(case, x, oracle, why, quiet=quiet)
+
+
+#: An mpmath oracle carries at least this many bits beyond twice the largest binary
+#: exponent of the inputs (as fpbench's oracle does), so that tiny or huge inputs -- e.g.
+#: bit-pattern samples -- do not vanish against O(1) terms: (exp(x) - 1 at x = 1e-100
+#: needs about 330 + 53 bits, which mpmath:200 does not have).
+ORACLE_EXPONENT_GUARD = 64
+
+
+def _oracle_for_inputs(oracle, x):
+    """``(oracle, note)``: an ``mpmath:P`` oracle raised to ``64 + 2 max|exponent|`` bits
+    of the finite nonzero inputs when that is more than P (the note says so)."""
+    prec = getattr(oracle, "prec", None)
+    if prec is None or not oracle.name.startswith("mpmath:"):
+        return oracle, ""
+    parts = x.values() if isinstance(x, dict) else [x]
+    emax = 0
+    for part in parts:
+        try:
+            a = np.asarray(np.asarray(part, dtype=object).reshape(-1).astype(float),
+                           dtype=np.float64)
+        except (TypeError, ValueError, OverflowError):
+            continue
+        a = a[np.isfinite(a) & (a != 0)]
+        if a.size:
+            emax = max(emax, int(np.max(np.abs(np.frexp(a)[1]))))
+    need = ORACLE_EXPONENT_GUARD + 2 * emax
+    if need <= prec:
+        return oracle, ""
+    raised = scalars.get(f"mpmath:{need}")
+    return raised, (f"oracle raised from {oracle.name} to {raised.name} for inputs with "
+                    f"binary exponents up to {emax}")
 
 
 def is_array_context(ctx) -> bool:

@@ -8,7 +8,8 @@ grid.  Two ways to know t well enough, both as in the numpy paths they replace:
   error-free transformation (TwoSum, TwoProduct, the division / square-root residual).  No
   float64 lies strictly between t and s, hence RD_grid(t) = RD_grid(prev64(s)) when t < s
   and RD_grid(s) otherwise (RU likewise): :func:`scalars.directed.finish`.
-* functions (exp log tanh sigmoid softplus): the float64 value v in numba (libm), within
+* functions (exp log tanh sigmoid softplus): the float64 value v (numpy's SIMD exp / log /
+  tanh, the sigmoid / softplus compositions finished in the kernel), within
   ``fn.f64_rel |v| + F64_ABS_ERR`` of f(x) (the bound :mod:`scalars.functions` declares,
   with its FAST_PATH_MARGIN); where [v - m, v + m], clipped by the function's known facts,
   rounds down and up to single grid values, those are the answers, exactly as
@@ -54,58 +55,50 @@ def grid_params(fmt: Format):
 # ------------------------------------------------------------------ rounding onto a grid
 @_jit_inline
 def _onto(x, emin, mb, up):
-    """floor (ceil if up) of finite x onto the grid's values, ignoring overflow: bit
-    truncation of the float64 significand where |x| >= 2^emin, one scaled floor/ceil in
-    the grid's subnormal range (both exact, no libm call)."""
-    ax = abs(x)
-    if ax < _EXP2[emin + 1100]:
-        q = emin - mb
-        y = x * _EXP2[1100 - q]                  # exact: a power-of-2 scaling
-        return (np.ceil(y) if up else np.floor(y)) * _EXP2[q + 1100]
+    """floor (ceil if up) of x onto the grid's values, ignoring overflow, without branches
+    (the signs of interval ends are coin flips): where |x| >= 2^emin the float64
+    significand's low 52 - mb bits are cleared on the bit pattern and, when some were set,
+    one grid step is added to the magnitude on the side away from the direction; in the
+    grid's subnormal range one scaled floor/ceil.  Both exact; inf stays inf.  (NaN is
+    handled by the callers.)"""
     k = 52 - mb
-    bi = f2i(ax)
-    low = bi & ((np.int64(1) << k) - 1)
-    trunc = i2f(bi - low)                        # magnitude towards 0
-    away = i2f(bi - low + (np.int64(1) << k)) if low != 0 else trunc
-    if x >= 0.0:
-        return away if up else trunc
-    return -trunc if up else -away
+    bi = f2i(x)
+    sgn = bi >> 63                               # -1 for negative x, else 0
+    mask = (np.int64(1) << k) - 1
+    mag = bi & np.int64(0x7FFFFFFFFFFFFFFF)
+    low = mag & mask
+    inc = ((low + mask) >> k) << k               # one step when low bits were set
+    t = mag - low
+    step = inc & (~sgn if up else sgn)           # away from 0 only towards the direction
+    r_norm = i2f((bi & ~np.int64(0x7FFFFFFFFFFFFFFF)) | (t + step))
+    q = emin - mb
+    y = x * _EXP2[1100 - q]                      # exact in the subnormal range
+    r_sub = (np.ceil(y) if up else np.floor(y)) * _EXP2[q + 1100]
+    return r_sub if abs(x) < _EXP2[emin + 1100] else r_norm
 
 
 @_jit_inline
 def rd_grid(x, emin, mb, maxf, sub, tiny):
     """Largest value of the extended grid <= x (NaN stays NaN)."""
-    if not abs(x) <= _DBL_MAX:
-        return x
     r = _onto(x, emin, mb, False)
-    if x > maxf:
-        r = maxf
-    elif x < -maxf:
-        r = -_INF
+    r = maxf if (x > maxf and x <= _DBL_MAX) else r
+    r = -_INF if x < -maxf else r
     if not sub:
-        if 0.0 < x < tiny:
-            r = 0.0
-        elif -tiny < x < 0.0:
-            r = -tiny
-    return r
+        r = 0.0 if 0.0 < x < tiny else r
+        r = -tiny if -tiny < x < 0.0 else r
+    return r if x == x else x
 
 
 @_jit_inline
 def ru_grid(x, emin, mb, maxf, sub, tiny):
     """Smallest value of the extended grid >= x (a negative x rounding to 0 gives -0.0)."""
-    if not abs(x) <= _DBL_MAX:
-        return x
     r = _onto(x, emin, mb, True)
-    if x > maxf:
-        r = _INF
-    elif x < -maxf:
-        r = -maxf
+    r = _INF if x > maxf else r
+    r = -maxf if (x < -maxf and x >= -_DBL_MAX) else r
     if not sub:
-        if 0.0 < x < tiny:
-            r = tiny
-        elif -tiny < x < 0.0:
-            r = -0.0
-    return r
+        r = tiny if 0.0 < x < tiny else r
+        r = -0.0 if -tiny < x < 0.0 else r
+    return r if x == x else x
 
 
 @_jit_inline
@@ -137,17 +130,26 @@ def _risky(v):
 
 # ------------------------------------------------------------------------- functions
 @_jit_inline
-def _eval(code, x):
-    if code == 0:
-        return math.exp(x)
-    if code == 1:
-        return math.log(x) if x >= 0.0 else math.nan
-    if code == 2:
-        return math.tanh(x)
-    e = math.exp(-abs(x))
+def _finish_eval(code, x, w):
+    """f(x) from w, numpy's SIMD pass over the arguments (:func:`_pre`): f(x) itself for
+    exp / log / tanh, e^-|x| for the compositions sigmoid and softplus (finished here as
+    scalars.functions' _sigmoid64 / _softplus64 do)."""
+    if code <= 2:
+        return w
     if code == 3:
-        return 1.0 / (1.0 + e) if x >= 0.0 else e / (1.0 + e)
-    return max(x, 0.0) + math.log1p(e)
+        return 1.0 / (1.0 + w) if x >= 0.0 else w / (1.0 + w)
+    return max(x, 0.0) + math.log1p(w)
+
+
+def _pre(code, x):
+    with np.errstate(all="ignore"):
+        if code == 0:
+            return np.exp(x)
+        if code == 1:
+            return np.log(x)
+        if code == 2:
+            return np.tanh(x)
+        return np.exp(-np.abs(x))
 
 
 @_jit_inline
@@ -166,47 +168,70 @@ def _facts(code, x):
 
 
 @_jit_inline
-def _func_end(code, x, rel, abserr, up, emin, mb, maxf, sub, tiny):
-    """(RU f(x) if up else RD f(x), settled) on the grid."""
-    if not abs(x) <= _DBL_MAX:
-        return math.nan, False
-    v = _eval(code, x)
+def _func_end(code, x, w, rel, abserr, up, emin, mb, maxf, sub, tiny):
+    """(RU f(x) if up else RD f(x), settled) on the grid.
+
+    With A <= B the ends of f(x)'s enclosure (clipped by the facts), RD(A) = RD(B) exactly
+    when RD(B) <= A, and RU(A) = RU(B) exactly when B <= RU(A): one rounding per end
+    instead of func_dir_numpy's two, the same decision."""
+    v = _finish_eval(code, x, w)
     m = abs(v) * rel + abserr
-    lower, lstrict, upper, ustrict = _facts(code, x)
     a = v - m
     b = v + m
-    if a != a or b != b:                         # NaN (inf - inf): not settled
-        return math.nan, False
+    lower, lstrict, upper, ustrict = _facts(code, x)
     if up:
         lo_s = _next64(lower) if lstrict else lower
         a = a if a > lo_s else lo_s
         b = b if b < upper else upper
-        u1 = ru_grid(a, emin, mb, maxf, sub, tiny)
-        u2 = ru_grid(b, emin, mb, maxf, sub, tiny)
-        return u2, u1 == u2
-    up_s = _prev64(upper) if ustrict else upper
-    a = a if a > lower else lower
-    b = b if b < up_s else up_s
-    d1 = rd_grid(a, emin, mb, maxf, sub, tiny)
-    d2 = rd_grid(b, emin, mb, maxf, sub, tiny)
-    return d1, d1 == d2
+        r = ru_grid(a, emin, mb, maxf, sub, tiny)
+        ok = (a <= b) & (b <= r)
+    else:
+        up_s = _prev64(upper) if ustrict else upper
+        a = a if a > lower else lower
+        b = b if b < up_s else up_s
+        r = rd_grid(b, emin, mb, maxf, sub, tiny)
+        ok = (a <= b) & (r <= a)
+    # NaN (an argument or inf - inf) fails a comparison; infinite arguments go to MPFR
+    ok = ok & (abs(x) <= _DBL_MAX) & (v - m == v - m) & (v + m == v + m)
+    return r, ok
+
+
+@_jit_inline
+def _func_loop(code, xl, xh, wl, wh, rel, abserr, emin, mb, maxf, sub, tiny, lo, hi,
+               todo_l, todo_h):
+    n = 0
+    for i in range(lo.size):
+        r, ok = _func_end(code, xl[i], wl[i], rel, abserr, False, emin, mb, maxf, sub, tiny)
+        lo[i] = r if ok else math.nan
+        todo_l[i] = not ok
+        n += np.int64(not ok)
+        r, ok = _func_end(code, xh[i], wh[i], rel, abserr, True, emin, mb, maxf, sub, tiny)
+        hi[i] = r if ok else math.nan
+        todo_h[i] = not ok
+        n += np.int64(not ok)
+    return n
 
 
 @_jit
-def func_kernel(code, xl, xh, rel, abserr, emin, mb, maxf, sub, tiny, lo, hi, todo_l, todo_h):
-    """lo = RD f(xl), hi = RU f(xh) elementwise; todo_* flag the unsettled ends (NaN
-    there).  Returns the number of flagged ends."""
-    n = 0
-    for i in range(lo.size):
-        r, ok = _func_end(code, xl[i], rel, abserr, False, emin, mb, maxf, sub, tiny)
-        lo[i] = r if ok else math.nan
-        todo_l[i] = not ok
-        n += not ok
-        r, ok = _func_end(code, xh[i], rel, abserr, True, emin, mb, maxf, sub, tiny)
-        hi[i] = r if ok else math.nan
-        todo_h[i] = not ok
-        n += not ok
-    return n
+def func_kernel(code, xl, xh, wl, wh, rel, abserr, emin, mb, maxf, sub, tiny, lo, hi,
+                todo_l, todo_h):
+    """lo = RD f(xl), hi = RU f(xh) elementwise (wl, wh: :func:`_pre` of xl, xh); todo_*
+    flag the unsettled ends (NaN there).  Returns the number of flagged ends.  One loop
+    per function code (a constant there, so the loop vectorises)."""
+    if code == 0:
+        return _func_loop(0, xl, xh, wl, wh, rel, abserr, emin, mb, maxf, sub, tiny, lo, hi,
+                          todo_l, todo_h)
+    if code == 1:
+        return _func_loop(1, xl, xh, wl, wh, rel, abserr, emin, mb, maxf, sub, tiny, lo, hi,
+                          todo_l, todo_h)
+    if code == 2:
+        return _func_loop(2, xl, xh, wl, wh, rel, abserr, emin, mb, maxf, sub, tiny, lo, hi,
+                          todo_l, todo_h)
+    if code == 3:
+        return _func_loop(3, xl, xh, wl, wh, rel, abserr, emin, mb, maxf, sub, tiny, lo, hi,
+                          todo_l, todo_h)
+    return _func_loop(4, xl, xh, wl, wh, rel, abserr, emin, mb, maxf, sub, tiny, lo, hi,
+                      todo_l, todo_h)
 
 
 def func_pair(fn, xl, xh, fmt: Format, mpfr_end):
@@ -223,7 +248,10 @@ def func_pair(fn, xl, xh, fmt: Format, mpfr_end):
     th = np.empty(L.size, dtype=np.bool_)
     abserr = F64_ABS_ERR if fn.f64_ulps else 0.0
     rel = fn.f64_rel if fn.f64_ulps else 0.0
-    if func_kernel(FUNC_CODES[fn.name], L, H, rel, abserr, *grid_params(fmt), lo, hi, tl, th):
+    code = FUNC_CODES[fn.name]
+    WL = _pre(code, L)
+    WH = WL if xl is xh else _pre(code, H)
+    if func_kernel(code, L, H, WL, WH, rel, abserr, *grid_params(fmt), lo, hi, tl, th):
         for i in np.flatnonzero(tl):
             if L[i] == L[i]:
                 lo[i] = mpfr_end(float(L[i]))[0]

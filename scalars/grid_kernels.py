@@ -125,7 +125,7 @@ def dir_from(s, d, up, emin, mb, maxf, sub, tiny):
 @_jit_inline
 def _risky(v):
     av = abs(v)
-    return not av <= _DBL_MAX or (av != 0.0 and (av < _SAFE_LO or av > _SAFE_HI))
+    return (not av <= _DBL_MAX) | ((av != 0.0) & ((av < _SAFE_LO) | (av > _SAFE_HI)))
 
 
 # ------------------------------------------------------------------------- functions
@@ -267,7 +267,7 @@ def _quot_dir(x, y, up, emin, mb, maxf, sub, tiny):
     q = x / y
     ph, pl = two_prod(q, y)
     d = ((x - ph) - pl) * (1.0 if y > 0.0 else -1.0)     # sign(x/y - q)
-    ok = not (_risky(x) or _risky(y) or (x != 0.0 and (_risky(q) or q == 0.0)))
+    ok = not (_risky(x) | _risky(y) | ((x != 0.0) & (_risky(q) | (q == 0.0))))
     return dir_from(q, d, up, emin, mb, maxf, sub, tiny), ok
 
 
@@ -275,6 +275,7 @@ def _quot_dir(x, y, up, emin, mb, maxf, sub, tiny):
 def div_kernel(alo, ahi, blo, bhi, emin, mb, maxf, sub, tiny, lo, hi):
     """[alo, ahi] / [blo, bhi] with 0 outside every divisor: two quotients per element,
     chosen by the endpoint signs; False when some element needs the generic algorithm."""
+    good = True
     for i in range(lo.size):
         a0, a1, b0, b1 = alo[i], ahi[i], blo[i], bhi[i]
         if b0 > 0.0:
@@ -284,14 +285,13 @@ def div_kernel(alo, ahi, blo, bhi, emin, mb, maxf, sub, tiny, lo, hi):
             xl, yl = a1, (b1 if a1 >= 0.0 else b0)
             xh, yh = a0, (b0 if a0 >= 0.0 else b1)
         else:
-            return False
+            return False                  # divisor reaches 0 (or NaN): generic path
         rl, okl = _quot_dir(xl, yl, False, emin, mb, maxf, sub, tiny)
         rh, okh = _quot_dir(xh, yh, True, emin, mb, maxf, sub, tiny)
-        if not (okl and okh):
-            return False
         lo[i] = rl
         hi[i] = rh
-    return True
+        good = good & okl & okh
+    return good
 
 
 @_jit_inline
@@ -305,14 +305,14 @@ def _root_dir(x, up, emin, mb, maxf, sub, tiny):
 def sqrt_kernel(alo, ahi, emin, mb, maxf, sub, tiny, lo, hi):
     """[RD sqrt(alo), RU sqrt(ahi)] for 0 <= alo <= ahi; False (generic path) when an end
     is negative, NaN, inf or outside [2^-900, 2^900] (and not 0)."""
+    good = True
     for i in range(lo.size):
         a, b = alo[i], ahi[i]
-        if not (a >= 0.0 and b <= _SAFE_HI and (a == 0.0 or a >= _SAFE_LO)
-                and (b == 0.0 or b >= _SAFE_LO)):
-            return False
+        good = good & (a >= 0.0) & (b <= _SAFE_HI) & ((a == 0.0) | (a >= _SAFE_LO)) \
+            & ((b == 0.0) | (b >= _SAFE_LO))
         lo[i] = _root_dir(a, False, emin, mb, maxf, sub, tiny)
         hi[i] = _root_dir(b, True, emin, mb, maxf, sub, tiny)
-    return True
+    return good
 
 
 @_jit_inline
@@ -325,33 +325,32 @@ def _sum_dir(a, b, up, emin, mb, maxf, sub, tiny):
 def addsub_kernel(alo, ahi, blo, bhi, neg, emin, mb, maxf, sub, tiny, lo, hi):
     """[alo, ahi] + [blo, bhi] (or minus, when ``neg``: [alo - bhi, ahi - blo]) rounded
     outward; False when an operand or sum leaves [-2^900, 2^900] (or is NaN)."""
+    good = True
     for i in range(lo.size):
         a0, a1 = alo[i], ahi[i]
         if neg:
             b0, b1 = -bhi[i], -blo[i]
         else:
             b0, b1 = blo[i], bhi[i]
-        if not (abs(a0) <= _SAFE_HI and abs(a1) <= _SAFE_HI and abs(b0) <= _SAFE_HI
-                and abs(b1) <= _SAFE_HI):
-            return False
+        good = good & (abs(a0) <= _SAFE_HI) & (abs(a1) <= _SAFE_HI) \
+            & (abs(b0) <= _SAFE_HI) & (abs(b1) <= _SAFE_HI)
         rl, okl = _sum_dir(a0, b0, False, emin, mb, maxf, sub, tiny)
         rh, okh = _sum_dir(a1, b1, True, emin, mb, maxf, sub, tiny)
-        if not (okl and okh):
-            return False
         lo[i] = rl
         hi[i] = rh
-    return True
+        good = good & okl & okh
+    return good
 
 
 @_jit_inline
 def _prod_dir(x, y, emin, mb, maxf, sub, tiny):
     """(RD, RU) of x*y on the grid, and whether the EFT is trusted (a zero factor gives
     +0 both ways, as the generic path's 0 * inf rule)."""
-    if x == 0.0 or y == 0.0:
-        return 0.0, 0.0, True
+    z = (x == 0.0) | (y == 0.0)
     p, e = two_prod(x, y)
-    return (dir_from(p, e, False, emin, mb, maxf, sub, tiny),
-            dir_from(p, e, True, emin, mb, maxf, sub, tiny), not (_risky(p) or p == 0.0))
+    d = dir_from(p, e, False, emin, mb, maxf, sub, tiny)
+    u = dir_from(p, e, True, emin, mb, maxf, sub, tiny)
+    return (0.0 if z else d), (0.0 if z else u), z | (not (_risky(p) | (p == 0.0)))
 
 
 @_jit
@@ -359,19 +358,18 @@ def mul_kernel(alo, ahi, blo, bhi, emin, mb, maxf, sub, tiny, lo, hi):
     """[alo, ahi] * [blo, bhi]: min of RD and max of RU over the four endpoint products;
     False when an operand or product is non-finite or outside [2^-900, 2^900] (and not 0):
     the generic algorithm handles 0 * inf and the EFT limits."""
+    good = True
     for i in range(lo.size):
         a0, a1, b0, b1 = alo[i], ahi[i], blo[i], bhi[i]
-        if _risky(a0) or _risky(a1) or _risky(b0) or _risky(b1):
-            return False
+        good = good & (not (_risky(a0) | _risky(a1) | _risky(b0) | _risky(b1)))
         d0, u0, k0 = _prod_dir(a0, b0, emin, mb, maxf, sub, tiny)
         d1, u1, k1 = _prod_dir(a0, b1, emin, mb, maxf, sub, tiny)
         d2, u2, k2 = _prod_dir(a1, b0, emin, mb, maxf, sub, tiny)
         d3, u3, k3 = _prod_dir(a1, b1, emin, mb, maxf, sub, tiny)
-        if not (k0 and k1 and k2 and k3):
-            return False
+        good = good & k0 & k1 & k2 & k3
         lo[i] = min(min(d0, d1), min(d2, d3))
         hi[i] = max(max(u0, u1), max(u2, u3))
-    return True
+    return good
 
 
 @_jit

@@ -278,14 +278,14 @@ def div_kernel(alo, ahi, blo, bhi, emin, mb, maxf, sub, tiny, lo, hi):
     good = True
     for i in range(lo.size):
         a0, a1, b0, b1 = alo[i], ahi[i], blo[i], bhi[i]
-        if b0 > 0.0:
-            xl, yl = a0, (b1 if a0 >= 0.0 else b0)
-            xh, yh = a1, (b0 if a1 >= 0.0 else b1)
-        elif b1 < 0.0:
-            xl, yl = a1, (b1 if a1 >= 0.0 else b0)
-            xh, yh = a0, (b0 if a0 >= 0.0 else b1)
-        else:
-            return False                  # divisor reaches 0 (or NaN): generic path
+        # selects, not branches (the signs are coin flips); a divisor reaching 0 (or NaN)
+        # sends the whole call to the generic path
+        pos = b0 > 0.0
+        good = good & (pos | (b1 < 0.0))
+        xl = a0 if pos else a1
+        xh = a1 if pos else a0
+        yl = b1 if xl >= 0.0 else b0
+        yh = b0 if xh >= 0.0 else b1
         rl, okl = _quot_dir(xl, yl, False, emin, mb, maxf, sub, tiny)
         rh, okh = _quot_dir(xh, yh, True, emin, mb, maxf, sub, tiny)
         lo[i] = rl

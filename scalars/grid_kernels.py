@@ -377,21 +377,30 @@ def sum_kernel(lo2, hi2, emin, mb, maxf, sub, tiny, lo, hi):
     """Sequential interval sums along the last axis of (R, n) arrays, n >= 1, each partial
     sum rounded onto the grid (lower ends down, upper ends up), left to right."""
     R, n = lo2.shape
-    for r in range(R):
-        a = lo2[r, 0]
-        b = hi2[r, 0]
-        if not (abs(a) <= _SAFE_HI and abs(b) <= _SAFE_HI):
-            return False
+    B = 8                         # rows summed side by side: independent dependency chains
+    acc_l = np.empty(B)
+    acc_h = np.empty(B)
+    for r0 in range(0, R, B):
+        m = min(B, R - r0)
+        good = True
+        for j in range(m):
+            acc_l[j] = lo2[r0 + j, 0]
+            acc_h[j] = hi2[r0 + j, 0]
+            good = good & (abs(acc_l[j]) <= _SAFE_HI) & (abs(acc_h[j]) <= _SAFE_HI)
         for k in range(1, n):
-            x, y = lo2[r, k], hi2[r, k]
-            if not (abs(x) <= _SAFE_HI and abs(y) <= _SAFE_HI):
-                return False
-            a, oka = _sum_dir(a, x, False, emin, mb, maxf, sub, tiny)
-            b, okb = _sum_dir(b, y, True, emin, mb, maxf, sub, tiny)
-            if not (oka and okb):
-                return False
-        lo[r] = a
-        hi[r] = b
+            for j in range(m):
+                x = lo2[r0 + j, k]
+                y = hi2[r0 + j, k]
+                a, oka = _sum_dir(acc_l[j], x, False, emin, mb, maxf, sub, tiny)
+                b, okb = _sum_dir(acc_h[j], y, True, emin, mb, maxf, sub, tiny)
+                acc_l[j] = a
+                acc_h[j] = b
+                good = good & (abs(x) <= _SAFE_HI) & (abs(y) <= _SAFE_HI) & oka & okb
+        if not good:
+            return False
+        for j in range(m):
+            lo[r0 + j] = acc_l[j]
+            hi[r0 + j] = acc_h[j]
     return True
 
 

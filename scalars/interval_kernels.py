@@ -103,18 +103,30 @@ def sum_kernel(lo2, hi2, lo, hi):
     added with RD, upper ends with RU, left to right.  False when some operand or partial
     sum leaves [-2^900, 2^900] (or is NaN): the caller runs the generic loop."""
     R, n = lo2.shape
-    for r in range(R):
-        a = lo2[r, 0]
-        b = hi2[r, 0]
-        if not (abs(a) <= _SAFE_HI and abs(b) <= _SAFE_HI):
-            return False
+    B = 8                         # rows summed side by side: independent dependency chains
+    acc_l = np.empty(B)
+    acc_h = np.empty(B)
+    for r0 in range(0, R, B):
+        m = min(B, R - r0)
+        good = True
+        for j in range(m):
+            acc_l[j] = lo2[r0 + j, 0]
+            acc_h[j] = hi2[r0 + j, 0]
+            good = good & (abs(acc_l[j]) <= _SAFE_HI) & (abs(acc_h[j]) <= _SAFE_HI)
         for k in range(1, n):
-            a, oka = _step(a, lo2[r, k], False)
-            b, okb = _step(b, hi2[r, k], True)
-            if not (oka and okb):
-                return False
-        lo[r] = a
-        hi[r] = b
+            for j in range(m):
+                x = lo2[r0 + j, k]
+                y = hi2[r0 + j, k]
+                a, oka = _step(acc_l[j], x, False)
+                b, okb = _step(acc_h[j], y, True)
+                acc_l[j] = a
+                acc_h[j] = b
+                good = good & oka & okb
+        if not good:
+            return False
+        for j in range(m):
+            lo[r0 + j] = acc_l[j]
+            hi[r0 + j] = acc_h[j]
     return True
 
 

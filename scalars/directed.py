@@ -473,16 +473,20 @@ def _abs_scan_kernel(X, out, mask, rows):
     for k in range(mask.size):
         mask[k] = False
     for i in range(r):
-        for j in range(c):
-            v = abs(X[i, j])
-            out[i, j] = v
-            if not (v <= DBL_MAX):      # inf or NaN
-                fin = False
-            if v > 0:
-                if rows:
-                    mask[i] = True
-                else:
-                    mask[j] = True
+        acc = False
+        if rows:                        # loops without branches inside (they vectorise)
+            for j in range(c):
+                v = abs(X[i, j])
+                out[i, j] = v
+                fin = fin & (v <= DBL_MAX)  # inf or NaN fail
+                acc = acc | (v > 0)
+            mask[i] = acc
+        else:
+            for j in range(c):
+                v = abs(X[i, j])
+                out[i, j] = v
+                fin = fin & (v <= DBL_MAX)
+                mask[j] = mask[j] | (v > 0)
     return fin
 
 

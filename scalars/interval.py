@@ -708,7 +708,7 @@ class IntervalContext(Context):
 
     def sub(self, a, b):
         a, b, shape = self._pair(a, b, "sub")
-        if self._coarse():
+        if self.ends.kind == "float":       # any float grid, binary64 included
             r = GK.add_grid(a.lo, a.hi, b.lo, b.hi, shape, self.ends.grid, neg=True)
             if r is not None:
                 return self._box(*r)
@@ -744,7 +744,7 @@ class IntervalContext(Context):
 
     def mul(self, a, b):
         a, b, shape = self._pair(a, b, "mul")
-        if self._coarse():
+        if self.ends.kind == "float":       # any float grid, binary64 included
             r = GK.mul_grid(a.lo, a.hi, b.lo, b.hi, shape, self.ends.grid)
             if r is not None:
                 return self._box(*r)

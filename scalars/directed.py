@@ -406,7 +406,8 @@ def midrad2d_dir(C, R, scale: float, tiny: float, nzr, nzc, fmt: Format = binary
         lo = np.where(bad, sub_dir(C, R, binary64)[0], lo)
         hi = np.where(bad, add_dir(C, R, binary64)[1], hi)
     if not fmt.is_binary64:
-        lo, hi = round_down(lo, fmt), round_up(hi, fmt)
+        from .grid_kernels import round_pair     # one compiled pass, same values
+        lo, hi = round_pair(lo, hi, fmt)
     return lo, hi
 
 

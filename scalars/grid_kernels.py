@@ -450,3 +450,21 @@ def sum_grid(lo2, hi2, fmt: Format):
     if n == 0 or not sum_kernel(L, H, *grid_params(fmt), lo, hi):
         return None
     return lo.reshape(kshape), hi.reshape(kshape)
+
+
+@_jit
+def _round_pair_kernel(lo, hi, emin, mb, maxf, sub, tiny, out_lo, out_hi):
+    for i in range(lo.size):
+        out_lo[i] = rd_grid(lo[i], emin, mb, maxf, sub, tiny)
+        out_hi[i] = ru_grid(hi[i], emin, mb, maxf, sub, tiny)
+
+
+def round_pair(lo, hi, fmt: Format):
+    """(round_down(lo, fmt), round_up(hi, fmt)) for float64 arrays of one shape, in one
+    compiled pass (the same values as :func:`scalars.directed.round_down` / ``round_up``)."""
+    shape = np.shape(lo)
+    L, H = _flat(shape, lo, hi)
+    a = np.empty(L.size)
+    b = np.empty(L.size)
+    _round_pair_kernel(L, H, *grid_params(fmt), a, b)
+    return a.reshape(shape), b.reshape(shape)

@@ -184,3 +184,14 @@ def test_context_falls_back_on_non_finite_and_straddling_operands():
     assert s.lo[1] == -np.inf and s.hi[2] == np.inf and s.lo[0] == 0.0 and s.hi[0] == 3.0
     m = iv.mul(a, b)
     assert m.lo[1] == -np.inf and m.hi[2] == np.inf
+
+
+@pytest.mark.parametrize("fmt", GRIDS, ids=lambda f: str(f))
+def test_round_pair_equals_round_down_and_up(fmt):
+    rng = np.random.default_rng(17)
+    x = rng.standard_normal(5000) * 2.0 ** rng.integers(-160, 160, 5000)
+    x = np.concatenate([x, [0.0, -0.0, np.inf, -np.inf, np.nan, fmt.max_finite,
+                            -fmt.max_finite, fmt.min_normal, -fmt.min_normal, 5e-324,
+                            -5e-324, 1.7976931348623157e308]])
+    lo, hi = GK.round_pair(x, x, fmt)
+    assert _bits_equal(lo, D.round_down(x, fmt)) and _bits_equal(hi, D.round_up(x, fmt))

@@ -29,7 +29,7 @@ from fractions import Fraction
 import numba
 import numpy as np
 
-from .eft import prod_err, two_prod, two_sum
+from .eft import f2i, i2f, prod_err, two_prod, two_sum
 from .formats import Format, binary64
 
 DBL_MAX = float(np.finfo(np.float64).max)
@@ -367,8 +367,6 @@ def _midrad2d_kernel(C, R, scale, tiny, nzr, nzc, lo, hi, bad):
     back into R for the exact fallback of the ``bad`` elements; returns whether every
     entry of C and of the incoming R was finite."""
     m, p = C.shape
-    loi = lo.view(np.int64)
-    hii = hi.view(np.int64)
     rfin = True
     for i in range(m):
         for j in range(p):
@@ -382,12 +380,10 @@ def _midrad2d_kernel(C, R, scale, tiny, nzr, nzc, lo, hi, bad):
             safe = (abs(x) <= _SAFE_HI) & (abs(y) <= _SAFE_HI)
             t, e = two_sum(x, -y)      # x - y, exactly as IEEE subtracts
             ok = safe & _finite(t) & _finite(e)
-            lo[i, j] = t
-            loi[i, j] = _down_bits(loi[i, j], ok & (e < 0))
+            lo[i, j] = i2f(_down_bits(f2i(t), ok & (e < 0)))
             t2, e2 = two_sum(x, y)
             ok2 = safe & _finite(t2) & _finite(e2)
-            hi[i, j] = t2
-            hii[i, j] = _up_bits(hii[i, j], ok2 & (e2 > 0))
+            hi[i, j] = i2f(_up_bits(f2i(t2), ok2 & (e2 > 0)))
             bad[i, j] = not (ok & ok2)
     return rfin
 
@@ -410,7 +406,8 @@ def midrad2d_dir(C, R, scale: float, tiny: float, nzr, nzc, fmt: Format = binary
         lo = np.where(bad, sub_dir(C, R, binary64)[0], lo)
         hi = np.where(bad, add_dir(C, R, binary64)[1], hi)
     if not fmt.is_binary64:
-        lo, hi = round_down(lo, fmt), round_up(hi, fmt)
+        from .grid_kernels import round_pair     # one compiled pass, same values
+        lo, hi = round_pair(lo, hi, fmt)
     return lo, hi
 
 
@@ -477,16 +474,20 @@ def _abs_scan_kernel(X, out, mask, rows):
     for k in range(mask.size):
         mask[k] = False
     for i in range(r):
-        for j in range(c):
-            v = abs(X[i, j])
-            out[i, j] = v
-            if not (v <= DBL_MAX):      # inf or NaN
-                fin = False
-            if v > 0:
-                if rows:
-                    mask[i] = True
-                else:
-                    mask[j] = True
+        acc = False
+        if rows:                        # loops without branches inside (they vectorise)
+            for j in range(c):
+                v = abs(X[i, j])
+                out[i, j] = v
+                fin = fin & (v <= DBL_MAX)  # inf or NaN fail
+                acc = acc | (v > 0)
+            mask[i] = acc
+        else:
+            for j in range(c):
+                v = abs(X[i, j])
+                out[i, j] = v
+                fin = fin & (v <= DBL_MAX)
+                mask[j] = mask[j] | (v > 0)
     return fin
 
 
@@ -519,7 +520,6 @@ def _midrad_prep_kernel(lo, hi, gamma, m, r, am, g, mask, rows):
     r >= max(hi - m, m - lo) exactly, so [m - r, m + r] contains [lo, hi] wherever the
     rounded m lies; a zero-width entry gets r = 0 (not the subnormal 2^-1074, which
     would also slow the BLAS product down)."""
-    ri = r.view(np.int64)
     for k in range(mask.size):
         mask[k] = False
     fin = True
@@ -535,12 +535,9 @@ def _midrad_prep_kernel(lo, hi, gamma, m, r, am, g, mask, rows):
             d1, e1 = two_sum(b, -mm)
             d2, e2 = two_sum(mm, -a)
             trust = (abs(a) <= _SAFE_HI) & (abs(b) <= _SAFE_HI) & _finite(e1) & _finite(e2)
-            r[i, j] = d1
-            ri[i, j] = _up_bits(ri[i, j], _finite(d1) & ((not trust) | (e1 > 0)))
-            u1 = r[i, j]
-            r[i, j] = d2
-            ri[i, j] = _up_bits(ri[i, j], _finite(d2) & ((not trust) | (e2 > 0)))
-            u2 = r[i, j]
+            # bit steps in registers (no store/reload through an int view: vectorises)
+            u1 = i2f(_up_bits(f2i(d1), _finite(d1) & ((not trust) | (e1 > 0))))
+            u2 = i2f(_up_bits(f2i(d2), _finite(d2) & ((not trust) | (e2 > 0))))
             rr = u1 if u1 >= u2 else u2
             r[i, j] = rr
             m[i, j] = mm
@@ -600,8 +597,6 @@ def _add_pair_kernel(alo, ahi, blo, bhi, lo, hi):
     ulp step as add_err + finish; returns False when some element needs the exact
     rational path (overflow, extreme operands): the caller then recomputes everything;
     and whether a NaN came out (inf + -inf)."""
-    loi = lo.view(np.int64)
-    hii = hi.view(np.int64)
     nb = blo.size
     ok_all = True
     nan = False
@@ -614,16 +609,15 @@ def _add_pair_kernel(alo, ahi, blo, bhi, lo, hi):
             t, e = two_sum(x, y)
             fin = _finite(x) & _finite(y)
             ok_all = ok_all & (not (fin & ((not _finite(t)) | (abs(x) > _SAFE_HI) | (abs(y) > _SAFE_HI))))
-            lo[i] = t
-            loi[i] = _down_bits(loi[i], fin & _finite(e) & (e < 0))
+            tl = i2f(_down_bits(f2i(t), fin & _finite(e) & (e < 0)))
+            lo[i] = tl
             x = ahi[i]
             y = bhi[k]
             t, e = two_sum(x, y)
             fin = _finite(x) & _finite(y)
             ok_all = ok_all & (not (fin & ((not _finite(t)) | (abs(x) > _SAFE_HI) | (abs(y) > _SAFE_HI))))
-            hi[i] = t
-            hii[i] = _up_bits(hii[i], fin & _finite(e) & (e > 0))
-            nan = nan | (lo[i] != lo[i]) | (t != t)
+            hi[i] = i2f(_up_bits(f2i(t), fin & _finite(e) & (e > 0)))
+            nan = nan | (tl != tl) | (t != t)
     return ok_all, nan
 
 

@@ -22,7 +22,8 @@ import numpy as np
 
 from .directed import round_down, round_up
 from .formats import Format
-from .functions import F64_ABS_ERR, ScalarFunction
+from . import grid_kernels as GK
+from .functions import F64_ABS_ERR, FUNCTIONS, ScalarFunction
 
 _CTX53 = {}
 
@@ -78,6 +79,16 @@ def func_dir(fn: ScalarFunction, x, grid: Format):
     rest (results close to a grid value, infinities, exact cases) go through
     :func:`mpfr_func_dir`.
     """
+    x = np.array(x, dtype=np.float64)
+    if fn.name in GK.FUNC_CODES and FUNCTIONS.get(fn.name) is fn:
+        # the same test in one compiled pass (numba's libm value, same error bound)
+        return GK.func_pair(fn, x, x, grid, lambda t: mpfr_func_dir(fn, t, grid))
+    return func_dir_numpy(fn, x, grid)
+
+
+def func_dir_numpy(fn: ScalarFunction, x, grid: Format):
+    """:func:`func_dir` as numpy passes over the vocabulary's float64 evaluator (the
+    functions without a compiled evaluator in :mod:`scalars.grid_kernels`)."""
     x = np.array(x, dtype=np.float64)
     with np.errstate(all="ignore"):
         v = fn.eval_f64(x)

@@ -42,6 +42,7 @@ import numpy as np
 from . import directed as D
 from . import function_endpoints as FE
 from . import interval_kernels as IK
+from . import grid_kernels as GK
 from . import function_intervals as FI
 from .arrayshape import ArrayShapeOps
 from .base import Context, check_broadcast
@@ -595,6 +596,10 @@ class IntervalContext(Context):
     def _bcast(shape, *xs):
         return [np.broadcast_to(x, shape) for x in xs]
 
+    def _coarse(self) -> bool:
+        """Float endpoints on a binary grid coarser than float64 (scalars.grid_kernels)."""
+        return self.ends.kind == "float" and not self.ends.grid.is_binary64
+
     def _dual_round(self, fn, los, his):
         """Apply a directed op to stacked operands: RD of the ``los`` set, RU of ``his``.
 
@@ -693,12 +698,20 @@ class IntervalContext(Context):
                 lo, hi, nan = r
                 # the kernel reports NaN (inf + -inf): only then the whole-line pass
                 return self._box(lo, hi) if nan else Interval(lo, hi)
+        if self._coarse():                  # compiled, same roundings as add_dir
+            r = GK.add_grid(a.lo, a.hi, b.lo, b.hi, shape, self.ends.grid)
+            if r is not None:
+                return self._box(*r)
         alo, blo, ahi, bhi = self._bcast(shape, a.lo, b.lo, a.hi, b.hi)
         lo, hi = self._dual_round(self.ends.add, [alo, blo], [ahi, bhi])
         return self._box(lo, hi)
 
     def sub(self, a, b):
         a, b, shape = self._pair(a, b, "sub")
+        if self.ends.kind == "float":       # any float grid, binary64 included
+            r = GK.add_grid(a.lo, a.hi, b.lo, b.hi, shape, self.ends.grid, neg=True)
+            if r is not None:
+                return self._box(*r)
         alo, bhi, ahi, blo = self._bcast(shape, a.lo, b.hi, a.hi, b.lo)
         lo, hi = self._dual_round(self.ends.sub, [alo, bhi], [ahi, blo])
         return self._box(lo, hi)
@@ -731,6 +744,10 @@ class IntervalContext(Context):
 
     def mul(self, a, b):
         a, b, shape = self._pair(a, b, "mul")
+        if self.ends.kind == "float":       # any float grid, binary64 included
+            r = GK.mul_grid(a.lo, a.hi, b.lo, b.hi, shape, self.ends.grid)
+            if r is not None:
+                return self._box(*r)
         lo, hi = self._products(a, b, shape, self.ends.mul)
         return self._box(lo, hi)
 
@@ -739,6 +756,10 @@ class IntervalContext(Context):
         E = self.ends
         if E.kind == "float" and E.grid.is_binary64:    # compiled two-quotient pass
             fast = IK.div_f64(a.lo, a.hi, b.lo, b.hi, shape)
+            if fast is not None:
+                return self._box(*fast)
+        if self._coarse():
+            fast = GK.div_grid(a.lo, a.hi, b.lo, b.hi, shape, E.grid)
             if fast is not None:
                 return self._box(*fast)
         blo, bhi = (E.wrap(np.broadcast_to(t, shape)) for t in (b.lo, b.hi))
@@ -776,6 +797,10 @@ class IntervalContext(Context):
         self._check_domain("sqrt", a)
         if self.ends.kind == "float" and self.ends.grid.is_binary64:
             fast = IK.sqrt_f64(a.lo, a.hi)          # compiled, exactly directed
+            if fast is not None:
+                return self._box(*fast)
+        if self._coarse():
+            fast = GK.sqrt_grid(a.lo, a.hi, self.ends.grid)
             if fast is not None:
                 return self._box(*fast)
         lo, hi = self._dual_round(self.ends.sqrt, [a.lo], [a.hi])
@@ -848,7 +873,12 @@ class IntervalContext(Context):
                         f"no finite bound (interval:rational has no infinite endpoints)")
                 # any point inside the domain will do: its value is replaced below
                 lo_arg = E.wrap(np.where(at_end, a.hi, a.lo))
-        if fn.monotone == "decreasing":
+        if (self._coarse() and fn.name in GK.FUNC_CODES and FUNCTIONS.get(fn.name) is fn
+                and fn.monotone == "increasing"):
+            # one compiled pass: RD f(lo), RU f(hi), MPFR for the unsettled ends
+            lo, hi = GK.func_pair(fn, np.broadcast_to(lo_arg, np.shape(hi_arg)), hi_arg,
+                                  E.grid, lambda t: FE.mpfr_func_dir(fn, t, E.grid))
+        elif fn.monotone == "decreasing":
             lo, hi = self._dual_round(lambda x: E.func(fn, x), [hi_arg], [lo_arg])
         else:
             lo, hi = self._dual_round(lambda x: E.func(fn, x), [lo_arg], [hi_arg])
@@ -1003,6 +1033,7 @@ class IntervalContext(Context):
             lo = _obj(np.sum(lo2, axis=-1)); hi = _obj(np.sum(hi2, axis=-1))
         else:
             fast = (IK.sum_f64(lo2, hi2) if E.kind == "float" and E.grid.is_binary64
+                    else GK.sum_grid(lo2, hi2, E.grid) if self._coarse()
                     else None)                    # compiled, same order and roundings
             if fast is not None:
                 lo, hi = fast

@@ -21,13 +21,13 @@ _DBL_MAX = float(np.finfo(np.float64).max)
 _NEG_TINY_BITS = np.array([-5e-324]).view(np.int64)[0]
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True, error_model="numpy", inline="always")
 def _risky(v):
     av = abs(v)
-    return not av <= _DBL_MAX or (av != 0.0 and (av < _SAFE_LO or av > _SAFE_HI))
+    return (not av <= _DBL_MAX) | ((av != 0.0) & ((av < _SAFE_LO) | (av > _SAFE_HI)))
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True, error_model="numpy", inline="always")
 def _quotient(x, y, up):
     """RU(x/y) if up else RD(x/y) on the float64 grid, and whether that is trusted."""
     q = x / y
@@ -41,30 +41,30 @@ def _quotient(x, y, up):
     else:
         nb = _NEG_TINY_BITS if zero else (bi + 1 if bi < 0 else bi - 1)
         r = i2f(nb) if (d < 0.0 and x != 0.0) else q
-    ok = not (_risky(x) or _risky(y) or (x != 0.0 and (_risky(q) or q == 0.0)))
+    ok = not (_risky(x) | _risky(y) | ((x != 0.0) & (_risky(q) | (q == 0.0))))
     return r, ok
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def div_kernel(alo, ahi, blo, bhi, lo, hi):
     """[alo, ahi] / [blo, bhi] with 0 outside every divisor (1-d arrays, one length);
     returns False (results unusable) when some element needs the generic algorithm."""
     good = True
     for i in range(lo.size):
         a0, a1, b0, b1 = alo[i], ahi[i], blo[i], bhi[i]
-        if b0 > 0.0:
-            xl, yl = a0, (b1 if a0 >= 0.0 else b0)
-            xh, yh = a1, (b0 if a1 >= 0.0 else b1)
-        elif b1 < 0.0:
-            xl, yl = a1, (b1 if a1 >= 0.0 else b0)
-            xh, yh = a0, (b0 if a0 >= 0.0 else b1)
-        else:
-            return False                  # divisor reaches 0 (or NaN): generic path
+        # selects, not branches (the signs are coin flips); a divisor reaching 0 (or NaN)
+        # sends the whole call to the generic path
+        pos = b0 > 0.0
+        good = good & (pos | (b1 < 0.0))
+        xl = a0 if pos else a1
+        xh = a1 if pos else a0
+        yl = b1 if xl >= 0.0 else b0
+        yh = b0 if xh >= 0.0 else b1
         rl, okl = _quotient(xl, yl, False)
         rh, okh = _quotient(xh, yh, True)
         lo[i] = rl
         hi[i] = rh
-        good = good and okl and okh
+        good = good & okl & okh
     return good
 
 
@@ -79,7 +79,7 @@ def div_f64(alo, ahi, blo, bhi, shape):
     return lo.reshape(shape), hi.reshape(shape)
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True, error_model="numpy", inline="always")
 def _step(acc, x, up):
     """RU(acc + x) if up else RD(acc + x) on the float64 grid (TwoSum error sign, one ulp
     step on the bit pattern), and whether the sum stayed inside the trusted range."""
@@ -97,24 +97,36 @@ def _step(acc, x, up):
     return r, abs(s) <= _SAFE_HI and abs(x) <= _SAFE_HI
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def sum_kernel(lo2, hi2, lo, hi):
     """Sequential interval sums along the last axis of (R, n) arrays, n >= 1: lower ends
     added with RD, upper ends with RU, left to right.  False when some operand or partial
     sum leaves [-2^900, 2^900] (or is NaN): the caller runs the generic loop."""
     R, n = lo2.shape
-    for r in range(R):
-        a = lo2[r, 0]
-        b = hi2[r, 0]
-        if not (abs(a) <= _SAFE_HI and abs(b) <= _SAFE_HI):
-            return False
+    B = 8                         # rows summed side by side: independent dependency chains
+    acc_l = np.empty(B)
+    acc_h = np.empty(B)
+    for r0 in range(0, R, B):
+        m = min(B, R - r0)
+        good = True
+        for j in range(m):
+            acc_l[j] = lo2[r0 + j, 0]
+            acc_h[j] = hi2[r0 + j, 0]
+            good = good & (abs(acc_l[j]) <= _SAFE_HI) & (abs(acc_h[j]) <= _SAFE_HI)
         for k in range(1, n):
-            a, oka = _step(a, lo2[r, k], False)
-            b, okb = _step(b, hi2[r, k], True)
-            if not (oka and okb):
-                return False
-        lo[r] = a
-        hi[r] = b
+            for j in range(m):
+                x = lo2[r0 + j, k]
+                y = hi2[r0 + j, k]
+                a, oka = _step(acc_l[j], x, False)
+                b, okb = _step(acc_h[j], y, True)
+                acc_l[j] = a
+                acc_h[j] = b
+                good = good & oka & okb
+        if not good:
+            return False
+        for j in range(m):
+            lo[r0 + j] = acc_l[j]
+            hi[r0 + j] = acc_h[j]
     return True
 
 
@@ -131,7 +143,7 @@ def sum_f64(lo2, hi2):
     return lo.reshape(kshape), hi.reshape(kshape)
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True, error_model="numpy", inline="always")
 def _root(x, up):
     """RU(sqrt x) if up else RD(sqrt x) for 0 <= x <= 2^900 finite (residual x - s*s by
     TwoProduct gives the sign of sqrt(x) - s)."""
@@ -141,21 +153,21 @@ def _root(x, up):
     bi = f2i(s)
     if up:
         return i2f(np.int64(1) if (bi << 1) == 0 else bi + 1) if d > 0.0 else s
-    return i2f(bi - 1) if (d < 0.0 and s > 0.0) else s
+    return i2f(bi - 1) if ((d < 0.0) & (s > 0.0)) else s
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def sqrt_kernel(alo, ahi, lo, hi):
     """[RD sqrt(alo), RU sqrt(ahi)] for 0 <= alo <= ahi; False (generic path) when an end
     is negative, NaN, inf or outside [2^-900, 2^900] (and not 0)."""
+    good = True
     for i in range(lo.size):
         a, b = alo[i], ahi[i]
-        if not (a >= 0.0 and b <= _SAFE_HI and (a == 0.0 or a >= _SAFE_LO)
-                and (b == 0.0 or b >= _SAFE_LO)):
-            return False
+        good = good & (a >= 0.0) & (b <= _SAFE_HI) & ((a == 0.0) | (a >= _SAFE_LO)) \
+            & ((b == 0.0) | (b >= _SAFE_LO))
         lo[i] = _root(a, False)
         hi[i] = _root(b, True)
-    return True
+    return good
 
 
 def sqrt_f64(alo, ahi):

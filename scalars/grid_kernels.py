@@ -1,0 +1,470 @@
+"""Compiled directed rounding onto binary grids coarser than float64 (``interval:binary32``,
+``interval:bfloat16``, ...): one pass per interval op.
+
+Every grid value is a float64, so a grid endpoint is RD/RU of an exact value t onto the
+grid.  Two ways to know t well enough, both as in the numpy paths they replace:
+
+* arithmetic (+ - * / sqrt): s = RN64(t) by the hardware and the exact sign of t - s by an
+  error-free transformation (TwoSum, TwoProduct, the division / square-root residual).  No
+  float64 lies strictly between t and s, hence RD_grid(t) = RD_grid(prev64(s)) when t < s
+  and RD_grid(s) otherwise (RU likewise): :func:`scalars.directed.finish`.
+* functions (exp log tanh sigmoid softplus): the float64 value v (numpy's SIMD exp / log /
+  tanh, the sigmoid / softplus compositions finished in the kernel), within
+  ``fn.f64_rel |v| + F64_ABS_ERR`` of f(x) (the bound :mod:`scalars.functions` declares,
+  with its FAST_PATH_MARGIN); where [v - m, v + m], clipped by the function's known facts,
+  rounds down and up to single grid values, those are the answers, exactly as
+  :func:`scalars.function_endpoints.func_dir`.  The rest are flagged and the caller sends
+  them to MPFR (:func:`scalars.function_endpoints.mpfr_func_dir`).
+
+Operands outside [2^-900, 2^900] (EFT preconditions) or non-finite make the arithmetic
+kernels give up (return False) and the caller runs the generic algorithm.  Rounding onto
+the grid follows :func:`scalars.directed.round_down` / ``round_up`` (the *extended* grid:
+beyond max_finite lies +-inf; without subnormals the gap below min_normal holds only 0).
+"""
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+
+from .eft import f2i, i2f, two_prod, two_sum
+from .formats import Format
+
+_INF = math.inf
+_DBL_MAX = float(np.finfo(np.float64).max)
+_SAFE_LO = 2.0 ** -900
+_SAFE_HI = 2.0 ** 900
+_NEG_TINY_BITS = np.array([-5e-324]).view(np.int64)[0]
+#: _EXP2[k + 1100] = 2^k for -1074 <= k <= 1023 (0 below, as never indexed there)
+_EXP2 = np.array([math.ldexp(1.0, k) if k >= -1074 else 0.0 for k in range(-1100, 1024)])
+
+#: function codes of the compiled evaluators (names of scalars.functions entries)
+_jit = numba.njit(cache=True, error_model="numpy")
+_jit_inline = numba.njit(cache=True, error_model="numpy", inline="always")
+
+FUNC_CODES = {"exp": 0, "log": 1, "tanh": 2, "sigmoid": 3, "softplus": 4}
+
+
+def grid_params(fmt: Format):
+    """(emin, man_bits, max_finite, subnormals, min_normal) as the kernels take them."""
+    return (int(fmt.emin), int(fmt.man_bits), float(fmt.max_finite), bool(fmt.subnormals),
+            float(fmt.min_normal))
+
+
+# ------------------------------------------------------------------ rounding onto a grid
+@_jit_inline
+def _onto(x, emin, mb, up):
+    """floor (ceil if up) of x onto the grid's values, ignoring overflow, without branches
+    (the signs of interval ends are coin flips): where |x| >= 2^emin the float64
+    significand's low 52 - mb bits are cleared on the bit pattern and, when some were set,
+    one grid step is added to the magnitude on the side away from the direction; in the
+    grid's subnormal range one scaled floor/ceil.  Both exact; inf stays inf.  (NaN is
+    handled by the callers.)"""
+    k = 52 - mb
+    bi = f2i(x)
+    sgn = bi >> 63                               # -1 for negative x, else 0
+    mask = (np.int64(1) << k) - 1
+    mag = bi & np.int64(0x7FFFFFFFFFFFFFFF)
+    low = mag & mask
+    inc = ((low + mask) >> k) << k               # one step when low bits were set
+    t = mag - low
+    step = inc & (~sgn if up else sgn)           # away from 0 only towards the direction
+    r_norm = i2f((bi & ~np.int64(0x7FFFFFFFFFFFFFFF)) | (t + step))
+    q = emin - mb
+    y = x * _EXP2[1100 - q]                      # exact in the subnormal range
+    r_sub = (np.ceil(y) if up else np.floor(y)) * _EXP2[q + 1100]
+    return r_sub if abs(x) < _EXP2[emin + 1100] else r_norm
+
+
+@_jit_inline
+def rd_grid(x, emin, mb, maxf, sub, tiny):
+    """Largest value of the extended grid <= x (NaN stays NaN)."""
+    r = _onto(x, emin, mb, False)
+    r = maxf if (x > maxf and x <= _DBL_MAX) else r
+    r = -_INF if x < -maxf else r
+    if not sub:
+        r = 0.0 if 0.0 < x < tiny else r
+        r = -tiny if -tiny < x < 0.0 else r
+    return r if x == x else x
+
+
+@_jit_inline
+def ru_grid(x, emin, mb, maxf, sub, tiny):
+    """Smallest value of the extended grid >= x (a negative x rounding to 0 gives -0.0)."""
+    r = _onto(x, emin, mb, True)
+    r = _INF if x > maxf else r
+    r = -maxf if (x < -maxf and x >= -_DBL_MAX) else r
+    if not sub:
+        r = tiny if 0.0 < x < tiny else r
+        r = -0.0 if -tiny < x < 0.0 else r
+    return r if x == x else x
+
+
+@_jit_inline
+def _prev64(s):
+    bi = f2i(s)
+    return i2f(_NEG_TINY_BITS if (bi << 1) == 0 else (bi + 1 if bi < 0 else bi - 1))
+
+
+@_jit_inline
+def _next64(s):
+    bi = f2i(s)
+    return i2f(np.int64(1) if (bi << 1) == 0 else (bi - 1 if bi < 0 else bi + 1))
+
+
+@_jit_inline
+def dir_from(s, d, up, emin, mb, maxf, sub, tiny):
+    """RU_grid(t) if up else RD_grid(t), for finite s = RN64(t) and d of the sign of t - s
+    (as :func:`scalars.directed.finish`)."""
+    if up:
+        return ru_grid(_next64(s) if d > 0.0 else s, emin, mb, maxf, sub, tiny)
+    return rd_grid(_prev64(s) if d < 0.0 else s, emin, mb, maxf, sub, tiny)
+
+
+@_jit_inline
+def _risky(v):
+    av = abs(v)
+    return (not av <= _DBL_MAX) | ((av != 0.0) & ((av < _SAFE_LO) | (av > _SAFE_HI)))
+
+
+# ------------------------------------------------------------------------- functions
+@_jit_inline
+def _finish_eval(code, x, w):
+    """f(x) from w, numpy's SIMD pass over the arguments (:func:`_pre`): f(x) itself for
+    exp / log / tanh, e^-|x| for the compositions sigmoid and softplus (finished here as
+    scalars.functions' _sigmoid64 / _softplus64 do)."""
+    if code <= 2:
+        return w
+    if code == 3:
+        return 1.0 / (1.0 + w) if x >= 0.0 else w / (1.0 + w)
+    return max(x, 0.0) + math.log1p(w)
+
+
+def _pre(code, x):
+    with np.errstate(all="ignore"):
+        if code == 0:
+            return np.exp(x)
+        if code == 1:
+            return np.log(x)
+        if code == 2:
+            return np.tanh(x)
+        return np.exp(-np.abs(x))
+
+
+@_jit_inline
+def _facts(code, x):
+    """(lower, lower_strict, upper, upper_strict) of f(x), as scalars.functions' facts."""
+    if code == 0:              # e^x > 1 for x > 0, 0 < e^x < 1 for x < 0, e^0 = 1
+        return (1.0 if x >= 0.0 else 0.0), x != 0.0, (1.0 if x <= 0.0 else _INF), x < 0.0
+    if code == 1:              # log x > 0 iff x > 1, log 1 = 0
+        return (0.0 if x >= 1.0 else -_INF), x > 1.0, (0.0 if x <= 1.0 else _INF), x < 1.0
+    if code == 2:              # |tanh x| < min(1, |x|) with the sign of x
+        return ((0.0 if x > 0.0 else max(x, -1.0)), x != 0.0,
+                (0.0 if x < 0.0 else min(x, 1.0)), x != 0.0)
+    if code == 3:              # 0 < s < 1, s > 1/2 iff x > 0, s(0) = 1/2
+        return (0.5 if x >= 0.0 else 0.0), x != 0.0, (0.5 if x <= 0.0 else 1.0), x != 0.0
+    return max(x, 0.0), True, _INF, False       # softplus x > max(0, x)
+
+
+@_jit_inline
+def _func_end(code, x, w, rel, abserr, up, emin, mb, maxf, sub, tiny):
+    """(RU f(x) if up else RD f(x), settled) on the grid.
+
+    With A <= B the ends of f(x)'s enclosure (clipped by the facts), RD(A) = RD(B) exactly
+    when RD(B) <= A, and RU(A) = RU(B) exactly when B <= RU(A): one rounding per end
+    instead of func_dir_numpy's two, the same decision."""
+    v = _finish_eval(code, x, w)
+    m = abs(v) * rel + abserr
+    a = v - m
+    b = v + m
+    lower, lstrict, upper, ustrict = _facts(code, x)
+    if up:
+        lo_s = _next64(lower) if lstrict else lower
+        a = a if a > lo_s else lo_s
+        b = b if b < upper else upper
+        r = ru_grid(a, emin, mb, maxf, sub, tiny)
+        ok = (a <= b) & (b <= r)
+    else:
+        up_s = _prev64(upper) if ustrict else upper
+        a = a if a > lower else lower
+        b = b if b < up_s else up_s
+        r = rd_grid(b, emin, mb, maxf, sub, tiny)
+        ok = (a <= b) & (r <= a)
+    # NaN (an argument or inf - inf) fails a comparison; infinite arguments go to MPFR
+    ok = ok & (abs(x) <= _DBL_MAX) & (v - m == v - m) & (v + m == v + m)
+    return r, ok
+
+
+@_jit_inline
+def _func_loop(code, xl, xh, wl, wh, rel, abserr, emin, mb, maxf, sub, tiny, lo, hi,
+               todo_l, todo_h):
+    n = 0
+    for i in range(lo.size):
+        r, ok = _func_end(code, xl[i], wl[i], rel, abserr, False, emin, mb, maxf, sub, tiny)
+        lo[i] = r if ok else math.nan
+        todo_l[i] = not ok
+        n += np.int64(not ok)
+        r, ok = _func_end(code, xh[i], wh[i], rel, abserr, True, emin, mb, maxf, sub, tiny)
+        hi[i] = r if ok else math.nan
+        todo_h[i] = not ok
+        n += np.int64(not ok)
+    return n
+
+
+@_jit
+def func_kernel(code, xl, xh, wl, wh, rel, abserr, emin, mb, maxf, sub, tiny, lo, hi,
+                todo_l, todo_h):
+    """lo = RD f(xl), hi = RU f(xh) elementwise (wl, wh: :func:`_pre` of xl, xh); todo_*
+    flag the unsettled ends (NaN there).  Returns the number of flagged ends.  One loop
+    per function code (a constant there, so the loop vectorises)."""
+    if code == 0:
+        return _func_loop(0, xl, xh, wl, wh, rel, abserr, emin, mb, maxf, sub, tiny, lo, hi,
+                          todo_l, todo_h)
+    if code == 1:
+        return _func_loop(1, xl, xh, wl, wh, rel, abserr, emin, mb, maxf, sub, tiny, lo, hi,
+                          todo_l, todo_h)
+    if code == 2:
+        return _func_loop(2, xl, xh, wl, wh, rel, abserr, emin, mb, maxf, sub, tiny, lo, hi,
+                          todo_l, todo_h)
+    if code == 3:
+        return _func_loop(3, xl, xh, wl, wh, rel, abserr, emin, mb, maxf, sub, tiny, lo, hi,
+                          todo_l, todo_h)
+    return _func_loop(4, xl, xh, wl, wh, rel, abserr, emin, mb, maxf, sub, tiny, lo, hi,
+                      todo_l, todo_h)
+
+
+def func_pair(fn, xl, xh, fmt: Format, mpfr_end):
+    """(RD_grid f(xl), RU_grid f(xh)) for a compiled vocabulary function (name in
+    :data:`FUNC_CODES`), float64 arrays of one shape; unsettled ends go to
+    ``mpfr_end(x) -> (RD, RU)`` (MPFR), NaN arguments give NaN."""
+    from .functions import F64_ABS_ERR
+    shape = np.shape(xl)
+    L = np.ascontiguousarray(xl, dtype=np.float64).reshape(-1)
+    H = np.ascontiguousarray(xh, dtype=np.float64).reshape(-1)
+    lo = np.empty(L.size)
+    hi = np.empty(L.size)
+    tl = np.empty(L.size, dtype=np.bool_)
+    th = np.empty(L.size, dtype=np.bool_)
+    abserr = F64_ABS_ERR if fn.f64_ulps else 0.0
+    rel = fn.f64_rel if fn.f64_ulps else 0.0
+    code = FUNC_CODES[fn.name]
+    WL = _pre(code, L)
+    WH = WL if xl is xh else _pre(code, H)
+    if func_kernel(code, L, H, WL, WH, rel, abserr, *grid_params(fmt), lo, hi, tl, th):
+        for i in np.flatnonzero(tl):
+            if L[i] == L[i]:
+                lo[i] = mpfr_end(float(L[i]))[0]
+        for i in np.flatnonzero(th):
+            if H[i] == H[i]:
+                hi[i] = mpfr_end(float(H[i]))[1]
+    return lo.reshape(shape), hi.reshape(shape)
+
+
+# ------------------------------------------------------------------------ arithmetic
+@_jit_inline
+def _quot_dir(x, y, up, emin, mb, maxf, sub, tiny):
+    q = x / y
+    ph, pl = two_prod(q, y)
+    d = ((x - ph) - pl) * (1.0 if y > 0.0 else -1.0)     # sign(x/y - q)
+    ok = not (_risky(x) | _risky(y) | ((x != 0.0) & (_risky(q) | (q == 0.0))))
+    return dir_from(q, d, up, emin, mb, maxf, sub, tiny), ok
+
+
+@_jit
+def div_kernel(alo, ahi, blo, bhi, emin, mb, maxf, sub, tiny, lo, hi):
+    """[alo, ahi] / [blo, bhi] with 0 outside every divisor: two quotients per element,
+    chosen by the endpoint signs; False when some element needs the generic algorithm."""
+    good = True
+    for i in range(lo.size):
+        a0, a1, b0, b1 = alo[i], ahi[i], blo[i], bhi[i]
+        # selects, not branches (the signs are coin flips); a divisor reaching 0 (or NaN)
+        # sends the whole call to the generic path
+        pos = b0 > 0.0
+        good = good & (pos | (b1 < 0.0))
+        xl = a0 if pos else a1
+        xh = a1 if pos else a0
+        yl = b1 if xl >= 0.0 else b0
+        yh = b0 if xh >= 0.0 else b1
+        rl, okl = _quot_dir(xl, yl, False, emin, mb, maxf, sub, tiny)
+        rh, okh = _quot_dir(xh, yh, True, emin, mb, maxf, sub, tiny)
+        lo[i] = rl
+        hi[i] = rh
+        good = good & okl & okh
+    return good
+
+
+@_jit_inline
+def _root_dir(x, up, emin, mb, maxf, sub, tiny):
+    s = np.sqrt(x)
+    ph, pl = two_prod(s, s)
+    return dir_from(s, (x - ph) - pl, up, emin, mb, maxf, sub, tiny)
+
+
+@_jit
+def sqrt_kernel(alo, ahi, emin, mb, maxf, sub, tiny, lo, hi):
+    """[RD sqrt(alo), RU sqrt(ahi)] for 0 <= alo <= ahi; False (generic path) when an end
+    is negative, NaN, inf or outside [2^-900, 2^900] (and not 0)."""
+    good = True
+    for i in range(lo.size):
+        a, b = alo[i], ahi[i]
+        good = good & (a >= 0.0) & (b <= _SAFE_HI) & ((a == 0.0) | (a >= _SAFE_LO)) \
+            & ((b == 0.0) | (b >= _SAFE_LO))
+        lo[i] = _root_dir(a, False, emin, mb, maxf, sub, tiny)
+        hi[i] = _root_dir(b, True, emin, mb, maxf, sub, tiny)
+    return good
+
+
+@_jit_inline
+def _sum_dir(a, b, up, emin, mb, maxf, sub, tiny):
+    s, e = two_sum(a, b)
+    return dir_from(s, e, up, emin, mb, maxf, sub, tiny), abs(s) <= _SAFE_HI
+
+
+@_jit
+def addsub_kernel(alo, ahi, blo, bhi, neg, emin, mb, maxf, sub, tiny, lo, hi):
+    """[alo, ahi] + [blo, bhi] (or minus, when ``neg``: [alo - bhi, ahi - blo]) rounded
+    outward; False when an operand or sum leaves [-2^900, 2^900] (or is NaN)."""
+    good = True
+    for i in range(lo.size):
+        a0, a1 = alo[i], ahi[i]
+        if neg:
+            b0, b1 = -bhi[i], -blo[i]
+        else:
+            b0, b1 = blo[i], bhi[i]
+        good = good & (abs(a0) <= _SAFE_HI) & (abs(a1) <= _SAFE_HI) \
+            & (abs(b0) <= _SAFE_HI) & (abs(b1) <= _SAFE_HI)
+        rl, okl = _sum_dir(a0, b0, False, emin, mb, maxf, sub, tiny)
+        rh, okh = _sum_dir(a1, b1, True, emin, mb, maxf, sub, tiny)
+        lo[i] = rl
+        hi[i] = rh
+        good = good & okl & okh
+    return good
+
+
+@_jit_inline
+def _prod_dir(x, y, emin, mb, maxf, sub, tiny):
+    """(RD, RU) of x*y on the grid, and whether the EFT is trusted (a zero factor gives
+    +0 both ways, as the generic path's 0 * inf rule)."""
+    z = (x == 0.0) | (y == 0.0)
+    p, e = two_prod(x, y)
+    d = dir_from(p, e, False, emin, mb, maxf, sub, tiny)
+    u = dir_from(p, e, True, emin, mb, maxf, sub, tiny)
+    return (0.0 if z else d), (0.0 if z else u), z | (not (_risky(p) | (p == 0.0)))
+
+
+@_jit
+def mul_kernel(alo, ahi, blo, bhi, emin, mb, maxf, sub, tiny, lo, hi):
+    """[alo, ahi] * [blo, bhi]: min of RD and max of RU over the four endpoint products;
+    False when an operand or product is non-finite or outside [2^-900, 2^900] (and not 0):
+    the generic algorithm handles 0 * inf and the EFT limits."""
+    good = True
+    for i in range(lo.size):
+        a0, a1, b0, b1 = alo[i], ahi[i], blo[i], bhi[i]
+        good = good & (not (_risky(a0) | _risky(a1) | _risky(b0) | _risky(b1)))
+        d0, u0, k0 = _prod_dir(a0, b0, emin, mb, maxf, sub, tiny)
+        d1, u1, k1 = _prod_dir(a0, b1, emin, mb, maxf, sub, tiny)
+        d2, u2, k2 = _prod_dir(a1, b0, emin, mb, maxf, sub, tiny)
+        d3, u3, k3 = _prod_dir(a1, b1, emin, mb, maxf, sub, tiny)
+        good = good & k0 & k1 & k2 & k3
+        lo[i] = min(min(d0, d1), min(d2, d3))
+        hi[i] = max(max(u0, u1), max(u2, u3))
+    return good
+
+
+@_jit
+def sum_kernel(lo2, hi2, emin, mb, maxf, sub, tiny, lo, hi):
+    """Sequential interval sums along the last axis of (R, n) arrays, n >= 1, each partial
+    sum rounded onto the grid (lower ends down, upper ends up), left to right."""
+    R, n = lo2.shape
+    B = 8                         # rows summed side by side: independent dependency chains
+    acc_l = np.empty(B)
+    acc_h = np.empty(B)
+    for r0 in range(0, R, B):
+        m = min(B, R - r0)
+        good = True
+        for j in range(m):
+            acc_l[j] = lo2[r0 + j, 0]
+            acc_h[j] = hi2[r0 + j, 0]
+            good = good & (abs(acc_l[j]) <= _SAFE_HI) & (abs(acc_h[j]) <= _SAFE_HI)
+        for k in range(1, n):
+            for j in range(m):
+                x = lo2[r0 + j, k]
+                y = hi2[r0 + j, k]
+                a, oka = _sum_dir(acc_l[j], x, False, emin, mb, maxf, sub, tiny)
+                b, okb = _sum_dir(acc_h[j], y, True, emin, mb, maxf, sub, tiny)
+                acc_l[j] = a
+                acc_h[j] = b
+                good = good & (abs(x) <= _SAFE_HI) & (abs(y) <= _SAFE_HI) & oka & okb
+        if not good:
+            return False
+        for j in range(m):
+            lo[r0 + j] = acc_l[j]
+            hi[r0 + j] = acc_h[j]
+    return True
+
+
+# ------------------------------------------------------------------ array entry points
+def _flat(shape, *xs):
+    return [np.ascontiguousarray(np.broadcast_to(np.asarray(t, dtype=np.float64), shape))
+            .reshape(-1) for t in xs]
+
+
+def _run(kernel, shape, fmt, *arrays, extra=()):
+    n = int(np.prod(shape, dtype=np.int64))
+    lo = np.empty(n)
+    hi = np.empty(n)
+    if not kernel(*_flat(shape, *arrays), *extra, *grid_params(fmt), lo, hi):
+        return None
+    return lo.reshape(shape), hi.reshape(shape)
+
+
+def div_grid(alo, ahi, blo, bhi, shape, fmt: Format):
+    """(lo, hi) of the quotient interval on ``fmt``'s grid, or None (generic path)."""
+    return _run(div_kernel, shape, fmt, alo, ahi, blo, bhi)
+
+
+def sqrt_grid(alo, ahi, fmt: Format):
+    """(lo, hi) of the square-root interval on ``fmt``'s grid, or None."""
+    return _run(sqrt_kernel, np.shape(alo), fmt, alo, ahi)
+
+
+def add_grid(alo, ahi, blo, bhi, shape, fmt: Format, neg: bool = False):
+    """(lo, hi) of [a] + [b] (or [a] - [b] when ``neg``) on ``fmt``'s grid, or None."""
+    return _run(addsub_kernel, shape, fmt, alo, ahi, blo, bhi, extra=(bool(neg),))
+
+
+def mul_grid(alo, ahi, blo, bhi, shape, fmt: Format):
+    """(lo, hi) of [a] * [b] on ``fmt``'s grid, or None."""
+    return _run(mul_kernel, shape, fmt, alo, ahi, blo, bhi)
+
+
+def sum_grid(lo2, hi2, fmt: Format):
+    """(lo, hi) of the sequential outward-rounded sums over the last axis, or None."""
+    kshape = lo2.shape[:-1]
+    n = lo2.shape[-1]
+    L = np.ascontiguousarray(lo2, dtype=np.float64).reshape(-1, n)
+    H = np.ascontiguousarray(hi2, dtype=np.float64).reshape(-1, n)
+    lo = np.empty(L.shape[0])
+    hi = np.empty(L.shape[0])
+    if n == 0 or not sum_kernel(L, H, *grid_params(fmt), lo, hi):
+        return None
+    return lo.reshape(kshape), hi.reshape(kshape)
+
+
+@_jit
+def _round_pair_kernel(lo, hi, emin, mb, maxf, sub, tiny, out_lo, out_hi):
+    for i in range(lo.size):
+        out_lo[i] = rd_grid(lo[i], emin, mb, maxf, sub, tiny)
+        out_hi[i] = ru_grid(hi[i], emin, mb, maxf, sub, tiny)
+
+
+def round_pair(lo, hi, fmt: Format):
+    """(round_down(lo, fmt), round_up(hi, fmt)) for float64 arrays of one shape, in one
+    compiled pass (the same values as :func:`scalars.directed.round_down` / ``round_up``)."""
+    shape = np.shape(lo)
+    L, H = _flat(shape, lo, hi)
+    a = np.empty(L.size)
+    b = np.empty(L.size)
+    _round_pair_kernel(L, H, *grid_params(fmt), a, b)
+    return a.reshape(shape), b.reshape(shape)

@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-onnx = pytest.importorskip("onnx")
-ort = pytest.importorskip("onnxruntime")
+import onnx
+import onnxruntime as ort
 from onnx import TensorProto, helper  # noqa: E402
 
 from scalarlab import graph, scalars  # noqa: E402

@@ -14,14 +14,10 @@ Usage: python bench/binary32.py [--repeats K] [--sizes 1e4,1e5,...]
 """
 from __future__ import annotations
 
-import os
-
-for _var in ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_var, "1")
+import benchlib  # noqa: E402  (first: one thread for every library)
 
 import argparse  # noqa: E402
 import sys  # noqa: E402
-import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 
@@ -30,18 +26,6 @@ from scalarlab.scalars import binary_kernels as K  # noqa: E402
 from scalarlab.scalars import formats  # noqa: E402
 
 FLOOR = 0.8
-
-
-def interleaved(fns, repeats, inner):
-    """Best-of-``repeats`` time per call of each function, calls interleaved."""
-    best = [float("inf")] * len(fns)
-    for _ in range(repeats):
-        for k, f in enumerate(fns):
-            t = time.perf_counter()
-            for _ in range(inner):
-                f()
-            best[k] = min(best[k], (time.perf_counter() - t) / inner)
-    return best
 
 
 def main(argv=None) -> int:
@@ -97,7 +81,8 @@ def main(argv=None) -> int:
             if name in ("add", "mul", "sub", "div"):
                 assert np.array_equal(got, peer().astype(np.float64))   # IEEE binary32
             emulated()
-            t_ours, t_np, t_emu = interleaved([ours, peer, emulated], args.repeats, inner)
+            (t_ours, t_np, t_emu), _ = benchlib.interleaved([ours, peer, emulated], args.repeats,
+                                                          inner=inner)
             r = t_np / t_ours
             if name in ("add", "mul") and r < FLOOR:
                 fails.append(f"{name} N={n}: {r:.2f}")

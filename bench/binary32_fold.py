@@ -13,12 +13,10 @@ from __future__ import annotations
 
 import os
 
-for _var in ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_var, "1")
+import benchlib  # noqa: E402  (first: one thread for every library)
 
 import argparse  # noqa: E402
 import sys  # noqa: E402
-import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 
@@ -28,18 +26,6 @@ from fold import mlp, numpy_mlp  # noqa: E402
 from scalarlab import graph, scalars  # noqa: E402
 
 FLOOR = 4.0
-
-
-def interleaved(fns, repeats):
-    wall = [float("inf")] * len(fns)
-    cpu = [float("inf")] * len(fns)
-    for _ in range(repeats):
-        for k, f in enumerate(fns):
-            c, t = time.process_time(), time.perf_counter()
-            f()
-            wall[k] = min(wall[k], time.perf_counter() - t)
-            cpu[k] = min(cpu[k], time.process_time() - c)
-    return wall, cpu
 
 
 def main(argv=None) -> int:
@@ -63,7 +49,7 @@ def main(argv=None) -> int:
         y = graph.denote(g, p, x, ctx)
         ref = numpy_mlp(x32, p32)
         err = float(np.max(np.abs(np.asarray(y) - ref.astype(np.float64))))
-        (tf, tn), (cf, cn) = interleaved([lambda: graph.denote(g, p, x, ctx),
+        (tf, tn), (cf, cn) = benchlib.interleaved([lambda: graph.denote(g, p, x, ctx),
                                           lambda: numpy_mlp(x32, p32)], args.repeats)
         print(f"{name:<20} {tf * 1e3:9.1f} {tn * 1e3:9.1f} {tf / tn:6.2f} {cf * 1e3:9.1f} "
               f"{cn * 1e3:9.1f} {cf / cn:6.2f}  {err:.2e}")

@@ -15,12 +15,10 @@ from __future__ import annotations
 
 import os
 
-for _var in ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_var, "1")
+import benchlib  # noqa: E402  (first: one thread for every library)
 
 import argparse  # noqa: E402
 import sys  # noqa: E402
-import time  # noqa: E402
 
 # this directory holds ibp.py: keep it off the import path
 sys.path = [q for q in sys.path
@@ -29,31 +27,8 @@ sys.path = [q for q in sys.path
 import numpy as np  # noqa: E402
 
 from scalarlab import scalars  # noqa: E402
-from scalarlab.graph import Graph, Node, Payload, denote_all  # noqa: E402
+from scalarlab.graph import denote_all  # noqa: E402
 from scalarlab.ibp import Box, run_ibp  # noqa: E402
-
-
-def interleaved(fns, repeats):
-    best = [float("inf")] * len(fns)
-    for _ in range(repeats):
-        for k, f in enumerate(fns):
-            c = time.process_time()
-            f()
-            best[k] = min(best[k], time.process_time() - c)
-    return best
-
-
-def mlp(sizes, rng):
-    nodes = [Node(0, [], "input", [sizes[0]])]
-    payload = {}
-    for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:])):
-        nid = len(nodes)
-        nodes.append(Node(nid, [nid - 1], "linear", [b]))
-        payload[nid] = {"W": rng.standard_normal((b, a)) / np.sqrt(a),
-                        "b": rng.standard_normal(b) * 0.01}
-        if i < len(sizes) - 2:
-            nodes.append(Node(nid + 1, [nid], "relu", [b]))
-    return Graph(nodes), Payload(payload)
 
 
 def main(argv=None) -> int:
@@ -64,15 +39,15 @@ def main(argv=None) -> int:
     print("process CPU times (shared machine), best of", args.repeats, "interleaved\n")
 
     c = rng.standard_normal(200_000)
-    t_ball, t_dec, t_arr = interleaved([lambda: Box.from_center_radius(c, 0.01),
-                                        lambda: Box.from_center_radius(c, "0.01"),
-                                        lambda: Box(c - 0.01, c + 0.01)], args.repeats)
+    _, (t_ball, t_dec, t_arr) = benchlib.interleaved([lambda: Box.from_center_radius(c, 0.01),
+        lambda: Box.from_center_radius(c, "0.01"),
+        lambda: Box(c - 0.01, c + 0.01)], args.repeats)
     print(f"1. box of 200,000 entries: from_center_radius(c, 0.01) {t_ball * 1e3:.1f} ms "
           f"({'PASS' if t_ball < 0.05 else 'FAIL'} < 50 ms), (c, '0.01') {t_dec * 1e3:.1f} "
           f"ms; float-array Box(c - r, c + r) {t_arr * 1e3:.1f} ms (ratio "
           f"{t_ball / t_arr:.2f})")
 
-    g, p = mlp([784, 1024, 1024, 10], rng)
+    g, p = benchlib.mlp_graph([784, 1024, 1024, 10], rng)
     x = rng.random((256, 784))
     f64 = scalars.get("float64")
     for name in ("interval:float64", "interval:binary32"):
@@ -80,9 +55,10 @@ def main(argv=None) -> int:
         ball = Box.from_center_radius(x, 0.01)
         arr = Box(x - 0.01, x + 0.01)
         run_ibp(g, p, ball, iv)
-        t_b, t_a, t_f = interleaved([lambda: run_ibp(g, p, ball, iv),
-                                     lambda: run_ibp(g, p, arr, iv),
-                                     lambda: denote_all(g, p, x, f64)], args.repeats)
+        _, (t_b, t_a, t_f) = benchlib.interleaved([lambda: run_ibp(g, p, ball, iv),
+                                                   lambda: run_ibp(g, p, arr, iv),
+                                                   lambda: denote_all(g, p, x, f64)],
+                                                  args.repeats)
         print(f"2. run_ibp MLP 784-1024-1024-10 batch 256 {name}: from ball "
               f"{t_b * 1e3:.1f} ms, from float-array box {t_a * 1e3:.1f} ms, ratio "
               f"{t_b / t_a:.2f} ({'PASS' if t_b / t_a <= 1.1 else 'FAIL'} <= 1.1)")

@@ -8,35 +8,16 @@ Usage: python bench/interval_ops.py [--repeats K] [--n N]
 """
 from __future__ import annotations
 
-import os
-
-for _var in ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_var, "1")
+import benchlib  # noqa: E402  (first: one thread for every library)
 
 import argparse  # noqa: E402
 import sys  # noqa: E402
-import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 
 from scalarlab import scalars  # noqa: E402
 
 FLOOR = 10.0
-
-
-def interleaved(fns, repeats):
-    """Best-of-k (CPU seconds, wall seconds) of each function, calls interleaved."""
-    best = [float("inf")] * len(fns)
-    wall = [float("inf")] * len(fns)
-    for f in fns:
-        f()
-    for _ in range(repeats):
-        for k, f in enumerate(fns):
-            c, w = time.process_time(), time.perf_counter()
-            f()
-            best[k] = min(best[k], time.process_time() - c)
-            wall[k] = min(wall[k], time.perf_counter() - w)
-    return best, wall
 
 
 def main(argv=None) -> int:
@@ -71,7 +52,7 @@ def main(argv=None) -> int:
                  ("sqrt", lambda: iv.sqrt(ap_), lambda: np.sqrt(xp)),
                  ("sum", lambda: iv.sum(a2, axis=1), lambda: x2.sum(axis=1))]
         for op, ours, peer in cases:
-            (t_i, t_f), (w_i, w_f) = interleaved([ours, peer], args.repeats)
+            (w_i, w_f), (t_i, t_f) = benchlib.interleaved([ours, peer], args.repeats, warm=True)
             ratio = t_i / t_f
             print(f"{name:<18} {op:<9} {t_i * 1e3:8.1f} ms  float64 {t_f * 1e3:7.2f} ms  "
                   f"ratio {ratio:6.1f} (wall {w_i / w_f:6.1f})  "

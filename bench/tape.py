@@ -36,6 +36,7 @@ import numpy as np  # noqa: E402
 # Run as a script, this file's folder comes first on sys.path and its own name would
 # shadow the ``tape`` package: put the repository root in front.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchlib import mlp_tape, mlp_torch  # noqa: E402  (the thread settings above stay)
 
 
 def best_of_pair(ours, theirs, repeat: int) -> tuple:
@@ -52,26 +53,6 @@ def best_of_pair(ours, theirs, repeat: int) -> tuple:
         a.append(t1 - t0)
         b.append(t2 - t1)
     return min(a), min(b)
-
-
-def mlp_tape(params, x, y):
-    from scalarlab.tape import TapeBuilder, backward
-    b = TapeBuilder("float64")
-    W1, b1, W2, b2 = (b.leaf(p, name=n) for p, n in zip(params, ("W1", "b1", "W2", "b2")))
-    xi = b.const(x, name="x")
-    yi = b.const(y, name="y")
-    h = b.relu(b.linear(xi, W1, b1))
-    loss = b.apply("mse_loss", b.linear(h, W2, b2), yi)
-    g = backward(b.tape, loss)
-    return b.tape.value(loss), [g[W1], g[b1], g[W2], g[b2]]
-
-
-def mlp_torch(torch, params, x, y):
-    ps = [p.detach().requires_grad_(True) for p in params]
-    h = torch.relu(torch.nn.functional.linear(x, ps[0], ps[1]))
-    loss = torch.nn.functional.mse_loss(torch.nn.functional.linear(h, ps[2], ps[3]), y)
-    loss.backward()
-    return loss, [p.grad for p in ps]
 
 
 def chain_tape(x0, n):
@@ -111,7 +92,7 @@ def main(argv=None) -> int:
     tx, ty = torch.tensor(x), torch.tensor(y)
 
     # correctness first: the two engines must agree before their times mean anything
-    lv, lg = mlp_tape(params, x, y)
+    lv, lg = mlp_tape("float64", params, x, y)
     tv, tg = mlp_torch(torch, tparams, tx, ty)
     # norm-wise relative difference per tensor (max |a - b| / max |b|)
     err = max(float(np.max(np.abs(a - b.numpy())) / max(float(np.max(np.abs(b.numpy()))), 1e-300))
@@ -119,7 +100,7 @@ def main(argv=None) -> int:
     print(f"torch {torch.__version__}, threads={torch.get_num_threads()}, numpy {np.__version__}")
     print(f"MLP 784-256-10 relu+mse, batch 128, float64: max rel diff vs torch = {err:.2e}")
 
-    t_ours, t_torch = best_of_pair(lambda: mlp_tape(params, x, y),
+    t_ours, t_torch = best_of_pair(lambda: mlp_tape("float64", params, x, y),
                                    lambda: mlp_torch(torch, tparams, tx, ty), args.repeat)
     print(f"  forward+backward: tape {t_ours * 1e3:.3f} ms, torch {t_torch * 1e3:.3f} ms, "
           f"floor ratio {t_ours / t_torch:.2f} (target <= 1.5)")

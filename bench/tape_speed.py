@@ -10,51 +10,17 @@ from __future__ import annotations
 
 import os
 
-for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
-    os.environ.setdefault(_var, "1")
+import benchlib  # noqa: E402,F401  (first: one thread for every library)
 
 import argparse  # noqa: E402
 import sys  # noqa: E402
-import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 
 sys.path = [q for q in sys.path
             if os.path.abspath(q or ".") != os.path.dirname(os.path.abspath(__file__))]
 
-from scalarlab.tape import TapeBuilder, backward  # noqa: E402
-
-
-def interleaved(fns, repeats):
-    wall = [float("inf")] * len(fns)
-    cpu = [float("inf")] * len(fns)
-    for f in fns:
-        f()
-    for _ in range(repeats):
-        for k, f in enumerate(fns):
-            c, t = time.process_time(), time.perf_counter()
-            f()
-            wall[k] = min(wall[k], time.perf_counter() - t)
-            cpu[k] = min(cpu[k], time.process_time() - c)
-    return wall, cpu
-
-
-def mlp_tape(ctx, params, x, y):
-    b = TapeBuilder(ctx)
-    W1, b1, W2, b2 = (b.leaf(p, name=n) for p, n in zip(params, ("W1", "b1", "W2", "b2")))
-    xi, yi = b.const(x, name="x"), b.const(y, name="y")
-    h = b.relu(b.linear(xi, W1, b1))
-    loss = b.apply("mse_loss", b.linear(h, W2, b2), yi)
-    g = backward(b.tape, loss)
-    return b.tape.value(loss), [g[W1], g[b1], g[W2], g[b2]]
-
-
-def mlp_torch(torch, params, x, y):
-    ps = [p.detach().requires_grad_(True) for p in params]
-    h = torch.relu(torch.nn.functional.linear(x, ps[0], ps[1]))
-    loss = torch.nn.functional.mse_loss(torch.nn.functional.linear(h, ps[2], ps[3]), y)
-    loss.backward()
-    return loss, [p.grad for p in ps]
+from benchlib import interleaved, mlp_tape, mlp_torch  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -79,7 +45,8 @@ def main(argv=None) -> int:
         lv, _ = mlp_tape(ctx, ps, xs, ys)
         tv, _ = mlp_torch(torch, tp, tx, ty)
         (w0, w1), (c0, c1) = interleaved([lambda: mlp_tape(ctx, ps, xs, ys),
-                                          lambda: mlp_torch(torch, tp, tx, ty)], args.repeats)
+                                          lambda: mlp_torch(torch, tp, tx, ty)], args.repeats,
+                                         warm=True)
         print(f"{ctx:>9} vs torch {str(dt)[6:]}: tape {w0 * 1e3:.2f} ms, torch {w1 * 1e3:.2f} "
               f"ms, ratio {w0 / w1:.2f} (CPU {c0 / c1:.2f}); floor <= {floor:g}: "
               f"{'PASS' if c0 / c1 <= floor else 'FAIL'} (CPU); loss {float(lv):.6g} "

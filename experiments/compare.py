@@ -375,10 +375,11 @@ ORACLE_EXPONENT_GUARD = 64
 
 
 def _oracle_for_inputs(oracle, x):
-    """``(oracle, note)``: an ``mpmath:P`` oracle raised to ``64 + 2 max|exponent|`` bits
-    of the finite nonzero inputs when that is more than P (the note says so)."""
+    """``(oracle, note)``: a multiprecision (``mpmath:P``) oracle raised to
+    ``64 + 2 max|exponent|`` bits of the finite nonzero inputs when that is more than P
+    (the note says so); read from the context's ``kind`` and ``prec``, not its name."""
     prec = getattr(oracle, "prec", None)
-    if prec is None or not oracle.name.startswith("mpmath:"):
+    if getattr(oracle, "kind", None) != "multiprecision" or not isinstance(prec, int):
         return oracle, ""
     parts = x.values() if isinstance(x, dict) else [x]
     emax = 0
@@ -394,7 +395,7 @@ def _oracle_for_inputs(oracle, x):
     need = ORACLE_EXPONENT_GUARD + 2 * emax
     if need <= prec:
         return oracle, ""
-    raised = scalars.get(f"mpmath:{need}")
+    raised = type(oracle)(need)
     return raised, (f"oracle raised from {oracle.name} to {raised.name} for inputs with "
                     f"binary exponents up to {emax}")
 

@@ -45,7 +45,10 @@ def _binary_shape(name):
 
 
 def _aligned(ctx, a, b, nb):
-    r = max(len(ctx.shape(a)), len(ctx.shape(b))) - nb
+    ra, rb = len(ctx.shape(a)), len(ctx.shape(b))
+    if ra == rb:
+        return a, b                         # same rank: nothing to insert
+    r = max(ra, rb) - nb
     return align(ctx, a, nb, r), align(ctx, b, nb, r)
 
 

@@ -6,6 +6,8 @@ components.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .base import Context, check_broadcast
@@ -22,12 +24,14 @@ class ArrayShapeOps(Context):
         return v
 
     def shape(self, v) -> tuple:
+        if type(v) is np.ndarray:          # the common case, without the value check
+            return v.shape
         return tuple(self._arr(v, "shape").shape)
 
     def reshape(self, a, shape):
         a = self._arr(a, "reshape")
         shape = tuple(int(s) for s in shape)
-        if int(np.prod(shape, dtype=np.int64)) != a.size:
+        if math.prod(shape) != a.size:
             raise ContextError(f"context {self.name}: reshape: cannot reshape {list(a.shape)} "
                                f"({a.size} entries) to {list(shape)}")
         return a.reshape(shape)

@@ -242,6 +242,8 @@ def as_object_array(x: Any, leaf) -> np.ndarray:
 
 def check_broadcast(ctx: Context, op: str, *shapes: Iterable[int]) -> tuple:
     """Broadcast shapes or raise a ContextError naming op, context and all shapes."""
+    if len(shapes) == 2 and shapes[0] == shapes[1]:
+        return tuple(shapes[0])             # equal shapes: nothing to check
     try:
         return np.broadcast_shapes(*[tuple(s) for s in shapes])
     except ValueError:

@@ -38,6 +38,8 @@ def float64_array(x, ctx_name: str = "float64") -> np.ndarray:
         return x.astype(np.float64, copy=False)
     if isinstance(x, (float, np.floating)):
         return np.asarray(x, dtype=np.float64)
+    if type(x) is int and -2 ** 53 <= x <= 2 ** 53:
+        return np.asarray(float(x))                     # exact in float64
     if hasattr(x, "lo") and hasattr(x, "hi"):
         raise ContextError(f"context {ctx_name}: convert: got an interval value; "
                            f"convert its endpoints explicitly")

@@ -118,18 +118,23 @@ def round32(a, out, probe):
 # The kernels below read and write float32 storage directly: no float64 round trip, 12
 # bytes moved per element of a binary operation, as numpy float32.  They do not probe
 # FTZ/DAZ themselves: the caller checks ``ftz()`` first (one scalar float32 product) and
-# takes the emulated path when it is on.  Each allocates and returns its result (cheaper
-# to call than passing ``out``).
+# takes the emulated path when it is on.  The caller allocates ``out`` with numpy (whose
+# allocator asks for transparent huge pages: a 40 MB result otherwise costs 10,000 page
+# faults) and nothing is returned (boxing a returned array costs as much as the call).
 
-_P0, _P1 = np.float32(2.0 ** -148), np.float32(0.5)
+
+
+# MXCSR's FTZ and DAZ bits govern float32 and float64 SSE arithmetic alike, so a Python
+# float product (the same SSE multiply, about 20 ns) probes them: 2^-1073 * 0.5 is the
+# least float64 subnormal with gradual underflow, 0 under FTZ (result) or DAZ (operand).
+# Compared with 0.0, not with 2^-1074: under DAZ the comparison would read that as 0.
+_T64, _HALF = 2.0 ** -1073, 0.5
 
 
 def ftz() -> bool:
-    """True when this thread's float32 arithmetic flushes subnormals (FTZ or DAZ): a
-    float32 product of two numpy scalars, computed at run time in this thread, compared
-    as a Python float (a float32 comparison would itself read the subnormal as 0 under
-    DAZ)."""
-    return float(_P0 * _P1) != _PROBE_WANT
+    """True when this thread's floating-point arithmetic flushes subnormals (FTZ or DAZ):
+    a product of two Python floats computed at run time in this thread."""
+    return _T64 * _HALF == 0.0
 
 
 @numba.njit(inline="always")
@@ -140,11 +145,10 @@ def _op64(op, x, y):
 
 
 @_jit
-def binop32(op, a, b):
-    """RN32(a op b) for float32 1-d arrays of one length (op in ADD SUB MUL DIV), a new
-    float32 array; the op switch sits outside the inner loops, which vectorise."""
+def binop32(op, a, b, out):
+    """out = RN32(a op b) for float32 1-d arrays of one length (op in ADD SUB MUL DIV);
+    the op switch sits outside the inner loops, which vectorise."""
     n = a.size
-    out = np.empty(n, np.float32)
     nan = False
     if op == ADD:
         for i in range(n):
@@ -170,16 +174,14 @@ def binop32(op, a, b):
         for i in range(n):
             if out[i] != out[i]:
                 out[i] = _op64(op, a[i], b[i])
-    return out
 
 
 @_jit
-def binop32_rows(op, a, b):
+def binop32_rows(op, a, b, out):
     """As :func:`binop32` on 2-d float32 C arrays: ``a`` and ``b`` are (R, m) or (1, m)
-    (one row repeated: a trailing-axes broadcast read in place); returns (R, m)."""
+    (one row repeated: a trailing-axes broadcast read in place); ``out`` (R, m)."""
     R = max(a.shape[0], b.shape[0])
     m = a.shape[1]
-    out = np.empty((R, m), np.float32)
     nan = False
     for r in range(R):
         ar = a[0] if a.shape[0] == 1 else a[r]
@@ -212,15 +214,14 @@ def binop32_rows(op, a, b):
             for j in range(m):
                 if out[r, j] != out[r, j]:
                     out[r, j] = _op64(op, ar[j], br[j])
-    return out
 
 
 @_jit
-def sqrt32(a):
-    """RN32(sqrt(a)) of a float32 1-d array; sqrt(-0) = -0, NaNs as the emulated path
-    (a NaN operand kept, sqrt of a negative number the float64 default NaN, narrowed)."""
+def sqrt32(a, out):
+    """out = RN32(sqrt(a)) on float32 1-d arrays; sqrt(-0) = -0, NaNs as the emulated
+    path (a NaN operand quietened, sqrt of a negative number the float64 default NaN,
+    narrowed)."""
     n = a.size
-    out = np.empty(n, np.float32)
     nan = False
     for i in range(n):
         r = np.sqrt(a[i])
@@ -234,15 +235,14 @@ def sqrt32(a):
                 # the NaN operand quietened (as widening it does), or the float64 default
                 # NaN narrowed (+, quiet); bit operations, which LLVM does not fold away
                 uo[i] = ua[i] | 0x400000 if x != x else np.uint32(0x7FC00000)
-    return out
 
 
 @_jit
-def fma32(a, b, c):
-    """RN32(a*b + c) with one rounding (llvm.fma.f32) on float32 1-d arrays of one length;
-    NaN results as the emulated FAST fma (TwoSum of the exact float64 product and c)."""
+def fma32(a, b, c, out):
+    """out = RN32(a*b + c) with one rounding (llvm.fma.f32) on float32 1-d arrays of one
+    length; NaN results as the emulated FAST fma (TwoSum of the exact float64 product and
+    c)."""
     n = a.size
-    out = np.empty(n, np.float32)
     nan = False
     for i in range(n):
         r = fma(a[i], b[i], c[i])
@@ -253,7 +253,6 @@ def fma32(a, b, c):
             if out[i] != out[i]:
                 x, y, z = np.float64(a[i]), np.float64(b[i]), np.float64(c[i])
                 out[i] = np.float32(two_sum(x * y, z)[0])
-    return out
 
 
 @_jit

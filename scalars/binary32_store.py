@@ -42,6 +42,10 @@ _ND = np.ndarray
 _F32 = np.dtype(np.float32)
 _F64 = np.dtype(np.float64)
 _CODES = {"add": H.ADD, "sub": H.SUB, "mul": H.MUL, "div": H.DIV}
+assert (H.ADD, H.SUB, H.MUL, H.DIV) == (0, 1, 2, 3)    # the inline fast paths use them
+_binop32 = H.binop32
+_empty = np.empty
+_T64, _HALF = H._T64, H._HALF           # not H.ftz(): _T64 * _HALF != 0.0, inline
 
 
 def _flat(a: np.ndarray, shape) -> np.ndarray:
@@ -165,9 +169,6 @@ class Float32Storage:
 
     # ------------------------------------------------------------------ arithmetic
     def _binary(self, op, a, b):
-        if type(a) is _ND and type(b) is _ND and a.dtype is _F32 and b.dtype is _F32 \
-                and a.shape == b.shape and not H.ftz():
-            return H.binop32(_CODES[op], a.ravel(), b.ravel()).reshape(a.shape)
         x = self._store(a, op, "first operand")
         y = self._store(b, op, "second operand")
         shape = x.shape if x.shape == y.shape else check_broadcast(self, op, x.shape, y.shape)
@@ -177,7 +178,9 @@ class Float32Storage:
         if n == 0:
             return np.empty(shape, dtype=np.float32)
         if x.shape == y.shape:
-            return H.binop32(_CODES[op], x.ravel(), y.ravel()).reshape(shape)
+            out = np.empty(shape, dtype=np.float32)
+            H.binop32(_CODES[op], x.ravel(), y.ravel(), out.reshape(-1))
+            return out
         # A bias row or a scalar repeated along leading axes is read in place.
         m = n
         for v in (x, y):
@@ -191,12 +194,55 @@ class Float32Storage:
                 rows.append(np.ascontiguousarray(v).reshape(1, m))
             else:
                 rows.append(_flat(v, shape).reshape(n // m, m))
-        return H.binop32_rows(_CODES[op], rows[0], rows[1]).reshape(shape)
+        out = np.empty(shape, dtype=np.float32)
+        H.binop32_rows(_CODES[op], rows[0], rows[1], out.reshape(n // m, m))
+        return out
 
-    def add(self, a, b): return self._binary("add", a, b)
-    def sub(self, a, b): return self._binary("sub", a, b)
-    def mul(self, a, b): return self._binary("mul", a, b)
-    def div(self, a, b): return self._binary("div", a, b)
+    # The common case, float32 operands of one shape, inline: at 10^4 elements the
+    # Python around the kernel is a third of the time.
+    def add(self, a, b):
+        if type(a) is _ND and type(b) is _ND and a.dtype is _F32 and b.dtype is _F32 \
+                and a.shape == b.shape and _T64 * _HALF != 0.0:
+            out = _empty(a.shape, _F32)
+            if a.ndim == 1:
+                _binop32(0, a, b, out)
+            else:
+                _binop32(0, a.ravel(), b.ravel(), out.reshape(-1))
+            return out
+        return self._binary("add", a, b)
+
+    def sub(self, a, b):
+        if type(a) is _ND and type(b) is _ND and a.dtype is _F32 and b.dtype is _F32 \
+                and a.shape == b.shape and _T64 * _HALF != 0.0:
+            out = _empty(a.shape, _F32)
+            if a.ndim == 1:
+                _binop32(1, a, b, out)
+            else:
+                _binop32(1, a.ravel(), b.ravel(), out.reshape(-1))
+            return out
+        return self._binary("sub", a, b)
+
+    def mul(self, a, b):
+        if type(a) is _ND and type(b) is _ND and a.dtype is _F32 and b.dtype is _F32 \
+                and a.shape == b.shape and _T64 * _HALF != 0.0:
+            out = _empty(a.shape, _F32)
+            if a.ndim == 1:
+                _binop32(2, a, b, out)
+            else:
+                _binop32(2, a.ravel(), b.ravel(), out.reshape(-1))
+            return out
+        return self._binary("mul", a, b)
+
+    def div(self, a, b):
+        if type(a) is _ND and type(b) is _ND and a.dtype is _F32 and b.dtype is _F32 \
+                and a.shape == b.shape and _T64 * _HALF != 0.0:
+            out = _empty(a.shape, _F32)
+            if a.ndim == 1:
+                _binop32(3, a, b, out)
+            else:
+                _binop32(3, a.ravel(), b.ravel(), out.reshape(-1))
+            return out
+        return self._binary("div", a, b)
     def square(self, a): return self._binary("mul", a, a)
 
     def fma(self, a, b, c):
@@ -206,13 +252,17 @@ class Float32Storage:
         shape = check_broadcast(self, "fma", x.shape, y.shape, z.shape)
         if H.ftz():
             return self._out(super().fma(x, y, z))
-        return H.fma32(_flat(x, shape), _flat(y, shape), _flat(z, shape)).reshape(shape)
+        out = np.empty(shape, dtype=np.float32)
+        H.fma32(_flat(x, shape), _flat(y, shape), _flat(z, shape), out.reshape(-1))
+        return out
 
     def sqrt(self, a):
-        x = self._store(a, "sqrt")
-        if H.ftz():
+        x = a if type(a) is _ND and a.dtype is _F32 else self._store(a, "sqrt")
+        if _T64 * _HALF == 0.0:
             return self._out(super().sqrt(x))
-        return H.sqrt32(x.ravel()).reshape(x.shape)
+        out = np.empty(x.shape, dtype=np.float32)
+        H.sqrt32(x.ravel(), out.reshape(-1))
+        return out
 
     def _function(self, fn, a):
         return self._out(super()._function(fn, a))

@@ -143,11 +143,11 @@ class Float32Storage:
 
     # ------------------------------------------------------------------ conversion
     def convert(self, x):
-        """float32 arrays are binary32 values (copied as they are); float64 arrays: one
+        """float32 arrays are binary32 values (returned as they are); float64 arrays: one
         nearest-even rounding each (the hardware cast); ints, Fractions, decimal strings:
         one correct rounding of the exact value (never through float64)."""
         if isinstance(x, _ND) and x.dtype == _F32:
-            return np.array(x, dtype=np.float32)
+            return x if type(x) is _ND else np.asarray(x)   # no copy, as float64's convert
         if isinstance(x, _ND) and x.dtype == _F64 and not H.ftz():
             # the cast float64 -> float32 rounds once, nearest-even, with gradual
             # underflow and overflow to inf: the format's rounding (NaN: truncated payload)

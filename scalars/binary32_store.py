@@ -130,6 +130,11 @@ class Float32Storage:
             return v
         return self._store(v, op)
 
+    def shape(self, v) -> tuple:
+        if isinstance(v, _ND):
+            return v.shape                       # no conversion just to read a shape
+        return super().shape(v)
+
     def _narrow32(self, v):
         """matmul's float32 operand: float32 storage as it is (a transposed C array stays
         a view), float64 arrays narrowed after the membership check (None if it fails:

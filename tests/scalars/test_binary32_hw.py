@@ -60,7 +60,8 @@ def operands(n, rng):
     """Random binary32 bit patterns (every class: subnormals, inf, NaNs with payloads and
     both signs), values near 1, the adversarial pairs, and the specials crossed; float32."""
     def pats(k):
-        return rng.integers(0, 1 << 32, k, dtype=np.uint64).astype(np.uint32).view(np.float32)
+        bits = rng.integers(0, 1 << 32, k, dtype=np.uint64).astype(np.uint32)
+        return bits.view(np.float32)
     r32 = lambda k: to32(formats.round_to_format(rng.standard_normal(k), "binary32"))  # noqa: E731
     a = np.concatenate([pats(n), r32(n)])
     b = np.concatenate([pats(n), r32(n)])

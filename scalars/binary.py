@@ -88,11 +88,11 @@ class BinaryContext(ArrayShapeOps):
 
     def __new__(cls, fmt=None, **kwargs):
         # binary32 keeps float32 storage (scalars.binary32_store), however it is built
-        if cls is BinaryContext:
+        if cls is BinaryContext and fmt is not None:    # (None: unpickling, copy)
             try:
                 if formats.get(fmt) == formats.binary32:
                     cls = Binary32Context
-            except FormatError:
+            except (FormatError, TypeError, ValueError):
                 pass               # __init__ reports it
         return super().__new__(cls)
 

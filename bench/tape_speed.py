@@ -37,9 +37,10 @@ def main(argv=None) -> int:
     print(f"MLP 784-256-10 relu+mse, batch 128, fwd+bwd; torch {torch.__version__}, 1 thread, "
           f"best of {args.repeats}, interleaved")
     for ctx, dt, floor in (("float64", torch.float64, 1.1), ("binary32", torch.float32, 2.5)):
-        ps = [p.astype(np.float32).astype(np.float64) for p in p64] if dt == torch.float32 else p64
-        xs = x.astype(np.float32).astype(np.float64) if dt == torch.float32 else x
-        ys = y.astype(np.float32).astype(np.float64) if dt == torch.float32 else y
+        # binary32 values are float32 arrays (the context's storage), as torch's
+        ps = [p.astype(np.float32) for p in p64] if dt == torch.float32 else p64
+        xs = x.astype(np.float32) if dt == torch.float32 else x
+        ys = y.astype(np.float32) if dt == torch.float32 else y
         tp = [torch.tensor(p, dtype=dt) for p in ps]
         tx, ty = torch.tensor(xs, dtype=dt), torch.tensor(ys, dtype=dt)
         lv, _ = mlp_tape(ctx, ps, xs, ys)

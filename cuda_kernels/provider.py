@@ -105,7 +105,9 @@ def _as_f32(v, what: str) -> np.ndarray:
 
 
 def _back(a) -> np.ndarray:
-    return np.asarray(a, dtype=np.float32).astype(np.float64)
+    """A kernel's binary32 results as binary32 context values: float32 arrays (the
+    context's storage, scalars.binary32_store)."""
+    return np.asarray(a, dtype=np.float32)
 
 
 def _launch(name: str, fn, *args):
@@ -236,7 +238,8 @@ def _interval_binder(capsule: Capsule, graph_op: str, ctx, what: str):
         return _as_f32(v.lo, what), _as_f32(v.hi, what)
 
     def out(lo, hi):
-        return Interval(_back(lo), _back(hi))
+        # interval:binary32 keeps float64 endpoint arrays
+        return Interval(_back(lo).astype(np.float64), _back(hi).astype(np.float64))
 
     bop = capsule.op
     if bop == "linear":

@@ -40,6 +40,7 @@ from . import correct_rounding
 from . import formats
 from .arrayshape import ArrayShapeOps
 from .base import check_broadcast
+from .binary32_store import Float32Storage
 from .errors import ContextError, FormatError
 from .functions import F64_ABS_ERR, FUNCTIONS
 from .functions2 import BINARY_FUNCTIONS
@@ -83,6 +84,17 @@ class BinaryContext(ArrayShapeOps):
     """
 
     kind = "binary"
+    storage = "float64"
+
+    def __new__(cls, fmt=None, **kwargs):
+        # binary32 keeps float32 storage (scalars.binary32_store), however it is built
+        if cls is BinaryContext and fmt is not None:    # (None: unpickling, copy)
+            try:
+                if formats.get(fmt) == formats.binary32:
+                    cls = Binary32Context
+            except (FormatError, TypeError, ValueError):
+                pass               # __init__ reports it
+        return super().__new__(cls)
 
     def __init__(self, fmt, *, fma_dot: bool = False, reduction: str = "sequential"):
         try:
@@ -262,63 +274,7 @@ class BinaryContext(ArrayShapeOps):
         return np.full(tuple(shape), float(v))
 
     # ------------------------------------------------------------------ arithmetic
-    def _hw(self, op, kernel, vals, *pre):
-        """binary32 in hardware float32 (:mod:`scalars.binary32_hw`), or None where that
-        path does not apply (not binary32, operands not float64 arrays, a non-member to be
-        reported by the emulated path, flush-to-zero on): the caller emulates."""
-        if not self._hw32:
-            return None
-        for v in vals:
-            if type(v) is not np.ndarray or v.dtype != np.float64:
-                return None
-        shape = vals[0].shape
-        if any(v.shape != shape for v in vals[1:]):
-            shape = check_broadcast(self, op, *(v.shape for v in vals))
-        flats = [_flat(v, shape) for v in vals]
-        out = np.empty(flats[0].size)
-        if kernel(*pre, *flats, out, H.PROBE) != H.OK:
-            return None
-        return out.reshape(shape)
-
-    def _hw_binary(self, op, a, b):
-        """binary32 + - * / in hardware (:func:`scalars.binary32_hw.binop`), an operand
-        broadcast along leading axes (a bias row, a scalar) read without a copy; None where
-        the emulated path must run."""
-        if type(a) is not np.ndarray or type(b) is not np.ndarray \
-                or a.dtype != np.float64 or b.dtype != np.float64:
-            return None
-        if a.shape == b.shape and a.flags.c_contiguous and b.flags.c_contiguous and a.size:
-            out = np.empty(a.shape)                   # the common case, lean
-            if H.binop(_BINOPS[op], a.reshape(1, -1), b.reshape(1, -1), out.reshape(1, -1),
-                       H.PROBE) != H.OK:
-                return None
-            return out
-        shape = a.shape if a.shape == b.shape else check_broadcast(self, op, a.shape, b.shape)
-        n = math.prod(shape)
-        out = np.empty(shape)
-        if n == 0:
-            return out
-        m = n
-        for v in (a, b):
-            if v.shape != shape and _trailing(v.shape, shape):
-                m = min(m, v.size)
-        if m < 16:
-            m = n        # a scalar or tiny row: copying it is cheaper than short loops
-        rows = []
-        for v in (a, b):
-            if v.shape != shape and v.size == m and _trailing(v.shape, shape):
-                rows.append(_flat(v, v.shape).reshape(1, m))
-            else:
-                rows.append(_flat(v, shape).reshape(n // m, m))
-        if H.binop(_BINOPS[op], rows[0], rows[1], out.reshape(n // m, m), H.PROBE) != H.OK:
-            return None
-        return out
-
     def _binary(self, op, a, b):
-        if self._hw32:
-            r = self._hw_binary(op, a, b)
-            if r is not None:
-                return r
         shape, (x, y) = self._operands(op, a, b)
         if self._path == K.NATIVE:
             with np.errstate(all="ignore"):
@@ -339,10 +295,6 @@ class BinaryContext(ArrayShapeOps):
     def square(self, a): return self._binary("mul", a, a)
 
     def fma(self, a, b, c):
-        if self._hw32:
-            r = self._hw("fma", H.fused, (a, b, c))
-            if r is not None:
-                return r
         shape, (x, y, z) = self._operands("fma", a, b, c)
         out = np.empty(x.size)
         unsafe = np.zeros(x.size, dtype=np.uint8)
@@ -351,10 +303,6 @@ class BinaryContext(ArrayShapeOps):
         return out.reshape(shape)
 
     def sqrt(self, a):
-        if self._hw32:
-            r = self._hw("sqrt", H.sqrt, (a,))
-            if r is not None:
-                return r
         shape, (x,) = self._operands("sqrt", a)
         out = np.empty(x.size)
         unsafe = np.zeros(x.size, dtype=np.uint8)
@@ -543,7 +491,7 @@ class BinaryContext(ArrayShapeOps):
                 a3 = np.broadcast_to(a3, batch + (M, Ka))
             if b3.shape[:-2] != batch:
                 b3 = np.broadcast_to(b3, batch + (Kb, N))
-            o = np.empty((nb, M, N))       # the kernels widen float32 results on store
+            o = np.empty((nb, M, N), dtype=np.float32)     # binary32 storage is float32
             b3 = b3.reshape(nb, Kb, N)
             bt = np.swapaxes(b3, 1, 2)
             if pairwise:
@@ -586,19 +534,15 @@ def _flat(a: np.ndarray, shape) -> np.ndarray:
     return f if f.flags.writeable else f.copy()
 
 
-def _trailing(small, shape) -> bool:
-    """Whether ``small`` broadcasts to ``shape`` by repeating it whole: after its leading
-    1s it equals the trailing axes of ``shape``."""
-    small = tuple(small)
-    while small and small[0] == 1:
-        small = small[1:]
-    return len(small) <= len(shape) and tuple(shape[len(shape) - len(small):]) == small
-
-
 def _c3(a: np.ndarray) -> np.ndarray:
     """Writable C-contiguous copy-if-needed of a 3-d operand."""
     a = np.ascontiguousarray(a)
     return a if a.flags.writeable else a.copy()
+
+
+class Binary32Context(Float32Storage, BinaryContext):
+    """binary32 with float32 storage: what ``BinaryContext("binary32", ...)`` builds (also
+    ``+fma`` and ``/pairwise``); see :mod:`scalars.binary32_store`."""
 
 
 # ---------------------------------------------------------------------- shortest decimals

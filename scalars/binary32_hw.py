@@ -2,26 +2,28 @@
 
 IEEE 754 binary32 ``+ - * / sqrt fma`` in hardware round to nearest-even with gradual
 underflow and overflow to inf, which is exactly what the ``binary32`` context promises
-(:mod:`scalars.binary`).  So the context may compute them in float32 and convert back to
-float64 (exact: every float32 is a float64) instead of emulating the rounding.  Three things
-could still make the two paths differ, and each is handled here:
+(:mod:`scalars.binary`).  The context stores its values as float32 arrays
+(:mod:`scalars.binary32_store`) and computes those operations here, in float32, with no
+conversions.  Three things could still make this differ from the emulated path (float64
+operation and one rounding, :mod:`scalars.binary_kernels`), and each is handled:
 
 * **Flush-to-zero / denormals-are-zero.**  Some library in the process may set the MXCSR
-  FTZ/DAZ bits (``torch.set_flush_denormal``, fast-math builds).  Every kernel first
-  multiplies two subnormal-range float32 values passed in as data (so LLVM cannot fold it)
-  and compares with the IEEE answer; on a mismatch it computes nothing and returns
-  ``FTZ``: the caller takes the emulated path.
-* **Membership.**  Operands must be binary32 values (the context's contract).  Converting a
-  float64 to float32 is exact exactly for those, so ``float64(float32(v))`` having v's bits
-  checks membership in the same pass; a non-member (or a NaN whose payload float32 cannot
-  carry) makes the kernel return ``NONMEMBER`` and the caller's emulated path takes over
-  (raising its error naming the element, or computing with that NaN).
+  FTZ/DAZ bits (``torch.set_flush_denormal``, fast-math builds).  :func:`ftz` (and
+  :func:`flush_to_zero` inside compiled code) multiplies two subnormal-range float32
+  values held as data and compares with the IEEE answer; when it is on, the caller takes
+  the emulated path, converting between float32 storage and float64 bit by bit
+  (:func:`widen_bits`, :func:`narrow_bits`), since under FTZ/DAZ even the hardware casts
+  flush subnormals.
+* **Membership.**  A float32 array holds binary32 values by construction.  A float64 array
+  given as a value is checked: converting a float64 to float32 is exact exactly for
+  binary32 values, so ``float64(float32(v))`` having v's bits checks membership in the same
+  pass that narrows it (:func:`narrow`, :func:`nonmembers`).
 * **NaN bits.**  A NaN result is recomputed as the emulated path computes it (the float64
-  operation, whose NaN the rounding leaves alone), so even NaN payloads and signs are the
-  same bits.  ``sqrt`` of a negative number uses the emulated path's IEEE rule.
+  operation on the widened operands, whose NaN the rounding leaves alone, narrowed), so
+  NaN payloads and signs do not depend on how LLVM orders commutative operands.  ``sqrt``
+  of a negative number gives the emulated path's NaN.
 
-Kernels take C-contiguous float64 arrays and write a float64 ``out``; each has one
-compiled signature.  Return codes: ``OK``, ``NONMEMBER``, ``FTZ``.
+Kernels take C-contiguous arrays; each has one compiled signature.
 """
 from __future__ import annotations
 
@@ -30,11 +32,11 @@ import math
 import numba
 import numpy as np
 
-from .eft import f2i, fma, two_sum
+from .eft import f2i, fma, i2f, two_sum
 
 _jit = numba.njit(cache=True, error_model="numpy", nogil=True)
 
-OK, NONMEMBER, FTZ = 0, 1, 2
+OK, FTZ = 0, 2
 ADD, SUB, MUL, DIV = 0, 1, 2, 3
 
 # 2^-148 * 0.5 = 2^-149 (the least positive binary32 subnormal) with gradual underflow;
@@ -65,133 +67,6 @@ def _op(op, x, y):
     if op == MUL:
         return x * y
     return x / y
-
-
-@_jit
-def binop(op, a, b, out, probe):
-    """out = RN32(a op b) for op in ADD SUB MUL DIV.  2-d C arrays: ``out`` is (R, m); ``a``
-    and ``b`` are (R, m) or (1, m) (one row repeated: a trailing-axes broadcast without a
-    copy).  The op switch sits outside the contiguous inner loop, which vectorises;
-    membership and NaN results are integer OR-reductions."""
-    if _ftz_on(probe):
-        return FTZ
-    R, m = out.shape
-    bad = 0
-    nan = False
-    for r in range(R):
-        ar = a[0] if a.shape[0] == 1 else a[r]
-        br = b[0] if b.shape[0] == 1 else b[r]
-        orow = out[r]
-        if op == ADD:
-            for j in range(m):
-                x, y = ar[j], br[j]
-                fx, fy = np.float32(x), np.float32(y)
-                bad |= _diff(x, fx) | _diff(y, fy)
-                v = np.float64(fx + fy)
-                nan |= v != v
-                orow[j] = v
-        elif op == SUB:
-            for j in range(m):
-                x, y = ar[j], br[j]
-                fx, fy = np.float32(x), np.float32(y)
-                bad |= _diff(x, fx) | _diff(y, fy)
-                v = np.float64(fx - fy)
-                nan |= v != v
-                orow[j] = v
-        elif op == MUL:
-            for j in range(m):
-                x, y = ar[j], br[j]
-                fx, fy = np.float32(x), np.float32(y)
-                bad |= _diff(x, fx) | _diff(y, fy)
-                v = np.float64(fx * fy)
-                nan |= v != v
-                orow[j] = v
-        else:
-            for j in range(m):
-                x, y = ar[j], br[j]
-                fx, fy = np.float32(x), np.float32(y)
-                bad |= _diff(x, fx) | _diff(y, fy)
-                v = np.float64(fx / fy)
-                nan |= v != v
-                orow[j] = v
-        if bad:
-            return NONMEMBER
-    if nan:
-        # The emulated path's NaN: the float64 operation's own (its rounding leaves a NaN
-        # alone), so NaN payloads and signs are the same bits.
-        for r in range(R):
-            ar = a[0] if a.shape[0] == 1 else a[r]
-            br = b[0] if b.shape[0] == 1 else b[r]
-            for j in range(m):
-                if out[r, j] != out[r, j]:
-                    out[r, j] = _op(op, ar[j], br[j])
-    return OK
-
-
-def add(a, b, out, probe):
-    """out = RN32(a + b) on 1-d arrays of one length (see :func:`binop`)."""
-    return binop(ADD, a.reshape(1, -1), b.reshape(1, -1), out.reshape(1, -1), probe)
-
-
-def sub(a, b, out, probe):
-    return binop(SUB, a.reshape(1, -1), b.reshape(1, -1), out.reshape(1, -1), probe)
-
-
-def mul(a, b, out, probe):
-    return binop(MUL, a.reshape(1, -1), b.reshape(1, -1), out.reshape(1, -1), probe)
-
-
-def div(a, b, out, probe):
-    return binop(DIV, a.reshape(1, -1), b.reshape(1, -1), out.reshape(1, -1), probe)
-
-
-@_jit
-def sqrt(a, out, probe):
-    """out = RN32(sqrt(a)); sqrt(-0) = -0, sqrt(negative) = NaN as the emulated path."""
-    if _ftz_on(probe):
-        return FTZ
-    bad = 0
-    nan = False
-    for i in range(out.size):
-        x = a[i]
-        fx = np.float32(x)
-        bad |= _diff(x, fx)
-        r = np.float64(np.sqrt(fx))
-        nan |= r != r
-        out[i] = r
-    if bad:
-        return NONMEMBER
-    if nan:
-        for i in range(out.size):
-            if out[i] != out[i]:
-                x = a[i]
-                out[i] = x if x != x else math.nan     # binary_kernels._sqrt's NaNs
-    return OK
-
-
-@_jit
-def fused(a, b, c, out, probe):
-    """out = RN32(a*b + c), one rounding (LLVM's llvm.fma.f32)."""
-    if _ftz_on(probe):
-        return FTZ
-    bad = 0
-    nan = False
-    for i in range(out.size):
-        x, y, z = a[i], b[i], c[i]
-        fx, fy, fz = np.float32(x), np.float32(y), np.float32(z)
-        bad |= _diff(x, fx) | _diff(y, fy) | _diff(z, fz)
-        r = np.float64(fma(fx, fy, fz))
-        nan |= r != r
-        out[i] = r
-    if bad:
-        return NONMEMBER
-    if nan:
-        for i in range(out.size):
-            if out[i] != out[i]:
-                # The emulated FAST fma: TwoSum of the exact float64 product and c; a NaN
-                # sum is returned as it is.
-                out[i] = two_sum(a[i] * b[i], c[i])[0]
-    return OK
 
 
 @_jit
@@ -237,3 +112,280 @@ def round32(a, out, probe):
         r = np.float64(np.float32(x))
         out[i] = x if x != x else r
     return OK
+
+
+# ---------------------------------------------------------------------- float32 storage
+# The kernels below read and write float32 storage directly: no float64 round trip, 12
+# bytes moved per element of a binary operation, as numpy float32.  They do not probe
+# FTZ/DAZ themselves: the caller checks ``ftz()`` first (one scalar float32 product) and
+# takes the emulated path when it is on.  The caller allocates ``out`` with numpy (whose
+# allocator asks for transparent huge pages: a 40 MB result otherwise costs 10,000 page
+# faults) and nothing is returned (boxing a returned array costs as much as the call).
+
+
+
+# MXCSR's FTZ and DAZ bits govern float32 and float64 SSE arithmetic alike, so a Python
+# float product (the same SSE multiply, about 20 ns) probes them: 2^-1073 * 0.5 is the
+# least float64 subnormal with gradual underflow, 0 under FTZ (result) or DAZ (operand).
+# Compared with 0.0, not with 2^-1074: under DAZ the comparison would read that as 0.
+_T64, _HALF = 2.0 ** -1073, 0.5
+
+
+def ftz() -> bool:
+    """True when this thread's floating-point arithmetic flushes subnormals (FTZ or DAZ):
+    a product of two Python floats computed at run time in this thread."""
+    return _T64 * _HALF == 0.0
+
+
+@numba.njit(inline="always")
+def _op64(op, x, y):
+    """The emulated path's value of x op y for float32 x, y: float64 operation (exact
+    inputs; its NaN survives the rounding unchanged), narrowed."""
+    return np.float32(_op(op, np.float64(x), np.float64(y)))
+
+
+@_jit
+def binop32(op, a, b, out):
+    """out = RN32(a op b) for float32 1-d arrays of one length (op in ADD SUB MUL DIV);
+    the op switch sits outside the inner loops, which vectorise."""
+    n = a.size
+    nan = False
+    if op == ADD:
+        for i in range(n):
+            v = a[i] + b[i]
+            nan |= v != v
+            out[i] = v
+    elif op == SUB:
+        for i in range(n):
+            v = a[i] - b[i]
+            nan |= v != v
+            out[i] = v
+    elif op == MUL:
+        for i in range(n):
+            v = a[i] * b[i]
+            nan |= v != v
+            out[i] = v
+    else:
+        for i in range(n):
+            v = a[i] / b[i]
+            nan |= v != v
+            out[i] = v
+    if nan:
+        for i in range(n):
+            if out[i] != out[i]:
+                out[i] = _op64(op, a[i], b[i])
+
+
+@_jit
+def binop32_rows(op, a, b, out):
+    """As :func:`binop32` on 2-d float32 C arrays: ``a`` and ``b`` are (R, m) or (1, m)
+    (one row repeated: a trailing-axes broadcast read in place); ``out`` (R, m)."""
+    R = max(a.shape[0], b.shape[0])
+    m = a.shape[1]
+    nan = False
+    for r in range(R):
+        ar = a[0] if a.shape[0] == 1 else a[r]
+        br = b[0] if b.shape[0] == 1 else b[r]
+        orow = out[r]
+        if op == ADD:
+            for j in range(m):
+                v = ar[j] + br[j]
+                nan |= v != v
+                orow[j] = v
+        elif op == SUB:
+            for j in range(m):
+                v = ar[j] - br[j]
+                nan |= v != v
+                orow[j] = v
+        elif op == MUL:
+            for j in range(m):
+                v = ar[j] * br[j]
+                nan |= v != v
+                orow[j] = v
+        else:
+            for j in range(m):
+                v = ar[j] / br[j]
+                nan |= v != v
+                orow[j] = v
+    if nan:
+        for r in range(R):
+            ar = a[0] if a.shape[0] == 1 else a[r]
+            br = b[0] if b.shape[0] == 1 else b[r]
+            for j in range(m):
+                if out[r, j] != out[r, j]:
+                    out[r, j] = _op64(op, ar[j], br[j])
+
+
+@_jit
+def sqrt32(a, out):
+    """out = RN32(sqrt(a)) on float32 1-d arrays; sqrt(-0) = -0, NaNs as the emulated
+    path (a NaN operand quietened, sqrt of a negative number the float64 default NaN,
+    narrowed)."""
+    n = a.size
+    nan = False
+    for i in range(n):
+        r = np.sqrt(a[i])
+        nan |= r != r
+        out[i] = r
+    if nan:
+        ua, uo = a.view(np.uint32), out.view(np.uint32)
+        for i in range(n):
+            if out[i] != out[i]:
+                x = a[i]
+                # the NaN operand quietened (as widening it does), or the float64 default
+                # NaN narrowed (+, quiet); bit operations, which LLVM does not fold away
+                uo[i] = ua[i] | 0x400000 if x != x else np.uint32(0x7FC00000)
+
+
+@_jit
+def fma32(a, b, c, out):
+    """out = RN32(a*b + c) with one rounding (llvm.fma.f32) on float32 1-d arrays of one
+    length; NaN results as the emulated FAST fma (TwoSum of the exact float64 product and
+    c)."""
+    n = a.size
+    nan = False
+    for i in range(n):
+        r = fma(a[i], b[i], c[i])
+        nan |= r != r
+        out[i] = r
+    if nan:
+        for i in range(n):
+            if out[i] != out[i]:
+                x, y, z = np.float64(a[i]), np.float64(b[i]), np.float64(c[i])
+                out[i] = np.float32(two_sum(x * y, z)[0])
+
+
+@_jit
+def sum32(x, pairwise):
+    """Sums down axis 0 of the float32 (n, R) array ``x`` in binary32 hardware, in the
+    order of :func:`scalars.binary_kernels.sum_sequential` (left to right, the first entry
+    starts the accumulator) or ``sum_pairwise`` (adjacent pairs level by level, an odd
+    last entry carried up); n = 0 gives +0.  R independent chains run in SIMD lanes."""
+    n, R = x.shape
+    out = np.zeros(R, np.float32)
+    if n == 0:
+        return out
+    if pairwise:
+        buf = x.copy()
+        m = n
+        while m > 1:
+            half = m // 2
+            for i in range(half):
+                dst, s1, s2 = buf[i], buf[2 * i], buf[2 * i + 1]
+                for r in range(R):
+                    dst[r] = s1[r] + s2[r]
+            if m % 2 == 1:
+                for r in range(R):
+                    buf[half, r] = buf[m - 1, r]
+            m = half + m % 2
+        for r in range(R):
+            out[r] = buf[0, r]
+    else:
+        for r in range(R):
+            out[r] = x[0, r]
+        for k in range(1, n):
+            xk = x[k]
+            for r in range(R):
+                out[r] = out[r] + xk[r]
+    nan = False
+    for r in range(R):
+        nan |= out[r] != out[r]
+    if nan:
+        # the emulated NaN of a chain: float64 additions (exact inputs, RN32 after each)
+        for r in range(R):
+            if out[r] == out[r]:
+                continue
+            if pairwise:
+                col = np.empty(n, np.float64)
+                for k in range(n):
+                    col[k] = np.float64(x[k, r])
+                m = n
+                while m > 1:
+                    half = m // 2
+                    for i in range(half):
+                        col[i] = np.float64(np.float32(col[2 * i] + col[2 * i + 1]))
+                    if m % 2 == 1:
+                        col[half] = col[m - 1]
+                    m = half + m % 2
+                out[r] = np.float32(col[0])
+            else:
+                acc = np.float64(x[0, r])
+                for k in range(1, n):
+                    acc = np.float64(np.float32(acc + np.float64(x[k, r])))
+                out[r] = np.float32(acc)
+    return out
+
+
+@_jit
+def narrow_rn(a):
+    """float32 array of RN-even(a) for the float64 1-d array ``a`` by the hardware cast
+    (one correct rounding, gradual underflow, overflow to inf, NaN quietened with its
+    payload truncated) with FTZ off; no numpy cast warnings."""
+    out = np.empty(a.size, np.float32)
+    for i in range(a.size):
+        out[i] = np.float32(a[i])
+    return out
+
+
+@_jit
+def widen(a):
+    """float64 copy of the float32 1-d array ``a`` by the hardware conversion (exact when
+    DAZ is off; no numpy cast warnings for signalling NaNs, which it quietens)."""
+    out = np.empty(a.size, np.float64)
+    for i in range(a.size):
+        out[i] = np.float64(a[i])
+    return out
+
+
+@_jit
+def widen_bits(a):
+    """float64 copy of the float32 1-d array ``a``, built from the bit patterns: exact also
+    when DAZ would read subnormal inputs as zero (NaN quietened, payload kept, as the
+    hardware conversion does)."""
+    n = a.size
+    u = a.view(np.uint32)
+    out = np.empty(n, np.float64)
+    for i in range(n):
+        w = np.int64(u[i])
+        s = (w >> 31) << 63
+        e = (w >> 23) & 0xFF
+        m = w & 0x7FFFFF
+        if e == 0:
+            # zero or subnormal: m * 2^-149 is a normal float64 product, exact
+            v = np.float64(m) * 2.0 ** -149
+            out[i] = -v if s else v
+        elif e == 0xFF:
+            q = (np.int64(1) << 51) if m else np.int64(0)
+            out[i] = i2f(s | (np.int64(0x7FF) << 52) | (m << 29) | q)
+        else:
+            out[i] = i2f(s | ((e - 127 + 1023) << 52) | (m << 29))
+    return out
+
+
+@_jit
+def narrow_bits(a):
+    """float32 copy of the float64 1-d array ``a`` of binary32 values (membership checked
+    by the caller), built from the bit patterns: exact also when FTZ would flush subnormal
+    results (NaN: quietened, payload truncated, as the hardware conversion does)."""
+    n = a.size
+    out = np.empty(n, np.float32)
+    o = out.view(np.uint32)
+    for i in range(n):
+        w = f2i(a[i])
+        s = np.int64(0x80000000) if w < 0 else np.int64(0)
+        e = (w >> 52) & 0x7FF
+        m = w & 0xFFFFFFFFFFFFF
+        if e == 0x7FF:
+            mm = (m >> 29) | 0x400000 if m else 0
+            o[i] = np.uint32(s | 0x7F800000 | mm)
+        elif e == 0:
+            o[i] = np.uint32(s)                 # float64 subnormals round to 0 in binary32
+        else:
+            E = e - 1023
+            if E >= -126:
+                o[i] = np.uint32(s | ((E + 127) << 23) | (m >> 29))
+            elif E >= -150:
+                o[i] = np.uint32(s | ((m | (np.int64(1) << 52)) >> (29 + (-126 - E))))
+            else:
+                o[i] = np.uint32(s)
+    return out

@@ -100,7 +100,7 @@ _micro_fused = _make_microkernel(True)
 @_jit
 def matmul32(fused, a, b, out, b_t):
     """out[q] = a[q] @ b[q] in binary32 sequential order (float32 3-d C arrays in, out
-    float64 (nb, M, N) holding the float32 results; a (nb, M, K), b (nb, K, N)); with ``b_t`` b is given transposed,
+    (nb, M, N) float32, the binary32 context's storage; a (nb, M, K), b (nb, K, N)); with ``b_t`` b is given transposed,
     (nb, N, K) (a weight matrix W of x @ W.T, read in place).  Edge tiles are zero-padded
     to R x W (the padding's products are discarded)."""
     nb, M, Kd = a.shape
@@ -147,7 +147,7 @@ _PW = 64   # pairwise: columns per block (the K x _PW float32 buffer stays in L1
 
 @_jit
 def matmul32_pairwise(a, b, out):
-    """out[q] (float64) = a[q] @ b[q] with the K rounded products of every output summed by the
+    """out[q] (float32) = a[q] @ b[q] with the K rounded products of every output summed by the
     pairwise tree of :func:`scalars.binary_kernels.sum_pairwise` (adjacent pairs level by
     level, an odd last entry carried up), in hardware float32; the tree of each output is
     the emulated one, the _PW outputs of a row block run in vector lanes."""

@@ -501,7 +501,8 @@ class IntervalContext(Context):
             except Exception:  # noqa: BLE001 - any failure means "not a float64-valued base"
                 probe = None
             if (ctx.is_interval or ctx.is_dual or ctx.fmt is None or ctx.exact
-                    or not isinstance(probe, np.ndarray) or probe.dtype != np.float64):
+                    or not isinstance(probe, np.ndarray)
+                    or probe.dtype not in (np.float64, np.float32)):
                 raise ContextError(
                     f"context {self.name}: base {base_name!r} is not supported; an interval "
                     f"base must be float64, a binary format (binary32, bfloat16, "

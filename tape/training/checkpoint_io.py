@@ -53,6 +53,9 @@ def _encode(ctx, value) -> tuple:
             raise TapeError(f"checkpoint: a value of context {ctx.name} has no exact rational "
                             f"form: {exc}") from None
         return out.reshape(arr.shape), "exact"
+    if arr.dtype == np.float32:
+        # binary32 storage: widened exactly, saved as float64 like every float context
+        arr = np.asarray(ctx.to_float64(value), dtype=np.float64)
     if arr.dtype != np.float64:
         raise TapeError(f"checkpoint: context {ctx.name} holds {arr.dtype} values; only "
                         f"float64 and exact object values can be stored")

@@ -54,7 +54,7 @@ def test_blocked_kernel_matches_the_emulated_order(fused, shape):
     # subnormals, cancellation happens.
     A = b32(rng.standard_normal((nb, M, Kd)) * 10.0 ** rng.uniform(-20, 20, (nb, M, Kd)))
     B = b32(rng.standard_normal((nb, Kd, N)) * 10.0 ** rng.uniform(-20, 20, (nb, Kd, N)))
-    out = np.empty((nb, M, N))
+    out = np.empty((nb, M, N), dtype=np.float32)   # binary32 storage
     BM.matmul32(fused, A.astype(np.float32), B.astype(np.float32), out, False)
     want = emulated(fused, A, B)
     same_bits(out, want)
@@ -74,14 +74,14 @@ def test_special_values_and_the_order_matters(fused):
                      2.0 ** -149, -2.0 ** -149, 2.0 ** -126, 1.0, -1.0, 2.0 ** 100, 3.0])
     A = rng.choice(vals, (2, 11, 23))
     B = rng.choice(vals, (2, 23, 21))
-    out = np.empty((2, 11, 21))
+    out = np.empty((2, 11, 21), dtype=np.float32)
     BM.matmul32(fused, A.astype(np.float32), B.astype(np.float32), out, False)
     same_bits(out, emulated(fused, A, B))
     BM.matmul32_pairwise(A.astype(np.float32), B.astype(np.float32), out)
     same_bits(out, emulated(False, A, B, pairwise=True))
     # (2^24 + 1 + 1) in order is 2^24 (each +1 ties to even), not 2^24 + 2: order kept
     a = np.array([[[2.0 ** 24, 1.0, 1.0]]])
-    o = np.empty((1, 1, 1))
+    o = np.empty((1, 1, 1), dtype=np.float32)
     BM.matmul32(fused, a.astype(np.float32), np.ones((1, 3, 1), np.float32), o, False)
     assert float(o[0, 0, 0]) == 2.0 ** 24
 
@@ -96,6 +96,12 @@ def test_context_matmul_uses_it_and_keeps_checks():
     same_bits(got, want)
     wt = np.ascontiguousarray(b.T)                      # x @ W.T, W read in place
     same_bits(ctx.matmul(a, wt.T), want)
+    # float32 storage in, float32 out: the same bits, a transposed weight read in place
+    a32, wt32 = a.astype(np.float32), wt.astype(np.float32)
+    for got32 in (ctx.matmul(a32, b.astype(np.float32)), ctx.matmul(a32, wt32.T),
+                  ctx.matmul(a32, wt.T)):
+        assert got32.dtype == np.float32 and got32.shape == (5, 37, 18)
+        same_bits(got32, want)
     v = b32(rng.standard_normal(29))
     same_bits(ctx.matmul(v, b), emulated(False, v[None, None], b[None])[0, 0])
     same_bits(ctx.matmul(b.T, v), emulated(False, b.T[None].copy(), v[None, :, None])[0, :, 0])

@@ -1,0 +1,218 @@
+"""Pairwise-order binary32 dot products in hardware float32, vectorised across outputs.
+
+The order is the one of the ``<fmt>/pairwise`` contexts (:func:`scalars.binary_kernels.
+sum_pairwise` and ``matmul_pairwise``): the K rounded products ``RN(a_k*b_k)`` of an
+output are added level by level, adjacent pairs (0,1), (2,3), ... with one rounding each
+and an odd last entry carried up unchanged, until one is left.  At level l, entry t is the
+sum over the leaves ``[t*2^l, min((t+1)*2^l, K))``, so the tree depends on K only and is a
+recursive split at power-of-two aligned midpoints:
+
+* every aligned block of S = 2^s leaves (S = ``S``) is a complete binary tree, and
+* levels >= s are the same pairwise rule applied to the ceil(K/S) block values, the last
+  (a partial block of K mod S leaves) being the pairwise tree of those leaves.
+
+So a micro-kernel (LLVM IR with explicit <16 x float> vectors, like
+:mod:`scalars.binary32_matmul`) computes the complete-block trees of R rows x 16 columns,
+fully unrolled in registers: leaf = ``a[i, k] * panel[k]`` (one broadcast, one multiply),
+node = ``left + right``; no fast-math flags, so LLVM neither contracts nor reassociates.
+The partial block and the levels above the blocks run level by level on the R x 16 tile of
+block values.  Each output keeps exactly its own tree; only which outputs share vector
+lanes changes, so the results are bit-identical to the emulated path, NaN bits included
+(products are ``a * b`` and sums ``left + right`` with the operands in the emulated order).
+
+Operands are float32 (or float64 arrays of binary32 values, narrowed here); ``out`` is
+float32 or float64 (the float32 results are widened exactly on store).
+"""
+from __future__ import annotations
+
+import numba
+import numpy as np
+from llvmlite import ir
+from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+W = 16        # columns per panel (vector lanes)
+R = 8
+S = 16
+
+_jit = numba.njit(cache=True, error_model="numpy", nogil=True)
+
+
+@intrinsic
+def _micro_blocks(typingctx, a, panel, sums, i0, k0, nblk):
+    """sums[t*R + r, :] = pairwise tree of the S products a[i0+r, kb+l] * panel[kb+l, :],
+    l = 0..S-1, kb = k0 + t*S, for t < nblk and r < R (a: M x K, panel: K x W, 
+    (>= nblk*R) x W, all float32 C arrays)."""
+    sig = types.void(a, panel, sums, i0, k0, nblk)
+
+    def codegen(context, builder, signature, args):
+        aty, pty, sty = signature.args[:3]
+        A = context.make_array(aty)(context, builder, args[0])
+        P = context.make_array(pty)(context, builder, args[1])
+        Sm = context.make_array(sty)(context, builder, args[2])
+        i0v, k0v, nblkv = args[3], args[4], args[5]
+        i64 = ir.IntType(64)
+        i32 = ir.IntType(32)
+        f32 = ir.FloatType()
+        vt = ir.VectorType(f32, W)
+        lda = cgutils.unpack_tuple(builder, A.shape, 2)[1]
+        zero_mask = ir.Constant(ir.VectorType(i32, W), [0] * W)
+        undef = ir.Constant(vt, ir.Undefined)
+
+        def c64(v):
+            return ir.Constant(i64, v)
+
+        def splat(x):
+            v = builder.insert_element(undef, x, ir.Constant(i32, 0))
+            return builder.shuffle_vector(v, undef, zero_mask)
+
+        rows = [builder.gep(A.data, [builder.mul(builder.add(i0v, c64(r)), lda)])
+                for r in range(R)]
+        with cgutils.for_range(builder, nblkv) as loop:
+            t = loop.index
+            kb = builder.add(k0v, builder.mul(t, c64(S)))
+            pbase = builder.gep(P.data, [builder.mul(kb, c64(W))])
+            pv = [builder.load(builder.bitcast(builder.gep(pbase, [c64(l * W)]),
+                                               vt.as_pointer()), align=4)
+                  for l in range(S)]
+            for r in range(R):
+                arow = builder.gep(rows[r], [kb])
+
+                def tree(lo, size):
+                    if size == 1:
+                        av = splat(builder.load(builder.gep(arow, [c64(lo)])))
+                        return builder.fmul(av, pv[lo])
+                    left = tree(lo, size // 2)
+                    right = tree(lo + size // 2, size // 2)
+                    return builder.fadd(left, right)
+
+                v = tree(0, S)
+                dst = builder.gep(Sm.data, [builder.mul(builder.add(builder.mul(t, c64(R)),
+                                                                    c64(r)), c64(W))])
+                builder.store(v, builder.bitcast(dst, vt.as_pointer()), align=4)
+        return context.get_dummy_value()
+    return sig, codegen
+
+
+@intrinsic
+def _add_tiles(typingctx, buf, d, i, j):
+    """buf[d] = buf[i] + buf[j] for rows of R*W float32 of the 2-d C array ``buf`` (explicit
+    <16 x float> loads, adds and stores: the operands may be the destination)."""
+    sig = types.void(buf, d, i, j)
+
+    def codegen(context, builder, signature, args):
+        Bf = context.make_array(signature.args[0])(context, builder, args[0])
+        i64 = ir.IntType(64)
+        vt = ir.VectorType(ir.FloatType(), W)
+        ld = cgutils.unpack_tuple(builder, Bf.shape, 2)[1]
+
+        def vec(row, r):
+            p = builder.gep(Bf.data, [builder.add(builder.mul(row, ld), ir.Constant(i64, r * W))])
+            return builder.bitcast(p, vt.as_pointer())
+
+        vals = [builder.fadd(builder.load(vec(args[2], r), align=4),
+                             builder.load(vec(args[3], r), align=4)) for r in range(R)]
+        for r in range(R):
+            builder.store(vals[r], vec(args[1], r), align=4)
+        return context.get_dummy_value()
+    return sig, codegen
+
+
+@numba.njit(inline="always")
+def _levels(buf, m):
+    """buf[0] = the pairwise tree of the m entries buf[0 .. m-1] (rows of R x W float32),
+    level by level in place (adjacent pairs, odd last carried up)."""
+    while m > 1:
+        half = m // 2
+        for t in range(half):
+            _add_tiles(buf, t, 2 * t, 2 * t + 1)
+        if m % 2 == 1:
+            buf[half, :] = buf[m - 1, :]
+        m = half + m % 2
+
+
+@_jit
+def matmul32_pairwise(a, b, out, b_t):
+    """out[q] = a[q] @ b[q] in the pairwise order (a (nb, M, K) float32 C; b (nb, K, N), or
+    with ``b_t`` (nb, N, K): the weight W of x @ W.T read in place; out (nb, M, N) float32
+    or float64).  Edge tiles are zero-padded to R x W (the padding's lanes are discarded)."""
+    nb, M, Kd = a.shape
+    N = b.shape[1] if b_t else b.shape[2]
+    if Kd == 0:
+        out[:] = 0.0
+        return
+    nfull = Kd // S
+    rem = Kd - nfull * S
+    nval = nfull + (1 if rem else 0)
+    panel = np.zeros((Kd, W), dtype=np.float32)
+    sums = np.empty((nval, R * W), dtype=np.float32)     # block values, R x W each
+    part = np.empty((max(rem, 1), R * W), dtype=np.float32)   # partial block's products
+    apad = np.zeros((R, Kd), dtype=np.float32)
+    Mf = M - M % R
+    for q in range(nb):
+        aq, bq, oq = a[q], b[q], out[q]
+        if Mf < M:
+            for r in range(M - Mf):
+                for k in range(Kd):
+                    apad[r, k] = aq[Mf + r, k]
+        for j0 in range(0, N, W):
+            jw = min(W, N - j0)
+            if b_t:
+                for j in range(jw):
+                    for k in range(Kd):
+                        panel[k, j] = bq[j0 + j, k]
+            else:
+                for k in range(Kd):
+                    for j in range(jw):
+                        panel[k, j] = bq[k, j0 + j]
+            for i0 in range(0, M, R):
+                if i0 < Mf:
+                    src, s0, ih = aq, i0, R
+                else:
+                    src, s0, ih = apad, 0, M - Mf
+                if nfull:
+                    _micro_blocks(src, panel, sums, s0, 0, nfull)
+                if rem:
+                    kb = nfull * S
+                    for l in range(rem):
+                        pk = panel[kb + l]
+                        for r in range(R):
+                            av = src[s0 + r, kb + l]
+                            for j in range(W):
+                                part[l, r * W + j] = av * pk[j]
+                    _levels(part, rem)
+                    sums[nfull, :] = part[0]
+                _levels(sums, nval)
+                for r in range(ih):
+                    for j in range(jw):
+                        oq[i0 + r, j0 + j] = sums[0, r * W + j]
+
+
+def matmul(a, b, out=None, b_t=False):
+    """a @ b in the pairwise binary32 order for 3-d operands (see :func:`matmul32_pairwise`);
+    float64 operands must hold binary32 values (converted exactly, checked); returns the
+    float32 (nb, M, N) result unless ``out`` is given."""
+    a = _f32(a, "first operand")
+    b = _f32(b, "second operand")
+    if out is None:
+        out = np.empty((a.shape[0], a.shape[1], b.shape[1] if b_t else b.shape[2]),
+                       dtype=np.float32)
+    matmul32_pairwise(a, b, out, b_t)
+    return out
+
+
+def _f32(x, which):
+    x = np.asarray(x)
+    if x.dtype == np.float32:
+        return x
+    if x.dtype != np.float64:
+        raise TypeError(f"binary32 pairwise matmul: {which} has dtype {x.dtype}, expected "
+                        f"float32 or float64")
+    f = x.astype(np.float32)
+    same = (f.astype(np.float64).view(np.int64) == x.view(np.int64)) | (np.isnan(x) & np.isnan(f))
+    if not same.all():
+        bad = tuple(int(i) for i in np.argwhere(~same)[0])
+        raise ValueError(f"binary32 pairwise matmul: {which}[{bad}] = {x[bad]!r} is not a "
+                         f"binary32 value")
+    return f

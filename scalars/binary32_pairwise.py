@@ -32,11 +32,15 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from . import binary_kernels as K
+from . import formats
+
 W = 16        # columns per panel (vector lanes)
 R = 8
 S = 16
 
 _jit = numba.njit(cache=True, error_model="numpy", nogil=True)
+_SPEC = formats.binary32.spec
 
 
 @intrinsic
@@ -150,6 +154,7 @@ def matmul32_pairwise(a, b, out, b_t):
     part = np.empty((max(rem, 1), R * W), dtype=np.float32)   # partial block's products
     apad = np.zeros((R, Kd), dtype=np.float32)
     Mf = M - M % R
+    nan = False
     for q in range(nb):
         aq, bq, oq = a[q], b[q], out[q]
         if Mf < M:
@@ -186,7 +191,34 @@ def matmul32_pairwise(a, b, out, b_t):
                 _levels(sums, nval)
                 for r in range(ih):
                     for j in range(jw):
-                        oq[i0 + r, j0 + j] = sums[0, r * W + j]
+                        v = sums[0, r * W + j]
+                        nan |= v != v
+                        oq[i0 + r, j0 + j] = v
+    if nan:
+        _nan_outputs(a, b, out, b_t)
+
+
+@_jit
+def _nan_outputs(a, b, out, b_t):
+    """Recompute every NaN output by the emulated path (binary_kernels.matmul_pairwise,
+    float64), so its bits are that path's: LLVM may swap the operands of a vector multiply
+    (a broadcast folded into the instruction), which changes which NaN propagates."""
+    nb, M, Kd = a.shape
+    N = out.shape[2]
+    arow = np.empty((1, 1, Kd))
+    bcol = np.empty((1, Kd, 1))
+    o1 = np.empty((1, 1, 1))
+    u1 = np.zeros((1, 1, 1), dtype=np.uint8)
+    for q in range(nb):
+        for i in range(M):
+            for j in range(N):
+                if out[q, i, j] == out[q, i, j]:
+                    continue
+                for k in range(Kd):
+                    arow[0, 0, k] = a[q, i, k]
+                    bcol[0, k, 0] = b[q, j, k] if b_t else b[q, k, j]
+                K.matmul_pairwise(K.FAST, arow, bcol, o1, u1, _SPEC)
+                out[q, i, j] = o1[0, 0, 0]
 
 
 def matmul(a, b, out=None, b_t=False):

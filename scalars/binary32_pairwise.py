@@ -32,6 +32,7 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from . import binary32_hw as H
 from . import binary_kernels as K
 from . import formats
 
@@ -123,7 +124,7 @@ def _add_tiles(typingctx, buf, d, i, j):
     return sig, codegen
 
 
-@numba.njit(inline="always")
+@numba.njit(error_model="numpy", nogil=True)
 def _levels(buf, m):
     """buf[0] = the pairwise tree of the m entries buf[0 .. m-1] (rows of R x W float32),
     level by level in place (adjacent pairs, odd last carried up)."""
@@ -132,20 +133,27 @@ def _levels(buf, m):
         for t in range(half):
             _add_tiles(buf, t, 2 * t, 2 * t + 1)
         if m % 2 == 1:
-            buf[half, :] = buf[m - 1, :]
+            src, dst = buf[m - 1], buf[half]
+            for j in range(R * W):
+                dst[j] = src[j]
         m = half + m % 2
 
 
 @_jit
-def matmul32_pairwise(a, b, out, b_t):
+def _kernel(a, b, out, b_t):
     """out[q] = a[q] @ b[q] in the pairwise order (a (nb, M, K) float32 C; b (nb, K, N), or
-    with ``b_t`` (nb, N, K): the weight W of x @ W.T read in place; out (nb, M, N) float32
-    or float64).  Edge tiles are zero-padded to R x W (the padding's lanes are discarded)."""
+    with ``b_t`` (nb, N, K): the weight W of x @ W.T read in place; out (nb, M, N); all
+    float32 C arrays: one compiled signature).  Edge tiles are zero-padded to R x W (the
+    padding's lanes are discarded).  Returns whether some output is NaN (its bits are then the hardware's, see
+    :func:`matmul32_pairwise`)."""
     nb, M, Kd = a.shape
     N = b.shape[1] if b_t else b.shape[2]
     if Kd == 0:
-        out[:] = 0.0
-        return
+        for q in range(nb):
+            for i in range(M):
+                for j in range(N):
+                    out[q, i, j] = 0.0
+        return False
     nfull = Kd // S
     rem = Kd - nfull * S
     nval = nfull + (1 if rem else 0)
@@ -187,38 +195,45 @@ def matmul32_pairwise(a, b, out, b_t):
                             for j in range(W):
                                 part[l, r * W + j] = av * pk[j]
                     _levels(part, rem)
-                    sums[nfull, :] = part[0]
+                    for j in range(R * W):
+                        sums[nfull, j] = part[0, j]
                 _levels(sums, nval)
                 for r in range(ih):
                     for j in range(jw):
                         v = sums[0, r * W + j]
                         nan |= v != v
                         oq[i0 + r, j0 + j] = v
-    if nan:
-        _nan_outputs(a, b, out, b_t)
+    return nan
 
 
-@_jit
-def _nan_outputs(a, b, out, b_t):
-    """Recompute every NaN output by the emulated path (binary_kernels.matmul_pairwise,
-    float64), so its bits are that path's: LLVM may swap the operands of a vector multiply
-    (a broadcast folded into the instruction), which changes which NaN propagates."""
-    nb, M, Kd = a.shape
-    N = out.shape[2]
-    arow = np.empty((1, 1, Kd))
-    bcol = np.empty((1, Kd, 1))
-    o1 = np.empty((1, 1, 1))
-    u1 = np.zeros((1, 1, 1), dtype=np.uint8)
-    for q in range(nb):
-        for i in range(M):
-            for j in range(N):
-                if out[q, i, j] == out[q, i, j]:
-                    continue
-                for k in range(Kd):
-                    arow[0, 0, k] = a[q, i, k]
-                    bcol[0, k, 0] = b[q, j, k] if b_t else b[q, k, j]
-                K.matmul_pairwise(K.FAST, arow, bcol, o1, u1, _SPEC)
-                out[q, i, j] = o1[0, 0, 0]
+_FIX_CHUNK = 4096    # NaN outputs recomputed per call of the emulated kernel
+
+
+def matmul32_pairwise(a, b, out, b_t):
+    """out[q] = a[q] @ b[q] in the pairwise binary32 order: a (nb, M, K) and b (nb, K, N),
+    or with ``b_t`` (nb, N, K) (the weight W of x @ W.T read in place), float32; out
+    (nb, M, N) float32 or float64 (the float32 results widened exactly).
+
+    NaN outputs are recomputed by the emulated path (:func:`scalars.binary_kernels.
+    matmul_pairwise`, float64, on the gathered rows and columns) so that their bits are
+    that path's: LLVM may swap the operands of a vector multiply (it folds the broadcast
+    of ``a`` into the instruction), which changes which of two NaNs propagates."""
+    a = np.ascontiguousarray(a)
+    b = np.ascontiguousarray(b)
+    o32 = out if out.dtype == np.float32 and out.flags.c_contiguous else \
+        np.empty(out.shape, dtype=np.float32)
+    if _kernel(a, b, o32, b_t):
+        q, i, j = np.nonzero(np.isnan(o32))
+        for s in range(0, q.size, _FIX_CHUNK):
+            qs, is_, js = q[s:s + _FIX_CHUNK], i[s:s + _FIX_CHUNK], j[s:s + _FIX_CHUNK]
+            rows = a[qs, is_, :].astype(np.float64)[:, None, :]
+            cols = (b[qs, js, :] if b_t else b[qs, :, js]).astype(np.float64)[:, :, None]
+            o = np.empty((qs.size, 1, 1))
+            unsafe = np.zeros((qs.size, 1, 1), dtype=np.uint8)
+            K.matmul_pairwise(K.FAST, rows, cols, o, unsafe, _SPEC)
+            o32[qs, is_, js] = o[:, 0, 0]
+    if o32 is not out:
+        out[...] = o32
 
 
 def matmul(a, b, out=None, b_t=False):
@@ -235,16 +250,18 @@ def matmul(a, b, out=None, b_t=False):
 
 
 def _f32(x, which):
+    """x as float32: float32 as it is, float64 converted where every entry is bit for bit a
+    binary32 value (NaNs whose payload float32 cannot carry are refused too)."""
     x = np.asarray(x)
     if x.dtype == np.float32:
         return x
     if x.dtype != np.float64:
         raise TypeError(f"binary32 pairwise matmul: {which} has dtype {x.dtype}, expected "
                         f"float32 or float64")
-    f = x.astype(np.float32)
-    same = (f.astype(np.float64).view(np.int64) == x.view(np.int64)) | (np.isnan(x) & np.isnan(f))
-    if not same.all():
+    f = np.empty(x.shape, dtype=np.float32)
+    if H.narrow(np.ascontiguousarray(x).reshape(-1), f.reshape(-1)):
+        same = f.astype(np.float64).view(np.int64) == x.view(np.int64)
         bad = tuple(int(i) for i in np.argwhere(~same)[0])
-        raise ValueError(f"binary32 pairwise matmul: {which}[{bad}] = {x[bad]!r} is not a "
-                         f"binary32 value")
+        raise ValueError(f"binary32 pairwise matmul: {which}{list(bad)} = {x[bad]!r} is "
+                         f"not a binary32 value")
     return f

@@ -25,6 +25,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from fold import mlp, numpy_mlp  # noqa: E402
 
 from scalarlab import graph, scalars  # noqa: E402
+from scalarlab.scalars import binary32_matmul as BM  # noqa: E402
+from scalarlab.scalars import binary32_pairwise as PW  # noqa: E402
 
 FLOOR = 4.0
 
@@ -58,6 +60,25 @@ def main(argv=None) -> int:
                        f"{'PASS' if min(tf / tn, cf / cn) <= FLOOR else 'FAIL'} "
                        f"(wall {tf / tn:.2f}x, CPU {cf / cn:.2f}x)")
     print("\n".join(verdict))
+    # The dot-product kernels alone on the first layer (x @ W.T, W read transposed), float32
+    # in and out, against numpy float32's sgemm: what the folds above spend outside them is
+    # conversion, bias and relu.
+    W32 = p32[0][0]
+    o32 = np.empty((1, x32.shape[0], W32.shape[0]), dtype=np.float32)
+    o64 = np.empty(o32.shape)
+    kernels = [("sequential", lambda: BM.matmul32(False, x32[None], W32[None], o64, True)),
+               ("fma", lambda: BM.matmul32(True, x32[None], W32[None], o64, True)),
+               ("pairwise", lambda: PW.matmul32_pairwise(x32[None], W32[None], o32, True))]
+    for _, f in kernels:
+        f()
+    times = benchlib.interleaved([f for _, f in kernels] + [lambda: x32 @ W32.T],
+                                 args.repeats)
+    print(f"\nkernels alone, {x32.shape[0]}x{W32.shape[1]} @ {W32.shape[1]}x{W32.shape[0]} "
+          f"vs numpy float32 matmul ({times[0][-1] * 1e3:.1f} ms wall, "
+          f"{times[1][-1] * 1e3:.1f} ms CPU)")
+    for k, (label, _) in enumerate(kernels):
+        print(f"  {label:<11} {times[0][k] * 1e3:8.1f} ms  ratio {times[0][k] / times[0][-1]:5.2f}"
+              f"  rCPU {times[1][k] / times[1][-1]:5.2f}")
     return 0
 
 

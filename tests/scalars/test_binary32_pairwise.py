@@ -271,3 +271,16 @@ def test_context_matmul_linear_conv_run_the_kernel(monkeypatch, emulated_context
     y = graph.denote(g, p, xs, ctx)
     assert calls
     assert_bits(y, emulated_context(lambda: graph.denote(g, p, xs, ctx)), "conv2d")
+
+
+@pytest.mark.slow
+def test_every_length_up_to_600_and_a_layer_of_the_mlp():
+    rng = np.random.default_rng(600)
+    for n in range(71, 601):
+        a, b = wide(rng, (1, 9, n)), wide(rng, (1, n, 17))
+        assert_bits(kernel_all_ways(a, b), emulated(a, b), f"n={n}")
+    x = rng.standard_normal((1, 256, 784)).astype(np.float32)
+    W = (rng.standard_normal((1, 1024, 784)) / 28).astype(np.float32)
+    o = np.empty((1, 256, 1024))
+    PW.matmul32_pairwise(x, W, o, True)
+    assert_bits(o, emulated(x, np.swapaxes(W, 1, 2)), "784 -> 1024 layer")

@@ -220,6 +220,9 @@ def matmul32_pairwise(a, b, out, b_t):
     of ``a`` into the instruction), which changes which of two NaNs propagates."""
     a = np.ascontiguousarray(a)
     b = np.ascontiguousarray(b)
+    if H.flush_to_zero(H.PROBE):
+        _emulated(a, b, out, b_t)
+        return
     o32 = out if out.dtype == np.float32 and out.flags.c_contiguous else \
         np.empty(out.shape, dtype=np.float32)
     if _kernel(a, b, o32, b_t):
@@ -234,6 +237,55 @@ def matmul32_pairwise(a, b, out, b_t):
             o32[qs, is_, js] = o[:, 0, 0]
     if o32 is not out:
         out[...] = o32
+
+
+def _emulated(a, b, out, b_t):
+    """The whole product by the emulated path, for a thread whose float32 arithmetic
+    flushes subnormals (FTZ/DAZ set by some library; the probe of :mod:`scalars.
+    binary32_hw`).  DAZ/FTZ also flush subnormals in float32 <-> float64 conversions, so
+    operands and results cross between the formats by their bits."""
+    A = widen_bits(a)
+    B = widen_bits(np.swapaxes(b, 1, 2) if b_t else b)
+    o = np.empty(out.shape)
+    unsafe = np.zeros(out.shape, dtype=np.uint8)
+    K.matmul_pairwise(K.FAST, A, B, o, unsafe, _SPEC)
+    if out.dtype == np.float32:
+        out[...] = narrow_bits(o)
+    else:
+        out[...] = o
+
+
+def widen_bits(x):
+    """float64 C array of the float32 array ``x``, exactly, by integer operations (not
+    affected by denormals-are-zero); NaN payloads and signs kept."""
+    u = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    sign = (u >> np.uint64(31)) << np.uint64(63)
+    e = (u >> np.uint64(23)) & np.uint64(0xFF)
+    m = u & np.uint64(0x7FFFFF)
+    e64 = np.where(e == 255, np.uint64(0x7FF), e + np.uint64(1023 - 127))
+    out = (sign | (e64 << np.uint64(52)) | (m << np.uint64(29))).view(np.float64)
+    sub = e == 0                                  # zeros and subnormals: m * 2^-149
+    if sub.any():
+        v = m[sub].astype(np.float64) * 2.0 ** -149     # a normal float64 (or 0)
+        out[sub] = np.where(sign[sub] != 0, -v, v)
+    return out
+
+
+def narrow_bits(x):
+    """float32 array of the float64 array ``x`` of binary32 values, exactly, by integer
+    operations (not affected by flush-to-zero)."""
+    u = np.ascontiguousarray(x, dtype=np.float64).view(np.uint64)
+    sign = ((u >> np.uint64(63)) << np.uint64(31)).astype(np.uint32)
+    e = ((u >> np.uint64(52)) & np.uint64(0x7FF)).astype(np.int64)
+    m = u & np.uint64((1 << 52) - 1)
+    e32 = np.where(e == 0x7FF, 255, np.maximum(e - (1023 - 127), 0))
+    m32 = m >> np.uint64(29)
+    sub = (e > 0) & (e < 1023 - 126)                # binary32 subnormals
+    if sub.any():
+        shift = (29 + (1023 - 126) - e[sub]).astype(np.uint64)
+        m32[sub] = (m[sub] | np.uint64(1 << 52)) >> shift
+    bits = sign | (e32.astype(np.uint32) << np.uint32(23)) | m32.astype(np.uint32)
+    return bits.view(np.float32)
 
 
 def matmul(a, b, out=None, b_t=False):

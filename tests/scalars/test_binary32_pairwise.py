@@ -203,6 +203,49 @@ def test_subnormals_signed_zeros_and_overflow():
     assert_bits(got, emulated(a, b), "overflow emulated")
 
 
+def test_flush_to_zero_takes_the_emulated_path():
+    """With FTZ/DAZ set in this thread (as torch.set_flush_denormal does), float32 hardware
+    flushes subnormals; the driver sees it through binary32_hw's probe and computes by the
+    emulated path, crossing formats by bits: still the MPFR oracle's results."""
+    import torch
+    from scalarlab.scalars import binary32_hw as H
+    rng = np.random.default_rng(8)
+    tiny = _f32(2.0 ** -149, -2.0 ** -149, 2.0 ** -140, 3 * 2.0 ** -135, -(2.0 ** -127))
+    scale = _f32(1.0, -0.5, 0.75, 2.0 ** -3, 3.0)
+    a, b = rng.choice(tiny, (2, 9, 21)), rng.choice(scale, (2, 21, 17))
+    want = Oracle().matmul(a, b)
+    assert ((want != 0) & (np.abs(want) < 2.0 ** -126)).sum() > 50     # subnormal results
+    bt = np.ascontiguousarray(np.swapaxes(b, 1, 2))
+    assert torch.set_flush_denormal(True)
+    try:
+        assert H.flush_to_zero(H.PROBE)
+        raw = np.empty(want.shape, dtype=np.float32)
+        PW._kernel(a, b, raw, False)          # the hardware kernel alone does flush
+        o64, o32, ot = np.empty(want.shape), np.empty(want.shape, np.float32), np.empty(want.shape)
+        PW.matmul32_pairwise(a, b, o64, False)
+        PW.matmul32_pairwise(a, b, o32, False)
+        PW.matmul32_pairwise(a, bt, ot, True)
+    finally:
+        torch.set_flush_denormal(False)
+    assert not H.flush_to_zero(H.PROBE)
+    assert (PW.widen_bits(raw) != want).any()
+    assert_oracle(o64, want, "FTZ, float64 out")
+    assert_oracle(PW.widen_bits(o32), want, "FTZ, float32 out")
+    assert_oracle(ot, want, "FTZ, B transposed")
+
+
+def test_bitwise_format_crossing():
+    u = np.concatenate([np.arange(0, 1 << 12), (1 << 23) - np.arange(1, 300),
+                        np.random.default_rng(2).integers(0, 1 << 32, 20000)]).astype(np.uint32)
+    u = np.concatenate([u, u | np.uint32(1 << 31)])
+    x = u.view(np.float32)
+    w = PW.widen_bits(x)
+    quiet = ~np.isnan(x) | ((u & np.uint32(1 << 22)) != 0)   # hardware quiets sNaN
+    with np.errstate(invalid="ignore"):
+        assert_bits(w[quiet], x[quiet].astype(np.float64))
+    assert (PW.narrow_bits(w).view(np.uint32) == u).all()
+
+
 def test_float64_operands_are_checked():
     rng = np.random.default_rng(3)
     a, b = wide(rng, (2, 5, 9)), wide(rng, (2, 9, 4))

@@ -17,11 +17,14 @@ fully unrolled in registers: leaf = ``a[i, k] * panel[k]`` (one broadcast, one m
 node = ``left + right``; no fast-math flags, so LLVM neither contracts nor reassociates.
 The partial block and the levels above the blocks run level by level on the R x 16 tile of
 block values.  Each output keeps exactly its own tree; only which outputs share vector
-lanes changes, so the results are bit-identical to the emulated path, NaN bits included
-(products are ``a * b`` and sums ``left + right`` with the operands in the emulated order).
+lanes changes, so the results are bit-identical to the emulated path.  NaN outputs are
+recomputed by that path (LLVM may swap a multiply's operands, which decides which of two
+NaN payloads propagates), and a thread with flush-to-zero on (the probe of
+:mod:`scalars.binary32_hw`) gets the emulated path for the whole product.
 
-Operands are float32 (or float64 arrays of binary32 values, narrowed here); ``out`` is
-float32 or float64 (the float32 results are widened exactly on store).
+The kernel takes float32 C arrays and writes float32 (one compiled signature); the driver
+:func:`matmul32_pairwise` also writes a float64 ``out`` (widened exactly), and
+:func:`matmul` accepts float64 arrays of binary32 values (checked bit for bit).
 """
 from __future__ import annotations
 
@@ -37,8 +40,8 @@ from . import binary_kernels as K
 from . import formats
 
 W = 16        # columns per panel (vector lanes)
-R = 8
-S = 16
+R = 8         # rows of A per micro-kernel call
+S = 16        # leaves per complete block (a power of two), unrolled in registers
 
 _jit = numba.njit(cache=True, error_model="numpy", nogil=True)
 _SPEC = formats.binary32.spec
@@ -143,9 +146,9 @@ def _levels(buf, m):
 def _kernel(a, b, out, b_t):
     """out[q] = a[q] @ b[q] in the pairwise order (a (nb, M, K) float32 C; b (nb, K, N), or
     with ``b_t`` (nb, N, K): the weight W of x @ W.T read in place; out (nb, M, N); all
-    float32 C arrays: one compiled signature).  Edge tiles are zero-padded to R x W (the
-    padding's lanes are discarded).  Returns whether some output is NaN (its bits are then the hardware's, see
-    :func:`matmul32_pairwise`)."""
+    float32 C arrays: one compiled signature).  Edge tiles are padded to R x W (the
+    padding's rows and lanes are discarded; lanes never mix).  Returns whether some
+    output is NaN (its bits are then the hardware's, see :func:`matmul32_pairwise`)."""
     nb, M, Kd = a.shape
     N = b.shape[1] if b_t else b.shape[2]
     if Kd == 0:

@@ -30,8 +30,10 @@ def assert_bits(got, want, what=""):
     g, w = bits(got), bits(want)
     assert g.shape == w.shape, (g.shape, w.shape)
     bad = np.argwhere(g != w)
-    assert bad.size == 0, (f"{what}: {len(bad)} entries differ, first at {tuple(bad[0])}: "
-                           f"{np.asarray(got)[tuple(bad[0])]!r} vs {np.asarray(want)[tuple(bad[0])]!r}")
+    if bad.size:
+        at = tuple(bad[0])
+        raise AssertionError(f"{what}: {len(bad)} entries differ, first at {at}: "
+                             f"{np.asarray(got)[at]!r} vs {np.asarray(want)[at]!r}")
 
 
 def assert_oracle(got, want, what=""):

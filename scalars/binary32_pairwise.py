@@ -49,9 +49,10 @@ _SPEC = formats.binary32.spec
 
 @intrinsic
 def _micro_blocks(typingctx, a, panel, sums, i0, k0, nblk):
-    """sums[t*R + r, :] = pairwise tree of the S products a[i0+r, kb+l] * panel[kb+l, :],
-    l = 0..S-1, kb = k0 + t*S, for t < nblk and r < R (a: M x K, panel: K x W, 
-    (>= nblk*R) x W, all float32 C arrays)."""
+    """sums[t, r*W:(r+1)*W] = the pairwise tree of the S products a[i0+r, kb+l] *
+    panel[kb+l, :], l = 0..S-1, kb = k0 + t*S, for t < nblk and r < R (a: M x K, panel:
+    K x W, sums: (>= nblk) x (R*W), all float32 C arrays).  The S panel rows of a block
+    are loaded once into registers and shared by the R rows' trees."""
     sig = types.void(a, panel, sums, i0, k0, nblk)
 
     def codegen(context, builder, signature, args):

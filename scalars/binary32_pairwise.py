@@ -210,7 +210,8 @@ def _kernel(a, b, out, b_t):
     return nan
 
 
-_FIX_CHUNK = 4096    # NaN outputs recomputed per call of the emulated kernel
+_FIX_CHUNK = 1024    # sparse NaN outputs recomputed per call of the emulated kernel
+_FIX_ROWS = 128      # rows per call where NaN outputs are dense
 
 
 def matmul32_pairwise(a, b, out, b_t):
@@ -219,28 +220,53 @@ def matmul32_pairwise(a, b, out, b_t):
     (nb, M, N) float32 or float64 (the float32 results widened exactly).
 
     NaN outputs are recomputed by the emulated path (:func:`scalars.binary_kernels.
-    matmul_pairwise`, float64, on the gathered rows and columns) so that their bits are
-    that path's: LLVM may swap the operands of a vector multiply (it folds the broadcast
+    matmul_pairwise`, float64; :func:`_redo_nans`) so that their bits are that path's: LLVM may swap the operands of a vector multiply (it folds the broadcast
     of ``a`` into the instruction), which changes which of two NaNs propagates."""
     a = np.ascontiguousarray(a)
     b = np.ascontiguousarray(b)
     if H.flush_to_zero(H.PROBE):
         _emulated(a, b, out, b_t)
         return
-    o32 = out if out.dtype == np.float32 and out.flags.c_contiguous else \
+    res = out if out.dtype == np.float32 and out.flags.c_contiguous else \
         np.empty(out.shape, dtype=np.float32)
-    if _kernel(a, b, o32, b_t):
-        q, i, j = np.nonzero(np.isnan(o32))
-        for s in range(0, q.size, _FIX_CHUNK):
-            qs, is_, js = q[s:s + _FIX_CHUNK], i[s:s + _FIX_CHUNK], j[s:s + _FIX_CHUNK]
-            rows = a[qs, is_, :].astype(np.float64)[:, None, :]
-            cols = (b[qs, js, :] if b_t else b[qs, :, js]).astype(np.float64)[:, :, None]
-            o = np.empty((qs.size, 1, 1))
-            unsafe = np.zeros((qs.size, 1, 1), dtype=np.uint8)
-            K.matmul_pairwise(K.FAST, rows, cols, o, unsafe, _SPEC)
-            o32[qs, is_, js] = o[:, 0, 0]
-    if o32 is not out:
-        out[...] = o32
+    if _kernel(a, b, res, b_t):
+        _redo_nans(a, b, res, b_t)
+    if res is not out:
+        out[...] = res
+
+
+def _redo_nans(a, b, res, b_t):
+    """res[NaN entries] = the emulated path's values there: each output's row and column
+    gathered where NaNs are sparse; whole rows (B converted once per batch entry) where
+    they are dense (a NaN operand makes a row or column of NaNs), so the cost stays below
+    the emulated path's for those rows."""
+    nan = np.isnan(res)
+    N = res.shape[2]
+    for q in np.flatnonzero(nan.any(axis=(1, 2))):
+        m = nan[q]
+        rows = np.flatnonzero(m.any(axis=1))
+        if 8 * int(m.sum()) < rows.size * N:
+            i, j = np.nonzero(m)
+            for s in range(0, i.size, _FIX_CHUNK):
+                ii, jj = i[s:s + _FIX_CHUNK], j[s:s + _FIX_CHUNK]
+                A = a[q, ii, :].astype(np.float64)[:, None, :]
+                B = (b[q, jj, :] if b_t else b[q][:, jj].T).astype(np.float64)[:, :, None]
+                res[q, ii, jj] = _emulated_block(A, B)[:, 0, 0]
+            continue
+        Bq = (b[q].T if b_t else b[q]).astype(np.float64)[None]
+        for s in range(0, rows.size, _FIX_ROWS):
+            rr = rows[s:s + _FIX_ROWS]
+            o = _emulated_block(a[q, rr, :].astype(np.float64)[None], Bq)[0]
+            res[q, rr, :] = np.where(m[rr], o, res[q, rr, :])
+
+
+def _emulated_block(A, B):
+    """The emulated pairwise kernel on float64 (nb, M, K) x (nb, K, N) arrays."""
+    A, B = np.ascontiguousarray(A), np.ascontiguousarray(B)
+    o = np.empty((A.shape[0], A.shape[1], B.shape[2]))
+    unsafe = np.zeros(o.shape, dtype=np.uint8)
+    K.matmul_pairwise(K.FAST, A, B, o, unsafe, _SPEC)
+    return o
 
 
 def _emulated(a, b, out, b_t):
@@ -248,11 +274,7 @@ def _emulated(a, b, out, b_t):
     flushes subnormals (FTZ/DAZ set by some library; the probe of :mod:`scalars.
     binary32_hw`).  DAZ/FTZ also flush subnormals in float32 <-> float64 conversions, so
     operands and results cross between the formats by their bits."""
-    A = widen_bits(a)
-    B = widen_bits(np.swapaxes(b, 1, 2) if b_t else b)
-    o = np.empty(out.shape)
-    unsafe = np.zeros(out.shape, dtype=np.uint8)
-    K.matmul_pairwise(K.FAST, A, B, o, unsafe, _SPEC)
+    o = _emulated_block(widen_bits(a), widen_bits(np.swapaxes(b, 1, 2) if b_t else b))
     if out.dtype == np.float32:
         out[...] = narrow_bits(o)
     else:

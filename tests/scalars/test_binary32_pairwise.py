@@ -182,6 +182,26 @@ def test_specials_and_nan_bits(shape):
     assert_bits(got, emulated(a, b), "specials")
 
 
+@pytest.mark.parametrize("b_t", [False, True])
+def test_nan_outputs_are_recomputed_sparse_and_dense(b_t):
+    """The NaN recompute gives the emulated bits whether NaNs fill whole rows (a NaN in A:
+    whole rows recomputed) or a few columns (a NaN in B: outputs gathered one by one):
+    the kernel's NaNs are overwritten with a foreign payload first, so only a correct
+    recompute restores them."""
+    rng = np.random.default_rng(12)
+    a, b = wide(rng, (2, 9, 40)), wide(rng, (2, 40, 33))
+    a[0, 3, 5], a[0, 3, 17], a[0, 7, 0] = QNANS[2], QNANS[3], QNANS[4]       # dense
+    b[1, 4, 2], b[1, 30, 2], b[1, 11, 20] = QNANS[5], QNANS[2], QNANS[1]     # sparse
+    bb = np.ascontiguousarray(np.swapaxes(b, 1, 2)) if b_t else b
+    res = np.empty((2, 9, 33), dtype=np.float32)
+    assert PW._kernel(a, bb, res, b_t)
+    nan = np.isnan(res)
+    assert nan[0].sum() == 66 and nan[1].sum() == 18
+    res[nan] = np.array([0x7FC0DEAD], dtype=np.uint32).view(np.float32)[0]
+    PW._redo_nans(a, bb, res, b_t)
+    assert_bits(res.astype(np.float64), emulated(a, b), "recomputed NaNs")
+
+
 def test_subnormals_signed_zeros_and_overflow():
     """Outputs that are exact zeros (the sign decided by each rounding), products that
     underflow to subnormals or to ±0, sums that overflow to ±inf and inf - inf."""

@@ -216,14 +216,15 @@ _FIX_ROWS = 128      # rows per call where NaN outputs are dense
 
 def matmul32_pairwise(a, b, out, b_t):
     """out[q] = a[q] @ b[q] in the pairwise binary32 order: a (nb, M, K) and b (nb, K, N),
-    or with ``b_t`` (nb, N, K) (the weight W of x @ W.T read in place), float32; out
-    (nb, M, N) float32 or float64 (the float32 results widened exactly).
+    or with ``b_t`` (nb, N, K) (the weight W of x @ W.T read in place), float32 or float64
+    arrays of binary32 values (checked bit for bit, ValueError naming the first entry that
+    is not); out (nb, M, N) float32 or float64 (the float32 results widened exactly).
 
     NaN outputs are recomputed by the emulated path (:func:`scalars.binary_kernels.
     matmul_pairwise`, float64; :func:`_redo_nans`) so that their bits are that path's: LLVM may swap the operands of a vector multiply (it folds the broadcast
     of ``a`` into the instruction), which changes which of two NaNs propagates."""
-    a = np.ascontiguousarray(a)
-    b = np.ascontiguousarray(b)
+    a = np.ascontiguousarray(_f32(a, "first operand"))
+    b = np.ascontiguousarray(_f32(b, "second operand"))
     if H.flush_to_zero(H.PROBE):
         _emulated(a, b, out, b_t)
         return
@@ -316,13 +317,10 @@ def narrow_bits(x):
 
 def matmul(a, b, out=None, b_t=False):
     """a @ b in the pairwise binary32 order for 3-d operands (see :func:`matmul32_pairwise`);
-    float64 operands must hold binary32 values (converted exactly, checked); returns the
-    float32 (nb, M, N) result unless ``out`` is given."""
-    a = _f32(a, "first operand")
-    b = _f32(b, "second operand")
+    returns the float32 (nb, M, N) result unless ``out`` is given."""
     if out is None:
-        out = np.empty((a.shape[0], a.shape[1], b.shape[1] if b_t else b.shape[2]),
-                       dtype=np.float32)
+        out = np.empty((np.shape(a)[0], np.shape(a)[1],
+                        np.shape(b)[1] if b_t else np.shape(b)[2]), dtype=np.float32)
     matmul32_pairwise(a, b, out, b_t)
     return out
 
@@ -336,9 +334,14 @@ def _f32(x, which):
     if x.dtype != np.float64:
         raise TypeError(f"binary32 pairwise matmul: {which} has dtype {x.dtype}, expected "
                         f"float32 or float64")
-    f = np.empty(x.shape, dtype=np.float32)
-    if H.narrow(np.ascontiguousarray(x).reshape(-1), f.reshape(-1)):
-        same = f.astype(np.float64).view(np.int64) == x.view(np.int64)
+    if H.flush_to_zero(H.PROBE):       # conversions would flush subnormals: by bits
+        f = narrow_bits(x)
+        bad = (widen_bits(f).view(np.int64) != x.view(np.int64)).any()
+    else:
+        f = np.empty(x.shape, dtype=np.float32)
+        bad = H.narrow(np.ascontiguousarray(x).reshape(-1), f.reshape(-1))
+    if bad:
+        same = widen_bits(f).view(np.int64) == x.view(np.int64)
         bad = tuple(int(i) for i in np.argwhere(~same)[0])
         raise ValueError(f"binary32 pairwise matmul: {which}{list(bad)} = {x[bad]!r} is "
                          f"not a binary32 value")

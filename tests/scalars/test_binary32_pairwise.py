@@ -247,6 +247,9 @@ def test_flush_to_zero_takes_the_emulated_path():
         PW.matmul32_pairwise(a, b, o64, False)
         PW.matmul32_pairwise(a, b, o32, False)
         PW.matmul32_pairwise(a, bt, ot, True)
+        of = PW.matmul(PW.widen_bits(a), PW.widen_bits(b))      # float64 operands
+        with pytest.raises(ValueError, match="not a binary32 value"):
+            PW.matmul(PW.widen_bits(a) * (1 + 2.0 ** -30), b)
     finally:
         torch.set_flush_denormal(False)
     assert not H.flush_to_zero(H.PROBE)
@@ -254,6 +257,7 @@ def test_flush_to_zero_takes_the_emulated_path():
     assert_oracle(o64, want, "FTZ, float64 out")
     assert_oracle(PW.widen_bits(o32), want, "FTZ, float32 out")
     assert_oracle(ot, want, "FTZ, B transposed")
+    assert_oracle(PW.widen_bits(of), want, "FTZ, float64 operands")
 
 
 def test_bitwise_format_crossing():

@@ -221,8 +221,10 @@ def matmul32_pairwise(a, b, out, b_t):
     is not); out (nb, M, N) float32 or float64 (the float32 results widened exactly).
 
     NaN outputs are recomputed by the emulated path (:func:`scalars.binary_kernels.
-    matmul_pairwise`, float64; :func:`_redo_nans`) so that their bits are that path's: LLVM may swap the operands of a vector multiply (it folds the broadcast
-    of ``a`` into the instruction), which changes which of two NaNs propagates."""
+    matmul_pairwise`, float64; :func:`_redo_nans`) so that their bits are that path's:
+    LLVM may swap the operands of a vector multiply (it folds the broadcast of ``a`` into
+    the instruction), which changes which of two NaNs propagates.  With flush-to-zero on
+    in this thread the whole product is computed by the emulated path."""
     a = np.ascontiguousarray(_f32(a, "first operand"))
     b = np.ascontiguousarray(_f32(b, "second operand"))
     if H.flush_to_zero(H.PROBE):

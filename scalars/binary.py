@@ -35,6 +35,7 @@ import numpy as np
 
 from . import binary32_hw as H
 from . import binary32_matmul as BM
+from . import binary32_pairwise as PW
 from . import binary_kernels as K
 from . import correct_rounding
 from . import formats
@@ -494,8 +495,9 @@ class BinaryContext(ArrayShapeOps):
             o = np.empty((nb, M, N), dtype=np.float32)     # binary32 storage is float32
             b3 = b3.reshape(nb, Kb, N)
             bt = np.swapaxes(b3, 1, 2)
-            if pairwise:
-                BM.matmul32_pairwise(_c3(a3.reshape(nb, M, Ka)), _c3(b3), o)
+            if pairwise:         # scalars.binary32_pairwise: the same tree per output
+                tr = not b3.flags.c_contiguous and bt.flags.c_contiguous
+                PW.matmul32_pairwise(_c3(a3.reshape(nb, M, Ka)), bt if tr else _c3(b3), o, tr)
             elif not b3.flags.c_contiguous and bt.flags.c_contiguous:
                 BM.matmul32(self.fma_dot, _c3(a3.reshape(nb, M, Ka)), bt, o, True)
             else:

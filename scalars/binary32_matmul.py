@@ -100,7 +100,7 @@ _micro_fused = _make_microkernel(True)
 @_jit
 def matmul32(fused, a, b, out, b_t):
     """out[q] = a[q] @ b[q] in binary32 sequential order (float32 3-d C arrays in, out
-    (nb, M, N) float32, the binary32 context's storage; a (nb, M, K), b (nb, K, N)); with ``b_t`` b is given transposed,
+    float64 (nb, M, N) holding the float32 results; a (nb, M, K), b (nb, K, N)); with ``b_t`` b is given transposed,
     (nb, N, K) (a weight matrix W of x @ W.T, read in place).  Edge tiles are zero-padded
     to R x W (the padding's products are discarded)."""
     nb, M, Kd = a.shape
@@ -140,43 +140,3 @@ def matmul32(fused, a, b, out, b_t):
                 for r in range(ih):
                     for j in range(jw):
                         oq[i0 + r, j0 + j] = tile[r, j]
-
-
-_PW = 64   # pairwise: columns per block (the K x _PW float32 buffer stays in L1/L2)
-
-
-@_jit
-def matmul32_pairwise(a, b, out):
-    """out[q] (float32) = a[q] @ b[q] with the K rounded products of every output summed by the
-    pairwise tree of :func:`scalars.binary_kernels.sum_pairwise` (adjacent pairs level by
-    level, an odd last entry carried up), in hardware float32; the tree of each output is
-    the emulated one, the _PW outputs of a row block run in vector lanes."""
-    nb, M, Kd = a.shape
-    N = b.shape[2]
-    if Kd == 0:
-        out[:] = 0.0
-        return
-    buf = np.empty((Kd, _PW), dtype=np.float32)
-    for q in range(nb):
-        for j0 in range(0, N, _PW):
-            jw = min(_PW, N - j0)
-            for i in range(M):
-                for k in range(Kd):
-                    av = a[q, i, k]
-                    bk = buf[k]
-                    brow = b[q, k]
-                    for j in range(jw):
-                        bk[j] = av * brow[j0 + j]
-                m = Kd
-                while m > 1:
-                    half = m // 2
-                    for t in range(half):
-                        dst, s1, s2 = buf[t], buf[2 * t], buf[2 * t + 1]
-                        for j in range(jw):
-                            dst[j] = s1[j] + s2[j]
-                    if m % 2 == 1:
-                        for j in range(jw):
-                            buf[half, j] = buf[m - 1, j]
-                    m = half + m % 2
-                for j in range(jw):
-                    out[q, i, j0 + j] = buf[0, j]

@@ -10,6 +10,7 @@ import pytest
 
 from scalarlab import scalars
 from scalarlab.scalars import binary32_matmul as BM
+from scalarlab.scalars import binary32_pairwise as PW
 from scalarlab.scalars import binary_kernels as K
 from scalarlab.scalars import formats
 from scalarlab.scalars.errors import ContextError
@@ -62,7 +63,7 @@ def test_blocked_kernel_matches_the_emulated_order(fused, shape):
     BM.matmul32(fused, A.astype(np.float32), BT, out, True)      # B given transposed
     same_bits(out, want)
     if not fused:
-        BM.matmul32_pairwise(A.astype(np.float32), B.astype(np.float32), out)
+        PW.matmul32_pairwise(A.astype(np.float32), B.astype(np.float32), out, False)
         same_bits(out, emulated(False, A, B, pairwise=True))
 
 
@@ -77,7 +78,7 @@ def test_special_values_and_the_order_matters(fused):
     out = np.empty((2, 11, 21), dtype=np.float32)
     BM.matmul32(fused, A.astype(np.float32), B.astype(np.float32), out, False)
     same_bits(out, emulated(fused, A, B))
-    BM.matmul32_pairwise(A.astype(np.float32), B.astype(np.float32), out)
+    PW.matmul32_pairwise(A.astype(np.float32), B.astype(np.float32), out, False)
     same_bits(out, emulated(False, A, B, pairwise=True))
     # (2^24 + 1 + 1) in order is 2^24 (each +1 ties to even), not 2^24 + 2: order kept
     a = np.array([[[2.0 ** 24, 1.0, 1.0]]])

@@ -19,7 +19,7 @@ and softplus below -680, log of 0 / inf, non-finite x) are flagged.
 
 Notation: u = 2^-53 (unit roundoff), rho = max |r| of a reduced argument.  Every bound
 below is a sum of absolute terms, each one rounding (<= u |value|) or one neglected term;
-they are written out generously and the declared ``E_f`` carries a further margin >= 2^2.
+they are written out generously and the declared ``E_f`` carries a further margin >= 2^1.5.
 ``tests/scalars/test_f64_endpoint_kernels.py`` measures the actual error against MPFR on
 random and adversarial arguments and checks it stays under ``E_f / 16``.
 
@@ -49,9 +49,10 @@ expm1 (used by tanh; E_EXPM1 = 2^-69)
     2^-80.4 e^x of exp plus the tail's own roundings (<= 2^-82.7) give <= 2^-70.8.
 tanh (E_TANH = 2^-67)
     tanh |x| = E/(E + 2), E = expm1(2|x|) (2|x| is exact); E + 2 by TwoSum plus one
-    rounding (<= 2^-105); the double-double quotient qh = Eh/Bh, remainder
-    Eh - qh Bh by TwoProduct (Sterbenz: Eh - p exact), three roundings <= 2^-104 relative,
-    ql = rem/Bh (<= 2^-105).  Relative <= 2 E_expm1-part + 2^-100 <= 2^-69.8.
+    rounding (<= 2^-105); the double-double quotient: inv = RN(1/Bh), qh = RN(Eh inv)
+    (within 2.01u of the quotient), remainder Eh - qh Bh by TwoProduct (Sterbenz: Eh - p
+    exact) with four roundings on a value <= 4u |E| (<= 2^-102 relative), ql = rem inv
+    (<= 2^-102.4).  Relative <= 2 x 2^-70.5 + 2^-101 <= 2^-69.4.
     |x| < 2^-30: x - x^3/3 < tanh x < x so (prev x, x) (mirrored for x < 0);
     |x| >= 19.5: 1 - tanh |x| < 2 e^-39 < 2^-54, so (1 - 2^-53, 1).
 sigmoid (E_SIGMOID = 2^-74)
@@ -60,7 +61,7 @@ sigmoid (E_SIGMOID = 2^-74)
     x >= -680); 1 + E by TwoSum plus one rounding; the quotient as for tanh.  Relative
     <= 2 2^-80.4 + 2^-100 <= 2^-79.3.  |x| < 2^-60: (1/2, next) or (prev, 1/2);
     x >= 37.5: 1 - sigmoid x < e^-37.5 < 2^-54, so (1 - 2^-53, 1).
-log (E_LOG = 2^-70)
+log (E_LOG = 2^-69)
     x = 2^e m, 1 <= m < 2 (subnormal x scaled by 2^54 first); i = round(512 (m - 1)),
     c_i = RN(1/(1 + i/512)) (c_0 = 1, c_512 = 1/2 exactly); m c_i = p + pe by TwoProduct,
     r = (p - 1) + pe (Sterbenz, then TwoSum: exact), |r| <= 2^-10 + 2^-52.
@@ -73,7 +74,7 @@ log (E_LOG = 2^-70)
     tail's roundings <= 2^-74 relative to r.  Either K = 0 and Lg_i = 0 and the result is
     log1p(r) alone (relative <= 2^-71.8), or |log x| >= 2^-11 and the absolute error
     <= 2^-83 + 2^-84 + 2^-100 is <= 2^-71.4 relative.
-softplus (E_SOFTPLUS = 2^-68)
+softplus (E_SOFTPLUS = 2^-67)
     t = e^-|x| (exp, relative 2^-80.4); log1p(t): t <= 2^-10 by the series above (relative
     <= 2^-71.8); otherwise log(1 + t) = log(Bh) + Bl/Bh with 1 + t = Bh + Bl (TwoSum, one
     rounding), the neglected (Bl/Bh)^2/2 <= 2^-105 (log result >= 2^-10.1, relative
@@ -108,8 +109,8 @@ E_EXP = 2.0 ** -76
 E_EXPM1 = 2.0 ** -69
 E_TANH = 2.0 ** -67
 E_SIGMOID = 2.0 ** -74
-E_LOG = 2.0 ** -70
-E_SOFTPLUS = 2.0 ** -68
+E_LOG = 2.0 ** -69
+E_SOFTPLUS = 2.0 ** -67
 BOUNDS = {"exp": E_EXP, "log": E_LOG, "tanh": E_TANH, "sigmoid": E_SIGMOID,
           "softplus": E_SOFTPLUS}
 
@@ -194,12 +195,15 @@ def _pow2(m):
 
 @_ir
 def _dd_div(ah, al, bh, bl):
-    """(ah + al) / (bh + bl) as a double-double (bh + bl > 0, bh = RN(bh + bl))."""
-    qh = ah / bh
+    """(ah + al) / (bh + bl) as a double-double (bh + bl > 0, bh = RN(bh + bl)): one
+    division; qh = ah * (1/bh) is within 2 ulps of the quotient, so p = qh bh lies within
+    a factor 2 of ah (Sterbenz: ah - p exact) and the remainder is exact up to its last
+    three roundings; ql = rem (1/bh) (relative 2^-51 on a term <= 2^-50 |q|)."""
+    inv = 1.0 / bh
+    qh = ah * inv
     p, pe = two_prod(qh, bh)
     rem = (((ah - p) - pe) + al) - qh * bl
-    ql = rem / bh
-    return two_sum(qh, ql)
+    return two_sum(qh, rem * inv)
 
 
 @_ir
@@ -283,6 +287,44 @@ def _log_dd(x, extra):
     return two_sum(bb, t)
 
 
+@_ir
+def _tanh_dd(a):
+    """tanh a = E/(E + 2), E = expm1(2a), for 2^-30 <= a < 19.5."""
+    eh, el = _expm1_dd(2.0 * a)
+    bh, bl = two_sum(2.0, eh)
+    bl = bl + el
+    return _dd_div(eh, el, bh, bl)
+
+
+@_ir
+def _sigmoid_dd(x):
+    """1/(1 + e^-x) for x >= 0, e^x/(1 + e^x) for x < 0 (-680 <= x <= 37.5)."""
+    eh, el = _exp_dd(-abs(x))
+    bh, bl = two_sum(1.0, eh)
+    bl = bl + el
+    pos = x >= 0.0
+    return _dd_div(1.0 if pos else eh, 0.0 if pos else el, bh, bl)
+
+
+@_ir
+def _softplus_dd(x):
+    """max(x, 0) + log1p(e^-|x|) for -680 <= x < 40."""
+    th, tl = _exp_dd(-abs(x))
+    # both branches computed, one selected (straight-line code vectorises)
+    series = th <= 0.0009765625                         # 2^-10: the series
+    yu, yt = _log1p_poly(th if series else 0.0, tl if series else 0.0)
+    ph, pl = two_sum(yu, yt)
+    bh, bl = two_sum(1.0, th)
+    bl = bl + tl
+    gh, gl = _log_dd(bh, bl / bh)
+    yh = ph if series else gh
+    yl = pl if series else gl
+    pos = x > 0.0
+    sh, sl = two_sum(x if pos else 0.0, yh)
+    zh, zl = two_sum(sh, sl + yl)
+    return (zh if pos else yh), (zl if pos else yl)
+
+
 # ------------------------------------------------------------------- per function
 @_ir
 def _exp_end(x):
@@ -317,10 +359,7 @@ def _tanh_end(x):
     a = abs(x)
     mid = (a >= 9.313225746154785e-10) & (a < 19.5)     # 2^-30
     ac = a if mid else 1.0
-    eh, el = _expm1_dd(2.0 * ac)
-    bh, bl = two_sum(2.0, eh)
-    bl = bl + el
-    qh, ql = _dd_div(eh, el, bh, bl)
+    qh, ql = _tanh_dd(ac)
     d, u, ok = _decide(qh, ql, E_TANH)
     small = a < 9.313225746154785e-10
     big = (a >= 19.5) & (a <= 1.7976931348623157e308)
@@ -328,7 +367,7 @@ def _tanh_end(x):
     u = a if small else (1.0 if big else u)
     neg = x < 0.0
     dd = -u if neg else d
-    uu = -d if neg else u
+    uu = (0.0 - d) if neg else u                        # RU of tanh(-5e-324) is +0
     zero = x == 0.0
     dd = x if zero else dd
     uu = x if zero else uu
@@ -339,11 +378,7 @@ def _tanh_end(x):
 def _sigmoid_end(x):
     mid = (x >= -680.0) & (x < 37.5) & (abs(x) >= 8.673617379884035e-19)
     xc = x if mid else 1.0
-    eh, el = _exp_dd(-abs(xc))
-    bh, bl = two_sum(1.0, eh)
-    bl = bl + el
-    pos = xc >= 0.0
-    qh, ql = _dd_div(1.0 if pos else eh, 0.0 if pos else el, bh, bl)
+    qh, ql = _sigmoid_dd(xc)
     d, u, ok = _decide(qh, ql, E_SIGMOID)
     tiny = abs(x) < 8.673617379884035e-19
     big = (x >= 37.5) & (x <= 1.7976931348623157e308)
@@ -356,21 +391,7 @@ def _sigmoid_end(x):
 def _softplus_end(x):
     mid = (x >= -680.0) & (x < 40.0)
     xc = x if mid else 1.0
-    th, tl = _exp_dd(-abs(xc))
-    # both branches computed, one selected (straight-line code vectorises)
-    series = th <= 0.0009765625                         # 2^-10: the series
-    yu, yt = _log1p_poly(th if series else 0.0, tl if series else 0.0)
-    ph, pl = two_sum(yu, yt)
-    bh, bl = two_sum(1.0, th)
-    bl = bl + tl
-    gh, gl = _log_dd(bh, bl / bh)
-    yh = ph if series else gh
-    yl = pl if series else gl
-    pos = xc > 0.0
-    sh, sl = two_sum(xc if pos else 0.0, yh)
-    zh, zl = two_sum(sh, sl + yl)
-    yh = zh if pos else yh
-    yl = zl if pos else yl
+    yh, yl = _softplus_dd(xc)
     d, u, ok = _decide(yh, yl, E_SOFTPLUS)
     big = (x >= 40.0) & (x <= 1.7976931348623157e308)
     d = x if big else d
@@ -445,10 +466,14 @@ def dd_kernel(code, x, h, l):
             h[i], l[i] = a * _pow2(m), b * _pow2(m)
         elif code == 1:
             h[i], l[i] = _log_dd(t, 0.0)
-        elif code == 5:
-            h[i], l[i] = _expm1_dd(t)
+        elif code == 2:
+            h[i], l[i] = _tanh_dd(t)
+        elif code == 3:
+            h[i], l[i] = _sigmoid_dd(t)
+        elif code == 4:
+            h[i], l[i] = _softplus_dd(t)
         else:
-            h[i], l[i] = np.nan, np.nan
+            h[i], l[i] = _expm1_dd(t)
 
 
 def endpoints(name: str, xl, xh, settle):
@@ -461,11 +486,31 @@ def endpoints(name: str, xl, xh, settle):
     lo = np.empty(L.size)
     hi = np.empty(L.size)
     todo = np.empty(L.size, dtype=np.uint8)
-    if pair_kernel(CODES[name], L, H, lo, hi, todo):
-        il = np.flatnonzero(todo & 1)
+    count = pair_kernel(CODES[name], L, H, lo, hi, todo)
+    if count:
+        il, ih = flagged(todo, count)
         if il.size:
             lo[il] = settle(L[il])[0]
-        ih = np.flatnonzero(todo & 2)
         if ih.size:
             hi[ih] = settle(H[ih])[1]
     return lo.reshape(shape), hi.reshape(shape)
+
+
+@_jit
+def flagged(todo, count):
+    """Indices of the entries with bit 0 (lower end) and bit 1 (upper end) set in ``todo``
+    (``count`` entries have a flag)."""
+    il = np.empty(count, dtype=np.int64)
+    ih = np.empty(count, dtype=np.int64)
+    a = 0
+    b = 0
+    for i in range(todo.size):
+        t = todo[i]
+        if t:
+            if t & 1:
+                il[a] = i
+                a += 1
+            if t & 2:
+                ih[b] = i
+                b += 1
+    return il[:a], ih[:b]

@@ -5,8 +5,11 @@ For an entry ``fn`` of :data:`scalars.functions.FUNCTIONS` and float64 arguments
 * :func:`func_dir` -- (RD f(x), RU f(x)) onto a binary grid coarser than float64, exactly:
   the float64 value decides where its error bound (``fn.f64_rel``) cannot straddle a grid
   point, the rest go to :func:`mpfr_func_dir` (MPFR, Ziv's strategy).
-* :func:`func_dir_f64` -- (RD f(x), RU f(x)) onto float64, exactly: a long double
-  evaluation settles most arguments, MPFR the rest (the interval:float64 endpoints).
+* :func:`func_dir_f64` -- (RD f(x), RU f(x)) onto float64, exactly (the interval:float64
+  endpoints): exp, log, tanh, sigmoid and softplus by the compiled double-double kernels
+  of :mod:`scalars.f64_endpoint_kernels` (:func:`func_pair_f64`), the entries they leave
+  undecided and the other functions by :func:`func_dir_f64_ld` (long double evaluation,
+  MPFR for the rest).
 * :func:`func_widened_f64` -- the former float64 enclosure, kept as the cheap comparison:
   libm's value widened by ``fn.f64_ulps`` float64 steps each side (the bound is tested
   against MPFR in tests/scalars/test_interval_functions.py).
@@ -23,6 +26,7 @@ import numpy as np
 from .directed import round_down, round_up
 from .formats import Format
 from . import grid_kernels as GK
+from . import f64_endpoint_kernels as F64K
 from .functions import F64_ABS_ERR, FUNCTIONS, ScalarFunction
 
 _CTX53 = {}
@@ -201,7 +205,25 @@ def _ru64(a):
 
 
 def func_dir_f64(fn: ScalarFunction, x):
-    """Correctly rounded (RD f(x), RU f(x)) onto float64, exactly.
+    """Correctly rounded (RD f(x), RU f(x)) onto float64, exactly: the compiled kernels
+    where they exist (:func:`func_pair_f64`), else :func:`func_dir_f64_ld`."""
+    if fn.name in F64K.CODES and FUNCTIONS.get(fn.name) is fn:
+        x = np.array(x, dtype=np.float64)
+        return func_pair_f64(fn, x, x)
+    return func_dir_f64_ld(fn, x)
+
+
+def func_pair_f64(fn: ScalarFunction, xl, xh):
+    """(RD f(xl), RU f(xh)) onto float64 for a function with compiled endpoints (name in
+    :data:`scalars.f64_endpoint_kernels.CODES`): one compiled pass, the few undecided
+    entries (f(x) within ~2^-67 relative of a float64, results outside the normal range,
+    non-finite arguments) through :func:`func_dir_f64_ld`."""
+    return F64K.endpoints(fn.name, xl, xh, lambda t: func_dir_f64_ld(fn, t))
+
+
+def func_dir_f64_ld(fn: ScalarFunction, x):
+    """Correctly rounded (RD f(x), RU f(x)) onto float64, exactly, without the compiled
+    kernels.
 
     Fast path: the function in long double, v with |v - f(x)| <= LD_REL |v| + 2^-1100;
     where [v - m, v + m] (widened again for the long double rounding of v +- m, and

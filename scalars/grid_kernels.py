@@ -372,27 +372,63 @@ def mul_kernel(alo, ahi, blo, bhi, emin, mb, maxf, sub, tiny, lo, hi):
     return good
 
 
-@_jit
-def sum_kernel(lo2, hi2, emin, mb, maxf, sub, tiny, lo, hi):
-    """Sequential interval sums along the last axis of (R, n) arrays, n >= 1, each partial
-    sum rounded onto the grid (lower ends down, upper ends up), left to right."""
+@_jit_inline
+def _step64(acc, x, up):
+    """RU(acc + x) if up else RD(acc + x) on the float64 grid (TwoSum error sign, one ulp
+    step on the bit pattern), and whether the sum stayed inside the trusted range."""
+    s, e = two_sum(acc, x)
+    bi = f2i(s)
+    zero = (bi << 1) == 0
+    if up:
+        nb = np.int64(1) if zero else (bi - 1 if bi < 0 else bi + 1)
+        r = i2f(nb) if e > 0.0 else s
+    else:
+        nb = _NEG_TINY_BITS if zero else (bi + 1 if bi < 0 else bi - 1)
+        r = i2f(nb) if e < 0.0 else s
+    return r, abs(s) <= _SAFE_HI
+
+
+#: rows summed side by side: the lanes of one step are independent and contiguous
+_LANES = 16
+
+
+@_jit_inline
+def _sum_rows(lo2, hi2, f64, emin, mb, maxf, sub, tiny, lo, hi, lanes):
+    """The one sequential interval-sum loop: along the last axis of (R, n) arrays, n >= 1,
+    lower ends added with RD and upper ends with RU onto the grid (``f64``: the float64
+    grid itself; a constant where this is inlined, so the other branch folds away), left
+    to right.  Rows go in blocks of _LANES, copied transposed into a small buffer, so one
+    step of all the block's sums reads contiguous lanes and the loop over lanes vectorises
+    (each row keeps its own left-to-right order: bit-identical to one row at a time).
+    False when an operand or partial sum leaves [-2^900, 2^900] (or is NaN): the caller
+    runs the generic loop."""
     R, n = lo2.shape
-    B = 8                         # rows summed side by side: independent dependency chains
+    B = lanes                                # a run-time value: LLVM keeps the lane loops
+    bl = np.empty((n, B))
+    bh = np.empty((n, B))
     acc_l = np.empty(B)
     acc_h = np.empty(B)
     for r0 in range(0, R, B):
         m = min(B, R - r0)
+        for k in range(n):
+            for j in range(m):
+                bl[k, j] = lo2[r0 + j, k]
+                bh[k, j] = hi2[r0 + j, k]
         good = True
         for j in range(m):
-            acc_l[j] = lo2[r0 + j, 0]
-            acc_h[j] = hi2[r0 + j, 0]
+            acc_l[j] = bl[0, j]
+            acc_h[j] = bh[0, j]
             good = good & (abs(acc_l[j]) <= _SAFE_HI) & (abs(acc_h[j]) <= _SAFE_HI)
         for k in range(1, n):
             for j in range(m):
-                x = lo2[r0 + j, k]
-                y = hi2[r0 + j, k]
-                a, oka = _sum_dir(acc_l[j], x, False, emin, mb, maxf, sub, tiny)
-                b, okb = _sum_dir(acc_h[j], y, True, emin, mb, maxf, sub, tiny)
+                x = bl[k, j]
+                y = bh[k, j]
+                if f64:
+                    a, oka = _step64(acc_l[j], x, False)
+                    b, okb = _step64(acc_h[j], y, True)
+                else:
+                    a, oka = _sum_dir(acc_l[j], x, False, emin, mb, maxf, sub, tiny)
+                    b, okb = _sum_dir(acc_h[j], y, True, emin, mb, maxf, sub, tiny)
                 acc_l[j] = a
                 acc_h[j] = b
                 good = good & (abs(x) <= _SAFE_HI) & (abs(y) <= _SAFE_HI) & oka & okb
@@ -402,6 +438,19 @@ def sum_kernel(lo2, hi2, emin, mb, maxf, sub, tiny, lo, hi):
             lo[r0 + j] = acc_l[j]
             hi[r0 + j] = acc_h[j]
     return True
+
+
+@_jit
+def sum_kernel(lo2, hi2, emin, mb, maxf, sub, tiny, lo, hi, lanes=_LANES):
+    """Sequential interval sums along the last axis of (R, n) arrays, n >= 1, each partial
+    sum rounded onto the grid (lower ends down, upper ends up), left to right."""
+    return _sum_rows(lo2, hi2, False, emin, mb, maxf, sub, tiny, lo, hi, lanes)
+
+
+@_jit
+def sum_kernel_f64(lo2, hi2, lo, hi, lanes=_LANES):
+    """:func:`sum_kernel` on the float64 grid (interval:float64), the same loop."""
+    return _sum_rows(lo2, hi2, True, -1022, 52, _DBL_MAX, True, 2.0 ** -1022, lo, hi, lanes)
 
 
 # ------------------------------------------------------------------ array entry points
@@ -440,14 +489,21 @@ def mul_grid(alo, ahi, blo, bhi, shape, fmt: Format):
 
 
 def sum_grid(lo2, hi2, fmt: Format):
-    """(lo, hi) of the sequential outward-rounded sums over the last axis, or None."""
+    """(lo, hi) of the sequential outward-rounded sums over the last axis onto ``fmt``'s
+    grid (float64 itself included), or None (generic loop)."""
     kshape = lo2.shape[:-1]
     n = lo2.shape[-1]
     L = np.ascontiguousarray(lo2, dtype=np.float64).reshape(-1, n)
     H = np.ascontiguousarray(hi2, dtype=np.float64).reshape(-1, n)
     lo = np.empty(L.shape[0])
     hi = np.empty(L.shape[0])
-    if n == 0 or not sum_kernel(L, H, *grid_params(fmt), lo, hi):
+    if n == 0:
+        return None
+    if fmt.is_binary64:
+        ok = sum_kernel_f64(L, H, lo, hi, _LANES)
+    else:
+        ok = sum_kernel(L, H, *grid_params(fmt), lo, hi, _LANES)
+    if not ok:
         return None
     return lo.reshape(kshape), hi.reshape(kshape)
 

@@ -12,8 +12,10 @@ blanket widening:
   exact sign of the error, then RD/RU onto the format's grid).  The endpoints of the
   functions of :mod:`scalars.functions` (exp, log, ...) are correctly rounded down/up for
   binary bases (fast float64 path + MPFR fallback, :mod:`scalars.function_endpoints`); for
-  the ``float64`` base too (a long double evaluation settles most endpoints, MPFR the ones
-  within ~2^-60 of a float64: :func:`function_endpoints.func_dir_f64`).
+  the ``float64`` base too (compiled double-double kernels for exp, log, tanh, sigmoid and
+  softplus, :mod:`scalars.f64_endpoint_kernels`; a long double evaluation for the other
+  functions and the undecided entries, MPFR for the ones within ~2^-60 of a float64:
+  :func:`function_endpoints.func_dir_f64`).
 * ``rational``: exact endpoints (gmpy2 ``mpq``).  Functions run through the rational
   context, so they raise :class:`ContextError` except at its rational points (exp [0, 0]).
   There are no infinite endpoints: division by an interval containing 0 raises.
@@ -857,7 +859,11 @@ class IntervalContext(Context):
             return self._periodic(fn, a)
         E = self.ends
         lo_arg, hi_arg, at_end = a.lo, a.hi, None
-        if fn.domain is not None:
+        # float ends: one reduction settles the usual case, every lower end strictly
+        # inside the domain (NaN fails the test and takes the full checks)
+        inside = (fn.domain is not None and E.kind == "float" and np.size(a.lo) > 0
+                  and float(np.min(a.lo)) > fn.domain.lo)
+        if fn.domain is not None and not inside:
             dom = fn.domain
             bad = np.asarray(np.less(a.lo, dom.lo), dtype=bool)
             if bad.any():
@@ -879,6 +885,10 @@ class IntervalContext(Context):
             # one compiled pass: RD f(lo), RU f(hi), MPFR for the unsettled ends
             lo, hi = GK.func_pair(fn, np.broadcast_to(lo_arg, np.shape(hi_arg)), hi_arg,
                                   E.grid, lambda t: FE.mpfr_func_dir(fn, t, E.grid))
+        elif (E.kind == "float" and E.grid.is_binary64 and fn.name in FE.F64K.CODES
+                and FUNCTIONS.get(fn.name) is fn and fn.monotone == "increasing"):
+            # one compiled pass: RD f(lo), RU f(hi) (scalars.f64_endpoint_kernels)
+            lo, hi = FE.func_pair_f64(fn, lo_arg, hi_arg)
         elif fn.monotone == "decreasing":
             lo, hi = self._dual_round(lambda x: E.func(fn, x), [hi_arg], [lo_arg])
         else:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from . import grid_kernels as GK
 from .eft import f2i, i2f, two_prod
 
 _SAFE_LO = 2.0 ** -900
@@ -79,68 +80,12 @@ def div_f64(alo, ahi, blo, bhi, shape):
     return lo.reshape(shape), hi.reshape(shape)
 
 
-@numba.njit(cache=True, error_model="numpy", inline="always")
-def _step(acc, x, up):
-    """RU(acc + x) if up else RD(acc + x) on the float64 grid (TwoSum error sign, one ulp
-    step on the bit pattern), and whether the sum stayed inside the trusted range."""
-    s = acc + x
-    bb = s - acc
-    e = (acc - (s - bb)) + (x - bb)
-    bi = f2i(s)
-    zero = (bi << 1) == 0
-    if up:
-        nb = np.int64(1) if zero else (bi - 1 if bi < 0 else bi + 1)
-        r = i2f(nb) if e > 0.0 else s
-    else:
-        nb = _NEG_TINY_BITS if zero else (bi + 1 if bi < 0 else bi - 1)
-        r = i2f(nb) if e < 0.0 else s
-    return r, abs(s) <= _SAFE_HI and abs(x) <= _SAFE_HI
-
-
-@numba.njit(cache=True, error_model="numpy")
-def sum_kernel(lo2, hi2, lo, hi):
-    """Sequential interval sums along the last axis of (R, n) arrays, n >= 1: lower ends
-    added with RD, upper ends with RU, left to right.  False when some operand or partial
-    sum leaves [-2^900, 2^900] (or is NaN): the caller runs the generic loop."""
-    R, n = lo2.shape
-    B = 8                         # rows summed side by side: independent dependency chains
-    acc_l = np.empty(B)
-    acc_h = np.empty(B)
-    for r0 in range(0, R, B):
-        m = min(B, R - r0)
-        good = True
-        for j in range(m):
-            acc_l[j] = lo2[r0 + j, 0]
-            acc_h[j] = hi2[r0 + j, 0]
-            good = good & (abs(acc_l[j]) <= _SAFE_HI) & (abs(acc_h[j]) <= _SAFE_HI)
-        for k in range(1, n):
-            for j in range(m):
-                x = lo2[r0 + j, k]
-                y = hi2[r0 + j, k]
-                a, oka = _step(acc_l[j], x, False)
-                b, okb = _step(acc_h[j], y, True)
-                acc_l[j] = a
-                acc_h[j] = b
-                good = good & oka & okb
-        if not good:
-            return False
-        for j in range(m):
-            lo[r0 + j] = acc_l[j]
-            hi[r0 + j] = acc_h[j]
-    return True
-
-
 def sum_f64(lo2, hi2):
-    """(lo, hi) of the sequential outward-rounded sums over the last axis, or None."""
-    kshape = lo2.shape[:-1]
-    n = lo2.shape[-1]
-    L = np.ascontiguousarray(lo2, dtype=np.float64).reshape(-1, n)
-    H = np.ascontiguousarray(hi2, dtype=np.float64).reshape(-1, n)
-    lo = np.empty(L.shape[0])
-    hi = np.empty(L.shape[0])
-    if n == 0 or not sum_kernel(L, H, lo, hi):
-        return None
-    return lo.reshape(kshape), hi.reshape(kshape)
+    """(lo, hi) of the sequential outward-rounded sums over the last axis, or None: the one
+    compiled sequential-sum loop (:func:`scalars.grid_kernels.sum_grid`) on the float64
+    grid."""
+    from .formats import binary64
+    return GK.sum_grid(lo2, hi2, binary64)
 
 
 @numba.njit(cache=True, error_model="numpy", inline="always")

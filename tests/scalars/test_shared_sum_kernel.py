@@ -1,0 +1,75 @@
+"""The one compiled sequential interval-sum loop (scalars.grid_kernels._sum_rows, blocks of
+rows transposed into lanes) against the generic directed loop (scalars.directed.add_dir,
+one partial sum at a time) on every grid: row counts around and across the lane width,
+short and long rows, wide-range operands, and the hand-off to the generic loop."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from scalarlab import scalars
+from scalarlab.scalars import directed as D
+from scalarlab.scalars import formats as FM
+from scalarlab.scalars import grid_kernels as GK
+from scalarlab.scalars import interval_kernels as IK
+
+GRIDS = [FM.binary64, FM.binary32, FM.bfloat16, FM.binary16]
+
+
+def _generic(lo2, hi2, fmt):
+    wl, wh = lo2[:, 0].copy(), hi2[:, 0].copy()
+    for k in range(1, lo2.shape[1]):
+        wl = D.add_dir(wl, lo2[:, k], fmt)[0]
+        wh = D.add_dir(wh, hi2[:, k], fmt)[1]
+    return wl, wh
+
+
+def _boxes(rng, R, n, fmt, wide):
+    x = rng.standard_normal((R, n))
+    if wide:
+        e = 8 if fmt.max_finite < 1e6 else 30           # binary16 tops out at 65504
+        x = x * 2.0 ** rng.integers(-e, e, (R, n)).astype(float)
+    lo = D.round_down(x, fmt)
+    hi = D.round_up(x + np.abs(rng.standard_normal((R, n))) * 1e-3, fmt)
+    return lo, hi
+
+
+@pytest.mark.parametrize("fmt", GRIDS, ids=str)
+def test_sum_rows_equal_generic_loop(fmt):
+    rng = np.random.default_rng(5)
+    lanes = GK._LANES
+    for R, n in [(1, 1), (1, 7), (lanes - 1, 3), (lanes, 5), (lanes + 1, 40),
+                 (3 * lanes + 5, 17), (2, 300)]:
+        for wide in (False, True):
+            lo, hi = _boxes(rng, R, n, fmt, wide)
+            got = GK.sum_grid(lo, hi, fmt)
+            assert got is not None, (R, n)
+            want = _generic(lo, hi, fmt)
+            assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1]), (R, n)
+            assert np.array_equal(np.signbit(got[0]), np.signbit(want[0]))
+
+
+def test_float64_entry_point_is_the_shared_loop():
+    rng = np.random.default_rng(6)
+    lo, hi = _boxes(rng, 37, 64, FM.binary64, True)
+    a = IK.sum_f64(lo, hi)
+    b = GK.sum_grid(lo, hi, FM.binary64)
+    assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
+
+
+@pytest.mark.parametrize("fmt", [FM.binary64, FM.binary32], ids=str)
+def test_out_of_range_in_a_later_block_hands_off(fmt):
+    """An operand beyond 2^900 in the second block of rows: None (generic loop), and the
+    interval context's sum then still equals the generic loop."""
+    rng = np.random.default_rng(7)
+    R = 2 * GK._LANES + 3
+    lo, hi = _boxes(rng, R, 9, fmt, False)
+    if fmt is FM.binary64:
+        lo[GK._LANES + 2, 4] = -1e305
+    else:
+        lo[GK._LANES + 2, 4] = -np.inf
+    assert GK.sum_grid(lo, hi, fmt) is None
+    iv = scalars.get("interval:" + ("float64" if fmt is FM.binary64 else "binary32"))
+    s = iv.sum(iv.make(lo, hi), axis=1)
+    want = _generic(lo, hi, fmt)
+    assert np.array_equal(s.lo, want[0]) and np.array_equal(s.hi, want[1])

@@ -357,5 +357,8 @@ class Float32Storage:
 
     def properties(self) -> dict:
         d = super().properties()
-        d["storage"] = "float32 ndarray (hardware + - * / sqrt fma; emulated under FTZ/DAZ)"
+        d["storage"] = "float32 ndarray"
+        d["arithmetic"] = ("hardware float32 on the float32 storage (IEEE binary32 is the "
+                           "format); under FTZ/DAZ float64 then one rounding (p <= 25, "
+                           "2p+2 rule)")
         return d

@@ -1,6 +1,9 @@
 """IEEE binary-format contexts: binary64/32/16, bfloat16, tf32, e5m2, e4m3 and binary(E,M).
 
-Values are float64 arrays whose entries are values of the format.  Every elementwise
+Values are float64 arrays whose entries are values of the format; binary32 (however
+built: ``binary32``, ``+fma``, ``/pairwise``, ``binary(8,23)``) stores float32 arrays
+instead and computes on them in hardware float32 (:class:`Binary32Context`,
+:mod:`scalars.binary32_store`).  Every elementwise
 operation (+ - * / sqrt fma, the functions of :mod:`scalars.functions`, convert) returns
 the correctly rounded (nearest-even) result of the exact operation on those values, with
 the format's overflow, subnormals and NaN rules (:mod:`scalars.formats`).  How:

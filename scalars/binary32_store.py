@@ -209,10 +209,8 @@ class Float32Storage:
         if type(a) is _ND and type(b) is _ND and a.dtype is _F32 and b.dtype is _F32 \
                 and a.shape == b.shape and _T64 * _HALF != 0.0:
             out = _empty(a.shape, _F32)
-            if a.ndim == 1:
-                _binop32(0, a, b, out)
-            else:
-                _binop32(0, a.ravel(), b.ravel(), out.reshape(-1))
+            # ravel: a view of C-contiguous storage, a C-order copy of anything else
+            _binop32(0, a.ravel(), b.ravel(), out if a.ndim == 1 else out.reshape(-1))
             return out
         return self._binary("add", a, b)
 
@@ -220,10 +218,8 @@ class Float32Storage:
         if type(a) is _ND and type(b) is _ND and a.dtype is _F32 and b.dtype is _F32 \
                 and a.shape == b.shape and _T64 * _HALF != 0.0:
             out = _empty(a.shape, _F32)
-            if a.ndim == 1:
-                _binop32(1, a, b, out)
-            else:
-                _binop32(1, a.ravel(), b.ravel(), out.reshape(-1))
+            # ravel: a view of C-contiguous storage, a C-order copy of anything else
+            _binop32(1, a.ravel(), b.ravel(), out if a.ndim == 1 else out.reshape(-1))
             return out
         return self._binary("sub", a, b)
 
@@ -231,10 +227,8 @@ class Float32Storage:
         if type(a) is _ND and type(b) is _ND and a.dtype is _F32 and b.dtype is _F32 \
                 and a.shape == b.shape and _T64 * _HALF != 0.0:
             out = _empty(a.shape, _F32)
-            if a.ndim == 1:
-                _binop32(2, a, b, out)
-            else:
-                _binop32(2, a.ravel(), b.ravel(), out.reshape(-1))
+            # ravel: a view of C-contiguous storage, a C-order copy of anything else
+            _binop32(2, a.ravel(), b.ravel(), out if a.ndim == 1 else out.reshape(-1))
             return out
         return self._binary("mul", a, b)
 
@@ -242,10 +236,8 @@ class Float32Storage:
         if type(a) is _ND and type(b) is _ND and a.dtype is _F32 and b.dtype is _F32 \
                 and a.shape == b.shape and _T64 * _HALF != 0.0:
             out = _empty(a.shape, _F32)
-            if a.ndim == 1:
-                _binop32(3, a, b, out)
-            else:
-                _binop32(3, a.ravel(), b.ravel(), out.reshape(-1))
+            # ravel: a view of C-contiguous storage, a C-order copy of anything else
+            _binop32(3, a.ravel(), b.ravel(), out if a.ndim == 1 else out.reshape(-1))
             return out
         return self._binary("div", a, b)
     def square(self, a): return self._binary("mul", a, a)
@@ -357,5 +349,8 @@ class Float32Storage:
 
     def properties(self) -> dict:
         d = super().properties()
-        d["storage"] = "float32 ndarray (hardware + - * / sqrt fma; emulated under FTZ/DAZ)"
+        d["storage"] = "float32 ndarray"
+        d["arithmetic"] = ("hardware float32 on the float32 storage (IEEE binary32 is the "
+                           "format); under FTZ/DAZ float64 then one rounding (p <= 25, "
+                           "2p+2 rule)")
         return d

@@ -314,3 +314,19 @@ def test_bit_conversions_are_the_hardware_casts():
     assert np.array_equal(H.narrow_bits(w).view(np.uint32), H.narrow_rn(w).view(np.uint32))
     ok = ~np.isnan(f) | ((x & 0x400000) != 0)             # quiet NaNs round trip too
     assert np.array_equal(H.narrow_bits(w).view(np.uint32)[ok], x[ok])
+
+
+def test_dual_and_interval_contexts_over_binary32_storage():
+    """dual:binary32 carries float32 primal and tangent with the point context's bits;
+    interval:binary32 keeps float64 endpoints and takes float32 point values exactly."""
+    ctx = scalars.get("binary32")
+    x = to32(np.array([0.5, 2.0, -3.25]))
+    d = scalars.get("dual:binary32")
+    y = d.mul(d.exp(d.make(x, np.ones(3, np.float32))), d.make(x, np.zeros(3)))
+    assert y.primal.dtype == np.float32 and y.tangent.dtype == np.float32
+    same_bits(y.primal, ctx.mul(ctx.exp(x), x))
+    same_bits(y.tangent, ctx.mul(ctx.exp(x), x))           # (e^x)' x + e^x * 0'
+    iv = scalars.get("interval:binary32")
+    b = iv.add(iv.convert(x), iv.convert(x))
+    assert b.lo.dtype == np.float64 and b.hi.dtype == np.float64
+    assert b.lo.tolist() == b.hi.tolist() == wide(ctx.add(x, x)).tolist()

@@ -42,6 +42,7 @@ import numpy as np
 from . import directed as D
 from . import function_endpoints as FE
 from . import interval_kernels as IK
+from . import interval_affine as IA
 from . import grid_kernels as GK
 from . import function_intervals as FI
 from .arrayshape import ArrayShapeOps
@@ -838,6 +839,10 @@ class IntervalContext(Context):
         return self._box(fn(a.lo, b.lo), fn(a.hi, b.hi))
 
     def maximum(self, a, b):
+        if self.ends.kind == "float" and isinstance(a, Interval) and isinstance(b, Interval):
+            r = _relu_fast(a, b)        # max(x, 0) of a large float box: one fused pass
+            if r is not None:
+                return self._box(r[0], r[1]) if r[2] else Interval(r[0], r[1])
         return self._lattice(np.maximum, a, b, "maximum")
 
     def minimum(self, a, b):
@@ -1091,6 +1096,18 @@ class IntervalContext(Context):
             return self.matmul_midrad(a, b)
         return self.matmul_endpoint(a, b)
 
+    def affine(self, x, W, b):
+        """``x W^T + b`` (a dense layer): ``add(matmul(x, transpose(W)), b)``, the same
+        endpoints bitwise; for float64 endpoints, a point ``W`` and a 2-d ``x`` in fused
+        compiled passes with |W| cached per weight array (:mod:`scalars.interval_affine`)."""
+        x = self._iv(x, "linear"); W = self._iv(W, "linear"); b = self._iv(b, "linear")
+        if self.ends.kind == "float" and self.ends.grid.is_binary64 and W.lo is W.hi:
+            r = IA.affine_midrad(x.lo, x.hi, W.lo, b.lo, b.hi)
+            if r is not None:
+                lo, hi, nan = r
+                return self._box(lo, hi) if nan else Interval(lo, hi)
+        return self.add(self.matmul(x, self.transpose(W)), b)
+
     def matmul_midrad_ld(self, a, b):
         """Midpoint-radius in long double (:mod:`scalars.dot_enclosure`): about one float64
         ulp of excess per endpoint instead of the a-priori n 2^-53 bound; float64 base and
@@ -1276,6 +1293,19 @@ class IntervalContext(Context):
         xs = [self._iv(x, "stack") for x in xs]
         return Interval(self.ends.wrap(self._shape_ops.stack([x.lo for x in xs], axis)),
                         self.ends.wrap(self._shape_ops.stack([x.hi for x in xs], axis)))
+
+
+def _relu_fast(a: Interval, b: Interval):
+    """(max(a.lo, 0), max(a.hi, 0), any NaN) in one pass when ``b`` is the point 0 and
+    ``a`` a large float64 box (relu's rule); else None."""
+    lo, hi = a.lo, a.hi
+    if (np.shape(b.lo) != () or np.shape(b.hi) != () or b.lo != 0 or b.hi != 0
+            or np.signbit(b.lo) or np.signbit(b.hi)
+            or not isinstance(lo, np.ndarray) or not isinstance(hi, np.ndarray)
+            or lo.dtype != np.float64 or hi.dtype != np.float64 or lo.shape != hi.shape
+            or lo.size < (1 << 14)):
+        return None
+    return IA.relu_pair(lo, hi)
 
 
 def _cheap_ld(a, b) -> bool:

@@ -1,0 +1,337 @@
+"""Compiled passes of the interval affine layer ``x W^T + b`` (IBP of dense layers) on the
+float64 grid: the interval activation times a point weight matrix plus a bias, and ReLU.
+
+``IntervalContext.affine`` evaluates ``add(matmul(x, transpose(W)), b)`` with the same
+midpoint-radius formulas as ``matmul_midrad`` followed by the directed bias addition of
+``add``, but with fewer passes over memory:
+
+* :func:`prep_rows` reads the activation endpoints once and writes only what a point
+  weight needs: the midpoint ``m`` and ``g = gamma |m| + r`` (``matmul_midrad`` also
+  writes ``r`` and ``|m|``, which only an interval weight uses);
+* :func:`weight_abs` gives ``|W|`` (and the finiteness of W and its non-zero rows) from a
+  bounded cache checked bit for bit against ``W`` on every use (see there);
+* :func:`finish_bias` fuses the last pass of the product (rigorous radius, RD/RU of
+  ``C -+ R'``) with the directed bias addition (RD/RU of ``lo + b_lo`` / ``hi + b_hi``)
+  and the NaN scan: one pass instead of three.
+
+Every float64 operation is the one the unfused code performs, in the same order (two
+directed roundings: the product's, then the addition's), so the endpoints are bitwise
+identical to ``add(matmul(...), b)``; tests/scalars/test_interval_affine.py checks it.
+Whatever these passes cannot vouch for (non-finite or extreme values, a point activation)
+makes them report failure, and the caller runs the unfused operations.
+"""
+from __future__ import annotations
+
+import threading
+import weakref
+
+import numba
+import numpy as np
+
+from .directed import DBL_MAX, _SAFE_HI, _down_bits, _finite, _up_bits, recycled_empty, scratch
+from .eft import f2i, i2f, two_sum
+
+__all__ = ["prep_rows", "weight_abs", "finish_bias", "relu_pair", "clear_weight_cache"]
+
+
+@numba.njit(cache=True)
+def _prep_rows_kernel(lo, hi, gamma, m, g, mask):
+    """m = lo/2 + hi/2, g = gamma |m| + max(RU(hi - m), RU(m - lo)) (the radius rounded up
+    exactly: TwoSum sign of each subtraction, one ulp step where it was inexact, always
+    one where the EFT is not trusted), mask[i] = row i holds an entry with |m| + r > 0;
+    returns (all finite, lo == hi everywhere).  The float operations of
+    ``directed._midrad_prep_kernel`` (which also stores r and |m|), so m and g are
+    bitwise the same."""
+    P, Q = lo.shape
+    fin = True
+    eq = True
+    for i in range(P):
+        acc = False
+        for j in range(Q):
+            a = lo[i, j]
+            b = hi[i, j]
+            fin = fin & _finite(a) & _finite(b)
+            eq = eq & (a == b)
+            mm = a * 0.5 + b * 0.5
+            d1, e1 = two_sum(b, -mm)
+            d2, e2 = two_sum(mm, -a)
+            trust = (abs(a) <= _SAFE_HI) & (abs(b) <= _SAFE_HI) & _finite(e1) & _finite(e2)
+            u1 = i2f(_up_bits(f2i(d1), _finite(d1) & ((not trust) | (e1 > 0))))
+            u2 = i2f(_up_bits(f2i(d2), _finite(d2) & ((not trust) | (e2 > 0))))
+            rr = u1 if u1 >= u2 else u2
+            m[i, j] = mm
+            av = abs(mm)
+            g[i, j] = gamma * av + rr
+            acc = acc | (av > 0) | (rr > 0)
+        mask[i] = acc
+    return fin, eq
+
+
+def prep_rows(lo, hi, gamma: float, key: str):
+    """(m, g, mask, all finite, lo == hi) of (P, Q) interval endpoints contracted over
+    axis 1 (see :func:`_prep_rows_kernel`); m and g are :func:`directed.scratch` arrays
+    named after ``key`` (temporaries of one call)."""
+    lo = np.ascontiguousarray(lo, dtype=np.float64)
+    hi = np.ascontiguousarray(hi, dtype=np.float64)
+    m = scratch(f"{key}.m", lo.shape)
+    g = scratch(f"{key}.g", lo.shape)
+    mask = np.empty(lo.shape[0], dtype=np.bool_)
+    fin, eq = _prep_rows_kernel(lo, hi, float(gamma), m, g, mask)
+    return m, g, mask, bool(fin), bool(eq)
+
+
+# ------------------------------------------------------------------------------ |W|
+@numba.njit(cache=True)
+def _abs_rows_kernel(W, out, mask, sign):
+    """out = |W|, mask[i] = row i has a non-zero entry, sign = the sign bit of each entry
+    of W (one byte each); returns whether every entry is finite."""
+    r, c = W.shape
+    fin = True
+    for i in range(r):
+        acc = False
+        for j in range(c):
+            w = W[i, j]
+            v = abs(w)
+            out[i, j] = v
+            sign[i, j] = np.uint8((f2i(w) >> 63) & 1)
+            fin = fin & (v <= DBL_MAX)
+            acc = acc | (v > 0)
+        mask[i] = acc
+    return fin
+
+
+@numba.njit(cache=True)
+def _same_kernel(W, A, sign):
+    """W is bit for bit |A| with the stored sign bits (every bit of W is compared: the
+    magnitude bits against A, the sign bit against ``sign``)."""
+    r, c = W.shape
+    for i in range(r):
+        same = True
+        for j in range(c):
+            same = same & (f2i(W[i, j]) == (f2i(A[i, j]) | (np.int64(sign[i, j]) << 63)))
+        if not same:
+            return False
+    return True
+
+
+class _WeightCache:
+    """|W| per weight array, bounded, per thread.
+
+    A numpy array has no version counter, so an entry cannot know whether its array was
+    written in place since.  Each entry therefore keeps |W| and the sign bits of W, and
+    every use first compares W bit for bit with them (one read of W and |W|, cheaper
+    than recomputing, which also writes |W|); a mismatch recomputes.  Entries are keyed
+    by ``id`` and hold a weak reference, so they never keep an array alive and die with
+    it; the total size is bounded (oldest entries evicted first)."""
+
+    MAX_ENTRIES = 1 << 25          # float64 entries (256 MiB of |W|) per thread
+
+    def __init__(self):
+        self.entries: dict[int, tuple] = {}
+        self.held = 0
+
+    def get(self, W: np.ndarray):
+        key = id(W)
+        e = self.entries.get(key)
+        if e is not None:
+            ref, A, mask, sign, fin = e
+            if ref() is W and A.shape == W.shape and _same_kernel(W, A, sign):
+                # most recently used last: move to the end of the dict
+                del self.entries[key]
+                self.entries[key] = e
+                return A, mask, fin
+            self._drop(key)
+        A = np.empty(W.shape)
+        mask = np.empty(W.shape[0], dtype=np.bool_)
+        sign = np.empty(W.shape, dtype=np.uint8)
+        fin = bool(_abs_rows_kernel(W, A, mask, sign))
+        if W.size <= self.MAX_ENTRIES:
+            while self.entries and self.held + W.size > self.MAX_ENTRIES:
+                self._drop(next(iter(self.entries)))
+            try:
+                ref = weakref.ref(W, self._forget(key))
+            except TypeError:          # not weak-referenceable: do not cache
+                return A, mask, fin
+            self.entries[key] = (ref, A, mask, sign, fin)
+            self.held += W.size
+        return A, mask, fin
+
+    def _drop(self, key):
+        e = self.entries.pop(key, None)
+        if e is not None:
+            self.held -= e[1].size
+
+    def _forget(self, key: int):
+        """Weakref callback: the array died; drop its entry (if it is still that
+        array's: the id may have been reused and re-entered since)."""
+        def callback(ref):
+            e = self.entries.get(key)
+            if e is not None and e[0] is ref:
+                self._drop(key)
+        return callback
+
+
+_LOCAL = threading.local()
+
+
+def _cache() -> _WeightCache:
+    c = getattr(_LOCAL, "cache", None)
+    if c is None:
+        c = _LOCAL.cache = _WeightCache()
+    return c
+
+
+def clear_weight_cache() -> None:
+    """Forget every cached |W| of this thread."""
+    _LOCAL.cache = _WeightCache()
+
+
+def weight_abs(W):
+    """(|W|, mask of the rows of W holding a non-zero entry, all finite) of a
+    C-contiguous 2-d float64 weight matrix ``W`` (out, in).  Cached per array and checked
+    bit for bit against ``W`` on each call, so a weight changed in place is never paired
+    with a stale |W|.  Arrays that are not C-contiguous float64 are computed afresh."""
+    if not (isinstance(W, np.ndarray) and W.dtype == np.float64 and W.ndim == 2
+            and W.flags.c_contiguous):
+        W = np.ascontiguousarray(W, dtype=np.float64)
+        A = np.empty(W.shape)
+        mask = np.empty(W.shape[0], dtype=np.bool_)
+        sign = np.empty(W.shape, dtype=np.uint8)
+        return A, mask, bool(_abs_rows_kernel(W, A, mask, sign))
+    return _cache().get(W)
+
+
+# -------------------------------------------------------------------- last pass + bias
+@numba.njit(cache=True)
+def _finish_bias_kernel(C, R, scale, tiny, nzr, nzc, blo, bhi, lo, hi):
+    """For (m, p) C and R and bias ends (p,): the radius R' = R * scale + (tiny where
+    row i and column j can hold a non-zero product), then
+    lo = RD(RD(C - R') + blo), hi = RU(RU(C + R') + bhi) on the float64 grid, each
+    rounding exact (TwoSum sign, one ulp step).  The same operations as
+    ``directed._midrad2d_kernel`` followed by ``directed._add_pair_kernel``.  Returns
+    (status, nan): status 0 = done, 1 = C or R not finite (the caller uses the endpoint
+    algorithm), 2 = some element needs the exact fallback of the unfused code; nan =
+    some endpoint is NaN."""
+    m, p = C.shape
+    rfin = True
+    ok_all = True
+    nan = False
+    for i in range(m):
+        for j in range(p):
+            x = C[i, j]
+            y0 = R[i, j]
+            rfin = rfin & (y0 <= DBL_MAX) & _finite(x)
+            y = y0 * scale
+            y = y + (tiny if (nzr[i] & nzc[j]) else 0.0)
+            safe = (abs(x) <= _SAFE_HI) & (abs(y) <= _SAFE_HI)
+            t, e = two_sum(x, -y)
+            ok = safe & _finite(t) & _finite(e)
+            pl = i2f(_down_bits(f2i(t), ok & (e < 0)))
+            t2, e2 = two_sum(x, y)
+            ok2 = safe & _finite(t2) & _finite(e2)
+            ph = i2f(_up_bits(f2i(t2), ok2 & (e2 > 0)))
+            ok_all = ok_all & ok & ok2
+            # the bias addition, as _add_pair_kernel
+            bl = blo[j]
+            t, e = two_sum(pl, bl)
+            fin = _finite(pl) & _finite(bl)
+            ok_all = ok_all & (not (fin & ((not _finite(t)) | (abs(pl) > _SAFE_HI)
+                                            | (abs(bl) > _SAFE_HI))))
+            tl = i2f(_down_bits(f2i(t), fin & _finite(e) & (e < 0)))
+            lo[i, j] = tl
+            bh = bhi[j]
+            t, e = two_sum(ph, bh)
+            fin = _finite(ph) & _finite(bh)
+            ok_all = ok_all & (not (fin & ((not _finite(t)) | (abs(ph) > _SAFE_HI)
+                                            | (abs(bh) > _SAFE_HI))))
+            hi[i, j] = i2f(_up_bits(f2i(t), fin & _finite(e) & (e > 0)))
+            nan = nan | (tl != tl) | (t != t)
+    if not rfin:
+        return 1, nan
+    if not ok_all:
+        return 2, nan
+    return 0, nan
+
+
+def finish_bias(C, R, scale: float, tiny: float, nzr, nzc, blo, bhi):
+    """(status, lo, hi, nan) of :func:`_finish_bias_kernel`; lo and hi are fresh result
+    arrays (:func:`directed.recycled_empty`)."""
+    lo = recycled_empty(C.shape)
+    hi = recycled_empty(C.shape)
+    status, nan = _finish_bias_kernel(C, R, float(scale), float(tiny), nzr, nzc,
+                                      np.ascontiguousarray(blo, dtype=np.float64),
+                                      np.ascontiguousarray(bhi, dtype=np.float64), lo, hi)
+    return int(status), lo, hi, bool(nan)
+
+
+# ------------------------------------------------------------------------------ relu
+@numba.njit(cache=True)
+def _relu_pair_kernel(lo, hi, olo, ohi):
+    """olo = max(lo, +0), ohi = max(hi, +0) as numpy's maximum(x, 0.0) (NaN kept, -0
+    becomes +0); returns whether a NaN is present."""
+    nan = False
+    for i in range(lo.size):
+        a = lo[i]
+        b = hi[i]
+        olo[i] = a if (a > 0.0) | (a != a) else 0.0
+        ohi[i] = b if (b > 0.0) | (b != b) else 0.0
+        nan = nan | (a != a) | (b != b)
+    return nan
+
+
+def relu_pair(lo, hi):
+    """(max(lo, 0), max(hi, 0), any NaN) for float64 endpoint arrays of one shape, in one
+    pass into fresh result arrays."""
+    shape = lo.shape
+    flo = np.ascontiguousarray(lo).reshape(-1)
+    fhi = np.ascontiguousarray(hi).reshape(-1)
+    olo = recycled_empty(shape)
+    ohi = recycled_empty(shape)
+    nan = _relu_pair_kernel(flo, fhi, olo.reshape(-1), ohi.reshape(-1))
+    return olo, ohi, bool(nan)
+
+
+# ------------------------------------------------------------------------- the layer
+def affine_midrad(xlo, xhi, W, blo, bhi):
+    """(lo, hi, any NaN) enclosing ``[xlo, xhi] W^T + [blo, bhi]`` on the float64 grid for
+    a non-point (P, n) interval activation, a point (p, n) weight ``W`` and a (p,) bias:
+    the endpoints of ``IntervalContext.add(matmul_midrad(x, W^T), b)``, bitwise, in
+    three compiled passes and two BLAS products.  ``None`` where that composition would
+    take another path (a point activation, a product small enough for the long double
+    algorithm, non-finite operands, an element needing the exact fallback): the caller
+    then runs it unfused.
+
+    Soundness is that of the two operations it fuses (``matmul_midrad``'s docstring has
+    the proof): C = fl(m W^T), R' = (g |W|^T)(1 + (n + 10) 2^-52) + (3n + 3) 2^-1074 and
+    [RD(C - R'), RU(C + R')] encloses every x W^T, then adding the bias with RD/RU."""
+    from .dot_enclosure import AVAILABLE, CHEAP_MACS
+    if xlo is xhi or not all(isinstance(t, np.ndarray) and t.dtype == np.float64
+                             for t in (xlo, xhi, W, blo, bhi)):
+        return None
+    if xlo.ndim != 2 or xhi.shape != xlo.shape or W.ndim != 2 or blo.shape != bhi.shape:
+        return None
+    P, n = xlo.shape
+    p = W.shape[0]
+    if W.shape[1] != n or blo.shape not in ((p,), (1, p)) or P == 0 or p == 0:
+        return None
+    if not W.flags.c_contiguous or W.flags.f_contiguous:
+        return None            # matmul's |W| then has another layout (other BLAS calls)
+    if AVAILABLE and P * n * p <= CHEAP_MACS:      # matmul's long double product
+        return None
+    u = 2.0 ** -53
+    gamma = (n * u) / (1.0 - n * u) * (1.0 + 2.0 ** -50)      # as matmul_midrad
+    with np.errstate(all="ignore"):
+        m, g, nzA, fin, eq = prep_rows(xlo, xhi, gamma, "affine.A")
+        if not fin or eq:
+            return None
+        A, nzB, finW = weight_abs(W)
+        if not finW:
+            return None
+        C = np.matmul(m, W.T, out=scratch("affine.C", (P, p)))
+        R = np.matmul(g, A.T, out=scratch("affine.R", (P, p)))
+        status, lo, hi, nan = finish_bias(C, R, 1.0 + (n + 10) * 2.0 ** -52,
+                                          (3 * n + 3) * 2.0 ** -1074, nzA, nzB,
+                                          blo.reshape(-1), bhi.reshape(-1))
+    if status:
+        return None
+    return lo, hi, nan

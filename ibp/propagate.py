@@ -38,4 +38,4 @@ def run_ibp(graph, payload, box: Box, ctx="interval:binary32") -> list[Optional[
         raise IBPError(f"run_ibp: expected a Box for the input, got {type(box).__name__}")
     x = box.to_interval(ictx)
     values = denote_all(graph, payload, x, ictx, partial=True)
-    return [None if v is None else Box.from_interval(ictx, v) for v in values]
+    return [None if v is None else Box._of_result(v) for v in values]

@@ -139,7 +139,9 @@ class _FloatEnds:
                 # exact already: one (read-only by convention) array for both endpoints,
                 # which also lets matmul recognise a point operand by identity
                 return x, x
-            return D.round_down(x, self.grid), D.round_up(x, self.grid)
+            # one compiled pass, the values of D.round_down / D.round_up (weights of a
+            # dense layer are converted on every IBP call)
+            return GK.round_pair(x, x, self.grid)
         if isinstance(x, (float, np.floating)):
             x = np.asarray(float(x))
             return D.round_down(x, self.grid), D.round_up(x, self.grid)

@@ -260,3 +260,23 @@ def test_relu_pass_is_numpys_maximum(ctx_name):
     assert r.lo[1, 1] == -np.inf and r.hi[1, 1] == np.inf
     assert _same(Interval(r.lo[2:], r.hi[2:]),
                  Interval(np.maximum(x.lo[2:], 0.0), np.maximum(x.hi[2:], 0.0)))
+
+
+@pytest.mark.parametrize("base", ["binary32", "bfloat16", "binary16", "e4m3"])
+def test_point_conversion_onto_a_coarser_grid_is_directed_rounding(base):
+    """convert of a float64 array (a weight, on every IBP call) is one compiled pass with
+    the values of directed.round_down / round_up, specials included."""
+    from scalarlab.scalars import directed as D
+    ctx = scalars.get(f"interval:{base}")
+    rng = np.random.default_rng(len(base))
+    x = np.concatenate([rng.standard_normal(500) * 10.0 ** rng.integers(-50, 50, 500),
+                        [0.0, -0.0, 5e-324, -5e-324, 1e-45, 3.4e38, 3.5e38, -1e300,
+                         np.inf, -np.inf, 65504.0, 65520.0, 448.0, 464.0, 1e-8]])
+    v = ctx.convert(x)
+    fmt = ctx.ends.grid
+    assert np.array_equal(_bits(v.lo), _bits(D.round_down(x, fmt)))
+    assert np.array_equal(_bits(v.hi), _bits(D.round_up(x, fmt)))
+    q = np.frompyfunc(gmpy2.mpq, 1, 1)
+    fin = np.isfinite(x)
+    assert np.all(q(v.lo[fin & np.isfinite(v.lo)]) <= q(x[fin & np.isfinite(v.lo)]))
+    assert np.all(q(x[fin & np.isfinite(v.hi)]) <= q(v.hi[fin & np.isfinite(v.hi)]))

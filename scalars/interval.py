@@ -1327,7 +1327,9 @@ def _midrad_side(point: bool, lo, hi, gamma: float, axis: int, key: str):
     if point:
         a, nz, fin = D.abs_scan(lo, axis, key=key)
         return lo, None, a, None, nz, fin
-    m, r, a, g, nz, fin, eq = D.midrad_prep(lo, hi, gamma, axis, key=key)
+    res = IA.midrad_prep_fast(lo, hi, gamma, axis, key)      # same values, fewer passes
+    m, r, a, g, nz, fin, eq = res if res is not None else D.midrad_prep(lo, hi, gamma, axis,
+                                                                         key=key)
     if eq:
         # lo == hi: a point after all; |lo| itself (the computed midpoint of a subnormal
         # can differ from lo)

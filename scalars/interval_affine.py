@@ -31,7 +31,7 @@ import numpy as np
 from .directed import DBL_MAX, _SAFE_HI, _down_bits, _finite, _up_bits, recycled_empty, scratch
 from .eft import f2i, i2f, two_sum
 
-__all__ = ["prep_rows", "weight_abs", "finish_bias", "relu_pair", "clear_weight_cache"]
+__all__ = ["prep_rows", "midrad_prep_fast", "weight_abs", "finish_bias", "relu_pair", "clear_weight_cache"]
 
 
 @numba.njit(cache=True)
@@ -78,6 +78,100 @@ def prep_rows(lo, hi, gamma: float, key: str):
     mask = np.empty(lo.shape[0], dtype=np.bool_)
     fin, eq = _prep_rows_kernel(lo, hi, float(gamma), m, g, mask)
     return m, g, mask, bool(fin), bool(eq)
+
+
+# ------------------------------------------------- both operands of an interval matmul
+@numba.njit(cache=True, inline="always")
+def _midrad_one(a, b, gamma):
+    """(m, r, |m|, gamma |m| + r) of one interval [a, b]: the float operations of
+    ``directed._midrad_prep_kernel``."""
+    mm = a * 0.5 + b * 0.5
+    d1, e1 = two_sum(b, -mm)
+    d2, e2 = two_sum(mm, -a)
+    trust = (abs(a) <= _SAFE_HI) & (abs(b) <= _SAFE_HI) & _finite(e1) & _finite(e2)
+    u1 = i2f(_up_bits(f2i(d1), _finite(d1) & ((not trust) | (e1 > 0))))
+    u2 = i2f(_up_bits(f2i(d2), _finite(d2) & ((not trust) | (e2 > 0))))
+    rr = u1 if u1 >= u2 else u2
+    av = abs(mm)
+    return mm, rr, av, gamma * av + rr
+
+
+@numba.njit(cache=True)
+def _prep4_rows_kernel(lo, hi, gamma, m, r, am, g, mask):
+    """``directed._midrad_prep_kernel`` with rows=True (contraction over axis 1) for
+    C-contiguous (P, Q) endpoints, the row flag kept in a register (the loop
+    vectorises): same outputs, bitwise."""
+    P, Q = lo.shape
+    fin = True
+    eq = True
+    for i in range(P):
+        acc = False
+        for j in range(Q):
+            a = lo[i, j]
+            b = hi[i, j]
+            fin = fin & _finite(a) & _finite(b)
+            eq = eq & (a == b)
+            mm, rr, av, gg = _midrad_one(a, b, gamma)
+            m[i, j] = mm
+            r[i, j] = rr
+            am[i, j] = av
+            g[i, j] = gg
+            acc = acc | (av > 0) | (rr > 0)
+        mask[i] = acc
+    return fin, eq
+
+
+@numba.njit(cache=True)
+def _prep4_transposed_kernel(lo, hi, gamma, m, r, am, g, mask):
+    """The same for the transpose of C-contiguous (p, n) endpoints (the weight of a dense
+    layer, used as W^T): outputs (n, p) C-contiguous with m[i, j] from lo[j, i], mask[j]
+    = column j of the transpose (row j of lo) holds an entry with |m| + r > 0 -- what
+    ``directed.midrad_prep(lo.T, hi.T, gamma, axis=0)`` computes after copying the
+    transposes, without the copies (tiles of 32 columns stay in cache)."""
+    p, n = lo.shape
+    fin = True
+    eq = True
+    for j in range(p):
+        mask[j] = False
+    for i0 in range(0, n, 32):
+        i1 = min(i0 + 32, n)
+        for j in range(p):
+            acc = False
+            for i in range(i0, i1):
+                a = lo[j, i]
+                b = hi[j, i]
+                fin = fin & _finite(a) & _finite(b)
+                eq = eq & (a == b)
+                mm, rr, av, gg = _midrad_one(a, b, gamma)
+                m[i, j] = mm
+                r[i, j] = rr
+                am[i, j] = av
+                g[i, j] = gg
+                acc = acc | (av > 0) | (rr > 0)
+            mask[j] = mask[j] | acc
+    return fin, eq
+
+
+def midrad_prep_fast(lo, hi, gamma: float, axis: int, key: str):
+    """``directed.midrad_prep(lo, hi, gamma, axis, key)`` (same values, same C-contiguous
+    output layout) for the two layouts of an interval matmul that have a faster pass:
+    C-contiguous operands contracted over axis 1, and transposes of C-contiguous
+    operands contracted over axis 0 (read without copying).  None for other layouts."""
+    if (not isinstance(lo, np.ndarray) or not isinstance(hi, np.ndarray) or lo.ndim != 2
+            or lo.shape != hi.shape or lo.dtype != np.float64 or hi.dtype != np.float64):
+        return None
+    axis = axis % 2
+    if axis == 1 and lo.flags.c_contiguous and hi.flags.c_contiguous:
+        src_lo, src_hi, kernel = lo, hi, _prep4_rows_kernel
+    elif axis == 0 and lo.T.flags.c_contiguous and hi.T.flags.c_contiguous:
+        src_lo, src_hi, kernel = lo.T, hi.T, _prep4_transposed_kernel
+    else:
+        return None
+    shape = lo.shape
+    m, r, am, g = (scratch(f"{key}.{nm}", shape) for nm in ("m", "r", "am", "g"))
+    mask = np.empty(shape[0] if axis == 1 else shape[1], dtype=np.bool_)
+    fin, eq = kernel(src_lo, src_hi, float(gamma), m, r, am, g, mask)
+    return m, r, am, g, mask, bool(fin), bool(eq)
 
 
 # ------------------------------------------------------------------------------ |W|

@@ -280,3 +280,29 @@ def test_point_conversion_onto_a_coarser_grid_is_directed_rounding(base):
     fin = np.isfinite(x)
     assert np.all(q(v.lo[fin & np.isfinite(v.lo)]) <= q(x[fin & np.isfinite(v.lo)]))
     assert np.all(q(x[fin & np.isfinite(v.hi)]) <= q(v.hi[fin & np.isfinite(v.hi)]))
+
+
+@pytest.mark.parametrize("shape", [(1, 5), (7, 33), (40, 1), (65, 70)])
+def test_matmul_operand_pass_is_midrad_prep_bitwise(shape):
+    """The compiled operand passes of the midpoint-radius matmul (rows of a C-ordered
+    operand; columns of a transposed weight, read without copying) give what
+    directed.midrad_prep gives, in the same layout; special values included."""
+    from scalarlab.scalars import directed as D
+    rng = np.random.default_rng(shape[0] * 100 + shape[1])
+    c = rng.standard_normal(shape) * 10.0 ** rng.integers(-300, 300, shape)
+    lo, hi = c - np.abs(c) * 1e-9, c + np.abs(c) * 1e-9
+    lo.flat[:5] = [-0.0, 5e-324, -2.0 ** 1000, 1.0, 0.0][:lo.size]
+    hi.flat[:5] = [0.0, 5e-324, 2.0 ** 1000, 1.0, 0.0][:lo.size]
+    if shape[0] > 2:
+        lo[2] = hi[2] = 0.0                       # a zero row: its mask flag is False
+    for L, H, axis in ((lo, hi, 1), (lo.T, hi.T, 0)):
+        ref = D.midrad_prep(L, H, 1e-13, axis, key="test.ref")
+        ref = [np.array(t) if isinstance(t, np.ndarray) else t for t in ref]
+        got = IA.midrad_prep_fast(L, H, 1e-13, axis, "test.got")
+        assert got is not None
+        for a, b in zip(ref[:4], got[:4]):
+            assert b.flags.c_contiguous and np.array_equal(_bits(a), _bits(b))
+        assert np.array_equal(ref[4], got[4]) and list(ref[5:]) == list(got[5:])
+    if min(shape) > 1:                            # no fast pass for this layout
+        assert IA.midrad_prep_fast(np.asfortranarray(lo), np.asfortranarray(hi), 0.0, 1,
+                                   "t") is None

@@ -643,6 +643,10 @@ class IntervalContext(Context):
         if isinstance(x, np.ndarray) and x.dtype.kind == "c" or isinstance(x, complex):
             raise ContextError(f"context {self.name}: convert: complex values have no "
                                f"interval enclosure here")
+        if self.ends.kind == "float" and self.ends.grid.is_binary64:
+            w0 = IA.point_snapshot(x)     # a cached dense-layer weight: no NaN scan
+            if w0 is not None:
+                return Interval(w0, w0)
         try:
             lo, hi = self.ends.point(x)
         except ContextError as exc:

@@ -31,7 +31,8 @@ import numpy as np
 from .directed import DBL_MAX, _SAFE_HI, _down_bits, _finite, _up_bits, recycled_empty, scratch
 from .eft import f2i, i2f, two_sum
 
-__all__ = ["prep_rows", "midrad_prep_fast", "weight_abs", "finish_bias", "relu_pair", "clear_weight_cache"]
+__all__ = ["prep_rows", "midrad_prep_fast", "weight_abs", "point_snapshot", "finish_bias", "relu_pair",
+           "clear_weight_cache"]
 
 
 @numba.njit(cache=True)
@@ -176,18 +177,16 @@ def midrad_prep_fast(lo, hi, gamma: float, axis: int, key: str):
 
 # ------------------------------------------------------------------------------ |W|
 @numba.njit(cache=True)
-def _abs_rows_kernel(W, out, mask, sign):
-    """out = |W|, mask[i] = row i has a non-zero entry, sign = the sign bit of each entry
-    of W (one byte each); returns whether every entry is finite."""
+def _abs_rows_kernel(W, out, mask):
+    """out = |W|, mask[i] = row i has a non-zero entry; returns whether every entry is
+    finite."""
     r, c = W.shape
     fin = True
     for i in range(r):
         acc = False
         for j in range(c):
-            w = W[i, j]
-            v = abs(w)
+            v = abs(W[i, j])
             out[i, j] = v
-            sign[i, j] = np.uint8((f2i(w) >> 63) & 1)
             fin = fin & (v <= DBL_MAX)
             acc = acc | (v > 0)
         mask[i] = acc
@@ -195,65 +194,101 @@ def _abs_rows_kernel(W, out, mask, sign):
 
 
 @numba.njit(cache=True)
-def _same_kernel(W, A, sign):
-    """W is bit for bit |A| with the stored sign bits (every bit of W is compared: the
-    magnitude bits against A, the sign bit against ``sign``)."""
-    r, c = W.shape
+def _same_bits_kernel(X, Y):
+    """X and Y (same shape) hold the same bit patterns (signed zeros and NaN payloads
+    told apart)."""
+    r, c = X.shape
     for i in range(r):
         same = True
         for j in range(c):
-            same = same & (f2i(W[i, j]) == (f2i(A[i, j]) | (np.int64(sign[i, j]) << 63)))
+            same = same & (f2i(X[i, j]) == f2i(Y[i, j]))
         if not same:
             return False
     return True
 
 
+#: arrays smaller than this are not cached (|W| costs little there)
+_MIN_CACHED = 1 << 14
+
+
 class _WeightCache:
-    """|W| per weight array, bounded, per thread.
+    """|W| of weight matrices, per thread, bounded.
 
-    A numpy array has no version counter, so an entry cannot know whether its array was
-    written in place since.  Each entry therefore keeps |W| and the sign bits of W, and
-    every use first compares W bit for bit with them (one read of W and |W|, cheaper
-    than recomputing, which also writes |W|); a mismatch recomputes.  Entries are keyed
-    by ``id`` and hold a weak reference, so they never keep an array alive and die with
-    it; the total size is bounded (oldest entries evicted first)."""
+    A numpy array has no version counter, so nothing tells whether a weight was written
+    in place since its |W| was computed.  So an entry holds an *immutable snapshot* W0
+    of the weight (a copy backed by a ``bytes`` object: numpy refuses to make it
+    writeable) together with |W0|, its non-zero rows and its finiteness:
 
-    MAX_ENTRIES = 1 << 25          # float64 entries (256 MiB of |W|) per thread
+    * ``IntervalContext.convert`` of a weight with an entry compares the weight bit for
+      bit with W0 (one read of each) and, when equal, returns the snapshot as the
+      interval's (point) endpoints -- the value of the weight at that moment, which no
+      one can change afterwards -- and skips its NaN scan (the entry knows W0 is
+      finite);
+    * :func:`weight_abs` of a snapshot needs no check at all (its memory cannot change);
+      of any other array it compares with the entry's snapshot, or computes |W| afresh
+      and makes an entry.
+
+    Entries are keyed by ``id`` of the caller's array and hold only a weak reference to
+    it, so they die with it; the total size is bounded (least recently used first)."""
+
+    MAX_ENTRIES = 1 << 25          # float64 entries (snapshots and |W|: 256 MiB) per thread
 
     def __init__(self):
-        self.entries: dict[int, tuple] = {}
+        self.entries: dict[int, tuple] = {}     # id(W) -> (weakref W, W0, |W0|, mask, fin)
+        self.owned: dict[int, int] = {}         # id(W0) -> id(W)
         self.held = 0
 
-    def get(self, W: np.ndarray):
+    def of_snapshot(self, X):
+        """The entry whose snapshot is ``X`` itself, else None."""
+        key = self.owned.get(id(X))
+        if key is not None:
+            e = self.entries.get(key)
+            if e is not None and e[1] is X:
+                return e
+        return None
+
+    def validated(self, W):
+        """The entry of ``W`` if W still holds the bits of its snapshot, else None (and
+        a stale entry is dropped)."""
         key = id(W)
         e = self.entries.get(key)
-        if e is not None:
-            ref, A, mask, sign, fin = e
-            if ref() is W and A.shape == W.shape and _same_kernel(W, A, sign):
-                # most recently used last: move to the end of the dict
-                del self.entries[key]
-                self.entries[key] = e
-                return A, mask, fin
-            self._drop(key)
+        if e is None:
+            return None
+        if e[0]() is W and e[1].shape == W.shape and _same_bits_kernel(W, e[1]):
+            del self.entries[key]           # most recently used last
+            self.entries[key] = e
+            return e
+        self._drop(key)
+        return None
+
+    def build(self, W):
+        """A new entry for ``W`` (stored when it fits the bound)."""
+        W0 = np.frombuffer(W.tobytes(), dtype=np.float64).reshape(W.shape)   # read-only
         A = np.empty(W.shape)
         mask = np.empty(W.shape[0], dtype=np.bool_)
-        sign = np.empty(W.shape, dtype=np.uint8)
-        fin = bool(_abs_rows_kernel(W, A, mask, sign))
-        if W.size <= self.MAX_ENTRIES:
-            while self.entries and self.held + W.size > self.MAX_ENTRIES:
-                self._drop(next(iter(self.entries)))
-            try:
-                ref = weakref.ref(W, self._forget(key))
-            except TypeError:          # not weak-referenceable: do not cache
-                return A, mask, fin
-            self.entries[key] = (ref, A, mask, sign, fin)
-            self.held += W.size
-        return A, mask, fin
+        fin = bool(_abs_rows_kernel(W0, A, mask))
+        cost = 2 * W.size
+        if cost > self.MAX_ENTRIES:
+            return (None, W0, A, mask, fin)
+        while self.entries and self.held + cost > self.MAX_ENTRIES:
+            self._drop(next(iter(self.entries)))
+        key = id(W)
+        self._drop(key)
+        try:
+            ref = weakref.ref(W, self._forget(key))
+        except TypeError:                   # not weak-referenceable: not stored
+            return (None, W0, A, mask, fin)
+        e = (ref, W0, A, mask, fin)
+        self.entries[key] = e
+        self.owned[id(W0)] = key
+        self.held += cost
+        return e
 
     def _drop(self, key):
         e = self.entries.pop(key, None)
         if e is not None:
-            self.held -= e[1].size
+            self.owned.pop(id(e[1]), None)
+            self.held -= 2 * e[1].size
 
     def _forget(self, key: int):
         """Weakref callback: the array died; drop its entry (if it is still that
@@ -280,19 +315,38 @@ def clear_weight_cache() -> None:
     _LOCAL.cache = _WeightCache()
 
 
+def _cacheable(W) -> bool:
+    return (isinstance(W, np.ndarray) and W.dtype == np.float64 and W.ndim == 2
+            and W.flags.c_contiguous and W.size >= _MIN_CACHED)
+
+
 def weight_abs(W):
-    """(|W|, mask of the rows of W holding a non-zero entry, all finite) of a
-    C-contiguous 2-d float64 weight matrix ``W`` (out, in).  Cached per array and checked
-    bit for bit against ``W`` on each call, so a weight changed in place is never paired
-    with a stale |W|.  Arrays that are not C-contiguous float64 are computed afresh."""
-    if not (isinstance(W, np.ndarray) and W.dtype == np.float64 and W.ndim == 2
-            and W.flags.c_contiguous):
+    """(|W|, mask of the rows of W holding a non-zero entry, all finite) of a 2-d float64
+    weight matrix ``W`` (out, in), |W| C-contiguous.  From the cache when W is a
+    snapshot (immutable) or still equal bit for bit to its entry's snapshot, so a weight
+    changed in place is never paired with a stale |W|; small or non-contiguous arrays are
+    computed afresh."""
+    if not _cacheable(W):
         W = np.ascontiguousarray(W, dtype=np.float64)
         A = np.empty(W.shape)
         mask = np.empty(W.shape[0], dtype=np.bool_)
-        sign = np.empty(W.shape, dtype=np.uint8)
-        return A, mask, bool(_abs_rows_kernel(W, A, mask, sign))
-    return _cache().get(W)
+        return A, mask, bool(_abs_rows_kernel(W, A, mask))
+    c = _cache()
+    e = c.of_snapshot(W) or c.validated(W) or c.build(W)
+    return e[2], e[3], e[4]
+
+
+def point_snapshot(W):
+    """An immutable array with the bits of ``W`` if ``W`` is a cached weight (or a
+    snapshot) that is finite, else None: ``IntervalContext.convert`` then uses it as
+    the point interval's endpoints without scanning for NaN (see :class:`_WeightCache`)."""
+    if not _cacheable(W):
+        return None
+    c = _cache()
+    e = c.of_snapshot(W) or c.validated(W)
+    if e is None or not e[4]:
+        return None
+    return e[1]
 
 
 # -------------------------------------------------------------------- last pass + bias

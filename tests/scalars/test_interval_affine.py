@@ -204,40 +204,56 @@ def test_run_ibp_small_mlp_contains_exact_executions(no_ld):
     assert rep.ok, rep
 
 
-def test_weight_cache_follows_in_place_changes(no_ld):
+def test_weight_cache_follows_in_place_changes(no_ld, monkeypatch):
+    monkeypatch.setattr(IA, "_MIN_CACHED", 0)
     rng = np.random.default_rng(7)
     ctx = scalars.get(F64)
     xlo, xhi, W, b = _layer(rng, 6, 30, 11)
     x, bi = ctx.make(xlo, xhi), ctx.convert(b)
     first = ctx.affine(x, ctx.convert(W), bi)
     assert id(W) in IA._cache().entries
+    # the next conversion hands out the immutable snapshot (same bits), not W
+    Wi = ctx.convert(W)
+    assert Wi.lo is Wi.hi and Wi.lo is not W and np.array_equal(_bits(Wi.lo), _bits(W))
+    with pytest.raises(ValueError):
+        Wi.lo.flags.writeable = True
     W[3, 4] = -W[3, 4] * 3.0                       # in place: the cache must notice
-    W[0, 0] = -0.0 if W[0, 0] == 0 else W[0, 0]
+    assert _same(ctx.affine(x, Wi, bi), first)     # Wi is the value converted before
+    assert ctx.convert(W).lo is W                  # stale entry dropped: plain conversion
     again = ctx.affine(x, ctx.convert(W), bi)
-    assert _same(again, _unfused(ctx, x, ctx.convert(W), bi))
+    assert _same(again, _unfused(ctx, x, Interval(W.copy(), W.copy()), bi))
     assert not _same(again, first)
-    W[5, 7] = -0.0 * np.sign(W[5, 7])              # a sign-only change of a zero
+    again2 = ctx.affine(x, W, bi)                  # a plain array: compared with the entry
+    assert _same(again2, again)
     W[5, 7] = 0.0
-    W[5, 7] = -0.0
-    assert _same(ctx.affine(x, ctx.convert(W), bi), _unfused(ctx, x, ctx.convert(W), bi))
+    ctx.affine(x, W, bi)
+    W[5, 7] = -0.0                                 # a sign-only change of a zero
     A, mask, fin = IA.weight_abs(W)
     assert np.signbit(W[5, 7]) and not np.signbit(A[5, 7])
-    # an entry dies with its array; the cache stays within its bound
+    assert np.signbit(ctx.convert(W).lo[5, 7])
+    W[0, :] = np.nan                               # a NaN weight is never a snapshot
+    Wn = ctx.convert(W)
+    assert Wn.lo[0, 0] == -np.inf and Wn.hi[0, 0] == np.inf
+    assert id(W) not in IA._cache().entries        # the stale entry went
+    A, mask, fin = IA.weight_abs(W)
+    assert not fin and id(W) in IA._cache().entries
+    assert ctx.convert(W).lo[0, 0] == -np.inf      # known non-finite: the plain path
+    # an entry dies with its array
     n0 = len(IA._cache().entries)
-    del W
+    del W, Wi, Wn
     gc.collect()
     assert len(IA._cache().entries) == n0 - 1
 
 
 def test_weight_cache_is_bounded(monkeypatch):
-    monkeypatch.setattr(IA._WeightCache, "MAX_ENTRIES", 1000)
+    monkeypatch.setattr(IA._WeightCache, "MAX_ENTRIES", 100_000)
     IA.clear_weight_cache()
-    keep = [np.random.default_rng(k).standard_normal((20, 20)) for k in range(6)]
+    keep = [np.random.default_rng(k).standard_normal((130, 130)) for k in range(6)]
     for W in keep:
         A, mask, fin = IA.weight_abs(W)
         assert np.array_equal(A, np.abs(W)) and fin and mask.all()
-        assert IA._cache().held <= 1000
-    assert len(IA._cache().entries) == 2
+        assert IA._cache().held <= 100_000
+    assert len(IA._cache().entries) == 2 and len(IA._cache().owned) == 2
     IA.clear_weight_cache()
 
 

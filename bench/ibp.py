@@ -95,6 +95,12 @@ def main():
           f"identical: {same}")
     print(f"  IBP interval:binary32        {t_b * 1e3:8.2f} ({c_b * 1e3:8.2f})   ratio "
           f"{t_b / t_f:5.2f} wall, {c_b / c_f:5.2f} CPU  (reported, no floor)")
+    out64, out32 = run_ibp(g, p, box, iv)[-1], run_ibp(g, p, box, i32)[-1]
+    y = denote_all(g, p, x, f64)[-1]
+    inside = all(bool(np.all((b.lo <= y) & (y <= b.hi))) for b in (out64, out32))
+    print(f"  output box mean width: interval:float64 {np.mean(out64.hi - out64.lo):.6g}, "
+          f"interval:binary32 {np.mean(out32.hi - out32.lo):.6g}; float64 forward of the "
+          f"centres inside both: {inside}")
 
     # 2. endpoint vs midpoint-radius matmul on one layer
     n = 256 if args.quick else 512

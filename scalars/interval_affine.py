@@ -9,7 +9,9 @@ midpoint-radius formulas as ``matmul_midrad`` followed by the directed bias addi
   weight needs: the midpoint ``m`` and ``g = gamma |m| + r`` (``matmul_midrad`` also
   writes ``r`` and ``|m|``, which only an interval weight uses);
 * :func:`weight_abs` gives ``|W|`` (and the finiteness of W and its non-zero rows) from a
-  bounded cache checked bit for bit against ``W`` on every use (see there);
+  bounded cache of immutable weight snapshots, never stale after an in-place change of
+  the weight (:class:`_WeightCache`); ``convert`` hands out the snapshot of a cached
+  weight (:func:`point_snapshot`);
 * :func:`finish_bias` fuses the last pass of the product (rigorous radius, RD/RU of
   ``C -+ R'``) with the directed bias addition (RD/RU of ``lo + b_lo`` / ``hi + b_hi``)
   and the NaN scan: one pass instead of three.
@@ -19,6 +21,10 @@ directed roundings: the product's, then the addition's), so the endpoints are bi
 identical to ``add(matmul(...), b)``; tests/scalars/test_interval_affine.py checks it.
 Whatever these passes cannot vouch for (non-finite or extreme values, a point activation)
 makes them report failure, and the caller runs the unfused operations.
+
+The operand passes of the general midpoint-radius matmul (:func:`midrad_prep_fast`: rows
+of a C-ordered operand, columns of a transposed weight read without a copy) live here
+too: the same values and layouts as ``directed.midrad_prep``, fewer passes.
 """
 from __future__ import annotations
 
@@ -31,8 +37,8 @@ import numpy as np
 from .directed import DBL_MAX, _SAFE_HI, _down_bits, _finite, _up_bits, recycled_empty, scratch
 from .eft import f2i, i2f, two_sum
 
-__all__ = ["prep_rows", "midrad_prep_fast", "weight_abs", "point_snapshot", "finish_bias", "relu_pair",
-           "clear_weight_cache"]
+__all__ = ["prep_rows", "midrad_prep_fast", "weight_abs", "point_snapshot", "finish_bias",
+           "relu_pair", "affine_midrad", "clear_weight_cache"]
 
 
 @numba.njit(cache=True)

@@ -185,12 +185,18 @@ class Box:
             if getattr(ctx, "base_name", "") == "float64":
                 # the outward float64 ends are the endpoints: ordered, NaN-free and on the
                 # grid by construction, so make's checks are skipped (private copies)
-                # (into recycled result arrays: fresh ones cost page faults per call)
-                lo = recycled_empty(self.shape)
-                hi = recycled_empty(self.shape)
-                np.copyto(lo, self.lo)
-                np.copyto(hi, self.hi)
-                return Interval(lo, hi)
+                # (read-only contiguous ends, as from_center_radius makes for float
+                # centres, are used as they are; others are copied into recycled result
+                # arrays: fresh ones cost page faults per call)
+                ends = []
+                for t in (self.lo, self.hi):
+                    if not (t.dtype == np.float64 and t.flags.c_contiguous
+                            and not t.flags.writeable):
+                        c = recycled_empty(self.shape)
+                        np.copyto(c, t)
+                        t = c
+                    ends.append(t)
+                return Interval(ends[0], ends[1])
             if getattr(ctx, "fmt", None) is not None:
                 # float base: the outward float64 ends, rounded outward again (= once)
                 return ctx.make(np.ascontiguousarray(self.lo), np.ascontiguousarray(self.hi))

@@ -322,3 +322,22 @@ def test_matmul_operand_pass_is_midrad_prep_bitwise(shape):
     if min(shape) > 1:                            # no fast pass for this layout
         assert IA.midrad_prep_fast(np.asfortranarray(lo), np.asfortranarray(hi), 0.0, 1,
                                    "t") is None
+
+
+@pytest.mark.parametrize("radius", [0.01, "0.01"])
+def test_ball_into_interval_float64_keeps_its_outward_ends(radius):
+    """Box.to_interval of a float ball in interval:float64 takes its outward float64 ends
+    (no further checks): the same bits as make(lo, hi), and nothing writable is shared
+    with the box."""
+    ctx = scalars.get(F64)
+    c = np.random.default_rng(4).standard_normal((20, 30))
+    box = Box.from_center_radius(c, radius)
+    v = box.to_interval(ctx)
+    ref = ctx.make(np.array(box.lo), np.array(box.hi))
+    assert _same(v, ref)
+    for t, u in ((v.lo, box.lo), (v.hi, box.hi)):
+        assert not np.shares_memory(t, u) or not t.flags.writeable
+    q = np.frompyfunc(gmpy2.mpq, 1, 1)
+    exact = q(c) - q(gmpy2.mpq(1, 100)), q(c) + q(gmpy2.mpq(1, 100))
+    if isinstance(radius, str):
+        assert np.all(q(v.lo) <= exact[0]) and np.all(exact[1] <= q(v.hi))

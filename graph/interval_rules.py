@@ -194,8 +194,6 @@ def layernorm_rule(forward):
     return rule
 
 
-# ------------------------------------------------------------------------------ attaching
-#: op name -> factory(record) -> interval rule.  softmax keeps its rule in ops_reduce.
 def linear_rule(forward):
     """``x W^T + b`` through the interval context's ``affine`` (fused passes, the same
     endpoints bitwise as the forward rule run in interval arithmetic, so no intersection
@@ -209,6 +207,8 @@ def linear_rule(forward):
     return rule
 
 
+# ------------------------------------------------------------------------------ attaching
+#: op name -> factory(record) -> interval rule.  softmax keeps its rule in ops_reduce.
 RULES = {
     "linear": lambda rec: linear_rule(rec.forward),
     "log_softmax": lambda rec: log_softmax_rule(rec.forward),

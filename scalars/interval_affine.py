@@ -237,7 +237,7 @@ class _WeightCache:
     Entries are keyed by ``id`` of the caller's array and hold only a weak reference to
     it, so they die with it; the total size is bounded (least recently used first)."""
 
-    MAX_ENTRIES = 1 << 25          # float64 entries (snapshots and |W|: 256 MiB) per thread
+    MAX_ENTRIES = 1 << 24          # float64 entries (snapshots and |W|: 128 MiB) per thread
 
     def __init__(self):
         self.entries: dict[int, tuple] = {}     # id(W) -> (weakref W, W0, |W0|, mask, fin)

@@ -23,8 +23,8 @@ Whatever these passes cannot vouch for (non-finite or extreme values, a point ac
 makes them report failure, and the caller runs the unfused operations.
 
 The operand passes of the general midpoint-radius matmul (:func:`midrad_prep_fast`: rows
-of a C-ordered operand, columns of a transposed weight read without a copy) live here
-too: the same values and layouts as ``directed.midrad_prep``, fewer passes.
+of a C-ordered operand, columns of a transposed weight after a tiled transpose) live here
+too: the same values and layouts as ``directed.midrad_prep``, faster.
 """
 from __future__ import annotations
 
@@ -129,41 +129,50 @@ def _prep4_rows_kernel(lo, hi, gamma, m, r, am, g, mask):
 
 
 @numba.njit(cache=True)
-def _prep4_transposed_kernel(lo, hi, gamma, m, r, am, g, mask):
-    """The same for the transpose of C-contiguous (p, n) endpoints (the weight of a dense
-    layer, used as W^T): outputs (n, p) C-contiguous with m[i, j] from lo[j, i], mask[j]
-    = column j of the transpose (row j of lo) holds an entry with |m| + r > 0 -- what
-    ``directed.midrad_prep(lo.T, hi.T, gamma, axis=0)`` computes after copying the
-    transposes, without the copies (tiles of 32 columns stay in cache)."""
-    p, n = lo.shape
+def _prep4_cols_kernel(lo, hi, gamma, m, r, am, g, mask):
+    """The same with contraction over axis 0 (rows=False): mask[j] = column j holds an
+    entry with |m| + r > 0, or-ed along each row (the loop vectorises)."""
+    P, Q = lo.shape
     fin = True
     eq = True
-    for j in range(p):
+    for j in range(Q):
         mask[j] = False
-    for i0 in range(0, n, 32):
-        i1 = min(i0 + 32, n)
-        for j in range(p):
-            acc = False
-            for i in range(i0, i1):
-                a = lo[j, i]
-                b = hi[j, i]
-                fin = fin & _finite(a) & _finite(b)
-                eq = eq & (a == b)
-                mm, rr, av, gg = _midrad_one(a, b, gamma)
-                m[i, j] = mm
-                r[i, j] = rr
-                am[i, j] = av
-                g[i, j] = gg
-                acc = acc | (av > 0) | (rr > 0)
-            mask[j] = mask[j] | acc
+    for i in range(P):
+        for j in range(Q):
+            a = lo[i, j]
+            b = hi[i, j]
+            fin = fin & _finite(a) & _finite(b)
+            eq = eq & (a == b)
+            mm, rr, av, gg = _midrad_one(a, b, gamma)
+            m[i, j] = mm
+            r[i, j] = rr
+            am[i, j] = av
+            g[i, j] = gg
+            mask[j] = mask[j] | (av > 0) | (rr > 0)
     return fin, eq
+
+
+@numba.njit(cache=True)
+def _transpose_into(src, dst):
+    """dst = src.T for C-contiguous 2-d arrays, in 32 x 32 tiles taken band by band of
+    dst's rows (several times faster than a strided copy of a large matrix here)."""
+    p, n = src.shape
+    T = 32
+    for i0 in range(0, n, T):
+        i1 = min(i0 + T, n)
+        for j0 in range(0, p, T):
+            j1 = min(j0 + T, p)
+            for i in range(i0, i1):
+                for j in range(j0, j1):
+                    dst[i, j] = src[j, i]
 
 
 def midrad_prep_fast(lo, hi, gamma: float, axis: int, key: str):
     """``directed.midrad_prep(lo, hi, gamma, axis, key)`` (same values, same C-contiguous
     output layout) for the two layouts of an interval matmul that have a faster pass:
     C-contiguous operands contracted over axis 1, and transposes of C-contiguous
-    operands contracted over axis 0 (read without copying).  None for other layouts."""
+    operands contracted over axis 0 (copied in cache-friendly tiles first).  None for
+    other layouts."""
     if (not isinstance(lo, np.ndarray) or not isinstance(hi, np.ndarray) or lo.ndim != 2
             or lo.shape != hi.shape or lo.dtype != np.float64 or hi.dtype != np.float64):
         return None
@@ -171,7 +180,12 @@ def midrad_prep_fast(lo, hi, gamma: float, axis: int, key: str):
     if axis == 1 and lo.flags.c_contiguous and hi.flags.c_contiguous:
         src_lo, src_hi, kernel = lo, hi, _prep4_rows_kernel
     elif axis == 0 and lo.T.flags.c_contiguous and hi.T.flags.c_contiguous:
-        src_lo, src_hi, kernel = lo.T, hi.T, _prep4_transposed_kernel
+        # a transposed weight: blocked copies into C order, then the column pass
+        src_lo = scratch(f"{key}.tlo", lo.shape)
+        src_hi = scratch(f"{key}.thi", lo.shape)
+        _transpose_into(lo.T, src_lo)
+        _transpose_into(hi.T, src_hi)
+        kernel = _prep4_cols_kernel
     else:
         return None
     shape = lo.shape

@@ -33,6 +33,7 @@ from scalarlab import scalars  # noqa: E402
 from scalarlab.graph import denote_all, examples  # noqa: E402
 from scalarlab.graph.optable import OPS  # noqa: E402
 from scalarlab.ibp import Box, check_containment, run_ibp  # noqa: E402
+from scalarlab.ibp import propagate  # noqa: E402
 from scalarlab.scalars import interval as interval_mod  # noqa: E402
 
 
@@ -47,15 +48,18 @@ def best_of(fn, repeat=3):
 
 def run_unfused(g, p, box, iv):
     """run_ibp as before the fused dense-layer rule: linear's forward rule in interval
-    arithmetic (matmul, then add), relu through two numpy maximum passes."""
-    rec, relu = OPS["linear"], interval_mod._relu_fast
+    arithmetic (matmul, then add), relu through two numpy maximum passes, no fused
+    dense+relu kernels."""
+    rec, relu, kern = OPS["linear"], interval_mod._relu_fast, propagate._dense_relu_kernels
     OPS["linear"] = dataclasses.replace(rec, interval=None)
     interval_mod._relu_fast = lambda a, b: None
+    propagate._dense_relu_kernels = lambda g, c: {}
     try:
         return run_ibp(g, p, box, iv)
     finally:
         OPS["linear"] = rec
         interval_mod._relu_fast = relu
+        propagate._dense_relu_kernels = kern
 
 
 def same_boxes(xs, ys):

@@ -1114,6 +1114,23 @@ class IntervalContext(Context):
                 return self._box(lo, hi) if nan else Interval(lo, hi)
         return self.add(self.matmul(x, self.transpose(W)), b)
 
+    def affine_relu(self, x, W, b):
+        """``(affine(x, W, b), maximum(that, 0) or None)``: the dense layer and, when the
+        fused pass ran, the relu of its result from the same pass (bitwise what
+        ``maximum(y, zeros(()))`` gives); None where it did not (the caller applies relu
+        itself)."""
+        x = self._iv(x, "linear"); W = self._iv(W, "linear"); b = self._iv(b, "linear")
+        if self.ends.kind == "float" and self.ends.grid.is_binary64 and W.lo is W.hi:
+            r = IA.affine_midrad(x.lo, x.hi, W.lo, b.lo, b.hi, relu=True)
+            if r is not None:
+                lo, hi, nan, rlo, rhi = r
+                if not nan:
+                    return Interval(lo, hi), Interval(rlo, rhi)
+                return self._box(lo, hi), None
+            # the fused pass declined: what affine would run after it declines too
+            return self.add(self.matmul(x, self.transpose(W)), b), None
+        return self.affine(x, W, b), None
+
     def matmul_midrad_ld(self, a, b):
         """Midpoint-radius in long double (:mod:`scalars.dot_enclosure`): about one float64
         ulp of excess per endpoint instead of the a-priori n 2^-53 bound; float64 base and

@@ -421,6 +421,54 @@ def _finish_bias_kernel(C, R, scale, tiny, nzr, nzc, blo, bhi, lo, hi):
     return 0, nan
 
 
+@numba.njit(cache=True)
+def _finish_bias_relu_kernel(C, R, scale, tiny, nzr, nzc, blo, bhi, lo, hi, rlo, rhi):
+    """:func:`_finish_bias_kernel` that also writes the ReLU of its result,
+    rlo = max(lo, +0), rhi = max(hi, +0) as :func:`_relu_pair_kernel` (for a dense layer
+    whose only consumer is a relu: one pass instead of two)."""
+    m, p = C.shape
+    rfin = True
+    ok_all = True
+    nan = False
+    for i in range(m):
+        for j in range(p):
+            x = C[i, j]
+            y0 = R[i, j]
+            rfin = rfin & (y0 <= DBL_MAX) & _finite(x)
+            y = y0 * scale
+            y = y + (tiny if (nzr[i] & nzc[j]) else 0.0)
+            safe = (abs(x) <= _SAFE_HI) & (abs(y) <= _SAFE_HI)
+            t, e = two_sum(x, -y)
+            ok = safe & _finite(t) & _finite(e)
+            pl = i2f(_down_bits(f2i(t), ok & (e < 0)))
+            t2, e2 = two_sum(x, y)
+            ok2 = safe & _finite(t2) & _finite(e2)
+            ph = i2f(_up_bits(f2i(t2), ok2 & (e2 > 0)))
+            ok_all = ok_all & ok & ok2
+            bl = blo[j]
+            t, e = two_sum(pl, bl)
+            fin = _finite(pl) & _finite(bl)
+            ok_all = ok_all & (not (fin & ((not _finite(t)) | (abs(pl) > _SAFE_HI)
+                                            | (abs(bl) > _SAFE_HI))))
+            tl = i2f(_down_bits(f2i(t), fin & _finite(e) & (e < 0)))
+            lo[i, j] = tl
+            bh = bhi[j]
+            t, e = two_sum(ph, bh)
+            fin = _finite(ph) & _finite(bh)
+            ok_all = ok_all & (not (fin & ((not _finite(t)) | (abs(ph) > _SAFE_HI)
+                                            | (abs(bh) > _SAFE_HI))))
+            th = i2f(_up_bits(f2i(t), fin & _finite(e) & (e > 0)))
+            hi[i, j] = th
+            rlo[i, j] = tl if (tl > 0.0) | (tl != tl) else 0.0
+            rhi[i, j] = th if (th > 0.0) | (th != th) else 0.0
+            nan = nan | (tl != tl) | (th != th)
+    if not rfin:
+        return 1, nan
+    if not ok_all:
+        return 2, nan
+    return 0, nan
+
+
 def finish_bias(C, R, scale: float, tiny: float, nzr, nzc, blo, bhi):
     """(status, lo, hi, nan) of :func:`_finish_bias_kernel`; lo and hi are fresh result
     arrays (:func:`directed.recycled_empty`)."""
@@ -460,7 +508,7 @@ def relu_pair(lo, hi):
 
 
 # ------------------------------------------------------------------------- the layer
-def affine_midrad(xlo, xhi, W, blo, bhi):
+def affine_midrad(xlo, xhi, W, blo, bhi, relu: bool = False):
     """(lo, hi, any NaN) enclosing ``[xlo, xhi] W^T + [blo, bhi]`` on the float64 grid for
     a non-point (P, n) interval activation, a point (p, n) weight ``W`` and a (p,) bias:
     the endpoints of ``IntervalContext.add(matmul_midrad(x, W^T), b)``, bitwise, in
@@ -468,6 +516,9 @@ def affine_midrad(xlo, xhi, W, blo, bhi):
     take another path (a point activation, a product small enough for the long double
     algorithm, non-finite operands, an element needing the exact fallback): the caller
     then runs it unfused.
+
+    ``relu=True``: also ``max(lo, 0), max(hi, 0)`` (the relu of the result, as
+    :func:`relu_pair`) from the same pass: ``(lo, hi, nan, rlo, rhi)``.
 
     Soundness is that of the two operations it fuses (``matmul_midrad``'s docstring has
     the proof): C = fl(m W^T), R' = (g |W|^T)(1 + (n + 10) 2^-52) + (3n + 3) 2^-1074 and
@@ -497,9 +548,15 @@ def affine_midrad(xlo, xhi, W, blo, bhi):
             return None
         C = np.matmul(m, W.T, out=scratch("affine.C", (P, p)))
         R = np.matmul(g, A.T, out=scratch("affine.R", (P, p)))
-        status, lo, hi, nan = finish_bias(C, R, 1.0 + (n + 10) * 2.0 ** -52,
-                                          (3 * n + 3) * 2.0 ** -1074, nzA, nzB,
-                                          blo.reshape(-1), bhi.reshape(-1))
+        scale, tiny = 1.0 + (n + 10) * 2.0 ** -52, (3 * n + 3) * 2.0 ** -1074
+        if not relu:
+            status, lo, hi, nan = finish_bias(C, R, scale, tiny, nzA, nzB,
+                                              blo.reshape(-1), bhi.reshape(-1))
+            return None if status else (lo, hi, nan)
+        lo, hi, rlo, rhi = (recycled_empty(C.shape) for _ in range(4))
+        status, nan = _finish_bias_relu_kernel(
+            C, R, scale, tiny, nzA, nzB, np.ascontiguousarray(blo.reshape(-1)),
+            np.ascontiguousarray(bhi.reshape(-1)), lo, hi, rlo, rhi)
     if status:
         return None
-    return lo, hi, nan
+    return lo, hi, bool(nan), rlo, rhi

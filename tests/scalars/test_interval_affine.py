@@ -168,10 +168,12 @@ def _mlp(sizes, rng):
 
 def _unfused_ibp(monkeypatch, g, p, box, ctx):
     """run_ibp with the linear op's forward rule run in interval arithmetic (the result
-    before the fused rule) and maximum's fused relu pass switched off."""
+    before the fused rule), maximum's fused relu pass and run_ibp's dense+relu kernels
+    switched off."""
     with monkeypatch.context() as m:
         m.setitem(OPS, "linear", dataclasses.replace(OPS["linear"], interval=None))
         m.setattr("scalarlab.scalars.interval._relu_fast", lambda a, b: None)
+        m.setattr("scalarlab.ibp.propagate._dense_relu_kernels", lambda g, c: {})
         return run_ibp(g, p, box, ctx)
 
 
@@ -185,7 +187,8 @@ def test_run_ibp_of_a_realistic_mlp_is_unchanged(ctx_name, monkeypatch):
     box = Box.from_center_radius(x, 0.01)
     calls = []
     real = IA.affine_midrad
-    monkeypatch.setattr(IA, "affine_midrad", lambda *a: calls.append(1) or real(*a))
+    monkeypatch.setattr(IA, "affine_midrad",
+                        lambda *a, **k: calls.append(1) or real(*a, **k))
     new = run_ibp(g, p, box, ctx_name)
     if ctx_name == F64:
         assert len(calls) == 3 and all(c == 1 for c in calls)
@@ -202,7 +205,8 @@ def test_run_ibp_small_mlp_contains_exact_executions(no_ld):
     calls = []
     real = IA.affine_midrad
     with pytest.MonkeyPatch.context() as m:
-        m.setattr(IA, "affine_midrad", lambda *a: calls.append(real(*a) is not None) or real(*a))
+        m.setattr(IA, "affine_midrad",
+                  lambda *a, **k: calls.append(real(*a, **k) is not None) or real(*a, **k))
         rep = check_containment(g, p, box, samples=12, point_ctx="rational",
                                 interval_ctx=F64, vertices=False)
     assert calls == [True, True, True]             # the fused passes gave every box
@@ -346,3 +350,40 @@ def test_ball_into_interval_float64_keeps_its_outward_ends(radius):
     exact = q(c) - q(gmpy2.mpq(1, 100)), q(c) + q(gmpy2.mpq(1, 100))
     if isinstance(radius, str):
         assert np.all(q(v.lo) <= exact[0]) and np.all(exact[1] <= q(v.hi))
+
+
+@pytest.mark.parametrize("kind", ["plain", "signed zeros and point entries", "wide",
+                                  "huge (exact fallback)", "nan bias"])
+def test_affine_relu_is_affine_then_maximum_bitwise(kind, no_ld):
+    rng = np.random.default_rng(len(kind) + 50)
+    ctx = scalars.get(F64)
+    xlo, xhi, W, b = _variant(kind, rng, 7, 33, 12)
+    x, Wi, bi = ctx.make(xlo, xhi), ctx.convert(W), ctx.convert(b)
+    y, r = ctx.affine_relu(x, Wi, bi)
+    ref = _unfused(ctx, x, Wi, bi)
+    assert _same(y, ref)
+    assert (r is not None) == (kind != "huge (exact fallback)")
+    if r is not None:
+        assert _same(r, Interval(np.maximum(ref.lo, 0.0), np.maximum(ref.hi, 0.0)))
+
+
+def test_run_ibp_fuses_dense_and_relu_only_where_the_relu_is_the_only_consumer(monkeypatch):
+    """linear -> relu pairs get the fused kernels; a linear read by two nodes, or not by
+    a relu, keeps the op table's rules; every box bitwise the plain fold's."""
+    from scalarlab.ibp.propagate import _dense_relu_kernels
+    rng = np.random.default_rng(8)
+    nodes = [Node(0, [], "input", [40]), Node(1, [0], "linear", [64]), Node(2, [1], "relu", [64]),
+             Node(3, [2], "linear", [64]), Node(4, [3], "relu", [64]), Node(5, [3, 4], "add", [64]),
+             Node(6, [5], "linear", [8]), Node(7, [6], "relu", [8])]
+    g = Graph(nodes)
+    p = Payload({i: {"W": rng.standard_normal((o, n)) / np.sqrt(n), "b": rng.standard_normal(o)}
+                 for i, o, n in ((1, 64, 40), (3, 64, 64), (6, 8, 64))})
+    ctx = scalars.get(F64)
+    assert sorted(_dense_relu_kernels(g, ctx)) == [1, 2, 6, 7]
+    box = Box.from_center_radius(rng.standard_normal((300, 40)), 0.05)
+    new = run_ibp(g, p, box, F64)
+    old = _unfused_ibp(monkeypatch, g, p, box, F64)
+    assert all(_same(a, b) for a, b in zip(new, old))
+    rep = check_containment(g, p, box, samples=20, point_ctx="float64", interval_ctx=F64,
+                            boxes=new, vertices=False)
+    assert rep.ok and rep.checked == 20

@@ -43,47 +43,58 @@ def run_ibp(graph, payload, box: Box, ctx="interval:binary32") -> list[Optional[
 
 
 def _dense_relu_kernels(graph, ictx) -> dict:
-    """Per-node kernels (the fold's ``kernels`` hook) for each ``linear`` node whose only
-    consumer is a ``relu``: the linear node runs the context's ``affine_relu``, which
-    also returns the relu of its result from the same compiled pass, and the relu node
-    returns that value when its input is that very result (no code runs between the two
-    nodes but the fold's own ops, which do not mutate values).  Otherwise each runs the
-    op table's rule.  The boxes are bitwise those of the plain fold (tested)."""
+    """Per-node kernels (the fold's ``kernels`` hook) for the dense layers: a ``linear``
+    node whose only consumer is a ``relu`` runs the context's ``affine_relu``, which also
+    returns the relu of its result from the same compiled pass (and the operand pass of
+    a dense layer reading that relu); the relu node returns that value when its input is
+    that very result, and a ``linear`` node reading it passes the operand pass on.  No
+    code runs between these nodes but the fold's own ops, which do not mutate values;
+    anything else runs the op table's rule.  The boxes are bitwise those of the plain
+    fold (tested)."""
     if not hasattr(ictx, "affine_relu"):
         return {}
     from scalarlab.graph.fold import rule_for
     from scalarlab.graph.optable import OPS
 
-    users = [0] * len(graph.nodes)
+    users: list = [[] for _ in graph.nodes]
     for node in graph.nodes:
         for q in node.parents:
-            users[q] += 1
+            users[q].append(node.id)
     kernels: dict = {}
-    stash: dict = {}
+    stash: dict = {}        # linear id -> (its value, relu value, token)
+    ready: dict = {}        # relu id -> token for the dense layer reading it
 
-    def dense(lid):
+    def dense(lid, pid, fused):
         def kernel(args, attrs, nb):
             x, W, b = args
-            y, r = ictx.affine_relu(x, W, b)
-            stash[lid] = (y, r)
+            token = ready.pop(pid, None)
+            if not fused:
+                return ictx.affine(x, W, b, x_prep=token)
+            y, r, tok = ictx.affine_relu(x, W, b, x_prep=token)
+            stash[lid] = (y, r, tok)
             return y
         return kernel
 
-    def relu(lid):
+    def relu(rid, lid):
         rule = rule_for(OPS["relu"], ictx)
 
         def kernel(args, attrs, nb):
             st = stash.pop(lid, None)
             if st is not None and st[1] is not None and len(args) == 1 and args[0] is st[0]:
+                if st[2] is not None:
+                    ready[rid] = st[2]
                 return st[1]
             return rule(ictx, args, attrs, nb)
         return kernel
 
     for node in graph.nodes:
-        if node.kind.op != "relu" or len(node.parents) != 1:
+        if node.kind.op != "linear" or len(node.parents) != 1:
             continue
-        lid = node.parents[0]
-        if graph.nodes[lid].kind.op == "linear" and users[lid] == 1:
-            kernels[lid] = dense(lid)
-            kernels[node.id] = relu(lid)
+        lid, pid = node.id, node.parents[0]
+        rid = users[lid][0] if len(users[lid]) == 1 else None
+        fused = (rid is not None and graph.nodes[rid].kind.op == "relu"
+                 and len(graph.nodes[rid].parents) == 1)
+        kernels[lid] = dense(lid, pid, fused)
+        if fused:
+            kernels[rid] = relu(rid, lid)
     return kernels

@@ -1102,34 +1102,38 @@ class IntervalContext(Context):
             return self.matmul_midrad(a, b)
         return self.matmul_endpoint(a, b)
 
-    def affine(self, x, W, b):
+    def affine(self, x, W, b, x_prep=None):
         """``x W^T + b`` (a dense layer): ``add(matmul(x, transpose(W)), b)``, the same
         endpoints bitwise; for float64 endpoints, a point ``W`` and a 2-d ``x`` in fused
-        compiled passes with |W| cached per weight array (:mod:`scalars.interval_affine`)."""
+        compiled passes with |W| cached per weight array (:mod:`scalars.interval_affine`).
+        ``x_prep``: the third item of an :meth:`affine_relu` result whose relu value is
+        ``x`` (its operand pass, already done); ignored for any other ``x``."""
         x = self._iv(x, "linear"); W = self._iv(W, "linear"); b = self._iv(b, "linear")
         if self.ends.kind == "float" and self.ends.grid.is_binary64 and W.lo is W.hi:
-            r = IA.affine_midrad(x.lo, x.hi, W.lo, b.lo, b.hi)
+            r = IA.affine_midrad(x.lo, x.hi, W.lo, b.lo, b.hi, prep=_prep_of(x_prep, x))
             if r is not None:
                 lo, hi, nan = r
                 return self._box(lo, hi) if nan else Interval(lo, hi)
         return self.add(self.matmul(x, self.transpose(W)), b)
 
-    def affine_relu(self, x, W, b):
-        """``(affine(x, W, b), maximum(that, 0) or None)``: the dense layer and, when the
-        fused pass ran, the relu of its result from the same pass (bitwise what
-        ``maximum(y, zeros(()))`` gives); None where it did not (the caller applies relu
-        itself)."""
+    def affine_relu(self, x, W, b, x_prep=None):
+        """``(y, r, r_prep)``: ``y = affine(x, W, b)`` and, when the fused pass ran,
+        ``r = maximum(y, 0)`` from the same pass (bitwise what ``maximum(y, zeros(()))``
+        gives) with ``r_prep`` for a following ``affine(r, ...)``; else ``r`` and
+        ``r_prep`` are None (the caller applies relu itself)."""
         x = self._iv(x, "linear"); W = self._iv(W, "linear"); b = self._iv(b, "linear")
         if self.ends.kind == "float" and self.ends.grid.is_binary64 and W.lo is W.hi:
-            r = IA.affine_midrad(x.lo, x.hi, W.lo, b.lo, b.hi, relu=True)
+            r = IA.affine_midrad(x.lo, x.hi, W.lo, b.lo, b.hi, relu=True,
+                                 prep=_prep_of(x_prep, x))
             if r is not None:
-                lo, hi, nan, rlo, rhi = r
+                lo, hi, nan, rlo, rhi, prep = r
                 if not nan:
-                    return Interval(lo, hi), Interval(rlo, rhi)
-                return self._box(lo, hi), None
+                    rv = Interval(rlo, rhi)
+                    return Interval(lo, hi), rv, (rv, prep)
+                return self._box(lo, hi), None, None
             # the fused pass declined: what affine would run after it declines too
-            return self.add(self.matmul(x, self.transpose(W)), b), None
-        return self.affine(x, W, b), None
+            return self.add(self.matmul(x, self.transpose(W)), b), None, None
+        return self.affine(x, W, b), None, None
 
     def matmul_midrad_ld(self, a, b):
         """Midpoint-radius in long double (:mod:`scalars.dot_enclosure`): about one float64
@@ -1316,6 +1320,13 @@ class IntervalContext(Context):
         xs = [self._iv(x, "stack") for x in xs]
         return Interval(self.ends.wrap(self._shape_ops.stack([x.lo for x in xs], axis)),
                         self.ends.wrap(self._shape_ops.stack([x.hi for x in xs], axis)))
+
+
+def _prep_of(token, x):
+    """The operand pass in an ``affine_relu`` token when it belongs to ``x`` itself."""
+    if token is None or token[0] is not x:
+        return None
+    return token[1]
 
 
 def _relu_fast(a: Interval, b: Interval):

@@ -422,15 +422,22 @@ def _finish_bias_kernel(C, R, scale, tiny, nzr, nzc, blo, bhi, lo, hi):
 
 
 @numba.njit(cache=True)
-def _finish_bias_relu_kernel(C, R, scale, tiny, nzr, nzc, blo, bhi, lo, hi, rlo, rhi):
+def _finish_bias_relu_kernel(C, R, scale, tiny, nzr, nzc, blo, bhi, gamma2, lo, hi, rlo,
+                             rhi, m2, g2, mask2):
     """:func:`_finish_bias_kernel` that also writes the ReLU of its result,
     rlo = max(lo, +0), rhi = max(hi, +0) as :func:`_relu_pair_kernel` (for a dense layer
-    whose only consumer is a relu: one pass instead of two)."""
+    whose only consumer is a relu: one pass instead of two), and what
+    :func:`_prep_rows_kernel` computes from [rlo, rhi] with ``gamma2`` (m2, g2, mask2,
+    for a dense layer reading that relu).  Returns (status, nan, all of [rlo, rhi]
+    finite, rlo == rhi everywhere)."""
     m, p = C.shape
     rfin = True
     ok_all = True
     nan = False
+    fin2 = True
+    eq2 = True
     for i in range(m):
+        acc = False
         for j in range(p):
             x = C[i, j]
             y0 = R[i, j]
@@ -459,14 +466,23 @@ def _finish_bias_relu_kernel(C, R, scale, tiny, nzr, nzc, blo, bhi, lo, hi, rlo,
                                             | (abs(bh) > _SAFE_HI))))
             th = i2f(_up_bits(f2i(t), fin & _finite(e) & (e > 0)))
             hi[i, j] = th
-            rlo[i, j] = tl if (tl > 0.0) | (tl != tl) else 0.0
-            rhi[i, j] = th if (th > 0.0) | (th != th) else 0.0
+            a = tl if (tl > 0.0) | (tl != tl) else 0.0
+            b = th if (th > 0.0) | (th != th) else 0.0
+            rlo[i, j] = a
+            rhi[i, j] = b
             nan = nan | (tl != tl) | (th != th)
+            fin2 = fin2 & _finite(a) & _finite(b)
+            eq2 = eq2 & (a == b)
+            mm, rr, av, gg = _midrad_one(a, b, gamma2)
+            m2[i, j] = mm
+            g2[i, j] = gg
+            acc = acc | (av > 0) | (rr > 0)
+        mask2[i] = acc
     if not rfin:
-        return 1, nan
+        return 1, nan, fin2, eq2
     if not ok_all:
-        return 2, nan
-    return 0, nan
+        return 2, nan, fin2, eq2
+    return 0, nan, fin2, eq2
 
 
 def finish_bias(C, R, scale: float, tiny: float, nzr, nzc, blo, bhi):
@@ -508,7 +524,12 @@ def relu_pair(lo, hi):
 
 
 # ------------------------------------------------------------------------- the layer
-def affine_midrad(xlo, xhi, W, blo, bhi, relu: bool = False):
+def _gamma(n: int) -> float:
+    u = 2.0 ** -53
+    return (n * u) / (1.0 - n * u) * (1.0 + 2.0 ** -50)      # as matmul_midrad
+
+
+def affine_midrad(xlo, xhi, W, blo, bhi, relu: bool = False, prep=None):
     """(lo, hi, any NaN) enclosing ``[xlo, xhi] W^T + [blo, bhi]`` on the float64 grid for
     a non-point (P, n) interval activation, a point (p, n) weight ``W`` and a (p,) bias:
     the endpoints of ``IntervalContext.add(matmul_midrad(x, W^T), b)``, bitwise, in
@@ -518,7 +539,10 @@ def affine_midrad(xlo, xhi, W, blo, bhi, relu: bool = False):
     then runs it unfused.
 
     ``relu=True``: also ``max(lo, 0), max(hi, 0)`` (the relu of the result, as
-    :func:`relu_pair`) from the same pass: ``(lo, hi, nan, rlo, rhi)``.
+    :func:`relu_pair`) from the same pass, and the operand pass of a dense layer reading
+    that relu (:func:`prep_rows` of [rlo, rhi]): ``(lo, hi, nan, rlo, rhi, prep)``.
+    ``prep``: that operand pass for [xlo, xhi], from the previous layer (the caller
+    vouches that it was made from these very endpoints), instead of :func:`prep_rows`.
 
     Soundness is that of the two operations it fuses (``matmul_midrad``'s docstring has
     the proof): C = fl(m W^T), R' = (g |W|^T)(1 + (n + 10) 2^-52) + (3n + 3) 2^-1074 and
@@ -537,10 +561,12 @@ def affine_midrad(xlo, xhi, W, blo, bhi, relu: bool = False):
         return None            # matmul's |W| then has another layout (other BLAS calls)
     if AVAILABLE and P * n * p <= CHEAP_MACS:      # matmul's long double product
         return None
-    u = 2.0 ** -53
-    gamma = (n * u) / (1.0 - n * u) * (1.0 + 2.0 ** -50)      # as matmul_midrad
+    gamma = _gamma(n)
     with np.errstate(all="ignore"):
-        m, g, nzA, fin, eq = prep_rows(xlo, xhi, gamma, "affine.A")
+        if prep is not None and prep[0].shape == (P, n):
+            m, g, nzA, fin, eq = prep            # made with _gamma(n) by the last pass
+        else:
+            m, g, nzA, fin, eq = prep_rows(xlo, xhi, gamma, "affine.A")
         if not fin or eq:
             return None
         A, nzB, finW = weight_abs(W)
@@ -553,10 +579,12 @@ def affine_midrad(xlo, xhi, W, blo, bhi, relu: bool = False):
             status, lo, hi, nan = finish_bias(C, R, scale, tiny, nzA, nzB,
                                               blo.reshape(-1), bhi.reshape(-1))
             return None if status else (lo, hi, nan)
-        lo, hi, rlo, rhi = (recycled_empty(C.shape) for _ in range(4))
-        status, nan = _finish_bias_relu_kernel(
+        lo, hi, rlo, rhi, m2, g2 = (recycled_empty(C.shape) for _ in range(6))
+        mask2 = np.empty(P, dtype=np.bool_)
+        status, nan, fin2, eq2 = _finish_bias_relu_kernel(
             C, R, scale, tiny, nzA, nzB, np.ascontiguousarray(blo.reshape(-1)),
-            np.ascontiguousarray(bhi.reshape(-1)), lo, hi, rlo, rhi)
+            np.ascontiguousarray(bhi.reshape(-1)), _gamma(p), lo, hi, rlo, rhi, m2, g2,
+            mask2)
     if status:
         return None
-    return lo, hi, bool(nan), rlo, rhi
+    return lo, hi, bool(nan), rlo, rhi, (m2, g2, mask2, bool(fin2), bool(eq2))

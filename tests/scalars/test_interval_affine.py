@@ -359,12 +359,29 @@ def test_affine_relu_is_affine_then_maximum_bitwise(kind, no_ld):
     ctx = scalars.get(F64)
     xlo, xhi, W, b = _variant(kind, rng, 7, 33, 12)
     x, Wi, bi = ctx.make(xlo, xhi), ctx.convert(W), ctx.convert(b)
-    y, r = ctx.affine_relu(x, Wi, bi)
+    y, r, tok = ctx.affine_relu(x, Wi, bi)
     ref = _unfused(ctx, x, Wi, bi)
     assert _same(y, ref)
-    assert (r is not None) == (kind != "huge (exact fallback)")
+    assert (r is not None) == (tok is not None) == (kind != "huge (exact fallback)")
     if r is not None:
         assert _same(r, Interval(np.maximum(ref.lo, 0.0), np.maximum(ref.hi, 0.0)))
+        # the next layer with the operand pass from the token: the same bits as without
+        W2, b2 = ctx.convert(rng.standard_normal((9, 12))), ctx.convert(rng.standard_normal(9))
+        calls = []
+        real = IA.prep_rows
+        with pytest.MonkeyPatch.context() as m:
+            m.setattr(IA, "prep_rows", lambda *a: calls.append(1) or real(*a))
+            with_tok = ctx.affine(r, W2, b2, x_prep=tok)
+            assert calls == []                     # the token's pass was used
+            other = Interval(r.lo.copy(), r.hi.copy())
+            ctx.affine(other, W2, b2, x_prep=tok)  # a token for another value: ignored
+            assert calls == [1]
+        assert _same(with_tok, _unfused(ctx, r, W2, b2))
+        y2, r2, tok2 = ctx.affine_relu(r, W2, b2, x_prep=tok)
+        assert _same(y2, with_tok)
+        assert (r2 is None) == (kind == "nan bias")      # an infinite input: unfused
+        if r2 is not None:
+            assert _same(r2, ctx.maximum(with_tok, ctx.zeros(())))
 
 
 def test_run_ibp_fuses_dense_and_relu_only_where_the_relu_is_the_only_consumer(monkeypatch):
@@ -379,7 +396,7 @@ def test_run_ibp_fuses_dense_and_relu_only_where_the_relu_is_the_only_consumer(m
     p = Payload({i: {"W": rng.standard_normal((o, n)) / np.sqrt(n), "b": rng.standard_normal(o)}
                  for i, o, n in ((1, 64, 40), (3, 64, 64), (6, 8, 64))})
     ctx = scalars.get(F64)
-    assert sorted(_dense_relu_kernels(g, ctx)) == [1, 2, 6, 7]
+    assert sorted(_dense_relu_kernels(g, ctx)) == [1, 2, 3, 6, 7]   # relu 4 is not fused
     box = Box.from_center_radius(rng.standard_normal((300, 40)), 0.05)
     new = run_ibp(g, p, box, F64)
     old = _unfused_ibp(monkeypatch, g, p, box, F64)

@@ -1107,7 +1107,8 @@ class IntervalContext(Context):
         endpoints bitwise; for float64 endpoints, a point ``W`` and a 2-d ``x`` in fused
         compiled passes with |W| cached per weight array (:mod:`scalars.interval_affine`).
         ``x_prep``: the third item of an :meth:`affine_relu` result whose relu value is
-        ``x`` (its operand pass, already done); ignored for any other ``x``."""
+        ``x`` (its operand pass, already done); ignored for any other ``x`` (checked by
+        identity: endpoint arrays are immutable by convention, as everywhere here)."""
         x = self._iv(x, "linear"); W = self._iv(W, "linear"); b = self._iv(b, "linear")
         if self.ends.kind == "float" and self.ends.grid.is_binary64 and W.lo is W.hi:
             r = IA.affine_midrad(x.lo, x.hi, W.lo, b.lo, b.hi, prep=_prep_of(x_prep, x))

@@ -13,6 +13,8 @@ import numpy as np
 
 from scalarlab.scalars.base import to_fraction
 from scalarlab.scalars.errors import ContextError
+from scalarlab.scalars.directed import recycled_empty
+from scalarlab.scalars.interval import Interval
 
 from .errors import IBPError
 
@@ -180,7 +182,22 @@ class Box:
         if not getattr(ctx, "is_interval", False):
             raise IBPError(f"Box.to_interval: context {ctx.name} is not an interval context")
         if self.ball is not None:
-            if getattr(ctx, "fmt", None) is not None or getattr(ctx, "base_name", "") == "float64":
+            if getattr(ctx, "base_name", "") == "float64":
+                # the outward float64 ends are the endpoints: ordered, NaN-free and on the
+                # grid by construction, so make's checks are skipped (private copies)
+                # (read-only contiguous ends, as from_center_radius makes for float
+                # centres, are used as they are; others are copied into recycled result
+                # arrays: fresh ones cost page faults per call)
+                ends = []
+                for t in (self.lo, self.hi):
+                    if not (t.dtype == np.float64 and t.flags.c_contiguous
+                            and not t.flags.writeable):
+                        c = recycled_empty(self.shape)
+                        np.copyto(c, t)
+                        t = c
+                    ends.append(t)
+                return Interval(ends[0], ends[1])
+            if getattr(ctx, "fmt", None) is not None:
                 # float base: the outward float64 ends, rounded outward again (= once)
                 return ctx.make(np.ascontiguousarray(self.lo), np.ascontiguousarray(self.hi))
             lo_x, hi_x = self.exact_ends()          # exact bases get the exact ball
@@ -193,6 +210,18 @@ class Box:
     def from_interval(cls, ctx, value) -> "Box":
         """Read an interval value back as a box (endpoints kept in the base representation)."""
         return cls(np.asarray(value.lo), np.asarray(value.hi))
+
+    @classmethod
+    def _of_result(cls, value) -> "Box":
+        """:meth:`from_interval` for a value an interval context computed: its ends are
+        ordered by construction (every op rounds an enclosure outward, NaN becomes the
+        whole line), so the order check of ``__post_init__`` (two passes over each
+        endpoint array, a few percent of a dense layer's IBP) is skipped."""
+        box = object.__new__(cls)
+        object.__setattr__(box, "lo", np.asarray(value.lo))
+        object.__setattr__(box, "hi", np.asarray(value.hi))
+        object.__setattr__(box, "ball", None)
+        return box
 
     def lo_float(self) -> np.ndarray:
         """Lower bounds as float64, rounded DOWN (so the float box still encloses)."""

@@ -413,7 +413,7 @@ def midrad2d_dir(C, R, scale: float, tiny: float, nzr, nzc, fmt: Format = binary
 
 _RECYCLE = threading.local()
 _RECYCLE_MIN = 1 << 16          # entries; smaller arrays are cheap to allocate
-_RECYCLE_PER_SHAPE = 8
+_RECYCLE_PER_SHAPE = 16         # (an IBP of an MLP holds 12 endpoint arrays of a shape)
 _RECYCLE_TOTAL = 1 << 24        # entries (128 MiB) pooled per thread at most
 
 

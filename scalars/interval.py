@@ -44,6 +44,7 @@ import numpy as np
 from . import directed as D
 from . import function_endpoints as FE
 from . import interval_kernels as IK
+from . import interval_affine as IA
 from . import grid_kernels as GK
 from . import function_intervals as FI
 from .arrayshape import ArrayShapeOps
@@ -140,7 +141,9 @@ class _FloatEnds:
                 # exact already: one (read-only by convention) array for both endpoints,
                 # which also lets matmul recognise a point operand by identity
                 return x, x
-            return D.round_down(x, self.grid), D.round_up(x, self.grid)
+            # one compiled pass, the values of D.round_down / D.round_up (weights of a
+            # dense layer are converted on every IBP call)
+            return GK.round_pair(x, x, self.grid)
         if isinstance(x, (float, np.floating)):
             x = np.asarray(float(x))
             return D.round_down(x, self.grid), D.round_up(x, self.grid)
@@ -643,6 +646,10 @@ class IntervalContext(Context):
         if isinstance(x, np.ndarray) and x.dtype.kind == "c" or isinstance(x, complex):
             raise ContextError(f"context {self.name}: convert: complex values have no "
                                f"interval enclosure here")
+        if self.ends.kind == "float" and self.ends.grid.is_binary64:
+            w0 = IA.point_snapshot(x)     # a cached dense-layer weight: no NaN scan
+            if w0 is not None:
+                return Interval(w0, w0)
         try:
             lo, hi = self.ends.point(x)
         except ContextError as exc:
@@ -841,6 +848,10 @@ class IntervalContext(Context):
         return self._box(fn(a.lo, b.lo), fn(a.hi, b.hi))
 
     def maximum(self, a, b):
+        if self.ends.kind == "float" and isinstance(a, Interval) and isinstance(b, Interval):
+            r = _relu_fast(a, b)        # max(x, 0) of a large float box: one fused pass
+            if r is not None:
+                return self._box(r[0], r[1]) if r[2] else Interval(r[0], r[1])
         return self._lattice(np.maximum, a, b, "maximum")
 
     def minimum(self, a, b):
@@ -1102,6 +1113,40 @@ class IntervalContext(Context):
             return self.matmul_midrad(a, b)
         return self.matmul_endpoint(a, b)
 
+    def affine(self, x, W, b, x_prep=None):
+        """``x W^T + b`` (a dense layer): ``add(matmul(x, transpose(W)), b)``, the same
+        endpoints bitwise; for float64 endpoints, a point ``W`` and a 2-d ``x`` in fused
+        compiled passes with |W| cached per weight array (:mod:`scalars.interval_affine`).
+        ``x_prep``: the third item of an :meth:`affine_relu` result whose relu value is
+        ``x`` (its operand pass, already done); ignored for any other ``x`` (checked by
+        identity: endpoint arrays are immutable by convention, as everywhere here)."""
+        x = self._iv(x, "linear"); W = self._iv(W, "linear"); b = self._iv(b, "linear")
+        if self.ends.kind == "float" and self.ends.grid.is_binary64 and W.lo is W.hi:
+            r = IA.affine_midrad(x.lo, x.hi, W.lo, b.lo, b.hi, prep=_prep_of(x_prep, x))
+            if r is not None:
+                lo, hi, nan = r
+                return self._box(lo, hi) if nan else Interval(lo, hi)
+        return self.add(self.matmul(x, self.transpose(W)), b)
+
+    def affine_relu(self, x, W, b, x_prep=None):
+        """``(y, r, r_prep)``: ``y = affine(x, W, b)`` and, when the fused pass ran,
+        ``r = maximum(y, 0)`` from the same pass (bitwise what ``maximum(y, zeros(()))``
+        gives) with ``r_prep`` for a following ``affine(r, ...)``; else ``r`` and
+        ``r_prep`` are None (the caller applies relu itself)."""
+        x = self._iv(x, "linear"); W = self._iv(W, "linear"); b = self._iv(b, "linear")
+        if self.ends.kind == "float" and self.ends.grid.is_binary64 and W.lo is W.hi:
+            r = IA.affine_midrad(x.lo, x.hi, W.lo, b.lo, b.hi, relu=True,
+                                 prep=_prep_of(x_prep, x))
+            if r is not None:
+                lo, hi, nan, rlo, rhi, prep = r
+                if not nan:
+                    rv = Interval(rlo, rhi)
+                    return Interval(lo, hi), rv, (rv, prep)
+                return self._box(lo, hi), None, None
+            # the fused pass declined: what affine would run after it declines too
+            return self.add(self.matmul(x, self.transpose(W)), b), None, None
+        return self.affine(x, W, b), None, None
+
     def matmul_midrad_ld(self, a, b):
         """Midpoint-radius in long double (:mod:`scalars.dot_enclosure`): about one float64
         ulp of excess per endpoint instead of the a-priori n 2^-53 bound; float64 base and
@@ -1289,6 +1334,26 @@ class IntervalContext(Context):
                         self.ends.wrap(self._shape_ops.stack([x.hi for x in xs], axis)))
 
 
+def _prep_of(token, x):
+    """The operand pass in an ``affine_relu`` token when it belongs to ``x`` itself."""
+    if token is None or token[0] is not x:
+        return None
+    return token[1]
+
+
+def _relu_fast(a: Interval, b: Interval):
+    """(max(a.lo, 0), max(a.hi, 0), any NaN) in one pass when ``b`` is the point 0 and
+    ``a`` a large float64 box (relu's rule); else None."""
+    lo, hi = a.lo, a.hi
+    if (np.shape(b.lo) != () or np.shape(b.hi) != () or b.lo != 0 or b.hi != 0
+            or np.signbit(b.lo) or np.signbit(b.hi)
+            or not isinstance(lo, np.ndarray) or not isinstance(hi, np.ndarray)
+            or lo.dtype != np.float64 or hi.dtype != np.float64 or lo.shape != hi.shape
+            or lo.size < (1 << 14)):
+        return None
+    return IA.relu_pair(lo, hi)
+
+
 def _cheap_ld(a, b) -> bool:
     """A 1-d/2-d product small enough for the long double midpoint-radius product."""
     from .dot_enclosure import AVAILABLE, CHEAP_MACS
@@ -1306,7 +1371,9 @@ def _midrad_side(point: bool, lo, hi, gamma: float, axis: int, key: str):
     if point:
         a, nz, fin = D.abs_scan(lo, axis, key=key)
         return lo, None, a, None, nz, fin
-    m, r, a, g, nz, fin, eq = D.midrad_prep(lo, hi, gamma, axis, key=key)
+    res = IA.midrad_prep_fast(lo, hi, gamma, axis, key)      # same values, fewer passes
+    m, r, a, g, nz, fin, eq = res if res is not None else D.midrad_prep(lo, hi, gamma, axis,
+                                                                         key=key)
     if eq:
         # lo == hi: a point after all; |lo| itself (the computed midpoint of a subnormal
         # can differ from lo)

@@ -138,7 +138,11 @@ class Float64Context(ArrayShapeOps):
         check_broadcast(self, fn.name, a.shape, b.shape)
         return fn.eval_f64(a, b)
 
-    def heaviside(self, a): return (self._arr(a, "heaviside") > 0).astype(np.float64)
+    def heaviside(self, a):
+        a = self._arr(a, "heaviside")
+        out = np.empty(a.shape)                 # one pass: the comparison written as 0.0/1.0
+        np.greater(a, 0.0, out=out, casting="unsafe")
+        return out
     def sign(self, a): return np.asarray(np.sign(self._arr(a, "sign")))
     def less(self, a, b): return self._bin("less", np.less, a, b)
 
@@ -161,6 +165,17 @@ class Float64Context(ArrayShapeOps):
 
     def argmax(self, a, axis):
         return self._reduce("argmax", np.argmax, a, axis=axis)
+
+    def affine(self, x, W, b):
+        """``x W^T + b`` (a dense layer) = ``add(matmul(x, transpose(W)), b)``, the bias
+        added in place into the product's fresh array (same values, one array less)."""
+        x = self._arr(x, "linear"); W = self._arr(W, "linear"); b = self._arr(b, "linear")
+        y = self.matmul(x, np.transpose(W)) if W.ndim == 2 else None
+        if y is None or y.ndim == 0 or np.broadcast_shapes(y.shape, b.shape) != y.shape:
+            return self.add(self.matmul(x, self.transpose(W)), b)
+        with np.errstate(all="ignore"):
+            np.add(y, b, out=y)
+        return y
 
     def matmul(self, a, b):
         a = self._arr(a, "matmul"); b = self._arr(b, "matmul")

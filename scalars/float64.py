@@ -99,9 +99,12 @@ class Float64Context(ArrayShapeOps):
 
     def _bin(self, op, f, a, b):
         a = self._arr(a, op); b = self._arr(b, op)
-        check_broadcast(self, op, a.shape, b.shape)
-        with np.errstate(all="ignore"):
-            return np.asarray(f(a, b))
+        try:
+            with np.errstate(all="ignore"):
+                return np.asarray(f(a, b))
+        except ValueError:                       # numpy's broadcast error, said our way
+            check_broadcast(self, op, a.shape, b.shape)
+            raise
 
     def _un(self, op, f, a):
         a = self._arr(a, op)
@@ -158,7 +161,7 @@ class Float64Context(ArrayShapeOps):
                                f"{exc}") from None
 
     def sum(self, a, axis=None, keepdims=False):
-        return self._reduce("sum", np.sum, a, axis=axis, keepdims=keepdims)
+        return self._reduce("sum", np.add.reduce, a, axis=axis, keepdims=keepdims)
 
     def amax(self, a, axis=None, keepdims=False):
         return self._reduce("amax", np.max, a, axis=axis, keepdims=keepdims)

@@ -82,8 +82,8 @@ softplus (E_SOFTPLUS = 2^-67)
     x > 0: x + log1p(e^-x), all terms positive (no cancellation).  Relative <= 2^-69.9.
     x >= 40: softplus x - x < e^-x < ulp(x), so (x, next x).
 
-The kernels are plain loops over float64 arrays (no Python objects); one loop per function,
-compiled with ``cache=True``.  Tables are computed at import by gmpy2 (MPFR) at 200 bits.
+The kernels are plain loops over float64 arrays (no Python objects); one kernel per
+function, each compiled (``cache=True``) when first used.  Tables are computed at import by gmpy2 (MPFR) at 200 bits.
 """
 from __future__ import annotations
 
@@ -96,9 +96,12 @@ import numpy as np
 from .eft import f2i, fma, i2f, two_prod, two_sum
 
 _jit = numba.njit(cache=True, error_model="numpy")
+# Helpers that call only leaf functions are plain compiled functions (LLVM inlines them);
+# the ones that call such helpers, and the per-function bodies, are inlined by Numba, so
+# that no call is nested more than two deep in a kernel loop (deeper calls stay calls
+# and stop LLVM's loop vectoriser).  Numba-level inlining is what costs compile time, so
+# each kernel inlines one function body once.
 _inl = numba.njit(cache=True, error_model="numpy")
-# Numba-level inlining for the small helpers and the per-function bodies: LLVM then sees
-# the loops whole (calls nested deeper than two levels stop its loop vectoriser).
 _ir = numba.njit(cache=True, error_model="numpy", inline="always")
 
 #: function codes of the compiled endpoints (names of scalars.functions entries)
@@ -164,20 +167,20 @@ _HALF_DN = 0.5 - 2.0 ** -54
 
 
 # ------------------------------------------------------------------------ helpers
-@_ir
+@_inl
 def _next(h):
     b = f2i(h)
     return i2f(np.int64(1) if (b << 1) == 0 else (b - 1 if b < 0 else b + 1))
 
 
-@_ir
+@_inl
 def _prev(h):
     b = f2i(h)
     return i2f(np.int64(-9223372036854775807) if (b << 1) == 0
                else (b + 1 if b < 0 else b - 1))
 
 
-@_ir
+@_inl
 def _decide(h, l, E):
     """(RD, RU, decided) of the real h + l known within E |h| (h = RN(h + l))."""
     e = abs(h) * E
@@ -188,12 +191,12 @@ def _decide(h, l, E):
     return d, u, above | below
 
 
-@_ir
+@_inl
 def _pow2(m):
     return i2f((np.int64(m) + 1023) << 52)
 
 
-@_ir
+@_inl
 def _dd_div(ah, al, bh, bl):
     """(ah + al) / (bh + bl) as a double-double (bh + bl > 0, bh = RN(bh + bl)): one
     division; qh = ah * (1/bh) is within 2 ulps of the quotient, so p = qh bh lies within
@@ -206,7 +209,7 @@ def _dd_div(ah, al, bh, bl):
     return two_sum(qh, rem * inv)
 
 
-@_ir
+@_inl
 def _exp_core(x):
     """(m, H, L): e^x = 2^m (H + L (1 +- 2^-80.4)), H + L in [0.998, 2.002], for
     |x| <= 745 finite (module docstring)."""
@@ -252,7 +255,7 @@ def _expm1_dd(x):
     return two_sum(a, t)
 
 
-@_ir
+@_inl
 def _log1p_poly(rh, rl):
     """(u, tail): log1p(rh + rl) = u + tail for |rh + rl| <= 2^-10 + 2^-52 (relative
     <= 2^-71.8, module docstring)."""
@@ -339,7 +342,7 @@ def _exp_end(x):
     tiny = abs(x) < 8.673617379884035e-19               # 2^-60
     d = (1.0 if x >= 0.0 else _ONE_DN) if tiny else d
     u = (_next(1.0) if x > 0.0 else 1.0) if tiny else u
-    return d, u, (ok & ok_range) | tiny
+    return d, u, (ok & ok_range) | tiny, h * sc, l * sc
 
 
 @_ir
@@ -351,7 +354,7 @@ def _log_end(x):
     one = x == 1.0
     d = 0.0 if one else d
     u = 0.0 if one else u
-    return d, u, (ok & ok_range) | one
+    return d, u, (ok & ok_range) | one, h, l
 
 
 @_ir
@@ -371,7 +374,7 @@ def _tanh_end(x):
     zero = x == 0.0
     dd = x if zero else dd
     uu = x if zero else uu
-    return dd, uu, (ok & mid) | small | big
+    return dd, uu, (ok & mid) | small | big, (-qh if neg else qh), (-ql if neg else ql)
 
 
 @_ir
@@ -384,7 +387,7 @@ def _sigmoid_end(x):
     big = (x >= 37.5) & (x <= 1.7976931348623157e308)
     d = (0.5 if x >= 0.0 else _HALF_DN) if tiny else (_ONE_DN if big else d)
     u = (_next(0.5) if x > 0.0 else 0.5) if tiny else (1.0 if big else u)
-    return d, u, (ok & mid) | tiny | big
+    return d, u, (ok & mid) | tiny | big, qh, ql
 
 
 @_ir
@@ -396,84 +399,116 @@ def _softplus_end(x):
     big = (x >= 40.0) & (x <= 1.7976931348623157e308)
     d = x if big else d
     u = _next(x) if big else u
-    return d, u, (ok & mid) | big
+    return d, u, (ok & mid) | big, yh, yl
+
+
+# ------------------------------------------------------------------------ kernels
+# One kernel per function, each end of the interval a separate call (``mode`` 0: RD,
+# 1: RU): the function body is inlined once per kernel (compile time) and a kernel is
+# compiled only when its function is first used.  (A conditional store in the loop stops
+# the vectoriser: the double-double values for tests come from :func:`dd_kernel`.)
+@_ir
+def _store(mode, i, d, u, ok, out, todo):
+    out[i] = d if mode == 0 else u
+    t = not ok
+    todo[i] = t
+    return np.int64(t)
 
 
 @_jit
-def pair_kernel(code, xl, xh, lo, hi, todo):
-    """lo = RD f(xl), hi = RU f(xh) elementwise (1-d float64 arrays of one length); todo[i]
-    has bit 0 set when lo[i] is not settled and bit 1 when hi[i] is not (its value is then
-    meaningless).  Returns the number of entries with a flag.  One loop per code."""
+def exp_kernel(x, mode, out, todo):
+    """out = RD e^x (mode 0) or RU e^x (mode 1) elementwise; todo flags the entries left
+    undecided (out meaningless there).  Returns the number of flags."""
     n = 0
-    if code == 0:
-        for i in range(lo.size):
-            d, _u, okd = _exp_end(xl[i])
-            _d, u, oku = _exp_end(xh[i])
-            lo[i] = d
-            hi[i] = u
-            t = np.uint8((not okd) | ((not oku) << 1))
-            todo[i] = t
-            n += np.int64(t != 0)
-    elif code == 1:
-        for i in range(lo.size):
-            d, _u, okd = _log_end(xl[i])
-            _d, u, oku = _log_end(xh[i])
-            lo[i] = d
-            hi[i] = u
-            t = np.uint8((not okd) | ((not oku) << 1))
-            todo[i] = t
-            n += np.int64(t != 0)
-    elif code == 2:
-        for i in range(lo.size):
-            d, _u, okd = _tanh_end(xl[i])
-            _d, u, oku = _tanh_end(xh[i])
-            lo[i] = d
-            hi[i] = u
-            t = np.uint8((not okd) | ((not oku) << 1))
-            todo[i] = t
-            n += np.int64(t != 0)
-    elif code == 3:
-        for i in range(lo.size):
-            d, _u, okd = _sigmoid_end(xl[i])
-            _d, u, oku = _sigmoid_end(xh[i])
-            lo[i] = d
-            hi[i] = u
-            t = np.uint8((not okd) | ((not oku) << 1))
-            todo[i] = t
-            n += np.int64(t != 0)
-    else:
-        for i in range(lo.size):
-            d, _u, okd = _softplus_end(xl[i])
-            _d, u, oku = _softplus_end(xh[i])
-            lo[i] = d
-            hi[i] = u
-            t = np.uint8((not okd) | ((not oku) << 1))
-            todo[i] = t
-            n += np.int64(t != 0)
+    for i in range(x.size):
+        d, u, ok, h, l = _exp_end(x[i])
+        n += _store(mode, i, d, u, ok, out, todo)
+    return n
+
+
+@_jit
+def log_kernel(x, mode, out, todo):
+    """:func:`exp_kernel` for log."""
+    n = 0
+    for i in range(x.size):
+        d, u, ok, h, l = _log_end(x[i])
+        n += _store(mode, i, d, u, ok, out, todo)
+    return n
+
+
+@_jit
+def tanh_kernel(x, mode, out, todo):
+    """:func:`exp_kernel` for tanh."""
+    n = 0
+    for i in range(x.size):
+        d, u, ok, h, l = _tanh_end(x[i])
+        n += _store(mode, i, d, u, ok, out, todo)
+    return n
+
+
+@_jit
+def sigmoid_kernel(x, mode, out, todo):
+    """:func:`exp_kernel` for sigmoid."""
+    n = 0
+    for i in range(x.size):
+        d, u, ok, h, l = _sigmoid_end(x[i])
+        n += _store(mode, i, d, u, ok, out, todo)
+    return n
+
+
+@_jit
+def softplus_kernel(x, mode, out, todo):
+    """:func:`exp_kernel` for softplus."""
+    n = 0
+    for i in range(x.size):
+        d, u, ok, h, l = _softplus_end(x[i])
+        n += _store(mode, i, d, u, ok, out, todo)
     return n
 
 
 @_jit
 def dd_kernel(code, x, h, l):
-    """The double-double value (h, l) each endpoint is decided from, for tests of the error
-    bound (exp, log, tanh, sigmoid, softplus at codes 0..4; 5: expm1); arguments outside a
-    function's computed range give meaningless values."""
+    """The double-double value each decision is made from (tests of the error bounds):
+    codes of :data:`CODES`, and 5 for the e^x - 1 tanh is built from (|x| <= 40)."""
     for i in range(x.size):
         t = x[i]
         if code == 0:
-            m, th, tl, u1, tail, h0, t2 = _exp_core(t)
-            a, b = two_sum(h0, t2)
-            h[i], l[i] = a * _pow2(m), b * _pow2(m)
+            r = _exp_end(t)
         elif code == 1:
-            h[i], l[i] = _log_dd(t, 0.0)
+            r = _log_end(t)
         elif code == 2:
-            h[i], l[i] = _tanh_dd(t)
+            r = _tanh_end(t)
         elif code == 3:
-            h[i], l[i] = _sigmoid_dd(t)
+            r = _sigmoid_end(t)
         elif code == 4:
-            h[i], l[i] = _softplus_dd(t)
+            r = _softplus_end(t)
         else:
-            h[i], l[i] = _expm1_dd(t)
+            a, b = _expm1_dd(t)
+            r = (a, a, True, a, b)
+        h[i] = r[3]
+        l[i] = r[4]
+
+
+KERNELS = {"exp": exp_kernel, "log": log_kernel, "tanh": tanh_kernel,
+           "sigmoid": sigmoid_kernel, "softplus": softplus_kernel}
+
+
+def run(name: str, x, mode: int):
+    """(out, todo, count) of the kernel for ``name`` on a 1-d float64 array (mode 0: RD,
+    1: RU)."""
+    out = np.empty(x.size)
+    todo = np.empty(x.size, dtype=np.bool_)
+    count = KERNELS[name](x, mode, out, todo)
+    return out, todo, count
+
+
+def double_double(name: str, x):
+    """(h, l): the double-double f(x) the decisions are made from (tests)."""
+    x = np.ascontiguousarray(x, dtype=np.float64)
+    h = np.empty(x.size)
+    l = np.empty(x.size)
+    dd_kernel(5 if name == "expm1" else CODES[name], x, h, l)
+    return h, l
 
 
 def endpoints(name: str, xl, xh, settle):
@@ -481,36 +516,28 @@ def endpoints(name: str, xl, xh, settle):
     arrays of one shape; flagged ends go to ``settle(x) -> (RD f(x), RU f(x))`` (arrays,
     the long double / MPFR path); NaN arguments give NaN."""
     shape = np.shape(xh)
-    L = np.ascontiguousarray(np.broadcast_to(np.asarray(xl, dtype=np.float64), shape)).reshape(-1)
     H = np.ascontiguousarray(xh, dtype=np.float64).reshape(-1)
-    lo = np.empty(L.size)
-    hi = np.empty(L.size)
-    todo = np.empty(L.size, dtype=np.uint8)
-    count = pair_kernel(CODES[name], L, H, lo, hi, todo)
-    if count:
-        il, ih = flagged(todo, count)
-        if il.size:
-            lo[il] = settle(L[il])[0]
-        if ih.size:
-            hi[ih] = settle(H[ih])[1]
+    same = xl is xh
+    L = H if same else np.ascontiguousarray(
+        np.broadcast_to(np.asarray(xl, dtype=np.float64), shape)).reshape(-1)
+    lo, tl, cl = run(name, L, 0)
+    hi, th, ch = run(name, H, 1)
+    if cl:
+        il = flagged(tl, cl)
+        lo[il] = settle(L[il])[0]
+    if ch:
+        ih = flagged(th, ch)
+        hi[ih] = settle(H[ih])[1]
     return lo.reshape(shape), hi.reshape(shape)
 
 
 @_jit
 def flagged(todo, count):
-    """Indices of the entries with bit 0 (lower end) and bit 1 (upper end) set in ``todo``
-    (``count`` entries have a flag)."""
-    il = np.empty(count, dtype=np.int64)
-    ih = np.empty(count, dtype=np.int64)
+    """Indices of the ``count`` flagged entries of ``todo``."""
+    idx = np.empty(count, dtype=np.int64)
     a = 0
-    b = 0
     for i in range(todo.size):
-        t = todo[i]
-        if t:
-            if t & 1:
-                il[a] = i
-                a += 1
-            if t & 2:
-                ih[b] = i
-                b += 1
-    return il[:a], ih[:b]
+        if todo[i]:
+            idx[a] = i
+            a += 1
+    return idx

@@ -373,9 +373,10 @@ def mul_kernel(alo, ahi, blo, bhi, emin, mb, maxf, sub, tiny, lo, hi):
 
 
 @_jit_inline
-def _step64(acc, x, up):
+def _step64(acc, x, up, emin, mb, maxf, sub, tiny):
     """RU(acc + x) if up else RD(acc + x) on the float64 grid (TwoSum error sign, one ulp
-    step on the bit pattern), and whether the sum stayed inside the trusted range."""
+    step on the bit pattern), and whether the sum stayed inside the trusted range (the
+    grid parameters are unused: the signature of :func:`_sum_dir`)."""
     s, e = two_sum(acc, x)
     bi = f2i(s)
     zero = (bi << 1) == 0
@@ -393,11 +394,11 @@ _LANES = 16
 
 
 @_jit_inline
-def _sum_rows(lo2, hi2, f64, emin, mb, maxf, sub, tiny, lo, hi, lanes):
+def _sum_rows(lo2, hi2, step, emin, mb, maxf, sub, tiny, lo, hi, lanes):
     """The one sequential interval-sum loop: along the last axis of (R, n) arrays, n >= 1,
-    lower ends added with RD and upper ends with RU onto the grid (``f64``: the float64
-    grid itself; a constant where this is inlined, so the other branch folds away), left
-    to right.  Rows go in blocks of _LANES, copied transposed into a small buffer, so one
+    lower ends added with RD and upper ends with RU onto the grid, left to right; ``step``
+    is the directed addition (:func:`_sum_dir` onto a grid, :func:`_step64` onto float64
+    itself: a compiled function passed in, so each caller compiles only its own).  Rows go in blocks of _LANES, copied transposed into a small buffer, so one
     step of all the block's sums reads contiguous lanes and the loop over lanes vectorises
     (each row keeps its own left-to-right order: bit-identical to one row at a time).
     False when an operand or partial sum leaves [-2^900, 2^900] (or is NaN): the caller
@@ -423,12 +424,8 @@ def _sum_rows(lo2, hi2, f64, emin, mb, maxf, sub, tiny, lo, hi, lanes):
             for j in range(m):
                 x = bl[k, j]
                 y = bh[k, j]
-                if f64:
-                    a, oka = _step64(acc_l[j], x, False)
-                    b, okb = _step64(acc_h[j], y, True)
-                else:
-                    a, oka = _sum_dir(acc_l[j], x, False, emin, mb, maxf, sub, tiny)
-                    b, okb = _sum_dir(acc_h[j], y, True, emin, mb, maxf, sub, tiny)
+                a, oka = step(acc_l[j], x, False, emin, mb, maxf, sub, tiny)
+                b, okb = step(acc_h[j], y, True, emin, mb, maxf, sub, tiny)
                 acc_l[j] = a
                 acc_h[j] = b
                 good = good & (abs(x) <= _SAFE_HI) & (abs(y) <= _SAFE_HI) & oka & okb
@@ -444,13 +441,14 @@ def _sum_rows(lo2, hi2, f64, emin, mb, maxf, sub, tiny, lo, hi, lanes):
 def sum_kernel(lo2, hi2, emin, mb, maxf, sub, tiny, lo, hi, lanes=_LANES):
     """Sequential interval sums along the last axis of (R, n) arrays, n >= 1, each partial
     sum rounded onto the grid (lower ends down, upper ends up), left to right."""
-    return _sum_rows(lo2, hi2, False, emin, mb, maxf, sub, tiny, lo, hi, lanes)
+    return _sum_rows(lo2, hi2, _sum_dir, emin, mb, maxf, sub, tiny, lo, hi, lanes)
 
 
 @_jit
 def sum_kernel_f64(lo2, hi2, lo, hi, lanes=_LANES):
     """:func:`sum_kernel` on the float64 grid (interval:float64), the same loop."""
-    return _sum_rows(lo2, hi2, True, -1022, 52, _DBL_MAX, True, 2.0 ** -1022, lo, hi, lanes)
+    return _sum_rows(lo2, hi2, _step64, -1022, 52, _DBL_MAX, True, 2.0 ** -1022, lo, hi,
+                     lanes)
 
 
 # ------------------------------------------------------------------ array entry points

@@ -197,41 +197,73 @@ def _func_end(code, x, w, rel, abserr, up, emin, mb, maxf, sub, tiny):
 
 
 @_jit_inline
-def _func_loop(code, xl, xh, wl, wh, rel, abserr, emin, mb, maxf, sub, tiny, lo, hi,
-               todo_l, todo_h):
+def _func_ends(code, x, w, rel, abserr, up, emin, mb, maxf, sub, tiny, out, todo):
     n = 0
-    for i in range(lo.size):
-        r, ok = _func_end(code, xl[i], wl[i], rel, abserr, False, emin, mb, maxf, sub, tiny)
-        lo[i] = r if ok else math.nan
-        todo_l[i] = not ok
-        n += np.int64(not ok)
-        r, ok = _func_end(code, xh[i], wh[i], rel, abserr, True, emin, mb, maxf, sub, tiny)
-        hi[i] = r if ok else math.nan
-        todo_h[i] = not ok
+    for i in range(out.size):
+        r, ok = _func_end(code, x[i], w[i], rel, abserr, up, emin, mb, maxf, sub, tiny)
+        out[i] = r if ok else math.nan
+        todo[i] = not ok
         n += np.int64(not ok)
     return n
 
 
+# One kernel per function and direction, one end per call: each inlines the endpoint body
+# once (with its direction a constant, so the loop vectorises) and is compiled when first
+# used (the former single kernel inlined it ten times: ~45 s cold for any one function).
+# Each: out = RD f(x) (``_dn``) or RU f(x) (``_up``) onto the grid, w = :func:`_pre` of x;
+# todo flags the unsettled entries (NaN there); returns the number of flags.
 @_jit
-def func_kernel(code, xl, xh, wl, wh, rel, abserr, emin, mb, maxf, sub, tiny, lo, hi,
-                todo_l, todo_h):
-    """lo = RD f(xl), hi = RU f(xh) elementwise (wl, wh: :func:`_pre` of xl, xh); todo_*
-    flag the unsettled ends (NaN there).  Returns the number of flagged ends.  One loop
-    per function code (a constant there, so the loop vectorises)."""
-    if code == 0:
-        return _func_loop(0, xl, xh, wl, wh, rel, abserr, emin, mb, maxf, sub, tiny, lo, hi,
-                          todo_l, todo_h)
-    if code == 1:
-        return _func_loop(1, xl, xh, wl, wh, rel, abserr, emin, mb, maxf, sub, tiny, lo, hi,
-                          todo_l, todo_h)
-    if code == 2:
-        return _func_loop(2, xl, xh, wl, wh, rel, abserr, emin, mb, maxf, sub, tiny, lo, hi,
-                          todo_l, todo_h)
-    if code == 3:
-        return _func_loop(3, xl, xh, wl, wh, rel, abserr, emin, mb, maxf, sub, tiny, lo, hi,
-                          todo_l, todo_h)
-    return _func_loop(4, xl, xh, wl, wh, rel, abserr, emin, mb, maxf, sub, tiny, lo, hi,
-                      todo_l, todo_h)
+def exp_dn(x, w, rel, abserr, emin, mb, maxf, sub, tiny, out, todo):
+    return _func_ends(0, x, w, rel, abserr, False, emin, mb, maxf, sub, tiny, out, todo)
+
+
+@_jit
+def exp_up(x, w, rel, abserr, emin, mb, maxf, sub, tiny, out, todo):
+    return _func_ends(0, x, w, rel, abserr, True, emin, mb, maxf, sub, tiny, out, todo)
+
+
+@_jit
+def log_dn(x, w, rel, abserr, emin, mb, maxf, sub, tiny, out, todo):
+    return _func_ends(1, x, w, rel, abserr, False, emin, mb, maxf, sub, tiny, out, todo)
+
+
+@_jit
+def log_up(x, w, rel, abserr, emin, mb, maxf, sub, tiny, out, todo):
+    return _func_ends(1, x, w, rel, abserr, True, emin, mb, maxf, sub, tiny, out, todo)
+
+
+@_jit
+def tanh_dn(x, w, rel, abserr, emin, mb, maxf, sub, tiny, out, todo):
+    return _func_ends(2, x, w, rel, abserr, False, emin, mb, maxf, sub, tiny, out, todo)
+
+
+@_jit
+def tanh_up(x, w, rel, abserr, emin, mb, maxf, sub, tiny, out, todo):
+    return _func_ends(2, x, w, rel, abserr, True, emin, mb, maxf, sub, tiny, out, todo)
+
+
+@_jit
+def sigmoid_dn(x, w, rel, abserr, emin, mb, maxf, sub, tiny, out, todo):
+    return _func_ends(3, x, w, rel, abserr, False, emin, mb, maxf, sub, tiny, out, todo)
+
+
+@_jit
+def sigmoid_up(x, w, rel, abserr, emin, mb, maxf, sub, tiny, out, todo):
+    return _func_ends(3, x, w, rel, abserr, True, emin, mb, maxf, sub, tiny, out, todo)
+
+
+@_jit
+def softplus_dn(x, w, rel, abserr, emin, mb, maxf, sub, tiny, out, todo):
+    return _func_ends(4, x, w, rel, abserr, False, emin, mb, maxf, sub, tiny, out, todo)
+
+
+@_jit
+def softplus_up(x, w, rel, abserr, emin, mb, maxf, sub, tiny, out, todo):
+    return _func_ends(4, x, w, rel, abserr, True, emin, mb, maxf, sub, tiny, out, todo)
+
+
+_FUNC_KERNELS = ((exp_dn, exp_up), (log_dn, log_up), (tanh_dn, tanh_up),
+                 (sigmoid_dn, sigmoid_up), (softplus_dn, softplus_up))
 
 
 def func_pair(fn, xl, xh, fmt: Format, mpfr_end):
@@ -242,23 +274,22 @@ def func_pair(fn, xl, xh, fmt: Format, mpfr_end):
     shape = np.shape(xl)
     L = np.ascontiguousarray(xl, dtype=np.float64).reshape(-1)
     H = np.ascontiguousarray(xh, dtype=np.float64).reshape(-1)
-    lo = np.empty(L.size)
-    hi = np.empty(L.size)
-    tl = np.empty(L.size, dtype=np.bool_)
-    th = np.empty(L.size, dtype=np.bool_)
     abserr = F64_ABS_ERR if fn.f64_ulps else 0.0
     rel = fn.f64_rel if fn.f64_ulps else 0.0
     code = FUNC_CODES[fn.name]
-    WL = _pre(code, L)
-    WH = WL if xl is xh else _pre(code, H)
-    if func_kernel(code, L, H, WL, WH, rel, abserr, *grid_params(fmt), lo, hi, tl, th):
-        for i in np.flatnonzero(tl):
-            if L[i] == L[i]:
-                lo[i] = mpfr_end(float(L[i]))[0]
-        for i in np.flatnonzero(th):
-            if H[i] == H[i]:
-                hi[i] = mpfr_end(float(H[i]))[1]
-    return lo.reshape(shape), hi.reshape(shape)
+    kernels = _FUNC_KERNELS[code]
+    params = grid_params(fmt)
+    out = []
+    for k, X in enumerate((L, H)):
+        W = _pre(code, X) if (k == 0 or xl is not xh) else W
+        r = np.empty(X.size)
+        todo = np.empty(X.size, dtype=np.bool_)
+        if kernels[k](X, W, rel, abserr, *params, r, todo):
+            for i in np.flatnonzero(todo):
+                if X[i] == X[i]:
+                    r[i] = mpfr_end(float(X[i]))[k]
+        out.append(r.reshape(shape))
+    return out[0], out[1]
 
 
 # ------------------------------------------------------------------------ arithmetic

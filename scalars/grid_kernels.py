@@ -374,32 +374,48 @@ def addsub_kernel(alo, ahi, blo, bhi, neg, emin, mb, maxf, sub, tiny, lo, hi):
 
 
 @_jit_inline
-def _prod_dir(x, y, emin, mb, maxf, sub, tiny):
-    """(RD, RU) of x*y on the grid, and whether the EFT is trusted (a zero factor gives
-    +0 both ways, as the generic path's 0 * inf rule)."""
+def _prod_pair(x, y):
+    """x*y = p + e exactly (TwoProduct), (0, 0) for a zero factor (+0 both ways, as the
+    generic path's 0 * inf rule), and whether the EFT is trusted."""
     z = (x == 0.0) | (y == 0.0)
     p, e = two_prod(x, y)
-    d = dir_from(p, e, False, emin, mb, maxf, sub, tiny)
-    u = dir_from(p, e, True, emin, mb, maxf, sub, tiny)
-    return (0.0 if z else d), (0.0 if z else u), z | (not (_risky(p) | (p == 0.0)))
+    return (0.0 if z else p), (0.0 if z else e), z | (not (_risky(p) | (p == 0.0)))
+
+
+@_jit_inline
+def _below(p1, e1, p2, e2):
+    """p1 + e1 < p2 + e2 for TwoProduct pairs (p = RN of the exact value, RN monotone)."""
+    return (p1 < p2) | ((p1 == p2) & (e1 < e2))
 
 
 @_jit
 def mul_kernel(alo, ahi, blo, bhi, emin, mb, maxf, sub, tiny, lo, hi):
-    """[alo, ahi] * [blo, bhi]: min of RD and max of RU over the four endpoint products;
-    False when an operand or product is non-finite or outside [2^-900, 2^900] (and not 0):
-    the generic algorithm handles 0 * inf and the EFT limits."""
+    """[alo, ahi] * [blo, bhi]: RD of the least and RU of the greatest of the four exact
+    endpoint products (directed rounding is monotone: the same as the least RD and the
+    greatest RU, with two roundings instead of eight); the products are compared exactly
+    as TwoProduct pairs.  False when an operand or product is non-finite or outside
+    [2^-900, 2^900] (and not 0): the generic algorithm handles 0 * inf and the EFT limits."""
     good = True
     for i in range(lo.size):
         a0, a1, b0, b1 = alo[i], ahi[i], blo[i], bhi[i]
         good = good & (not (_risky(a0) | _risky(a1) | _risky(b0) | _risky(b1)))
-        d0, u0, k0 = _prod_dir(a0, b0, emin, mb, maxf, sub, tiny)
-        d1, u1, k1 = _prod_dir(a0, b1, emin, mb, maxf, sub, tiny)
-        d2, u2, k2 = _prod_dir(a1, b0, emin, mb, maxf, sub, tiny)
-        d3, u3, k3 = _prod_dir(a1, b1, emin, mb, maxf, sub, tiny)
+        p0, e0, k0 = _prod_pair(a0, b0)
+        p1, e1, k1 = _prod_pair(a0, b1)
+        p2, e2, k2 = _prod_pair(a1, b0)
+        p3, e3, k3 = _prod_pair(a1, b1)
         good = good & k0 & k1 & k2 & k3
-        lo[i] = min(min(d0, d1), min(d2, d3))
-        hi[i] = max(max(u0, u1), max(u2, u3))
+        b01 = _below(p1, e1, p0, e0)
+        m01p, m01e = (p1, e1) if b01 else (p0, e0)           # min of 0, 1
+        x01p, x01e = (p0, e0) if b01 else (p1, e1)           # max of 0, 1
+        b23 = _below(p3, e3, p2, e2)
+        m23p, m23e = (p3, e3) if b23 else (p2, e2)
+        x23p, x23e = (p2, e2) if b23 else (p3, e3)
+        bm = _below(m23p, m23e, m01p, m01e)
+        mp, me = (m23p, m23e) if bm else (m01p, m01e)
+        bx = _below(x01p, x01e, x23p, x23e)
+        xp, xe = (x23p, x23e) if bx else (x01p, x01e)
+        lo[i] = dir_from(mp, me, False, emin, mb, maxf, sub, tiny)
+        hi[i] = dir_from(xp, xe, True, emin, mb, maxf, sub, tiny)
     return good
 
 

@@ -73,3 +73,28 @@ def test_out_of_range_in_a_later_block_hands_off(fmt):
     s = iv.sum(iv.make(lo, hi), axis=1)
     want = _generic(lo, hi, fmt)
     assert np.array_equal(s.lo, want[0]) and np.array_equal(s.hi, want[1])
+
+
+@pytest.mark.parametrize("fmt", GRIDS[1:], ids=str)
+def test_mul_kernel_two_roundings_equal_min_max_of_eight(fmt):
+    """mul_kernel rounds only the least and greatest exact products: the same values as the
+    least RD and greatest RU of all four (zeros, sign changes, tiny products included)."""
+    rng = np.random.default_rng(9)
+    n = 4000
+    v = rng.standard_normal((4, n)) * 2.0 ** rng.integers(-12, 6, (4, n)).astype(float)
+    v[:, rng.random(n) < 0.2] = 0.0
+    v = np.where(rng.random((4, n)) < 0.1, 0.0, v)
+    a0, a1 = np.minimum(v[0], v[1]), np.maximum(v[0], v[1])
+    b0, b1 = np.minimum(v[2], v[3]), np.maximum(v[2], v[3])
+    a0, a1 = D.round_down(a0, fmt), D.round_up(a1, fmt)
+    b0, b1 = D.round_down(b0, fmt), D.round_up(b1, fmt)
+    got = GK.mul_grid(a0, a1, b0, b1, (n,), fmt)
+    assert got is not None
+    ds, us = [], []
+    for x, y in ((a0, b0), (a0, b1), (a1, b0), (a1, b1)):
+        d, u = D.mul_dir(x, y, fmt)
+        z = (x == 0) | (y == 0)
+        ds.append(np.where(z, 0.0, d))
+        us.append(np.where(z, 0.0, u))
+    assert np.array_equal(got[0], np.min(ds, axis=0))
+    assert np.array_equal(got[1], np.max(us, axis=0))

@@ -45,14 +45,19 @@ exp (E_EXP = 2^-76)
     Decided on the unscaled [1, 2) value, then RD/RU times 2^m is exact (normal range).
 expm1 (used by tanh; E_EXPM1 = 2^-69)
     2^m T (1 + e1) - 1 with 2^m Th - 1 by TwoSum (exact): for k = 0 relative <= 2^-72.9
-    (above); for k != 0, |x| >= ln2/1024 and e^x/|e^x - 1| <= 2^10.53: the absolute
-    2^-80.4 e^x of exp plus the tail's own roundings (<= 2^-82.7) give <= 2^-70.8.
+    (above); for k != 0 (|x| >= ln2/1024, so E = e^x - 1 >= 2^-10.53 for x > 0) the
+    absolute 2^-80.4 e^x of exp plus the tail's own roundings (<= 2^-82.7) give
+    <= 2^-80.3 (E + 1), i.e. relative <= 2^-80.3 (1 + 1/E) <= 2^-69.7.
 tanh (E_TANH = 2^-67)
     tanh |x| = E/(E + 2), E = expm1(2|x|) (2|x| is exact); E + 2 by TwoSum plus one
     rounding (<= 2^-105); the double-double quotient: inv = RN(1/Bh), qh = RN(Eh inv)
     (within 2.01u of the quotient), remainder Eh - qh Bh by TwoProduct (Sterbenz: Eh - p
     exact) with four roundings on a value <= 4u |E| (<= 2^-102 relative), ql = rem inv
-    (<= 2^-102.4).  Relative <= 2 x 2^-70.5 + 2^-101 <= 2^-69.4.
+    (<= 2^-102.4).  Relative <= 2 eps_E + 2^-101 with eps_E the relative error of E:
+    <= 2^-71.8 + 2^-79.3 (1 + 1/E), the second term only where E > 2^-11 (k != 0
+    there).  The decision uses the bound at its argument, 2^-70.5 + 2^-78.5 (1 + 1/Eh)
+    when Eh > 2^-11 (margins 2^1.3 and 2^0.8; Eh is within 2^-50 of E), at most E_TANH
+    over the range: the usual |x| ~ 1 gets ~2^-70.4 instead of 2^-67.
     |x| < 2^-30: x - x^3/3 < tanh x < x so (prev x, x) (mirrored for x < 0);
     |x| >= 19.5: 1 - tanh |x| < 2 e^-39 < 2^-54, so (1 - 2^-53, 1).
 sigmoid (E_SIGMOID = 2^-74)
@@ -111,6 +116,8 @@ CODES = {"exp": 0, "log": 1, "tanh": 2, "sigmoid": 3, "softplus": 4}
 E_EXP = 2.0 ** -76
 E_EXPM1 = 2.0 ** -69
 E_TANH = 2.0 ** -67
+_TANH_REL = 2.0 ** -70.5          # tanh: E_TANH bounds _TANH_REL + _TANH_ABS (1 + 1/E)
+_TANH_ABS = 2.0 ** -78.5
 E_SIGMOID = 2.0 ** -74
 E_LOG = 2.0 ** -69
 E_SOFTPLUS = 2.0 ** -67
@@ -296,7 +303,8 @@ def _tanh_dd(a):
     eh, el = _expm1_dd(2.0 * a)
     bh, bl = two_sum(2.0, eh)
     bl = bl + el
-    return _dd_div(eh, el, bh, bl)
+    qh, ql = _dd_div(eh, el, bh, bl)
+    return qh, ql, eh
 
 
 @_ir
@@ -362,8 +370,10 @@ def _tanh_end(x):
     a = abs(x)
     mid = (a >= 9.313225746154785e-10) & (a < 19.5)     # 2^-30
     ac = a if mid else 1.0
-    qh, ql = _tanh_dd(ac)
-    d, u, ok = _decide(qh, ql, E_TANH)
+    qh, ql, eh = _tanh_dd(ac)
+    # the bound at this argument (module docstring): at most E_TANH
+    d, u, ok = _decide(qh, ql, _TANH_REL + (_TANH_ABS * (1.0 + 1.0 / eh)
+                                            if eh > 0.00048828125 else 0.0))   # 2^-11
     small = a < 9.313225746154785e-10
     big = (a >= 19.5) & (a <= 1.7976931348623157e308)
     d = _prev(a) if small else (_ONE_DN if big else d)

@@ -19,9 +19,12 @@ and softplus below -680, log of 0 / inf, non-finite x) are flagged.
 
 Notation: u = 2^-53 (unit roundoff), rho = max |r| of a reduced argument.  Every bound
 below is a sum of absolute terms, each one rounding (<= u |value|) or one neglected term;
-they are written out generously and the declared ``E_f`` carries a further margin >= 2^1.5.
+they are written out generously and the declared ``E_f`` carries a further margin >= 2^1.5
+(tanh, whose decisions use the bound at the argument: >= 2^0.8).
 ``tests/scalars/test_f64_endpoint_kernels.py`` measures the actual error against MPFR on
-random and adversarial arguments and checks it stays under ``E_f / 16``.
+random and adversarial arguments and checks it stays under ``E_f / 8`` (measured over
+6 x 10^4 arguments: exp 2^-85.0, log 2^-73.0, tanh 2^-75.1, sigmoid 2^-85.1, softplus
+2^-74.1, expm1 2^-75.2).
 
 exp (E_EXP = 2^-76)
     Reduction: k = round(x 512/ln2), x = k ln2/512 + r, j = k mod 512, m = k div 512,

@@ -416,67 +416,88 @@ def _softplus_end(x):
 
 
 # ------------------------------------------------------------------------ kernels
-# One kernel per function, each end of the interval a separate call (``mode`` 0: RD,
-# 1: RU): the function body is inlined once per kernel (compile time) and a kernel is
-# compiled only when its function is first used.  (A conditional store in the loop stops
-# the vectoriser: the double-double values for tests come from :func:`dd_kernel`.)
+# One kernel per function (compiled when its function is first used), both ends of an
+# interval in one iteration (two independent evaluations side by side: ~1.4x faster than
+# one end per pass).  (A conditional store in the loop stops the vectoriser: the
+# double-double values for tests come from :func:`dd_kernel`.)
 @_ir
-def _store(mode, i, d, u, ok, out, todo):
-    out[i] = d if mode == 0 else u
-    t = not ok
-    todo[i] = t
-    return np.int64(t)
+def _store(i, d, okd, u, oku, lo, hi, tl, th):
+    lo[i] = d
+    hi[i] = u
+    tl[i] = not okd
+    th[i] = not oku
+    return np.int64(not okd) + np.int64(not oku)
 
 
 @_jit
-def exp_kernel(x, mode, out, todo):
-    """out = RD e^x (mode 0) or RU e^x (mode 1) elementwise; todo flags the entries left
-    undecided (out meaningless there).  Returns the number of flags."""
+def exp_kernel(xl, xh, lo, hi, tl, th):
+    """lo = RD e^xl, hi = RU e^xh elementwise; tl / th flag the ends left undecided (the
+    value there is meaningless).  Returns the number of flags."""
     n = 0
-    for i in range(x.size):
-        d, u, ok, h, l = _exp_end(x[i])
-        n += _store(mode, i, d, u, ok, out, todo)
+    for i in range(xl.size):
+        d, _u, okd, _h, _l = _exp_end(xl[i])
+        _d, u, oku, _h2, _l2 = _exp_end(xh[i])
+        n += _store(i, d, okd, u, oku, lo, hi, tl, th)
     return n
 
 
 @_jit
-def log_kernel(x, mode, out, todo):
+def log_kernel(xl, xh, lo, hi, tl, th):
     """:func:`exp_kernel` for log."""
     n = 0
-    for i in range(x.size):
-        d, u, ok, h, l = _log_end(x[i])
-        n += _store(mode, i, d, u, ok, out, todo)
+    for i in range(xl.size):
+        d, _u, okd, _h, _l = _log_end(xl[i])
+        _d, u, oku, _h2, _l2 = _log_end(xh[i])
+        n += _store(i, d, okd, u, oku, lo, hi, tl, th)
     return n
 
 
 @_jit
-def tanh_kernel(x, mode, out, todo):
+def tanh_kernel(xl, xh, lo, hi, tl, th):
     """:func:`exp_kernel` for tanh."""
     n = 0
-    for i in range(x.size):
-        d, u, ok, h, l = _tanh_end(x[i])
-        n += _store(mode, i, d, u, ok, out, todo)
+    for i in range(xl.size):
+        d, _u, okd, _h, _l = _tanh_end(xl[i])
+        _d, u, oku, _h2, _l2 = _tanh_end(xh[i])
+        n += _store(i, d, okd, u, oku, lo, hi, tl, th)
     return n
 
 
 @_jit
-def sigmoid_kernel(x, mode, out, todo):
+def sigmoid_kernel(xl, xh, lo, hi, tl, th):
     """:func:`exp_kernel` for sigmoid."""
     n = 0
-    for i in range(x.size):
-        d, u, ok, h, l = _sigmoid_end(x[i])
-        n += _store(mode, i, d, u, ok, out, todo)
+    for i in range(xl.size):
+        d, _u, okd, _h, _l = _sigmoid_end(xl[i])
+        _d, u, oku, _h2, _l2 = _sigmoid_end(xh[i])
+        n += _store(i, d, okd, u, oku, lo, hi, tl, th)
     return n
 
 
 @_jit
-def softplus_kernel(x, mode, out, todo):
+def softplus_kernel(xl, xh, lo, hi, tl, th):
     """:func:`exp_kernel` for softplus."""
     n = 0
-    for i in range(x.size):
-        d, u, ok, h, l = _softplus_end(x[i])
-        n += _store(mode, i, d, u, ok, out, todo)
+    for i in range(xl.size):
+        d, _u, okd, _h, _l = _softplus_end(xl[i])
+        _d, u, oku, _h2, _l2 = _softplus_end(xh[i])
+        n += _store(i, d, okd, u, oku, lo, hi, tl, th)
     return n
+
+
+KERNELS = {"exp": exp_kernel, "log": log_kernel, "tanh": tanh_kernel,
+           "sigmoid": sigmoid_kernel, "softplus": softplus_kernel}
+
+
+def run(name: str, xl, xh):
+    """(lo, hi, tl, th, count) of the kernel for ``name`` on 1-d float64 arrays of one
+    length: RD f(xl), RU f(xh), the flags and their number."""
+    lo = np.empty(xl.size)
+    hi = np.empty(xl.size)
+    tl = np.empty(xl.size, dtype=np.bool_)
+    th = np.empty(xl.size, dtype=np.bool_)
+    count = KERNELS[name](xl, xh, lo, hi, tl, th)
+    return lo, hi, tl, th, count
 
 
 @_jit
@@ -502,19 +523,6 @@ def dd_kernel(code, x, h, l):
         l[i] = r[4]
 
 
-KERNELS = {"exp": exp_kernel, "log": log_kernel, "tanh": tanh_kernel,
-           "sigmoid": sigmoid_kernel, "softplus": softplus_kernel}
-
-
-def run(name: str, x, mode: int):
-    """(out, todo, count) of the kernel for ``name`` on a 1-d float64 array (mode 0: RD,
-    1: RU)."""
-    out = np.empty(x.size)
-    todo = np.empty(x.size, dtype=np.bool_)
-    count = KERNELS[name](x, mode, out, todo)
-    return out, todo, count
-
-
 def double_double(name: str, x):
     """(h, l): the double-double f(x) the decisions are made from (tests)."""
     x = np.ascontiguousarray(x, dtype=np.float64)
@@ -533,20 +541,23 @@ def endpoints(name: str, xl, xh, settle):
     same = xl is xh
     L = H if same else np.ascontiguousarray(
         np.broadcast_to(np.asarray(xl, dtype=np.float64), shape)).reshape(-1)
-    lo, tl, cl = run(name, L, 0)
-    hi, th, ch = run(name, H, 1)
-    if cl:
-        il = flagged(tl, cl)
-        lo[il] = settle(L[il])[0]
-    if ch:
-        ih = flagged(th, ch)
-        hi[ih] = settle(H[ih])[1]
+    lo, hi, tl, th, count = run(name, L, H)
+    if count:
+        il = flagged(tl)
+        if il.size:
+            lo[il] = settle(L[il])[0]
+        ih = flagged(th)
+        if ih.size:
+            hi[ih] = settle(H[ih])[1]
     return lo.reshape(shape), hi.reshape(shape)
 
 
 @_jit
-def flagged(todo, count):
-    """Indices of the ``count`` flagged entries of ``todo``."""
+def flagged(todo):
+    """Indices of the flagged entries of ``todo``."""
+    count = 0
+    for i in range(todo.size):
+        count += np.int64(todo[i])
     idx = np.empty(count, dtype=np.int64)
     a = 0
     for i in range(todo.size):

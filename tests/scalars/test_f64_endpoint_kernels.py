@@ -75,7 +75,7 @@ def _check_identical(name, x):
     bad = np.flatnonzero(~(_same(lo, rlo) & _same(hi, rhi)))
     assert bad.size == 0, [(float(x[i]), lo[i], hi[i], rlo[i], rhi[i]) for i in bad[:5]]
     # the kernel itself settled almost every entry
-    return K.run(name, x, 0)[2] + K.run(name, x, 1)[2]
+    return K.run(name, x, x)[4]
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -156,7 +156,8 @@ def test_search_finds_hard_cases():
     x = _near_grid("tanh", 200_000, 7, 0.0)
     h, l = K.double_double("tanh", x)
     assert (np.abs(l) / np.spacing(np.abs(h))).min() < 2.0 ** -14
-    assert K.run("tanh", x, 0)[2] > 0 and K.run("tanh", x, 1)[2] > 0
+    r = K.run("tanh", x, x)
+    assert r[2].any() and r[3].any()
 
 
 _RANGES = {"exp": (-680, 709), "log": (None, None), "tanh": (2.0 ** -30, 19.5),

@@ -53,7 +53,7 @@ def grid_params(fmt: Format):
 
 
 # ------------------------------------------------------------------ rounding onto a grid
-@_jit_inline
+@_jit
 def _onto(x, emin, mb, up):
     """floor (ceil if up) of x onto the grid's values, ignoring overflow, without branches
     (the signs of interval ends are coin flips): where |x| >= 2^emin the float64
@@ -77,7 +77,7 @@ def _onto(x, emin, mb, up):
     return r_sub if abs(x) < _EXP2[emin + 1100] else r_norm
 
 
-@_jit_inline
+@_jit
 def rd_grid(x, emin, mb, maxf, sub, tiny):
     """Largest value of the extended grid <= x (NaN stays NaN)."""
     r = _onto(x, emin, mb, False)
@@ -89,7 +89,7 @@ def rd_grid(x, emin, mb, maxf, sub, tiny):
     return r if x == x else x
 
 
-@_jit_inline
+@_jit
 def ru_grid(x, emin, mb, maxf, sub, tiny):
     """Smallest value of the extended grid >= x (a negative x rounding to 0 gives -0.0)."""
     r = _onto(x, emin, mb, True)
@@ -129,7 +129,7 @@ def _risky(v):
 
 
 # ------------------------------------------------------------------------- functions
-@_jit_inline
+@_jit
 def _finish_eval(code, x, w):
     """f(x) from w, numpy's SIMD pass over the arguments (:func:`_pre`): f(x) itself for
     exp / log / tanh, e^-|x| for the compositions sigmoid and softplus (finished here as
@@ -152,7 +152,7 @@ def _pre(code, x):
         return np.exp(-np.abs(x))
 
 
-@_jit_inline
+@_jit
 def _facts(code, x):
     """(lower, lower_strict, upper, upper_strict) of f(x), as scalars.functions' facts."""
     if code == 0:              # e^x > 1 for x > 0, 0 < e^x < 1 for x < 0, e^0 = 1
@@ -197,73 +197,52 @@ def _func_end(code, x, w, rel, abserr, up, emin, mb, maxf, sub, tiny):
 
 
 @_jit_inline
-def _func_ends(code, x, w, rel, abserr, up, emin, mb, maxf, sub, tiny, out, todo):
+def _func_loop(code, xl, xh, wl, wh, rel, abserr, emin, mb, maxf, sub, tiny, lo, hi, tl, th):
     n = 0
-    for i in range(out.size):
-        r, ok = _func_end(code, x[i], w[i], rel, abserr, up, emin, mb, maxf, sub, tiny)
-        out[i] = r if ok else math.nan
-        todo[i] = not ok
+    for i in range(lo.size):
+        r, ok = _func_end(code, xl[i], wl[i], rel, abserr, False, emin, mb, maxf, sub, tiny)
+        lo[i] = r if ok else math.nan
+        tl[i] = not ok
+        n += np.int64(not ok)
+        r, ok = _func_end(code, xh[i], wh[i], rel, abserr, True, emin, mb, maxf, sub, tiny)
+        hi[i] = r if ok else math.nan
+        th[i] = not ok
         n += np.int64(not ok)
     return n
 
 
-# One kernel per function and direction, one end per call: each inlines the endpoint body
-# once (with its direction a constant, so the loop vectorises) and is compiled when first
-# used (the former single kernel inlined it ten times: ~45 s cold for any one function).
-# Each: out = RD f(x) (``_dn``) or RU f(x) (``_up``) onto the grid, w = :func:`_pre` of x;
-# todo flags the unsettled entries (NaN there); returns the number of flags.
+# One kernel per function (compiled when its function is first used; the former single
+# kernel compiled all five, ~30-45 s cold), both ends in one iteration.  Each: lo = RD f(xl),
+# hi = RU f(xh) onto the grid, w* = :func:`_pre` of x*; tl / th flag the unsettled ends
+# (NaN there); returns the number of flags.  The grid rounding (_onto, rd_grid, ru_grid)
+# and the facts are plain compiled functions (LLVM inlines them): inlining them by Numba
+# into every call site is what made the cold compile slow.
 @_jit
-def exp_dn(x, w, rel, abserr, emin, mb, maxf, sub, tiny, out, todo):
-    return _func_ends(0, x, w, rel, abserr, False, emin, mb, maxf, sub, tiny, out, todo)
-
-
-@_jit
-def exp_up(x, w, rel, abserr, emin, mb, maxf, sub, tiny, out, todo):
-    return _func_ends(0, x, w, rel, abserr, True, emin, mb, maxf, sub, tiny, out, todo)
+def exp_ends(xl, xh, wl, wh, rel, abserr, emin, mb, maxf, sub, tiny, lo, hi, tl, th):
+    return _func_loop(0, xl, xh, wl, wh, rel, abserr, emin, mb, maxf, sub, tiny, lo, hi, tl, th)
 
 
 @_jit
-def log_dn(x, w, rel, abserr, emin, mb, maxf, sub, tiny, out, todo):
-    return _func_ends(1, x, w, rel, abserr, False, emin, mb, maxf, sub, tiny, out, todo)
+def log_ends(xl, xh, wl, wh, rel, abserr, emin, mb, maxf, sub, tiny, lo, hi, tl, th):
+    return _func_loop(1, xl, xh, wl, wh, rel, abserr, emin, mb, maxf, sub, tiny, lo, hi, tl, th)
 
 
 @_jit
-def log_up(x, w, rel, abserr, emin, mb, maxf, sub, tiny, out, todo):
-    return _func_ends(1, x, w, rel, abserr, True, emin, mb, maxf, sub, tiny, out, todo)
+def tanh_ends(xl, xh, wl, wh, rel, abserr, emin, mb, maxf, sub, tiny, lo, hi, tl, th):
+    return _func_loop(2, xl, xh, wl, wh, rel, abserr, emin, mb, maxf, sub, tiny, lo, hi, tl, th)
 
 
 @_jit
-def tanh_dn(x, w, rel, abserr, emin, mb, maxf, sub, tiny, out, todo):
-    return _func_ends(2, x, w, rel, abserr, False, emin, mb, maxf, sub, tiny, out, todo)
+def sigmoid_ends(xl, xh, wl, wh, rel, abserr, emin, mb, maxf, sub, tiny, lo, hi, tl, th):
+    return _func_loop(3, xl, xh, wl, wh, rel, abserr, emin, mb, maxf, sub, tiny, lo, hi, tl, th)
 
 
 @_jit
-def tanh_up(x, w, rel, abserr, emin, mb, maxf, sub, tiny, out, todo):
-    return _func_ends(2, x, w, rel, abserr, True, emin, mb, maxf, sub, tiny, out, todo)
+def softplus_ends(xl, xh, wl, wh, rel, abserr, emin, mb, maxf, sub, tiny, lo, hi, tl, th):
+    return _func_loop(4, xl, xh, wl, wh, rel, abserr, emin, mb, maxf, sub, tiny, lo, hi, tl, th)
 
 
-@_jit
-def sigmoid_dn(x, w, rel, abserr, emin, mb, maxf, sub, tiny, out, todo):
-    return _func_ends(3, x, w, rel, abserr, False, emin, mb, maxf, sub, tiny, out, todo)
-
-
-@_jit
-def sigmoid_up(x, w, rel, abserr, emin, mb, maxf, sub, tiny, out, todo):
-    return _func_ends(3, x, w, rel, abserr, True, emin, mb, maxf, sub, tiny, out, todo)
-
-
-@_jit
-def softplus_dn(x, w, rel, abserr, emin, mb, maxf, sub, tiny, out, todo):
-    return _func_ends(4, x, w, rel, abserr, False, emin, mb, maxf, sub, tiny, out, todo)
-
-
-@_jit
-def softplus_up(x, w, rel, abserr, emin, mb, maxf, sub, tiny, out, todo):
-    return _func_ends(4, x, w, rel, abserr, True, emin, mb, maxf, sub, tiny, out, todo)
-
-
-_FUNC_KERNELS = ((exp_dn, exp_up), (log_dn, log_up), (tanh_dn, tanh_up),
-                 (sigmoid_dn, sigmoid_up), (softplus_dn, softplus_up))
+_FUNC_KERNELS = (exp_ends, log_ends, tanh_ends, sigmoid_ends, softplus_ends)
 
 
 def func_pair(fn, xl, xh, fmt: Format, mpfr_end):
@@ -277,19 +256,20 @@ def func_pair(fn, xl, xh, fmt: Format, mpfr_end):
     abserr = F64_ABS_ERR if fn.f64_ulps else 0.0
     rel = fn.f64_rel if fn.f64_ulps else 0.0
     code = FUNC_CODES[fn.name]
-    kernels = _FUNC_KERNELS[code]
-    params = grid_params(fmt)
-    out = []
-    for k, X in enumerate((L, H)):
-        W = _pre(code, X) if (k == 0 or xl is not xh) else W
-        r = np.empty(X.size)
-        todo = np.empty(X.size, dtype=np.bool_)
-        if kernels[k](X, W, rel, abserr, *params, r, todo):
-            for i in np.flatnonzero(todo):
-                if X[i] == X[i]:
-                    r[i] = mpfr_end(float(X[i]))[k]
-        out.append(r.reshape(shape))
-    return out[0], out[1]
+    WL = _pre(code, L)
+    WH = WL if xl is xh else _pre(code, H)
+    lo = np.empty(L.size)
+    hi = np.empty(L.size)
+    tl = np.empty(L.size, dtype=np.bool_)
+    th = np.empty(L.size, dtype=np.bool_)
+    if _FUNC_KERNELS[code](L, H, WL, WH, rel, abserr, *grid_params(fmt), lo, hi, tl, th):
+        for i in np.flatnonzero(tl):
+            if L[i] == L[i]:
+                lo[i] = mpfr_end(float(L[i]))[0]
+        for i in np.flatnonzero(th):
+            if H[i] == H[i]:
+                hi[i] = mpfr_end(float(H[i]))[1]
+    return lo.reshape(shape), hi.reshape(shape)
 
 
 # ------------------------------------------------------------------------ arithmetic

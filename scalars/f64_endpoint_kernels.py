@@ -536,6 +536,12 @@ def endpoints(name: str, xl, xh, settle):
     """(RD f(xl), RU f(xh)) on the float64 grid for ``name`` in :data:`CODES`, float64
     arrays of one shape; flagged ends go to ``settle(x) -> (RD f(x), RU f(x))`` (arrays,
     the long double / MPFR path); NaN arguments give NaN."""
+    return endpoints_counted(name, xl, xh, settle)[:2]
+
+
+def endpoints_counted(name: str, xl, xh, settle):
+    """:func:`endpoints` and the number of flagged entries (0: every end was settled in
+    the kernel, so none is NaN)."""
     shape = np.shape(xh)
     H = np.ascontiguousarray(xh, dtype=np.float64).reshape(-1)
     same = xl is xh
@@ -549,7 +555,7 @@ def endpoints(name: str, xl, xh, settle):
         ih = flagged(th)
         if ih.size:
             hi[ih] = settle(H[ih])[1]
-    return lo.reshape(shape), hi.reshape(shape)
+    return lo.reshape(shape), hi.reshape(shape), count
 
 
 @_jit

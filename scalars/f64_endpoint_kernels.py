@@ -58,9 +58,10 @@ tanh (E_TANH = 2^-67)
     exact) with four roundings on a value <= 4u |E| (<= 2^-102 relative), ql = rem inv
     (<= 2^-102.4).  Relative <= 2 eps_E + 2^-101 with eps_E the relative error of E:
     <= 2^-71.8 + 2^-79.3 (1 + 1/E), the second term only where E > 2^-11 (k != 0
-    there).  The decision uses the bound at its argument, 2^-70.5 + 2^-78.5 (1 + 1/Eh)
-    when Eh > 2^-11 (margins 2^1.3 and 2^0.8; Eh is within 2^-50 of E), at most E_TANH
-    over the range: the usual |x| ~ 1 gets ~2^-70.4 instead of 2^-67.
+    there).  The decision uses the bound at its argument, |q| (2^-70.5 + 2^-78.5 (1 + 1/E))
+    when Eh > 2^-11 (margins 2^1.3 and 2^0.8), written |q| (2^-70.5 + 2^-78.5) +
+    2^-78.5 (1 + 10^-6) / Bh since |q|/E = 1/(E + 2) (Bh, qh within 2^-50 of E + 2, q);
+    at most E_TANH |q| over the range: the usual |x| ~ 1 gets ~2^-70.4 instead of 2^-67.
     |x| < 2^-30: x - x^3/3 < tanh x < x so (prev x, x) (mirrored for x < 0);
     |x| >= 19.5: 1 - tanh |x| < 2 e^-39 < 2^-54, so (1 - 2^-53, 1).
 sigmoid (E_SIGMOID = 2^-74)
@@ -202,6 +203,16 @@ def _decide(h, l, E):
 
 
 @_inl
+def _decide_abs(h, l, e):
+    """(RD, RU, decided) of the real h + l known within e (h = RN(h + l), e < ulp(h)/4)."""
+    above = l > e
+    below = l < -e
+    d = h if above else _prev(h)
+    u = _next(h) if above else h
+    return d, u, above | below
+
+
+@_inl
 def _pow2(m):
     return i2f((np.int64(m) + 1023) << 52)
 
@@ -307,7 +318,7 @@ def _tanh_dd(a):
     bh, bl = two_sum(2.0, eh)
     bl = bl + el
     qh, ql = _dd_div(eh, el, bh, bl)
-    return qh, ql, eh
+    return qh, ql, eh, bh
 
 
 @_ir
@@ -373,10 +384,13 @@ def _tanh_end(x):
     a = abs(x)
     mid = (a >= 9.313225746154785e-10) & (a < 19.5)     # 2^-30
     ac = a if mid else 1.0
-    qh, ql, eh = _tanh_dd(ac)
-    # the bound at this argument (module docstring): at most E_TANH
-    d, u, ok = _decide(qh, ql, _TANH_REL + (_TANH_ABS * (1.0 + 1.0 / eh)
-                                            if eh > 0.00048828125 else 0.0))   # 2^-11
+    qh, ql, eh, bh = _tanh_dd(ac)
+    # the bound at this argument (module docstring): |q| (REL + ABS (1 + 1/E)), at most
+    # E_TANH |q|; |q|/E = 1/(E + 2) (one division, shared by LLVM with the quotient's)
+    far = eh > 0.00048828125                            # 2^-11
+    e = abs(qh) * (_TANH_REL + (_TANH_ABS if far else 0.0)) \
+        + ((_TANH_ABS * 1.000001) * (1.0 / bh) if far else 0.0)
+    d, u, ok = _decide_abs(qh, ql, e)
     small = a < 9.313225746154785e-10
     big = (a >= 19.5) & (a <= 1.7976931348623157e308)
     d = _prev(a) if small else (_ONE_DN if big else d)

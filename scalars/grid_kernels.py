@@ -71,9 +71,15 @@ def _onto(x, emin, mb, up):
     t = mag - low
     step = inc & (~sgn if up else sgn)           # away from 0 only towards the direction
     r_norm = i2f((bi & ~np.int64(0x7FFFFFFFFFFFFFFF)) | (t + step))
+    # the grid's subnormal step 2^q; 2^-q must be a float64 (the table holds 2^-1074 ..
+    # 2^1023): binary64 itself (q = -1074) keeps x (every float64 is on its grid), a
+    # format with -1074 < q < -1023 is rounded onto multiples of 2^-1023 (coarser: still
+    # a bound in the right direction)
     q = emin - mb
-    y = x * _EXP2[1100 - q]                      # exact in the subnormal range
-    r_sub = (np.ceil(y) if up else np.floor(y)) * _EXP2[q + 1100]
+    qq = max(q, -1023)
+    y = x * _EXP2[1100 - qq]                     # exact in the subnormal range
+    r_sub = (np.ceil(y) if up else np.floor(y)) * _EXP2[qq + 1100]
+    r_sub = x if q <= -1074 else r_sub
     return r_sub if abs(x) < _EXP2[emin + 1100] else r_norm
 
 

@@ -710,6 +710,13 @@ class IntervalContext(Context):
 
     def sub(self, a, b):
         a, b, shape = self._pair(a, b, "sub")
+        if self.ends.kind == "float" and self.ends.grid.is_binary64:
+            # a - b = a + (-b) exactly (IEEE subtraction adds the negation): the fused
+            # float64 addition pass, as add
+            r = D.add_pair_dir(a.lo, a.hi, np.negative(b.hi), np.negative(b.lo), shape)
+            if r is not None:
+                lo, hi, nan = r
+                return self._box(lo, hi) if nan else Interval(lo, hi)
         if self.ends.kind == "float":       # any float grid, binary64 included
             r = GK.add_grid(a.lo, a.hi, b.lo, b.hi, shape, self.ends.grid, neg=True)
             if r is not None:

@@ -98,3 +98,27 @@ def test_mul_kernel_two_roundings_equal_min_max_of_eight(fmt):
         us.append(np.where(z, 0.0, u))
     assert np.array_equal(got[0], np.min(ds, axis=0))
     assert np.array_equal(got[1], np.max(us, axis=0))
+
+
+@pytest.mark.parametrize("fmt", [FM.binary64, FM.binary32], ids=str)
+def test_grid_rounding_of_subnormal_results(fmt):
+    """Sums and differences landing in the grid's subnormal range (float64's own for
+    binary64, where every float64 is on the grid) round exactly: against Fractions."""
+    from fractions import Fraction
+    tiny = 2.0 ** (fmt.emin - fmt.man_bits)
+    a = np.array([1e-310, -3e-320, 5e-324, 1.0, 3 * tiny, -7 * tiny, 2.0 ** fmt.emin])
+    b = np.array([0.0, 1e-321, 0.0, 2.0 ** -1070, tiny, 2 * tiny, 0.5 * 2.0 ** fmt.emin])
+    a = D.round_down(a, fmt)
+    b = D.round_down(b, fmt)
+    for neg in (False, True):
+        got = GK.add_grid(a, a, b, b, a.shape, fmt, neg=neg)
+        assert got is not None
+        for i in range(a.size):
+            t = Fraction(float(a[i])) + (-1 if neg else 1) * Fraction(float(b[i]))
+            d, u = D.exact_dir([t], fmt)
+            assert (got[0][i], got[1][i]) == (d[0], u[0]), (fmt, neg, a[i], b[i])
+    iv = scalars.get("interval:" + ("float64" if fmt is FM.binary64 else "binary32"))
+    s = iv.sub(iv.make(a, a), iv.make(b, b))
+    for i in range(a.size):
+        t = Fraction(float(a[i])) - Fraction(float(b[i]))
+        assert Fraction(float(s.lo[i])) <= t <= Fraction(float(s.hi[i]))

@@ -554,22 +554,25 @@ def endpoints(name: str, xl, xh, settle):
 
 
 def endpoints_counted(name: str, xl, xh, settle):
-    """:func:`endpoints` and the number of flagged entries (0: every end was settled in
-    the kernel, so none is NaN)."""
+    """:func:`endpoints` and the number of NaN ends (only a flagged end, settled outside
+    the kernel, can be NaN: the count looks at those alone)."""
     shape = np.shape(xh)
     H = np.ascontiguousarray(xh, dtype=np.float64).reshape(-1)
     same = xl is xh
     L = H if same else np.ascontiguousarray(
         np.broadcast_to(np.asarray(xl, dtype=np.float64), shape)).reshape(-1)
     lo, hi, tl, th, count = run(name, L, H)
+    nans = 0
     if count:
         il = flagged(tl)
         if il.size:
             lo[il] = settle(L[il])[0]
+            nans += int(np.isnan(lo[il]).sum())
         ih = flagged(th)
         if ih.size:
             hi[ih] = settle(H[ih])[1]
-    return lo.reshape(shape), hi.reshape(shape), count
+            nans += int(np.isnan(hi[ih]).sum())
+    return lo.reshape(shape), hi.reshape(shape), nans
 
 
 @_jit

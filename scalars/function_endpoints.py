@@ -218,7 +218,7 @@ def func_pair_f64(fn: ScalarFunction, xl, xh, counted: bool = False):
     :data:`scalars.f64_endpoint_kernels.CODES`): one compiled pass, the few undecided
     entries (f(x) within ~2^-67 relative of a float64, results outside the normal range,
     non-finite arguments) through :func:`func_dir_f64_ld`.  ``counted``: also the number
-    of those entries (0 means no end is NaN)."""
+    of NaN ends."""
     r = F64K.endpoints_counted(fn.name, xl, xh, lambda t: func_dir_f64_ld(fn, t))
     return r if counted else r[:2]
 

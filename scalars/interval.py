@@ -894,9 +894,9 @@ class IntervalContext(Context):
         elif (E.kind == "float" and E.grid.is_binary64 and fn.name in FE.F64K.CODES
                 and FUNCTIONS.get(fn.name) is fn and fn.monotone == "increasing"):
             # one compiled pass: RD f(lo), RU f(hi) (scalars.f64_endpoint_kernels)
-            lo, hi, flags = FE.func_pair_f64(fn, lo_arg, hi_arg, counted=True)
-            if flags == 0 and at_end is None:
-                return Interval(E.wrap(lo), E.wrap(hi))     # settled in the kernel: no NaN
+            lo, hi, nans = FE.func_pair_f64(fn, lo_arg, hi_arg, counted=True)
+            if nans == 0 and at_end is None:
+                return Interval(E.wrap(lo), E.wrap(hi))     # no NaN end: no NaN scan
         elif fn.monotone == "decreasing":
             lo, hi = self._dual_round(lambda x: E.func(fn, x), [hi_arg], [lo_arg])
         else:

@@ -2,7 +2,8 @@
 
 Side by side in one process, per function over N normal(0, 3) arguments: the former
 enclosure (libm value widened by 4 ulps, ``func_widened_f64``) and the exactly directed
-one (``func_dir_f64``: long double fast path + MPFR near float64 boundaries); prints
+one (``func_dir_f64``: compiled double-double kernels for exp/log/tanh/sigmoid/softplus,
+long double fast path for the others, MPFR near float64 boundaries); prints
 times, the ratio, the share of arguments sent to MPFR and the mean width saved (ulps).
 
 Run: ``python bench/f64_endpoints.py [--n 200000]``.

@@ -213,12 +213,14 @@ def func_dir_f64(fn: ScalarFunction, x):
     return func_dir_f64_ld(fn, x)
 
 
-def func_pair_f64(fn: ScalarFunction, xl, xh):
+def func_pair_f64(fn: ScalarFunction, xl, xh, counted: bool = False):
     """(RD f(xl), RU f(xh)) onto float64 for a function with compiled endpoints (name in
     :data:`scalars.f64_endpoint_kernels.CODES`): one compiled pass, the few undecided
     entries (f(x) within ~2^-67 relative of a float64, results outside the normal range,
-    non-finite arguments) through :func:`func_dir_f64_ld`."""
-    return F64K.endpoints(fn.name, xl, xh, lambda t: func_dir_f64_ld(fn, t))
+    non-finite arguments) through :func:`func_dir_f64_ld`.  ``counted``: also the number
+    of NaN ends."""
+    r = F64K.endpoints_counted(fn.name, xl, xh, lambda t: func_dir_f64_ld(fn, t))
+    return r if counted else r[:2]
 
 
 def func_dir_f64_ld(fn: ScalarFunction, x):

@@ -53,7 +53,7 @@ def grid_params(fmt: Format):
 
 
 # ------------------------------------------------------------------ rounding onto a grid
-@_jit_inline
+@_jit
 def _onto(x, emin, mb, up):
     """floor (ceil if up) of x onto the grid's values, ignoring overflow, without branches
     (the signs of interval ends are coin flips): where |x| >= 2^emin the float64
@@ -71,13 +71,19 @@ def _onto(x, emin, mb, up):
     t = mag - low
     step = inc & (~sgn if up else sgn)           # away from 0 only towards the direction
     r_norm = i2f((bi & ~np.int64(0x7FFFFFFFFFFFFFFF)) | (t + step))
+    # the grid's subnormal step 2^q; 2^-q must be a float64 (the table holds 2^-1074 ..
+    # 2^1023): binary64 itself (q = -1074) keeps x (every float64 is on its grid), a
+    # format with -1074 < q < -1023 is rounded onto multiples of 2^-1023 (coarser: still
+    # a bound in the right direction)
     q = emin - mb
-    y = x * _EXP2[1100 - q]                      # exact in the subnormal range
-    r_sub = (np.ceil(y) if up else np.floor(y)) * _EXP2[q + 1100]
+    qq = max(q, -1023)
+    y = x * _EXP2[1100 - qq]                     # exact in the subnormal range
+    r_sub = (np.ceil(y) if up else np.floor(y)) * _EXP2[qq + 1100]
+    r_sub = x if q <= -1074 else r_sub
     return r_sub if abs(x) < _EXP2[emin + 1100] else r_norm
 
 
-@_jit_inline
+@_jit
 def rd_grid(x, emin, mb, maxf, sub, tiny):
     """Largest value of the extended grid <= x (NaN stays NaN)."""
     r = _onto(x, emin, mb, False)
@@ -89,7 +95,7 @@ def rd_grid(x, emin, mb, maxf, sub, tiny):
     return r if x == x else x
 
 
-@_jit_inline
+@_jit
 def ru_grid(x, emin, mb, maxf, sub, tiny):
     """Smallest value of the extended grid >= x (a negative x rounding to 0 gives -0.0)."""
     r = _onto(x, emin, mb, True)
@@ -129,7 +135,7 @@ def _risky(v):
 
 
 # ------------------------------------------------------------------------- functions
-@_jit_inline
+@_jit
 def _finish_eval(code, x, w):
     """f(x) from w, numpy's SIMD pass over the arguments (:func:`_pre`): f(x) itself for
     exp / log / tanh, e^-|x| for the compositions sigmoid and softplus (finished here as
@@ -152,7 +158,7 @@ def _pre(code, x):
         return np.exp(-np.abs(x))
 
 
-@_jit_inline
+@_jit
 def _facts(code, x):
     """(lower, lower_strict, upper, upper_strict) of f(x), as scalars.functions' facts."""
     if code == 0:              # e^x > 1 for x > 0, 0 < e^x < 1 for x < 0, e^0 = 1
@@ -197,41 +203,52 @@ def _func_end(code, x, w, rel, abserr, up, emin, mb, maxf, sub, tiny):
 
 
 @_jit_inline
-def _func_loop(code, xl, xh, wl, wh, rel, abserr, emin, mb, maxf, sub, tiny, lo, hi,
-               todo_l, todo_h):
+def _func_loop(code, xl, xh, wl, wh, rel, abserr, emin, mb, maxf, sub, tiny, lo, hi, tl, th):
     n = 0
     for i in range(lo.size):
         r, ok = _func_end(code, xl[i], wl[i], rel, abserr, False, emin, mb, maxf, sub, tiny)
         lo[i] = r if ok else math.nan
-        todo_l[i] = not ok
+        tl[i] = not ok
         n += np.int64(not ok)
         r, ok = _func_end(code, xh[i], wh[i], rel, abserr, True, emin, mb, maxf, sub, tiny)
         hi[i] = r if ok else math.nan
-        todo_h[i] = not ok
+        th[i] = not ok
         n += np.int64(not ok)
     return n
 
 
+# One kernel per function (compiled when its function is first used; the former single
+# kernel compiled all five, ~30-45 s cold), both ends in one iteration.  Each: lo = RD f(xl),
+# hi = RU f(xh) onto the grid, w* = :func:`_pre` of x*; tl / th flag the unsettled ends
+# (NaN there); returns the number of flags.  The grid rounding (_onto, rd_grid, ru_grid)
+# and the facts are plain compiled functions (LLVM inlines them): inlining them by Numba
+# into every call site is what made the cold compile slow.
 @_jit
-def func_kernel(code, xl, xh, wl, wh, rel, abserr, emin, mb, maxf, sub, tiny, lo, hi,
-                todo_l, todo_h):
-    """lo = RD f(xl), hi = RU f(xh) elementwise (wl, wh: :func:`_pre` of xl, xh); todo_*
-    flag the unsettled ends (NaN there).  Returns the number of flagged ends.  One loop
-    per function code (a constant there, so the loop vectorises)."""
-    if code == 0:
-        return _func_loop(0, xl, xh, wl, wh, rel, abserr, emin, mb, maxf, sub, tiny, lo, hi,
-                          todo_l, todo_h)
-    if code == 1:
-        return _func_loop(1, xl, xh, wl, wh, rel, abserr, emin, mb, maxf, sub, tiny, lo, hi,
-                          todo_l, todo_h)
-    if code == 2:
-        return _func_loop(2, xl, xh, wl, wh, rel, abserr, emin, mb, maxf, sub, tiny, lo, hi,
-                          todo_l, todo_h)
-    if code == 3:
-        return _func_loop(3, xl, xh, wl, wh, rel, abserr, emin, mb, maxf, sub, tiny, lo, hi,
-                          todo_l, todo_h)
-    return _func_loop(4, xl, xh, wl, wh, rel, abserr, emin, mb, maxf, sub, tiny, lo, hi,
-                      todo_l, todo_h)
+def exp_ends(xl, xh, wl, wh, rel, abserr, emin, mb, maxf, sub, tiny, lo, hi, tl, th):
+    return _func_loop(0, xl, xh, wl, wh, rel, abserr, emin, mb, maxf, sub, tiny, lo, hi, tl, th)
+
+
+@_jit
+def log_ends(xl, xh, wl, wh, rel, abserr, emin, mb, maxf, sub, tiny, lo, hi, tl, th):
+    return _func_loop(1, xl, xh, wl, wh, rel, abserr, emin, mb, maxf, sub, tiny, lo, hi, tl, th)
+
+
+@_jit
+def tanh_ends(xl, xh, wl, wh, rel, abserr, emin, mb, maxf, sub, tiny, lo, hi, tl, th):
+    return _func_loop(2, xl, xh, wl, wh, rel, abserr, emin, mb, maxf, sub, tiny, lo, hi, tl, th)
+
+
+@_jit
+def sigmoid_ends(xl, xh, wl, wh, rel, abserr, emin, mb, maxf, sub, tiny, lo, hi, tl, th):
+    return _func_loop(3, xl, xh, wl, wh, rel, abserr, emin, mb, maxf, sub, tiny, lo, hi, tl, th)
+
+
+@_jit
+def softplus_ends(xl, xh, wl, wh, rel, abserr, emin, mb, maxf, sub, tiny, lo, hi, tl, th):
+    return _func_loop(4, xl, xh, wl, wh, rel, abserr, emin, mb, maxf, sub, tiny, lo, hi, tl, th)
+
+
+_FUNC_KERNELS = (exp_ends, log_ends, tanh_ends, sigmoid_ends, softplus_ends)
 
 
 def func_pair(fn, xl, xh, fmt: Format, mpfr_end):
@@ -242,16 +259,16 @@ def func_pair(fn, xl, xh, fmt: Format, mpfr_end):
     shape = np.shape(xl)
     L = np.ascontiguousarray(xl, dtype=np.float64).reshape(-1)
     H = np.ascontiguousarray(xh, dtype=np.float64).reshape(-1)
-    lo = np.empty(L.size)
-    hi = np.empty(L.size)
-    tl = np.empty(L.size, dtype=np.bool_)
-    th = np.empty(L.size, dtype=np.bool_)
     abserr = F64_ABS_ERR if fn.f64_ulps else 0.0
     rel = fn.f64_rel if fn.f64_ulps else 0.0
     code = FUNC_CODES[fn.name]
     WL = _pre(code, L)
     WH = WL if xl is xh else _pre(code, H)
-    if func_kernel(code, L, H, WL, WH, rel, abserr, *grid_params(fmt), lo, hi, tl, th):
+    lo = np.empty(L.size)
+    hi = np.empty(L.size)
+    tl = np.empty(L.size, dtype=np.bool_)
+    th = np.empty(L.size, dtype=np.bool_)
+    if _FUNC_KERNELS[code](L, H, WL, WH, rel, abserr, *grid_params(fmt), lo, hi, tl, th):
         for i in np.flatnonzero(tl):
             if L[i] == L[i]:
                 lo[i] = mpfr_end(float(L[i]))[0]
@@ -343,39 +360,56 @@ def addsub_kernel(alo, ahi, blo, bhi, neg, emin, mb, maxf, sub, tiny, lo, hi):
 
 
 @_jit_inline
-def _prod_dir(x, y, emin, mb, maxf, sub, tiny):
-    """(RD, RU) of x*y on the grid, and whether the EFT is trusted (a zero factor gives
-    +0 both ways, as the generic path's 0 * inf rule)."""
+def _prod_pair(x, y):
+    """x*y = p + e exactly (TwoProduct), (0, 0) for a zero factor (+0 both ways, as the
+    generic path's 0 * inf rule), and whether the EFT is trusted."""
     z = (x == 0.0) | (y == 0.0)
     p, e = two_prod(x, y)
-    d = dir_from(p, e, False, emin, mb, maxf, sub, tiny)
-    u = dir_from(p, e, True, emin, mb, maxf, sub, tiny)
-    return (0.0 if z else d), (0.0 if z else u), z | (not (_risky(p) | (p == 0.0)))
+    return (0.0 if z else p), (0.0 if z else e), z | (not (_risky(p) | (p == 0.0)))
+
+
+@_jit_inline
+def _below(p1, e1, p2, e2):
+    """p1 + e1 < p2 + e2 for TwoProduct pairs (p = RN of the exact value, RN monotone)."""
+    return (p1 < p2) | ((p1 == p2) & (e1 < e2))
 
 
 @_jit
 def mul_kernel(alo, ahi, blo, bhi, emin, mb, maxf, sub, tiny, lo, hi):
-    """[alo, ahi] * [blo, bhi]: min of RD and max of RU over the four endpoint products;
-    False when an operand or product is non-finite or outside [2^-900, 2^900] (and not 0):
-    the generic algorithm handles 0 * inf and the EFT limits."""
+    """[alo, ahi] * [blo, bhi]: RD of the least and RU of the greatest of the four exact
+    endpoint products (directed rounding is monotone: the same as the least RD and the
+    greatest RU, with two roundings instead of eight); the products are compared exactly
+    as TwoProduct pairs.  False when an operand or product is non-finite or outside
+    [2^-900, 2^900] (and not 0): the generic algorithm handles 0 * inf and the EFT limits."""
     good = True
     for i in range(lo.size):
         a0, a1, b0, b1 = alo[i], ahi[i], blo[i], bhi[i]
         good = good & (not (_risky(a0) | _risky(a1) | _risky(b0) | _risky(b1)))
-        d0, u0, k0 = _prod_dir(a0, b0, emin, mb, maxf, sub, tiny)
-        d1, u1, k1 = _prod_dir(a0, b1, emin, mb, maxf, sub, tiny)
-        d2, u2, k2 = _prod_dir(a1, b0, emin, mb, maxf, sub, tiny)
-        d3, u3, k3 = _prod_dir(a1, b1, emin, mb, maxf, sub, tiny)
+        p0, e0, k0 = _prod_pair(a0, b0)
+        p1, e1, k1 = _prod_pair(a0, b1)
+        p2, e2, k2 = _prod_pair(a1, b0)
+        p3, e3, k3 = _prod_pair(a1, b1)
         good = good & k0 & k1 & k2 & k3
-        lo[i] = min(min(d0, d1), min(d2, d3))
-        hi[i] = max(max(u0, u1), max(u2, u3))
+        b01 = _below(p1, e1, p0, e0)
+        m01p, m01e = (p1, e1) if b01 else (p0, e0)           # min of 0, 1
+        x01p, x01e = (p0, e0) if b01 else (p1, e1)           # max of 0, 1
+        b23 = _below(p3, e3, p2, e2)
+        m23p, m23e = (p3, e3) if b23 else (p2, e2)
+        x23p, x23e = (p2, e2) if b23 else (p3, e3)
+        bm = _below(m23p, m23e, m01p, m01e)
+        mp, me = (m23p, m23e) if bm else (m01p, m01e)
+        bx = _below(x01p, x01e, x23p, x23e)
+        xp, xe = (x23p, x23e) if bx else (x01p, x01e)
+        lo[i] = dir_from(mp, me, False, emin, mb, maxf, sub, tiny)
+        hi[i] = dir_from(xp, xe, True, emin, mb, maxf, sub, tiny)
     return good
 
 
 @_jit_inline
-def _step64(acc, x, up):
+def _step64(acc, x, up, emin, mb, maxf, sub, tiny):
     """RU(acc + x) if up else RD(acc + x) on the float64 grid (TwoSum error sign, one ulp
-    step on the bit pattern), and whether the sum stayed inside the trusted range."""
+    step on the bit pattern), and whether the sum stayed inside the trusted range (the
+    grid parameters are unused: the signature of :func:`_sum_dir`)."""
     s, e = two_sum(acc, x)
     bi = f2i(s)
     zero = (bi << 1) == 0
@@ -393,11 +427,11 @@ _LANES = 16
 
 
 @_jit_inline
-def _sum_rows(lo2, hi2, f64, emin, mb, maxf, sub, tiny, lo, hi, lanes):
+def _sum_rows(lo2, hi2, step, emin, mb, maxf, sub, tiny, lo, hi, lanes):
     """The one sequential interval-sum loop: along the last axis of (R, n) arrays, n >= 1,
-    lower ends added with RD and upper ends with RU onto the grid (``f64``: the float64
-    grid itself; a constant where this is inlined, so the other branch folds away), left
-    to right.  Rows go in blocks of _LANES, copied transposed into a small buffer, so one
+    lower ends added with RD and upper ends with RU onto the grid, left to right; ``step``
+    is the directed addition (:func:`_sum_dir` onto a grid, :func:`_step64` onto float64
+    itself: a compiled function passed in, so each caller compiles only its own).  Rows go in blocks of _LANES, copied transposed into a small buffer, so one
     step of all the block's sums reads contiguous lanes and the loop over lanes vectorises
     (each row keeps its own left-to-right order: bit-identical to one row at a time).
     False when an operand or partial sum leaves [-2^900, 2^900] (or is NaN): the caller
@@ -423,12 +457,8 @@ def _sum_rows(lo2, hi2, f64, emin, mb, maxf, sub, tiny, lo, hi, lanes):
             for j in range(m):
                 x = bl[k, j]
                 y = bh[k, j]
-                if f64:
-                    a, oka = _step64(acc_l[j], x, False)
-                    b, okb = _step64(acc_h[j], y, True)
-                else:
-                    a, oka = _sum_dir(acc_l[j], x, False, emin, mb, maxf, sub, tiny)
-                    b, okb = _sum_dir(acc_h[j], y, True, emin, mb, maxf, sub, tiny)
+                a, oka = step(acc_l[j], x, False, emin, mb, maxf, sub, tiny)
+                b, okb = step(acc_h[j], y, True, emin, mb, maxf, sub, tiny)
                 acc_l[j] = a
                 acc_h[j] = b
                 good = good & (abs(x) <= _SAFE_HI) & (abs(y) <= _SAFE_HI) & oka & okb
@@ -444,13 +474,14 @@ def _sum_rows(lo2, hi2, f64, emin, mb, maxf, sub, tiny, lo, hi, lanes):
 def sum_kernel(lo2, hi2, emin, mb, maxf, sub, tiny, lo, hi, lanes=_LANES):
     """Sequential interval sums along the last axis of (R, n) arrays, n >= 1, each partial
     sum rounded onto the grid (lower ends down, upper ends up), left to right."""
-    return _sum_rows(lo2, hi2, False, emin, mb, maxf, sub, tiny, lo, hi, lanes)
+    return _sum_rows(lo2, hi2, _sum_dir, emin, mb, maxf, sub, tiny, lo, hi, lanes)
 
 
 @_jit
 def sum_kernel_f64(lo2, hi2, lo, hi, lanes=_LANES):
     """:func:`sum_kernel` on the float64 grid (interval:float64), the same loop."""
-    return _sum_rows(lo2, hi2, True, -1022, 52, _DBL_MAX, True, 2.0 ** -1022, lo, hi, lanes)
+    return _sum_rows(lo2, hi2, _step64, -1022, 52, _DBL_MAX, True, 2.0 ** -1022, lo, hi,
+                     lanes)
 
 
 # ------------------------------------------------------------------ array entry points

@@ -718,6 +718,13 @@ class IntervalContext(Context):
 
     def sub(self, a, b):
         a, b, shape = self._pair(a, b, "sub")
+        if self.ends.kind == "float" and self.ends.grid.is_binary64:
+            # a - b = a + (-b) exactly (IEEE subtraction adds the negation): the fused
+            # float64 addition pass, as add
+            r = D.add_pair_dir(a.lo, a.hi, np.negative(b.hi), np.negative(b.lo), shape)
+            if r is not None:
+                lo, hi, nan = r
+                return self._box(lo, hi) if nan else Interval(lo, hi)
         if self.ends.kind == "float":       # any float grid, binary64 included
             r = GK.add_grid(a.lo, a.hi, b.lo, b.hi, shape, self.ends.grid, neg=True)
             if r is not None:
@@ -899,7 +906,9 @@ class IntervalContext(Context):
         elif (E.kind == "float" and E.grid.is_binary64 and fn.name in FE.F64K.CODES
                 and FUNCTIONS.get(fn.name) is fn and fn.monotone == "increasing"):
             # one compiled pass: RD f(lo), RU f(hi) (scalars.f64_endpoint_kernels)
-            lo, hi = FE.func_pair_f64(fn, lo_arg, hi_arg)
+            lo, hi, nans = FE.func_pair_f64(fn, lo_arg, hi_arg, counted=True)
+            if nans == 0 and at_end is None:
+                return Interval(E.wrap(lo), E.wrap(hi))     # no NaN end: no NaN scan
         elif fn.monotone == "decreasing":
             lo, hi = self._dual_round(lambda x: E.func(fn, x), [hi_arg], [lo_arg])
         else:

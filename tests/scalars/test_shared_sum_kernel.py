@@ -73,3 +73,52 @@ def test_out_of_range_in_a_later_block_hands_off(fmt):
     s = iv.sum(iv.make(lo, hi), axis=1)
     want = _generic(lo, hi, fmt)
     assert np.array_equal(s.lo, want[0]) and np.array_equal(s.hi, want[1])
+
+
+@pytest.mark.parametrize("fmt", GRIDS[1:], ids=str)
+def test_mul_kernel_two_roundings_equal_min_max_of_eight(fmt):
+    """mul_kernel rounds only the least and greatest exact products: the same values as the
+    least RD and greatest RU of all four (zeros, sign changes, tiny products included)."""
+    rng = np.random.default_rng(9)
+    n = 4000
+    v = rng.standard_normal((4, n)) * 2.0 ** rng.integers(-12, 6, (4, n)).astype(float)
+    v[:, rng.random(n) < 0.2] = 0.0
+    v = np.where(rng.random((4, n)) < 0.1, 0.0, v)
+    a0, a1 = np.minimum(v[0], v[1]), np.maximum(v[0], v[1])
+    b0, b1 = np.minimum(v[2], v[3]), np.maximum(v[2], v[3])
+    a0, a1 = D.round_down(a0, fmt), D.round_up(a1, fmt)
+    b0, b1 = D.round_down(b0, fmt), D.round_up(b1, fmt)
+    got = GK.mul_grid(a0, a1, b0, b1, (n,), fmt)
+    assert got is not None
+    ds, us = [], []
+    for x, y in ((a0, b0), (a0, b1), (a1, b0), (a1, b1)):
+        d, u = D.mul_dir(x, y, fmt)
+        z = (x == 0) | (y == 0)
+        ds.append(np.where(z, 0.0, d))
+        us.append(np.where(z, 0.0, u))
+    assert np.array_equal(got[0], np.min(ds, axis=0))
+    assert np.array_equal(got[1], np.max(us, axis=0))
+
+
+@pytest.mark.parametrize("fmt", [FM.binary64, FM.binary32], ids=str)
+def test_grid_rounding_of_subnormal_results(fmt):
+    """Sums and differences landing in the grid's subnormal range (float64's own for
+    binary64, where every float64 is on the grid) round exactly: against Fractions."""
+    from fractions import Fraction
+    tiny = 2.0 ** (fmt.emin - fmt.man_bits)
+    a = np.array([1e-310, -3e-320, 5e-324, 1.0, 3 * tiny, -7 * tiny, 2.0 ** fmt.emin])
+    b = np.array([0.0, 1e-321, 0.0, 2.0 ** -1070, tiny, 2 * tiny, 0.5 * 2.0 ** fmt.emin])
+    a = D.round_down(a, fmt)
+    b = D.round_down(b, fmt)
+    for neg in (False, True):
+        got = GK.add_grid(a, a, b, b, a.shape, fmt, neg=neg)
+        assert got is not None
+        for i in range(a.size):
+            t = Fraction(float(a[i])) + (-1 if neg else 1) * Fraction(float(b[i]))
+            d, u = D.exact_dir([t], fmt)
+            assert (got[0][i], got[1][i]) == (d[0], u[0]), (fmt, neg, a[i], b[i])
+    iv = scalars.get("interval:" + ("float64" if fmt is FM.binary64 else "binary32"))
+    s = iv.sub(iv.make(a, a), iv.make(b, b))
+    for i in range(a.size):
+        t = Fraction(float(a[i])) - Fraction(float(b[i]))
+        assert Fraction(float(s.lo[i])) <= t <= Fraction(float(s.hi[i]))

@@ -509,6 +509,24 @@ def abs_scan(X, axis: int, key: str | None = None):
     return (out.T if transposed else out), mask, bool(fin)
 
 
+@numba.njit(cache=True, inline="always")
+def _midrad_one(a, b, gamma):
+    """(m, r, |m|, gamma |m| + r) of one interval [a, b]: m = a/2 + b/2,
+    r = max(RU(b - m), RU(m - a)) exactly (TwoSum sign of each subtraction, one ulp step
+    where it was inexact, always one where the EFT is not trusted).  The per-entry work
+    of :func:`_midrad_prep_kernel` and of ``interval_affine``'s operand passes."""
+    mm = a * 0.5 + b * 0.5
+    d1, e1 = two_sum(b, -mm)
+    d2, e2 = two_sum(mm, -a)
+    trust = (abs(a) <= _SAFE_HI) & (abs(b) <= _SAFE_HI) & _finite(e1) & _finite(e2)
+    # bit steps in registers (no store/reload through an int view: vectorises)
+    u1 = i2f(_up_bits(f2i(d1), _finite(d1) & ((not trust) | (e1 > 0))))
+    u2 = i2f(_up_bits(f2i(d2), _finite(d2) & ((not trust) | (e2 > 0))))
+    rr = u1 if u1 >= u2 else u2
+    av = abs(mm)
+    return mm, rr, av, gamma * av + rr
+
+
 @numba.njit(cache=True)
 def _midrad_prep_kernel(lo, hi, gamma, m, r, am, g, mask, rows):
     """For (P, Q) C-contiguous endpoints: midpoint m = lo/2 + hi/2, radius
@@ -531,19 +549,11 @@ def _midrad_prep_kernel(lo, hi, gamma, m, r, am, g, mask, rows):
             b = hi[i, j]
             fin = fin & _finite(a) & _finite(b)
             eq = eq & (a == b)
-            mm = a * 0.5 + b * 0.5
-            d1, e1 = two_sum(b, -mm)
-            d2, e2 = two_sum(mm, -a)
-            trust = (abs(a) <= _SAFE_HI) & (abs(b) <= _SAFE_HI) & _finite(e1) & _finite(e2)
-            # bit steps in registers (no store/reload through an int view: vectorises)
-            u1 = i2f(_up_bits(f2i(d1), _finite(d1) & ((not trust) | (e1 > 0))))
-            u2 = i2f(_up_bits(f2i(d2), _finite(d2) & ((not trust) | (e2 > 0))))
-            rr = u1 if u1 >= u2 else u2
+            mm, rr, av, gg = _midrad_one(a, b, gamma)
             r[i, j] = rr
             m[i, j] = mm
-            av = abs(mm)
             am[i, j] = av
-            g[i, j] = gamma * av + rr
+            g[i, j] = gg
             nz = (av > 0) | (rr > 0)
             if rows:
                 mask[i] = mask[i] | nz

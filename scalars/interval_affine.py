@@ -34,7 +34,8 @@ import weakref
 import numba
 import numpy as np
 
-from .directed import DBL_MAX, _SAFE_HI, _down_bits, _finite, _up_bits, recycled_empty, scratch
+from .directed import (DBL_MAX, _SAFE_HI, _down_bits, _finite, _midrad_one, _up_bits,
+                       recycled_empty, scratch)
 from .eft import f2i, i2f, two_sum
 
 __all__ = ["prep_rows", "midrad_prep_fast", "weight_abs", "point_snapshot", "finish_bias",
@@ -46,7 +47,7 @@ def _prep_rows_kernel(lo, hi, gamma, m, g, mask):
     """m = lo/2 + hi/2, g = gamma |m| + max(RU(hi - m), RU(m - lo)) (the radius rounded up
     exactly: TwoSum sign of each subtraction, one ulp step where it was inexact, always
     one where the EFT is not trusted), mask[i] = row i holds an entry with |m| + r > 0;
-    returns (all finite, lo == hi everywhere).  The float operations of
+    returns (all finite, lo == hi everywhere).  ``directed._midrad_one`` per entry, as
     ``directed._midrad_prep_kernel`` (which also stores r and |m|), so m and g are
     bitwise the same."""
     P, Q = lo.shape
@@ -59,16 +60,9 @@ def _prep_rows_kernel(lo, hi, gamma, m, g, mask):
             b = hi[i, j]
             fin = fin & _finite(a) & _finite(b)
             eq = eq & (a == b)
-            mm = a * 0.5 + b * 0.5
-            d1, e1 = two_sum(b, -mm)
-            d2, e2 = two_sum(mm, -a)
-            trust = (abs(a) <= _SAFE_HI) & (abs(b) <= _SAFE_HI) & _finite(e1) & _finite(e2)
-            u1 = i2f(_up_bits(f2i(d1), _finite(d1) & ((not trust) | (e1 > 0))))
-            u2 = i2f(_up_bits(f2i(d2), _finite(d2) & ((not trust) | (e2 > 0))))
-            rr = u1 if u1 >= u2 else u2
+            mm, rr, av, gg = _midrad_one(a, b, gamma)
             m[i, j] = mm
-            av = abs(mm)
-            g[i, j] = gamma * av + rr
+            g[i, j] = gg
             acc = acc | (av > 0) | (rr > 0)
         mask[i] = acc
     return fin, eq
@@ -88,21 +82,6 @@ def prep_rows(lo, hi, gamma: float, key: str):
 
 
 # ------------------------------------------------- both operands of an interval matmul
-@numba.njit(cache=True, inline="always")
-def _midrad_one(a, b, gamma):
-    """(m, r, |m|, gamma |m| + r) of one interval [a, b]: the float operations of
-    ``directed._midrad_prep_kernel``."""
-    mm = a * 0.5 + b * 0.5
-    d1, e1 = two_sum(b, -mm)
-    d2, e2 = two_sum(mm, -a)
-    trust = (abs(a) <= _SAFE_HI) & (abs(b) <= _SAFE_HI) & _finite(e1) & _finite(e2)
-    u1 = i2f(_up_bits(f2i(d1), _finite(d1) & ((not trust) | (e1 > 0))))
-    u2 = i2f(_up_bits(f2i(d2), _finite(d2) & ((not trust) | (e2 > 0))))
-    rr = u1 if u1 >= u2 else u2
-    av = abs(mm)
-    return mm, rr, av, gamma * av + rr
-
-
 @numba.njit(cache=True)
 def _prep4_rows_kernel(lo, hi, gamma, m, r, am, g, mask):
     """``directed._midrad_prep_kernel`` with rows=True (contraction over axis 1) for
@@ -370,6 +349,32 @@ def point_snapshot(W):
 
 
 # -------------------------------------------------------------------- last pass + bias
+@numba.njit(cache=True, inline="always")
+def _finish_one(x, y, tiny, nz, bl, bh):
+    """One entry of the last pass: R' = y + (tiny if nz else 0) for the scaled radius y,
+    pl = RD(x - R'), ph = RU(x + R') as ``directed._midrad2d_kernel``, then
+    (RD(pl + bl), RU(ph + bh), no element needs the exact fallback) as
+    ``directed._add_pair_kernel``; every rounding exact (TwoSum sign, one ulp step)."""
+    y = y + (tiny if nz else 0.0)
+    safe = (abs(x) <= _SAFE_HI) & (abs(y) <= _SAFE_HI)
+    t, e = two_sum(x, -y)
+    ok = safe & _finite(t) & _finite(e)
+    pl = i2f(_down_bits(f2i(t), ok & (e < 0)))
+    t2, e2 = two_sum(x, y)
+    ok2 = safe & _finite(t2) & _finite(e2)
+    ph = i2f(_up_bits(f2i(t2), ok2 & (e2 > 0)))
+    # the bias addition
+    t, e = two_sum(pl, bl)
+    fin = _finite(pl) & _finite(bl)
+    okl = not (fin & ((not _finite(t)) | (abs(pl) > _SAFE_HI) | (abs(bl) > _SAFE_HI)))
+    tl = i2f(_down_bits(f2i(t), fin & _finite(e) & (e < 0)))
+    t, e = two_sum(ph, bh)
+    fin = _finite(ph) & _finite(bh)
+    okh = not (fin & ((not _finite(t)) | (abs(ph) > _SAFE_HI) | (abs(bh) > _SAFE_HI)))
+    th = i2f(_up_bits(f2i(t), fin & _finite(e) & (e > 0)))
+    return tl, th, ok & ok2 & okl & okh
+
+
 @numba.njit(cache=True)
 def _finish_bias_kernel(C, R, scale, tiny, nzr, nzc, blo, bhi, lo, hi):
     """For (m, p) C and R and bias ends (p,): the radius R' = R * scale + (tiny where
@@ -389,31 +394,11 @@ def _finish_bias_kernel(C, R, scale, tiny, nzr, nzc, blo, bhi, lo, hi):
             x = C[i, j]
             y0 = R[i, j]
             rfin = rfin & (y0 <= DBL_MAX) & _finite(x)
-            y = y0 * scale
-            y = y + (tiny if (nzr[i] & nzc[j]) else 0.0)
-            safe = (abs(x) <= _SAFE_HI) & (abs(y) <= _SAFE_HI)
-            t, e = two_sum(x, -y)
-            ok = safe & _finite(t) & _finite(e)
-            pl = i2f(_down_bits(f2i(t), ok & (e < 0)))
-            t2, e2 = two_sum(x, y)
-            ok2 = safe & _finite(t2) & _finite(e2)
-            ph = i2f(_up_bits(f2i(t2), ok2 & (e2 > 0)))
-            ok_all = ok_all & ok & ok2
-            # the bias addition, as _add_pair_kernel
-            bl = blo[j]
-            t, e = two_sum(pl, bl)
-            fin = _finite(pl) & _finite(bl)
-            ok_all = ok_all & (not (fin & ((not _finite(t)) | (abs(pl) > _SAFE_HI)
-                                            | (abs(bl) > _SAFE_HI))))
-            tl = i2f(_down_bits(f2i(t), fin & _finite(e) & (e < 0)))
+            tl, th, ok = _finish_one(x, y0 * scale, tiny, nzr[i] & nzc[j], blo[j], bhi[j])
+            ok_all = ok_all & ok
             lo[i, j] = tl
-            bh = bhi[j]
-            t, e = two_sum(ph, bh)
-            fin = _finite(ph) & _finite(bh)
-            ok_all = ok_all & (not (fin & ((not _finite(t)) | (abs(ph) > _SAFE_HI)
-                                            | (abs(bh) > _SAFE_HI))))
-            hi[i, j] = i2f(_up_bits(f2i(t), fin & _finite(e) & (e > 0)))
-            nan = nan | (tl != tl) | (t != t)
+            hi[i, j] = th
+            nan = nan | (tl != tl) | (th != th)
     if not rfin:
         return 1, nan
     if not ok_all:
@@ -442,29 +427,9 @@ def _finish_bias_relu_kernel(C, R, scale, tiny, nzr, nzc, blo, bhi, gamma2, lo, 
             x = C[i, j]
             y0 = R[i, j]
             rfin = rfin & (y0 <= DBL_MAX) & _finite(x)
-            y = y0 * scale
-            y = y + (tiny if (nzr[i] & nzc[j]) else 0.0)
-            safe = (abs(x) <= _SAFE_HI) & (abs(y) <= _SAFE_HI)
-            t, e = two_sum(x, -y)
-            ok = safe & _finite(t) & _finite(e)
-            pl = i2f(_down_bits(f2i(t), ok & (e < 0)))
-            t2, e2 = two_sum(x, y)
-            ok2 = safe & _finite(t2) & _finite(e2)
-            ph = i2f(_up_bits(f2i(t2), ok2 & (e2 > 0)))
-            ok_all = ok_all & ok & ok2
-            bl = blo[j]
-            t, e = two_sum(pl, bl)
-            fin = _finite(pl) & _finite(bl)
-            ok_all = ok_all & (not (fin & ((not _finite(t)) | (abs(pl) > _SAFE_HI)
-                                            | (abs(bl) > _SAFE_HI))))
-            tl = i2f(_down_bits(f2i(t), fin & _finite(e) & (e < 0)))
+            tl, th, ok = _finish_one(x, y0 * scale, tiny, nzr[i] & nzc[j], blo[j], bhi[j])
+            ok_all = ok_all & ok
             lo[i, j] = tl
-            bh = bhi[j]
-            t, e = two_sum(ph, bh)
-            fin = _finite(ph) & _finite(bh)
-            ok_all = ok_all & (not (fin & ((not _finite(t)) | (abs(ph) > _SAFE_HI)
-                                            | (abs(bh) > _SAFE_HI))))
-            th = i2f(_up_bits(f2i(t), fin & _finite(e) & (e > 0)))
             hi[i, j] = th
             a = tl if (tl > 0.0) | (tl != tl) else 0.0
             b = th if (th > 0.0) | (th != th) else 0.0

@@ -514,7 +514,8 @@ def _midrad_one(a, b, gamma):
     """(m, r, |m|, gamma |m| + r) of one interval [a, b]: m = a/2 + b/2,
     r = max(RU(b - m), RU(m - a)) exactly (TwoSum sign of each subtraction, one ulp step
     where it was inexact, always one where the EFT is not trusted).  The per-entry work
-    of :func:`_midrad_prep_kernel` and of ``interval_affine``'s operand passes."""
+    of :func:`_midrad_rows_kernel`, :func:`_midrad_cols_kernel` and of
+    ``interval_affine``'s fused passes."""
     mm = a * 0.5 + b * 0.5
     d1, e1 = two_sum(b, -mm)
     d2, e2 = two_sum(mm, -a)
@@ -528,21 +529,46 @@ def _midrad_one(a, b, gamma):
 
 
 @numba.njit(cache=True)
-def _midrad_prep_kernel(lo, hi, gamma, m, r, am, g, mask, rows):
-    """For (P, Q) C-contiguous endpoints: midpoint m = lo/2 + hi/2, radius
-    r = max(RU(hi - m), RU(m - lo)) with exactly directed rounding (TwoSum error sign,
-    one ulp step only where the subtraction was inexact, always one step where the EFT
-    is not trusted), |m|, g = gamma |m| + r, and ``mask`` = the rows (rows=True) or
-    columns holding an entry with |m| + r > 0; returns (all finite, lo == hi).
+def _midrad_rows_kernel(lo, hi, gamma, m, r, am, g, mask):
+    """For (P, Q) C-contiguous endpoints contracted over axis 1: midpoint m = lo/2 + hi/2,
+    radius r = max(RU(hi - m), RU(m - lo)) with exactly directed rounding (TwoSum error
+    sign, one ulp step only where the subtraction was inexact, always one step where the
+    EFT is not trusted), |m|, g = gamma |m| + r (:func:`_midrad_one`), and mask[i] = row i
+    holds an entry with |m| + r > 0, kept in a register (the loop vectorises); returns
+    (all finite, lo == hi).
 
     r >= max(hi - m, m - lo) exactly, so [m - r, m + r] contains [lo, hi] wherever the
     rounded m lies; a zero-width entry gets r = 0 (not the subnormal 2^-1074, which
     would also slow the BLAS product down)."""
-    for k in range(mask.size):
-        mask[k] = False
+    P, Q = lo.shape
     fin = True
     eq = True
+    for i in range(P):
+        acc = False
+        for j in range(Q):
+            a = lo[i, j]
+            b = hi[i, j]
+            fin = fin & _finite(a) & _finite(b)
+            eq = eq & (a == b)
+            mm, rr, av, gg = _midrad_one(a, b, gamma)
+            m[i, j] = mm
+            r[i, j] = rr
+            am[i, j] = av
+            g[i, j] = gg
+            acc = acc | (av > 0) | (rr > 0)
+        mask[i] = acc
+    return fin, eq
+
+
+@numba.njit(cache=True)
+def _midrad_cols_kernel(lo, hi, gamma, m, r, am, g, mask):
+    """The same with contraction over axis 0: mask[j] = column j holds an entry with
+    |m| + r > 0, or-ed along each row (the loop vectorises)."""
     P, Q = lo.shape
+    fin = True
+    eq = True
+    for j in range(Q):
+        mask[j] = False
     for i in range(P):
         for j in range(Q):
             a = lo[i, j]
@@ -550,15 +576,11 @@ def _midrad_prep_kernel(lo, hi, gamma, m, r, am, g, mask, rows):
             fin = fin & _finite(a) & _finite(b)
             eq = eq & (a == b)
             mm, rr, av, gg = _midrad_one(a, b, gamma)
-            r[i, j] = rr
             m[i, j] = mm
+            r[i, j] = rr
             am[i, j] = av
             g[i, j] = gg
-            nz = (av > 0) | (rr > 0)
-            if rows:
-                mask[i] = mask[i] | nz
-            else:
-                mask[j] = mask[j] | nz
+            mask[j] = mask[j] | (av > 0) | (rr > 0)
     return fin, eq
 
 
@@ -577,7 +599,8 @@ def midrad_prep(lo, hi, gamma: float, axis: int = 1, key: str | None = None):
                    for nm in ("m", "r", "am", "g"))
     rows = (axis % 2) == 1
     mask = np.empty(shape[0] if rows else shape[1], dtype=np.bool_)
-    fin, eq = _midrad_prep_kernel(lo, hi, float(gamma), m, r, am, g, mask, rows)
+    kernel = _midrad_rows_kernel if rows else _midrad_cols_kernel
+    fin, eq = kernel(lo, hi, float(gamma), m, r, am, g, mask)
     return m, r, am, g, mask, bool(fin), bool(eq)
 
 

@@ -24,7 +24,7 @@ makes them report failure, and the caller runs the unfused operations.
 
 The operand passes of the general midpoint-radius matmul (:func:`midrad_prep_fast`: rows
 of a C-ordered operand, columns of a transposed weight after a tiled transpose) live here
-too: the same values and layouts as ``directed.midrad_prep``, faster.
+too: ``directed.midrad_prep``'s kernels, a transposed operand copied in tiles first.
 """
 from __future__ import annotations
 
@@ -34,8 +34,8 @@ import weakref
 import numba
 import numpy as np
 
-from .directed import (DBL_MAX, _SAFE_HI, _down_bits, _finite, _midrad_one, _up_bits,
-                       recycled_empty, scratch)
+from .directed import (DBL_MAX, _SAFE_HI, _down_bits, _finite, _midrad_cols_kernel,
+                       _midrad_one, _midrad_rows_kernel, _up_bits, recycled_empty, scratch)
 from .eft import f2i, i2f, two_sum
 
 __all__ = ["prep_rows", "midrad_prep_fast", "weight_abs", "point_snapshot", "finish_bias",
@@ -48,7 +48,7 @@ def _prep_rows_kernel(lo, hi, gamma, m, g, mask):
     exactly: TwoSum sign of each subtraction, one ulp step where it was inexact, always
     one where the EFT is not trusted), mask[i] = row i holds an entry with |m| + r > 0;
     returns (all finite, lo == hi everywhere).  ``directed._midrad_one`` per entry, as
-    ``directed._midrad_prep_kernel`` (which also stores r and |m|), so m and g are
+    ``directed._midrad_rows_kernel`` (which also stores r and |m|), so m and g are
     bitwise the same."""
     P, Q = lo.shape
     fin = True
@@ -83,55 +83,6 @@ def prep_rows(lo, hi, gamma: float, key: str):
 
 # ------------------------------------------------- both operands of an interval matmul
 @numba.njit(cache=True)
-def _prep4_rows_kernel(lo, hi, gamma, m, r, am, g, mask):
-    """``directed._midrad_prep_kernel`` with rows=True (contraction over axis 1) for
-    C-contiguous (P, Q) endpoints, the row flag kept in a register (the loop
-    vectorises): same outputs, bitwise."""
-    P, Q = lo.shape
-    fin = True
-    eq = True
-    for i in range(P):
-        acc = False
-        for j in range(Q):
-            a = lo[i, j]
-            b = hi[i, j]
-            fin = fin & _finite(a) & _finite(b)
-            eq = eq & (a == b)
-            mm, rr, av, gg = _midrad_one(a, b, gamma)
-            m[i, j] = mm
-            r[i, j] = rr
-            am[i, j] = av
-            g[i, j] = gg
-            acc = acc | (av > 0) | (rr > 0)
-        mask[i] = acc
-    return fin, eq
-
-
-@numba.njit(cache=True)
-def _prep4_cols_kernel(lo, hi, gamma, m, r, am, g, mask):
-    """The same with contraction over axis 0 (rows=False): mask[j] = column j holds an
-    entry with |m| + r > 0, or-ed along each row (the loop vectorises)."""
-    P, Q = lo.shape
-    fin = True
-    eq = True
-    for j in range(Q):
-        mask[j] = False
-    for i in range(P):
-        for j in range(Q):
-            a = lo[i, j]
-            b = hi[i, j]
-            fin = fin & _finite(a) & _finite(b)
-            eq = eq & (a == b)
-            mm, rr, av, gg = _midrad_one(a, b, gamma)
-            m[i, j] = mm
-            r[i, j] = rr
-            am[i, j] = av
-            g[i, j] = gg
-            mask[j] = mask[j] | (av > 0) | (rr > 0)
-    return fin, eq
-
-
-@numba.njit(cache=True)
 def _transpose_into(src, dst):
     """dst = src.T for C-contiguous 2-d arrays, in 32 x 32 tiles taken band by band of
     dst's rows (several times faster than a strided copy of a large matrix here)."""
@@ -157,14 +108,14 @@ def midrad_prep_fast(lo, hi, gamma: float, axis: int, key: str):
         return None
     axis = axis % 2
     if axis == 1 and lo.flags.c_contiguous and hi.flags.c_contiguous:
-        src_lo, src_hi, kernel = lo, hi, _prep4_rows_kernel
+        src_lo, src_hi, kernel = lo, hi, _midrad_rows_kernel
     elif axis == 0 and lo.T.flags.c_contiguous and hi.T.flags.c_contiguous:
         # a transposed weight: blocked copies into C order, then the column pass
         src_lo = scratch(f"{key}.tlo", lo.shape)
         src_hi = scratch(f"{key}.thi", lo.shape)
         _transpose_into(lo.T, src_lo)
         _transpose_into(hi.T, src_hi)
-        kernel = _prep4_cols_kernel
+        kernel = _midrad_cols_kernel
     else:
         return None
     shape = lo.shape

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import dataclasses
 import gc
+import sys
+from pathlib import Path
 
 import gmpy2
 import numpy as np
@@ -154,16 +156,13 @@ def test_affine_encloses_the_exact_range(radius, no_ld):
 
 
 def _mlp(sizes, rng):
-    nodes = [Node(0, [], "input", [sizes[0]])]
-    payload = {}
-    for i, (a, c) in enumerate(zip(sizes[:-1], sizes[1:])):
-        nid = len(nodes)
-        nodes.append(Node(nid, [nid - 1], "linear", [c]))
-        payload[nid] = {"W": rng.standard_normal((c, a)) / np.sqrt(a),
-                        "b": rng.standard_normal(c) * 0.01}
-        if i < len(sizes) - 2:
-            nodes.append(Node(nid + 1, [nid], "relu", [c]))
-    return Graph(nodes), Payload(payload)
+    """``bench/benchlib.py``'s relu MLP graph (the IBP benchmark's workload), imported as
+    tests/graph/test_graph_binary32_storage.py does."""
+    bench = str(Path(__file__).resolve().parents[2] / "bench")
+    if bench not in sys.path:
+        sys.path.insert(0, bench)
+    import benchlib
+    return benchlib.mlp_graph(sizes, rng)
 
 
 def _unfused_ibp(monkeypatch, g, p, box, ctx):

@@ -510,8 +510,9 @@ def abs_scan(X, axis: int, key: str | None = None):
 
 
 @numba.njit(cache=True, inline="always")
-def _midrad_one(a, b, gamma):
-    """(m, r, |m|, gamma |m| + r) of one interval [a, b]: m = a/2 + b/2,
+def _midrad_one(a, b, gamma, fin, eq):
+    """(m, r, |m|, gamma |m| + r, fin and a, b finite, eq and a == b) of one interval
+    [a, b] (the flags are the caller's running "all finite", "all points"): m = a/2 + b/2,
     r = max(RU(b - m), RU(m - a)) exactly (TwoSum sign of each subtraction, one ulp step
     where it was inexact, always one where the EFT is not trusted).  The per-entry work
     of :func:`_midrad_rows_kernel`, :func:`_midrad_cols_kernel` and of
@@ -525,7 +526,7 @@ def _midrad_one(a, b, gamma):
     u2 = i2f(_up_bits(f2i(d2), _finite(d2) & ((not trust) | (e2 > 0))))
     rr = u1 if u1 >= u2 else u2
     av = abs(mm)
-    return mm, rr, av, gamma * av + rr
+    return mm, rr, av, gamma * av + rr, fin & _finite(a) & _finite(b), eq & (a == b)
 
 
 @numba.njit(cache=True)
@@ -548,9 +549,7 @@ def _midrad_rows_kernel(lo, hi, gamma, m, r, am, g, mask):
         for j in range(Q):
             a = lo[i, j]
             b = hi[i, j]
-            fin = fin & _finite(a) & _finite(b)
-            eq = eq & (a == b)
-            mm, rr, av, gg = _midrad_one(a, b, gamma)
+            mm, rr, av, gg, fin, eq = _midrad_one(a, b, gamma, fin, eq)
             m[i, j] = mm
             r[i, j] = rr
             am[i, j] = av
@@ -573,9 +572,7 @@ def _midrad_cols_kernel(lo, hi, gamma, m, r, am, g, mask):
         for j in range(Q):
             a = lo[i, j]
             b = hi[i, j]
-            fin = fin & _finite(a) & _finite(b)
-            eq = eq & (a == b)
-            mm, rr, av, gg = _midrad_one(a, b, gamma)
+            mm, rr, av, gg, fin, eq = _midrad_one(a, b, gamma, fin, eq)
             m[i, j] = mm
             r[i, j] = rr
             am[i, j] = av

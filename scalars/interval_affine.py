@@ -42,6 +42,7 @@ __all__ = ["prep_rows", "midrad_prep_fast", "weight_abs", "point_snapshot", "fin
            "relu_pair", "affine_midrad", "clear_weight_cache"]
 
 
+# Kept apart from directed._midrad_rows_kernel: stores only m, g (a flag = conditional store)
 @numba.njit(cache=True)
 def _prep_rows_kernel(lo, hi, gamma, m, g, mask):
     """m = lo/2 + hi/2, g = gamma |m| + max(RU(hi - m), RU(m - lo)) (the radius rounded up
@@ -58,9 +59,7 @@ def _prep_rows_kernel(lo, hi, gamma, m, g, mask):
         for j in range(Q):
             a = lo[i, j]
             b = hi[i, j]
-            fin = fin & _finite(a) & _finite(b)
-            eq = eq & (a == b)
-            mm, rr, av, gg = _midrad_one(a, b, gamma)
+            mm, rr, av, gg, fin, eq = _midrad_one(a, b, gamma, fin, eq)
             m[i, j] = mm
             g[i, j] = gg
             acc = acc | (av > 0) | (rr > 0)
@@ -301,11 +300,14 @@ def point_snapshot(W):
 
 # -------------------------------------------------------------------- last pass + bias
 @numba.njit(cache=True, inline="always")
-def _finish_one(x, y, tiny, nz, bl, bh):
-    """One entry of the last pass: R' = y + (tiny if nz else 0) for the scaled radius y,
+def _finish_one(x, y0, scale, tiny, nz, bl, bh, rfin, ok_all):
+    """One entry of the last pass: R' = y0 * scale + (tiny if nz else 0),
     pl = RD(x - R'), ph = RU(x + R') as ``directed._midrad2d_kernel``, then
-    (RD(pl + bl), RU(ph + bh), no element needs the exact fallback) as
-    ``directed._add_pair_kernel``; every rounding exact (TwoSum sign, one ulp step)."""
+    (RD(pl + bl), RU(ph + bh)) as ``directed._add_pair_kernel``, every rounding exact
+    (TwoSum sign, one ulp step); with the caller's running flags: rfin and x, y0 finite,
+    ok_all and no exact fallback needed here."""
+    rfin = rfin & (y0 <= DBL_MAX) & _finite(x)
+    y = y0 * scale
     y = y + (tiny if nz else 0.0)
     safe = (abs(x) <= _SAFE_HI) & (abs(y) <= _SAFE_HI)
     t, e = two_sum(x, -y)
@@ -323,7 +325,7 @@ def _finish_one(x, y, tiny, nz, bl, bh):
     fin = _finite(ph) & _finite(bh)
     okh = not (fin & ((not _finite(t)) | (abs(ph) > _SAFE_HI) | (abs(bh) > _SAFE_HI)))
     th = i2f(_up_bits(f2i(t), fin & _finite(e) & (e > 0)))
-    return tl, th, ok & ok2 & okl & okh
+    return tl, th, rfin, ok_all & ok & ok2 & okl & okh
 
 
 @numba.njit(cache=True)
@@ -342,11 +344,8 @@ def _finish_bias_kernel(C, R, scale, tiny, nzr, nzc, blo, bhi, lo, hi):
     nan = False
     for i in range(m):
         for j in range(p):
-            x = C[i, j]
-            y0 = R[i, j]
-            rfin = rfin & (y0 <= DBL_MAX) & _finite(x)
-            tl, th, ok = _finish_one(x, y0 * scale, tiny, nzr[i] & nzc[j], blo[j], bhi[j])
-            ok_all = ok_all & ok
+            tl, th, rfin, ok_all = _finish_one(C[i, j], R[i, j], scale, tiny, nzr[i] & nzc[j],
+                                               blo[j], bhi[j], rfin, ok_all)
             lo[i, j] = tl
             hi[i, j] = th
             nan = nan | (tl != tl) | (th != th)
@@ -375,11 +374,8 @@ def _finish_bias_relu_kernel(C, R, scale, tiny, nzr, nzc, blo, bhi, gamma2, lo, 
     for i in range(m):
         acc = False
         for j in range(p):
-            x = C[i, j]
-            y0 = R[i, j]
-            rfin = rfin & (y0 <= DBL_MAX) & _finite(x)
-            tl, th, ok = _finish_one(x, y0 * scale, tiny, nzr[i] & nzc[j], blo[j], bhi[j])
-            ok_all = ok_all & ok
+            tl, th, rfin, ok_all = _finish_one(C[i, j], R[i, j], scale, tiny, nzr[i] & nzc[j],
+                                               blo[j], bhi[j], rfin, ok_all)
             lo[i, j] = tl
             hi[i, j] = th
             a = tl if (tl > 0.0) | (tl != tl) else 0.0
@@ -387,9 +383,7 @@ def _finish_bias_relu_kernel(C, R, scale, tiny, nzr, nzc, blo, bhi, gamma2, lo, 
             rlo[i, j] = a
             rhi[i, j] = b
             nan = nan | (tl != tl) | (th != th)
-            fin2 = fin2 & _finite(a) & _finite(b)
-            eq2 = eq2 & (a == b)
-            mm, rr, av, gg = _midrad_one(a, b, gamma2)
+            mm, rr, av, gg, fin2, eq2 = _midrad_one(a, b, gamma2, fin2, eq2)
             m2[i, j] = mm
             g2[i, j] = gg
             acc = acc | (av > 0) | (rr > 0)

@@ -97,6 +97,43 @@ _micro_plain = _make_microkernel(False)
 _micro_fused = _make_microkernel(True)
 
 
+# Panel packing and tile choice shared by this sequential driver and the pairwise one
+# (scalars/binary32_pairwise.py); they run outside the micro-kernels' loops.
+@_jit
+def pack_edge_rows(aq, apad, Mf):
+    """apad[:M - Mf] = aq[Mf:] (the last, partial R-row tile of A, zero-padded)."""
+    for r in range(aq.shape[0] - Mf):
+        for k in range(aq.shape[1]):
+            apad[r, k] = aq[Mf + r, k]
+
+
+@_jit
+def pack_panel(bq, panel, j0, b_t):
+    """panel[:, :jw] = columns j0 .. j0 + jw of B (rows of ``bq`` with ``b_t``); jw =
+    min(W, N - j0) is returned (lanes past it keep stale values, discarded later)."""
+    Kd = panel.shape[0]
+    if b_t:
+        jw = min(panel.shape[1], bq.shape[0] - j0)
+        for j in range(jw):
+            for k in range(Kd):
+                panel[k, j] = bq[j0 + j, k]
+    else:
+        jw = min(panel.shape[1], bq.shape[1] - j0)
+        for k in range(Kd):
+            for j in range(jw):
+                panel[k, j] = bq[k, j0 + j]
+    return jw
+
+
+@numba.njit(inline="always")
+def row_tile(aq, apad, i0, Mf):
+    """(rows, first row, height) of the R-row tile at i0: in place in ``aq`` for a full
+    tile, the padded copy ``apad`` for the last partial one."""
+    if i0 < Mf:
+        return aq, i0, apad.shape[0]
+    return apad, 0, aq.shape[0] - Mf
+
+
 @_jit
 def matmul32(fused, a, b, out, b_t):
     """out[q] = a[q] @ b[q] in binary32 sequential order (float32 3-d C arrays in, out
@@ -114,25 +151,11 @@ def matmul32(fused, a, b, out, b_t):
     Mf = M - M % R
     for q in range(nb):
         aq, bq, oq = a[q], b[q], out[q]
-        if Mf < M:
-            for r in range(M - Mf):
-                for k in range(Kd):
-                    apad[r, k] = aq[Mf + r, k]
+        pack_edge_rows(aq, apad, Mf)
         for j0 in range(0, N, W):
-            jw = min(W, N - j0)
-            if b_t:
-                for j in range(jw):
-                    for k in range(Kd):
-                        panel[k, j] = bq[j0 + j, k]
-            else:
-                for k in range(Kd):
-                    for j in range(jw):
-                        panel[k, j] = bq[k, j0 + j]
+            jw = pack_panel(bq, panel, j0, b_t)
             for i0 in range(0, M, R):
-                if i0 < Mf:
-                    src, s0, ih = aq, i0, R
-                else:
-                    src, s0, ih = apad, 0, M - Mf
+                src, s0, ih = row_tile(aq, apad, i0, Mf)
                 if fused:
                     _micro_fused(src, panel, tile, s0, Kd)
                 else:

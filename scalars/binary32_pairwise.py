@@ -36,6 +36,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from . import binary32_hw as H
+from .binary32_matmul import pack_edge_rows, pack_panel, row_tile
 from . import binary_kernels as K
 from . import formats
 
@@ -169,25 +170,11 @@ def _kernel(a, b, out, b_t):
     nan = False
     for q in range(nb):
         aq, bq, oq = a[q], b[q], out[q]
-        if Mf < M:
-            for r in range(M - Mf):
-                for k in range(Kd):
-                    apad[r, k] = aq[Mf + r, k]
+        pack_edge_rows(aq, apad, Mf)
         for j0 in range(0, N, W):
-            jw = min(W, N - j0)
-            if b_t:
-                for j in range(jw):
-                    for k in range(Kd):
-                        panel[k, j] = bq[j0 + j, k]
-            else:
-                for k in range(Kd):
-                    for j in range(jw):
-                        panel[k, j] = bq[k, j0 + j]
+            jw = pack_panel(bq, panel, j0, b_t)
             for i0 in range(0, M, R):
-                if i0 < Mf:
-                    src, s0, ih = aq, i0, R
-                else:
-                    src, s0, ih = apad, 0, M - Mf
+                src, s0, ih = row_tile(aq, apad, i0, Mf)
                 if nfull:
                     _micro_blocks(src, panel, sums, s0, 0, nfull)
                 if rem:

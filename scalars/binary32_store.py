@@ -327,11 +327,7 @@ class Float32Storage:
         x = self._store(a, "amax")
         if H.ftz():
             return self._out(super().amax(x, axis, keepdims))
-        axes = self._axes("amax", x.ndim, axis)
-        if x.size == 0 or any(x.shape[d] == 0 for d in axes):
-            raise ContextError(f"context {self.name}: amax: empty reduction over shape "
-                               f"{list(x.shape)} has no maximum")
-        return np.asarray(np.max(x, axis=axes, keepdims=keepdims))
+        return self._amax(x, axis, keepdims)
 
     def matmul(self, a, b):
         return self._out(super().matmul(a, b))

@@ -32,6 +32,7 @@ import math
 import numba
 import numpy as np
 
+from .binary_kernels import carry_odd
 from .eft import f2i, fma, i2f, two_sum
 
 _jit = numba.njit(cache=True, error_model="numpy", nogil=True)
@@ -263,10 +264,7 @@ def sum32(x, pairwise):
                 dst, s1, s2 = buf[i], buf[2 * i], buf[2 * i + 1]
                 for r in range(R):
                     dst[r] = s1[r] + s2[r]
-            if m % 2 == 1:
-                for r in range(R):
-                    buf[half, r] = buf[m - 1, r]
-            m = half + m % 2
+            m = carry_odd(buf, m)
         for r in range(R):
             out[r] = buf[0, r]
     else:

@@ -31,6 +31,33 @@ R = 8    # rows of A per micro-kernel call
 _jit = numba.njit(cache=True, error_model="numpy", nogil=True)
 
 
+# LLVM IR pieces shared by the micro-kernels here and in scalars/binary32_pairwise.py.
+def vector_ir(builder):
+    """(vt, c64, splat): the <W x float> type, an i64 constant, and a float broadcast to
+    all W lanes (insertelement + zero-mask shufflevector) emitted by ``builder``."""
+    i32 = ir.IntType(32)
+    vt = ir.VectorType(ir.FloatType(), W)
+    zero_mask = ir.Constant(ir.VectorType(i32, W), [0] * W)
+    undef = ir.Constant(vt, ir.Undefined)
+
+    def c64(v):
+        return ir.Constant(ir.IntType(64), v)
+
+    def splat(x):
+        v = builder.insert_element(undef, x, ir.Constant(i32, 0))
+        return builder.shuffle_vector(v, undef, zero_mask)
+
+    return vt, c64, splat
+
+
+def row_pointers(builder, A, i0v):
+    """Pointers to rows i0 .. i0 + R - 1 of the 2-d C array ``A`` (a numba array struct)."""
+    lda = cgutils.unpack_tuple(builder, A.shape, 2)[1]
+    return [builder.gep(A.data, [builder.mul(builder.add(i0v, ir.Constant(ir.IntType(64), r)),
+                                             lda)])
+            for r in range(R)]
+
+
 def _make_microkernel(fused: bool):
     @intrinsic
     def micro(typingctx, a, panel, out, i0, kd):
@@ -44,28 +71,14 @@ def _make_microkernel(fused: bool):
             P = context.make_array(pty)(context, builder, args[1])
             O = context.make_array(oty)(context, builder, args[2])
             i0v, kdv = args[3], args[4]
-            i64 = ir.IntType(64)
-            i32 = ir.IntType(32)
-            f32 = ir.FloatType()
-            vt = ir.VectorType(f32, W)
-            lda = cgutils.unpack_tuple(builder, A.shape, 2)[1]
+            vt, c64, splat = vector_ir(builder)
+            rows = row_pointers(builder, A, i0v)
             ldo = cgutils.unpack_tuple(builder, O.shape, 2)[1]
-            zero_mask = ir.Constant(ir.VectorType(i32, W), [0] * W)
-            undef = ir.Constant(vt, ir.Undefined)
-
-            def c64(v):
-                return ir.Constant(i64, v)
-
-            def splat(x):
-                v = builder.insert_element(undef, x, ir.Constant(i32, 0))
-                return builder.shuffle_vector(v, undef, zero_mask)
 
             def load_panel(k):
                 p = builder.gep(P.data, [builder.mul(k, c64(W))])
                 return builder.load(builder.bitcast(p, vt.as_pointer()), align=4)
 
-            rows = [builder.gep(A.data, [builder.mul(builder.add(i0v, c64(r)), lda)])
-                    for r in range(R)]
             accs = [cgutils.alloca_once(builder, vt) for _ in range(R)]
             if fused:
                 fn = cgutils.get_or_insert_function(

@@ -36,12 +36,11 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from . import binary32_hw as H
-from .binary32_matmul import pack_edge_rows, pack_panel, row_tile
 from . import binary_kernels as K
 from . import formats
+from .binary32_matmul import R, W   # rows of A per micro-kernel call, panel columns (lanes)
+from .binary32_matmul import pack_edge_rows, pack_panel, row_tile, row_pointers, vector_ir
 
-W = 16        # columns per panel (vector lanes)
-R = 8         # rows of A per micro-kernel call
 S = 16        # leaves per complete block (a power of two), unrolled in registers
 
 _jit = numba.njit(cache=True, error_model="numpy", nogil=True)
@@ -62,23 +61,8 @@ def _micro_blocks(typingctx, a, panel, sums, i0, k0, nblk):
         P = context.make_array(pty)(context, builder, args[1])
         Sm = context.make_array(sty)(context, builder, args[2])
         i0v, k0v, nblkv = args[3], args[4], args[5]
-        i64 = ir.IntType(64)
-        i32 = ir.IntType(32)
-        f32 = ir.FloatType()
-        vt = ir.VectorType(f32, W)
-        lda = cgutils.unpack_tuple(builder, A.shape, 2)[1]
-        zero_mask = ir.Constant(ir.VectorType(i32, W), [0] * W)
-        undef = ir.Constant(vt, ir.Undefined)
-
-        def c64(v):
-            return ir.Constant(i64, v)
-
-        def splat(x):
-            v = builder.insert_element(undef, x, ir.Constant(i32, 0))
-            return builder.shuffle_vector(v, undef, zero_mask)
-
-        rows = [builder.gep(A.data, [builder.mul(builder.add(i0v, c64(r)), lda)])
-                for r in range(R)]
+        vt, c64, splat = vector_ir(builder)
+        rows = row_pointers(builder, A, i0v)
         with cgutils.for_range(builder, nblkv) as loop:
             t = loop.index
             kb = builder.add(k0v, builder.mul(t, c64(S)))

@@ -39,7 +39,7 @@ from . import binary32_hw as H
 from . import binary_kernels as K
 from . import formats
 from .binary32_matmul import R, W   # rows of A per micro-kernel call, panel columns (lanes)
-from .binary32_matmul import pack_edge_rows, pack_panel, row_tile, row_pointers, vector_ir
+from .binary32_matmul import pack_edge_rows, pack_panel, row_pointers, vector_ir
 
 S = 16        # leaves per complete block (a power of two), unrolled in registers
 
@@ -158,7 +158,10 @@ def _kernel(a, b, out, b_t):
         for j0 in range(0, N, W):
             jw = pack_panel(bq, panel, j0, b_t)
             for i0 in range(0, M, R):
-                src, s0, ih = row_tile(aq, apad, i0, Mf)
+                if i0 < Mf:
+                    src, s0, ih = aq, i0, R
+                else:
+                    src, s0, ih = apad, 0, M - Mf
                 if nfull:
                     _micro_blocks(src, panel, sums, s0, 0, nfull)
                 if rem:

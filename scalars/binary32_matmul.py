@@ -160,6 +160,7 @@ def matmul32(fused, a, b, out, b_t):
         for j0 in range(0, N, W):
             jw = pack_panel(bq, panel, j0, b_t)
             for i0 in range(0, M, R):
+                # written out again in binary32_pairwise._kernel: as an inline helper it slowed the cold compile
                 if i0 < Mf:
                     src, s0, ih = aq, i0, R
                 else:

@@ -426,7 +426,11 @@ class BinaryContext(ArrayShapeOps):
         return res
 
     def amax(self, a, axis=None, keepdims: bool = False):
-        a = self._val(a, "amax")
+        return self._amax(self._val(a, "amax"), axis, keepdims)
+
+    def _amax(self, a, axis, keepdims):
+        """np.max of the stored values ``a`` over ``axis`` (binary32 storage calls it on its
+        float32 arrays); an empty reduction is refused."""
         axes = self._axes("amax", a.ndim, axis)
         if a.size == 0 or any(a.shape[d] == 0 for d in axes):
             raise ContextError(f"context {self.name}: amax: empty reduction over shape "

@@ -31,6 +31,33 @@ R = 8    # rows of A per micro-kernel call
 _jit = numba.njit(cache=True, error_model="numpy", nogil=True)
 
 
+# LLVM IR pieces shared by the micro-kernels here and in scalars/binary32_pairwise.py.
+def vector_ir(builder):
+    """(vt, c64, splat): the <W x float> type, an i64 constant, and a float broadcast to
+    all W lanes (insertelement + zero-mask shufflevector) emitted by ``builder``."""
+    i32 = ir.IntType(32)
+    vt = ir.VectorType(ir.FloatType(), W)
+    zero_mask = ir.Constant(ir.VectorType(i32, W), [0] * W)
+    undef = ir.Constant(vt, ir.Undefined)
+
+    def c64(v):
+        return ir.Constant(ir.IntType(64), v)
+
+    def splat(x):
+        v = builder.insert_element(undef, x, ir.Constant(i32, 0))
+        return builder.shuffle_vector(v, undef, zero_mask)
+
+    return vt, c64, splat
+
+
+def row_pointers(builder, A, i0v):
+    """Pointers to rows i0 .. i0 + R - 1 of the 2-d C array ``A`` (a numba array struct)."""
+    lda = cgutils.unpack_tuple(builder, A.shape, 2)[1]
+    return [builder.gep(A.data, [builder.mul(builder.add(i0v, ir.Constant(ir.IntType(64), r)),
+                                             lda)])
+            for r in range(R)]
+
+
 def _make_microkernel(fused: bool):
     @intrinsic
     def micro(typingctx, a, panel, out, i0, kd):
@@ -44,28 +71,14 @@ def _make_microkernel(fused: bool):
             P = context.make_array(pty)(context, builder, args[1])
             O = context.make_array(oty)(context, builder, args[2])
             i0v, kdv = args[3], args[4]
-            i64 = ir.IntType(64)
-            i32 = ir.IntType(32)
-            f32 = ir.FloatType()
-            vt = ir.VectorType(f32, W)
-            lda = cgutils.unpack_tuple(builder, A.shape, 2)[1]
+            vt, c64, splat = vector_ir(builder)
+            rows = row_pointers(builder, A, i0v)
             ldo = cgutils.unpack_tuple(builder, O.shape, 2)[1]
-            zero_mask = ir.Constant(ir.VectorType(i32, W), [0] * W)
-            undef = ir.Constant(vt, ir.Undefined)
-
-            def c64(v):
-                return ir.Constant(i64, v)
-
-            def splat(x):
-                v = builder.insert_element(undef, x, ir.Constant(i32, 0))
-                return builder.shuffle_vector(v, undef, zero_mask)
 
             def load_panel(k):
                 p = builder.gep(P.data, [builder.mul(k, c64(W))])
                 return builder.load(builder.bitcast(p, vt.as_pointer()), align=4)
 
-            rows = [builder.gep(A.data, [builder.mul(builder.add(i0v, c64(r)), lda)])
-                    for r in range(R)]
             accs = [cgutils.alloca_once(builder, vt) for _ in range(R)]
             if fused:
                 fn = cgutils.get_or_insert_function(
@@ -97,6 +110,35 @@ _micro_plain = _make_microkernel(False)
 _micro_fused = _make_microkernel(True)
 
 
+# Panel packing shared by this sequential driver and the pairwise one
+# (scalars/binary32_pairwise.py); they run outside the micro-kernels' loops.  Inlined:
+# as compiled functions of their own they made a cold matmul32 compile ~0.2 s slower.
+@numba.njit(inline="always")
+def pack_edge_rows(aq, apad, Mf):
+    """apad[:M - Mf] = aq[Mf:] (the last, partial R-row tile of A, zero-padded)."""
+    for r in range(aq.shape[0] - Mf):
+        for k in range(aq.shape[1]):
+            apad[r, k] = aq[Mf + r, k]
+
+
+@numba.njit(inline="always")
+def pack_panel(bq, panel, j0, b_t):
+    """panel[:, :jw] = columns j0 .. j0 + jw of B (rows of ``bq`` with ``b_t``); jw =
+    min(W, N - j0) is returned (lanes past it keep stale values, discarded later)."""
+    Kd = panel.shape[0]
+    if b_t:
+        jw = min(panel.shape[1], bq.shape[0] - j0)
+        for j in range(jw):
+            for k in range(Kd):
+                panel[k, j] = bq[j0 + j, k]
+    else:
+        jw = min(panel.shape[1], bq.shape[1] - j0)
+        for k in range(Kd):
+            for j in range(jw):
+                panel[k, j] = bq[k, j0 + j]
+    return jw
+
+
 @_jit
 def matmul32(fused, a, b, out, b_t):
     """out[q] = a[q] @ b[q] in binary32 sequential order (float32 3-d C arrays in, out
@@ -114,21 +156,11 @@ def matmul32(fused, a, b, out, b_t):
     Mf = M - M % R
     for q in range(nb):
         aq, bq, oq = a[q], b[q], out[q]
-        if Mf < M:
-            for r in range(M - Mf):
-                for k in range(Kd):
-                    apad[r, k] = aq[Mf + r, k]
+        pack_edge_rows(aq, apad, Mf)
         for j0 in range(0, N, W):
-            jw = min(W, N - j0)
-            if b_t:
-                for j in range(jw):
-                    for k in range(Kd):
-                        panel[k, j] = bq[j0 + j, k]
-            else:
-                for k in range(Kd):
-                    for j in range(jw):
-                        panel[k, j] = bq[k, j0 + j]
+            jw = pack_panel(bq, panel, j0, b_t)
             for i0 in range(0, M, R):
+                # written out again in binary32_pairwise._kernel: as an inline helper it slowed the cold compile
                 if i0 < Mf:
                     src, s0, ih = aq, i0, R
                 else:

@@ -38,9 +38,9 @@ from numba.extending import intrinsic
 from . import binary32_hw as H
 from . import binary_kernels as K
 from . import formats
+from .binary32_matmul import R, W   # rows of A per micro-kernel call, panel columns (lanes)
+from .binary32_matmul import pack_edge_rows, pack_panel, row_pointers, vector_ir
 
-W = 16        # columns per panel (vector lanes)
-R = 8         # rows of A per micro-kernel call
 S = 16        # leaves per complete block (a power of two), unrolled in registers
 
 _jit = numba.njit(cache=True, error_model="numpy", nogil=True)
@@ -61,23 +61,8 @@ def _micro_blocks(typingctx, a, panel, sums, i0, k0, nblk):
         P = context.make_array(pty)(context, builder, args[1])
         Sm = context.make_array(sty)(context, builder, args[2])
         i0v, k0v, nblkv = args[3], args[4], args[5]
-        i64 = ir.IntType(64)
-        i32 = ir.IntType(32)
-        f32 = ir.FloatType()
-        vt = ir.VectorType(f32, W)
-        lda = cgutils.unpack_tuple(builder, A.shape, 2)[1]
-        zero_mask = ir.Constant(ir.VectorType(i32, W), [0] * W)
-        undef = ir.Constant(vt, ir.Undefined)
-
-        def c64(v):
-            return ir.Constant(i64, v)
-
-        def splat(x):
-            v = builder.insert_element(undef, x, ir.Constant(i32, 0))
-            return builder.shuffle_vector(v, undef, zero_mask)
-
-        rows = [builder.gep(A.data, [builder.mul(builder.add(i0v, c64(r)), lda)])
-                for r in range(R)]
+        vt, c64, splat = vector_ir(builder)
+        rows = row_pointers(builder, A, i0v)
         with cgutils.for_range(builder, nblkv) as loop:
             t = loop.index
             kb = builder.add(k0v, builder.mul(t, c64(S)))
@@ -169,20 +154,9 @@ def _kernel(a, b, out, b_t):
     nan = False
     for q in range(nb):
         aq, bq, oq = a[q], b[q], out[q]
-        if Mf < M:
-            for r in range(M - Mf):
-                for k in range(Kd):
-                    apad[r, k] = aq[Mf + r, k]
+        pack_edge_rows(aq, apad, Mf)
         for j0 in range(0, N, W):
-            jw = min(W, N - j0)
-            if b_t:
-                for j in range(jw):
-                    for k in range(Kd):
-                        panel[k, j] = bq[j0 + j, k]
-            else:
-                for k in range(Kd):
-                    for j in range(jw):
-                        panel[k, j] = bq[k, j0 + j]
+            jw = pack_panel(bq, panel, j0, b_t)
             for i0 in range(0, M, R):
                 if i0 < Mf:
                     src, s0, ih = aq, i0, R

@@ -42,7 +42,6 @@ _ND = np.ndarray
 _F32 = np.dtype(np.float32)
 _F64 = np.dtype(np.float64)
 _CODES = {"add": H.ADD, "sub": H.SUB, "mul": H.MUL, "div": H.DIV}
-assert (H.ADD, H.SUB, H.MUL, H.DIV) == (0, 1, 2, 3)    # the inline fast paths use them
 _binop32 = H.binop32
 _empty = np.empty
 _T64, _HALF = H._T64, H._HALF           # not H.ftz(): _T64 * _HALF != 0.0, inline
@@ -62,6 +61,26 @@ def _trailing(small, shape) -> bool:
     while small and small[0] == 1:
         small = small[1:]
     return len(small) <= len(shape) and tuple(shape[len(shape) - len(small):]) == small
+
+
+def _fast_binop(op: str):
+    """The method ``op`` (add sub mul div) of :class:`Float32Storage`: float32 operands
+    of one shape go straight to the kernel (the test and call inline, no further Python
+    frame), anything else through ``_binary``."""
+    code = _CODES[op]
+
+    def method(self, a, b):
+        if type(a) is _ND and type(b) is _ND and a.dtype is _F32 and b.dtype is _F32 \
+                and a.shape == b.shape and _T64 * _HALF != 0.0:
+            out = _empty(a.shape, _F32)
+            # ravel: a view of C-contiguous storage, a C-order copy of anything else
+            _binop32(code, a.ravel(), b.ravel(), out if a.ndim == 1 else out.reshape(-1))
+            return out
+        return self._binary(op, a, b)
+
+    method.__name__ = op
+    method.__qualname__ = "Float32Storage." + op
+    return method
 
 
 class Float32Storage:
@@ -203,43 +222,13 @@ class Float32Storage:
         H.binop32_rows(_CODES[op], rows[0], rows[1], out.reshape(n // m, m))
         return out
 
-    # The common case, float32 operands of one shape, inline: at 10^4 elements the
-    # Python around the kernel is a third of the time.
-    def add(self, a, b):
-        if type(a) is _ND and type(b) is _ND and a.dtype is _F32 and b.dtype is _F32 \
-                and a.shape == b.shape and _T64 * _HALF != 0.0:
-            out = _empty(a.shape, _F32)
-            # ravel: a view of C-contiguous storage, a C-order copy of anything else
-            _binop32(0, a.ravel(), b.ravel(), out if a.ndim == 1 else out.reshape(-1))
-            return out
-        return self._binary("add", a, b)
+    # The common case, float32 operands of one shape, inline (see _fast_binop): at 10^4
+    # elements the Python around the kernel is a third of the time.
+    add = _fast_binop("add")
+    sub = _fast_binop("sub")
+    mul = _fast_binop("mul")
+    div = _fast_binop("div")
 
-    def sub(self, a, b):
-        if type(a) is _ND and type(b) is _ND and a.dtype is _F32 and b.dtype is _F32 \
-                and a.shape == b.shape and _T64 * _HALF != 0.0:
-            out = _empty(a.shape, _F32)
-            # ravel: a view of C-contiguous storage, a C-order copy of anything else
-            _binop32(1, a.ravel(), b.ravel(), out if a.ndim == 1 else out.reshape(-1))
-            return out
-        return self._binary("sub", a, b)
-
-    def mul(self, a, b):
-        if type(a) is _ND and type(b) is _ND and a.dtype is _F32 and b.dtype is _F32 \
-                and a.shape == b.shape and _T64 * _HALF != 0.0:
-            out = _empty(a.shape, _F32)
-            # ravel: a view of C-contiguous storage, a C-order copy of anything else
-            _binop32(2, a.ravel(), b.ravel(), out if a.ndim == 1 else out.reshape(-1))
-            return out
-        return self._binary("mul", a, b)
-
-    def div(self, a, b):
-        if type(a) is _ND and type(b) is _ND and a.dtype is _F32 and b.dtype is _F32 \
-                and a.shape == b.shape and _T64 * _HALF != 0.0:
-            out = _empty(a.shape, _F32)
-            # ravel: a view of C-contiguous storage, a C-order copy of anything else
-            _binop32(3, a.ravel(), b.ravel(), out if a.ndim == 1 else out.reshape(-1))
-            return out
-        return self._binary("div", a, b)
     def square(self, a): return self._binary("mul", a, a)
 
     def fma(self, a, b, c):
@@ -338,11 +327,7 @@ class Float32Storage:
         x = self._store(a, "amax")
         if H.ftz():
             return self._out(super().amax(x, axis, keepdims))
-        axes = self._axes("amax", x.ndim, axis)
-        if x.size == 0 or any(x.shape[d] == 0 for d in axes):
-            raise ContextError(f"context {self.name}: amax: empty reduction over shape "
-                               f"{list(x.shape)} has no maximum")
-        return np.asarray(np.max(x, axis=axes, keepdims=keepdims))
+        return self._amax(x, axis, keepdims)
 
     def matmul(self, a, b):
         return self._out(super().matmul(a, b))

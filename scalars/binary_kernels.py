@@ -352,6 +352,18 @@ def sum_sequential(mode, x, out, unsafe, spec):
                     unsafe[r] = 1
 
 
+@numba.njit(inline="always")
+def carry_odd(buf, m):
+    """The end of one pairwise level over the first m rows of ``buf`` (the sums of adjacent
+    pairs written to its first m // 2 rows): an odd last row is carried up unchanged.
+    Returns the next level's row count (binary32_hw.sum32 uses it too)."""
+    half = m // 2
+    if m % 2 == 1:
+        for r in range(buf.shape[1]):
+            buf[half, r] = buf[m - 1, r]
+    return half + m % 2
+
+
 @_jit
 def sum_pairwise(mode, x, out, unsafe, spec):
     """Pairwise sums down axis 0 of x (n, R), level by level: each level adds adjacent
@@ -377,10 +389,7 @@ def sum_pairwise(mode, x, out, unsafe, spec):
                 buf[i, r] = v
                 if bad:
                     unsafe[r] = 1
-        if m % 2 == 1:
-            for r in range(R):
-                buf[half, r] = buf[m - 1, r]
-        m = half + m % 2
+        m = carry_odd(buf, m)
     for r in range(R):
         out[r] = buf[0, r]
 

@@ -288,21 +288,28 @@ def _quot_dir(x, y, up, emin, mb, maxf, sub, tiny):
     return dir_from(q, d, up, emin, mb, maxf, sub, tiny), ok
 
 
+@_jit_inline
+def div_operands(a0, a1, b0, b1):
+    """The two quotients of [a0, a1] / [b0, b1] that are the ends when 0 is outside the
+    divisor: (xl, yl) for the lower end, (xh, yh) for the upper, and whether 0 is outside
+    (a divisor reaching 0, or NaN, sends the caller to the generic path).  Selects, not
+    branches: the signs are coin flips."""
+    pos = b0 > 0.0
+    xl = a0 if pos else a1
+    xh = a1 if pos else a0
+    yl = b1 if xl >= 0.0 else b0
+    yh = b0 if xh >= 0.0 else b1
+    return xl, xh, yl, yh, pos | (b1 < 0.0)
+
+
 @_jit
 def div_kernel(alo, ahi, blo, bhi, emin, mb, maxf, sub, tiny, lo, hi):
     """[alo, ahi] / [blo, bhi] with 0 outside every divisor: two quotients per element,
     chosen by the endpoint signs; False when some element needs the generic algorithm."""
     good = True
     for i in range(lo.size):
-        a0, a1, b0, b1 = alo[i], ahi[i], blo[i], bhi[i]
-        # selects, not branches (the signs are coin flips); a divisor reaching 0 (or NaN)
-        # sends the whole call to the generic path
-        pos = b0 > 0.0
-        good = good & (pos | (b1 < 0.0))
-        xl = a0 if pos else a1
-        xh = a1 if pos else a0
-        yl = b1 if xl >= 0.0 else b0
-        yh = b0 if xh >= 0.0 else b1
+        xl, xh, yl, yh, ok = div_operands(alo[i], ahi[i], blo[i], bhi[i])
+        good = good & ok
         rl, okl = _quot_dir(xl, yl, False, emin, mb, maxf, sub, tiny)
         rh, okh = _quot_dir(xh, yh, True, emin, mb, maxf, sub, tiny)
         lo[i] = rl

@@ -52,15 +52,8 @@ def div_kernel(alo, ahi, blo, bhi, lo, hi):
     returns False (results unusable) when some element needs the generic algorithm."""
     good = True
     for i in range(lo.size):
-        a0, a1, b0, b1 = alo[i], ahi[i], blo[i], bhi[i]
-        # selects, not branches (the signs are coin flips); a divisor reaching 0 (or NaN)
-        # sends the whole call to the generic path
-        pos = b0 > 0.0
-        good = good & (pos | (b1 < 0.0))
-        xl = a0 if pos else a1
-        xh = a1 if pos else a0
-        yl = b1 if xl >= 0.0 else b0
-        yh = b0 if xh >= 0.0 else b1
+        xl, xh, yl, yh, ok = GK.div_operands(alo[i], ahi[i], blo[i], bhi[i])
+        good = good & ok
         rl, okl = _quotient(xl, yl, False)
         rh, okh = _quotient(xh, yh, True)
         lo[i] = rl

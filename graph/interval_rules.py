@@ -194,23 +194,9 @@ def layernorm_rule(forward):
     return rule
 
 
-def linear_rule(forward):
-    """``x W^T + b`` through the interval context's ``affine`` (fused passes, the same
-    endpoints bitwise as the forward rule run in interval arithmetic, so no intersection
-    is needed); contexts without ``affine`` run the forward rule."""
-    def rule(ctx, args, attrs, nb):
-        affine = getattr(ctx, "affine", None)
-        if affine is None:
-            return forward(ctx, args, attrs, nb)
-        x, W, b = args
-        return affine(x, W, b)
-    return rule
-
-
 # ------------------------------------------------------------------------------ attaching
 #: op name -> factory(record) -> interval rule.  softmax keeps its rule in ops_reduce.
 RULES = {
-    "linear": lambda rec: linear_rule(rec.forward),
     "log_softmax": lambda rec: log_softmax_rule(rec.forward),
     "layernorm": lambda rec: layernorm_rule(rec.forward),
     "gelu": lambda rec: unimodal_rule(rec.forward, GELU_MINIMUM),

@@ -90,7 +90,6 @@ def test_every_interval_rule_is_tested_here():
     """A new ``OpRecord.interval`` needs its soundness test in this module."""
     assert {name for name, rec in OPS.items() if rec.interval is not None} == {
         "softmax",
-        "linear",                                       # tests/scalars/test_interval_affine.py
         "log_softmax", "layernorm", "gelu",             # test_graph_interval_rules_ops.py
         "silu", "mish", "gelu_tanh", "hardswish"}       # tests/graph/test_graph_activations.py
 

@@ -40,20 +40,21 @@ MIN_FLOPS = 1 << 17   # below M*N*K of this, numpy's BLAS call is cheaper than o
 _jit = numba.njit(cache=True, error_model="numpy", nogil=True)
 
 
-def _make_micro(R: int, V: int):
-    """An intrinsic ``micro(a, aks, p, c, ldc, kd, init)`` on raw addresses (int64):
-    C[r, j] (r < R, j < 8V; row stride ``ldc`` elements) continues the fma chains of rows
-    a[k*aks + r] (k < kd) against the panel p[k*8V + j].  ``init`` != 0 starts the chains
+def _make_micro(R: int, V: int, unit_k: bool):
+    """An intrinsic ``micro(a, ars, aks, p, c, ldc, kd, init)`` on raw addresses and
+    element strides (int64): C[r, j] (r < R, j < 8V; row stride ``ldc``) continues the fma
+    chains of rows A[r, k] = a[r*ars + k*aks] (k < kd) against the panel p[k*8V + j];
+    ``unit_k``: aks is 1 (C-order rows of A), else ars is 1 (the R values of one k
+    adjacent: F-order A or a packed micro-panel).  ``init`` != 0 starts the chains
     (acc = a0*b0, one rounding) instead of loading them from C."""
     Wd = 8 * V
 
     @intrinsic
-    def micro(typingctx, a, aks, p, c, ldc, kd, init):
-        sig = types.void(types.int64, types.int64, types.int64, types.int64, types.int64,
-                         types.int64, types.int64)
+    def micro(typingctx, a, ars, aks, p, c, ldc, kd, init):
+        sig = types.void(*[types.int64] * 8)
 
         def codegen(context, builder, signature, args):
-            a_addr, aks_v, p_addr, c_addr, ldc_v, kd_v, init_v = args
+            a_addr, ars_v, aks_v, p_addr, c_addr, ldc_v, kd_v, init_v = args
             f64 = ir.DoubleType()
             i32, i64 = ir.IntType(32), ir.IntType(64)
             vt = ir.VectorType(f64, 8)
@@ -74,8 +75,15 @@ def _make_micro(R: int, V: int):
                 return builder.shuffle_vector(
                     builder.insert_element(undef, x, ir.Constant(i32, 0)), undef, zmask)
 
-            def a_at(krow, r):          # krow = k * aks
-                return splat(builder.load(builder.gep(A, [builder.add(krow, c64(r))])))
+            if unit_k:      # A[r, k] at a + r*ars + k: R row pointers, one index
+                rows = [builder.gep(A, [builder.mul(c64(r), ars_v)]) for r in range(R)]
+
+                def a_at(k, r):
+                    return splat(builder.load(builder.gep(rows[r], [k])))
+            else:           # A[r, k] at a + k*aks + r: one pointer, constant offsets
+                def a_at(k, r):
+                    return splat(builder.load(builder.gep(A, [builder.add(
+                        builder.mul(k, aks_v), c64(r))])))
 
             def p_at(k, v):
                 q = builder.gep(P, [builder.add(builder.mul(k, c64(Wd)), c64(8 * v))])
@@ -103,10 +111,9 @@ def _make_micro(R: int, V: int):
                     builder.store(c64(0), k_start)
             with cgutils.for_range_slice(builder, builder.load(k_start), kd_v, c64(1),
                                          inc=True) as (k, _):
-                krow = builder.mul(k, aks_v)
                 bs = [p_at(k, v) for v in range(V)]
                 for r in range(R):
-                    av = a_at(krow, r)
+                    av = a_at(k, r)
                     for v in range(V):
                         builder.store(builder.call(fma, [av, bs[v], builder.load(accs[r][v])]),
                                       accs[r][v])
@@ -118,7 +125,8 @@ def _make_micro(R: int, V: int):
     return micro
 
 
-_micro = _make_micro(R, V)
+_micro_c = _make_micro(R, V, True)     # A's rows contiguous in k
+_micro_f = _make_micro(R, V, False)    # A's R rows of one k adjacent
 
 
 @intrinsic
@@ -132,71 +140,132 @@ def _load(typingctx, addr, idx):
     return sig, codegen
 
 
+@intrinsic
+def _transpose8(typingctx, src, ld_src, dst, ld_dst):
+    """dst[c * ld_dst + r] = src[r * ld_src + c] for an 8 x 8 block of float64 at byte
+    addresses ``src``, ``dst`` (strides in elements): 8 vector loads, 24 shuffles, 8 vector
+    stores, where a scalar copy would take 64 loads and 64 stores."""
+    sig = types.void(*[types.int64] * 4)
+
+    def codegen(context, builder, signature, args):
+        i32, i64, f64 = ir.IntType(32), ir.IntType(64), ir.DoubleType()
+        vt = ir.VectorType(f64, 8)
+        S = builder.inttoptr(args[0], f64.as_pointer())
+        D = builder.inttoptr(args[2], f64.as_pointer())
+
+        def ptr(base, i, ld):
+            q = builder.gep(base, [builder.mul(ir.Constant(i64, i), ld)])
+            return builder.bitcast(q, vt.as_pointer())
+
+        def shuf(x, y, idx):
+            return builder.shuffle_vector(x, y, ir.Constant(ir.VectorType(i32, 8), idx))
+
+        rw = [builder.load(ptr(S, r, args[1]), align=8) for r in range(8)]
+        lo, hi = [0, 8, 2, 10, 4, 12, 6, 14], [1, 9, 3, 11, 5, 13, 7, 15]
+        t = []
+        for r in range(0, 8, 2):                       # pairs of rows interleaved
+            t += [shuf(rw[r], rw[r + 1], lo), shuf(rw[r], rw[r + 1], hi)]
+        # t[0] = (r0c0 r1c0 r0c2 r1c2 ...), t[1] = odd columns, t[2], t[3] rows 2-3, ...
+        lo2, hi2 = [0, 1, 8, 9, 4, 5, 12, 13], [2, 3, 10, 11, 6, 7, 14, 15]
+        u = [None] * 8
+        for g in (0, 4):                               # rows 0-3, rows 4-7
+            u[g + 0] = shuf(t[g], t[g + 2], lo2)       # columns 0 and 4
+            u[g + 2] = shuf(t[g], t[g + 2], hi2)       # columns 2 and 6
+            u[g + 1] = shuf(t[g + 1], t[g + 3], lo2)   # columns 1 and 5
+            u[g + 3] = shuf(t[g + 1], t[g + 3], hi2)   # columns 3 and 7
+        lo4, hi4 = [0, 1, 2, 3, 8, 9, 10, 11], [4, 5, 6, 7, 12, 13, 14, 15]
+        for c in range(4):
+            builder.store(shuf(u[c], u[c + 4], lo4), ptr(D, c, args[3]), align=8)
+            builder.store(shuf(u[c], u[c + 4], hi4), ptr(D, c + 4, args[3]), align=8)
+        return context.get_dummy_value()
+    return sig, codegen
+
+
+@_jit
+def _pack_panel(bq, b_ks, b_js, pbuf, pan, p_addr, k0, kd, j0, jw):
+    """pbuf[pan + k * W + j] = B[k0 + k, j0 + j] (k < kd, j < jw; zeros for jw <= j < W);
+    a transposing gather (B's k stride 1) goes by 8 x 8 register transposes."""
+    if b_ks == 1 and b_js != 1:
+        jt = jw - jw % 8
+        kt = kd - kd % 8
+        for jj in range(0, jt, 8):
+            for kk in range(0, kt, 8):
+                _transpose8(bq + 8 * (k0 + kk + (j0 + jj) * b_js), b_js,
+                            p_addr + 8 * (kk * W + jj), W)
+            for k in range(kt, kd):
+                for j in range(jj, jj + 8):
+                    pbuf[pan + k * W + j] = _load(bq, k0 + k + (j0 + j) * b_js)
+        for j in range(jt, jw):
+            for k in range(kd):
+                pbuf[pan + k * W + j] = _load(bq, k0 + k + (j0 + j) * b_js)
+    else:
+        for k in range(kd):
+            for j in range(jw):
+                pbuf[pan + k * W + j] = _load(bq, (k0 + k) * b_ks + (j0 + j) * b_js)
+    if jw < W:
+        for k in range(kd):
+            for j in range(jw, W):
+                pbuf[pan + k * W + j] = 0.0
+
+
 @_jit
 def _gemm(a_addr, a_bs, a_rs, a_ks, b_addr, b_bs, b_ks, b_js, out, M, N, K):
     """out[q] = A[q] @ B[q] (q < out.shape[0]) in the sequential fma order; A and B are
     read from raw addresses with element strides (batch, row/k, k/column); ``out`` is a C
-    float64 (nb, M, N) array."""
+    float64 (nb, M, N) array; K >= 1."""
     nb = out.shape[0]
-    Mp = (M + R - 1) // R * R
-    kc_max = min(K, KC)
-    pbuf = np.zeros(kc_max * W + 8)
+    nkb = (K + KC - 1) // KC
+    kb = (K + nkb - 1) // nkb                         # k blocks of (nearly) equal size
+    pbuf = np.zeros(kb * W + 8)
     p_addr = pbuf.ctypes.data
     p_addr += (64 - p_addr % 64) % 64                 # 64-byte aligned panel rows
-    pan = p_addr - pbuf.ctypes.data                   # element offset of the panel
-    pan //= 8
+    pan = (p_addr - pbuf.ctypes.data) // 8            # element offset of the panel
     tile = np.empty(R * W)
     t_addr = tile.ctypes.data
-    in_place = a_rs == 1 and M % R == 0               # rows of one k already adjacent
-    if in_place:
-        apack = np.empty(1)
-    else:
-        apack = np.zeros(Mp * K)                      # (Mp/R) micro-panels of K x R
+    # A is read in place when its rows are contiguous in k (C order) or its R rows of one
+    # k are adjacent (F order); otherwise, and for the last partial row tile, it is copied
+    # into K x R micro-panels (zero rows past M).
+    Mf = M - M % R
+    in_place = a_ks == 1 or a_rs == 1
+    first_packed = Mf if in_place else 0
+    apack = np.zeros((M - first_packed + R - 1) // R * R * K)
     ap_addr = apack.ctypes.data
     out_addr = out.ctypes.data
     for q in range(nb):
         aq = a_addr + 8 * q * a_bs
         bq = b_addr + 8 * q * b_bs
-        if not in_place:
-            for i0 in range(0, M, R):
-                ih = min(R, M - i0)
-                base = i0 * K
-                for k in range(K):
-                    for r in range(ih):
-                        apack[base + k * R + r] = _load(aq, (i0 + r) * a_rs + k * a_ks)
+        for i0 in range(first_packed, M, R):
+            base = (i0 - first_packed) * K
+            for k in range(K):
+                for r in range(min(R, M - i0)):
+                    apack[base + k * R + r] = _load(aq, (i0 + r) * a_rs + k * a_ks)
         oq = out_addr + 8 * q * M * N
         for j0 in range(0, N, W):
             jw = min(W, N - j0)
-            for k0 in range(0, K, KC):
-                kd = min(KC, K - k0)
-                # pack B[k0:k0+kd, j0:j0+jw] into the panel (columns past jw stay zero)
-                if b_ks <= b_js:
-                    for j in range(jw):
-                        for k in range(kd):
-                            pbuf[pan + k * W + j] = _load(bq, (k0 + k) * b_ks + (j0 + j) * b_js)
-                else:
-                    for k in range(kd):
-                        for j in range(jw):
-                            pbuf[pan + k * W + j] = _load(bq, (k0 + k) * b_ks + (j0 + j) * b_js)
-                if jw < W:
-                    for k in range(kd):
-                        for j in range(jw, W):
-                            pbuf[pan + k * W + j] = 0.0
+            for k0 in range(0, K, kb):
+                kd = min(kb, K - k0)
+                _pack_panel(bq, b_ks, b_js, pbuf, pan, p_addr, k0, kd, j0, jw)
                 init = 1 if k0 == 0 else 0
                 for i0 in range(0, M, R):
-                    if in_place:
-                        a0, aks = aq + 8 * (i0 + k0 * a_ks), a_ks
+                    if i0 < first_packed:
+                        a0, ars, aks, unit_k = aq + 8 * (i0 * a_rs + k0 * a_ks), a_rs, a_ks, a_ks == 1
                     else:
-                        a0, aks = ap_addr + 8 * (i0 * K + k0 * R), R
-                    if jw == W and i0 + R <= M:
-                        _micro(a0, aks, p_addr, oq + 8 * (i0 * N + j0), N, kd, init)
-                    else:
-                        ih = min(R, M - i0)
+                        a0, ars, aks, unit_k = ap_addr + 8 * ((i0 - first_packed) * K + k0 * R), 1, R, False
+                    ih = min(R, M - i0)
+                    direct = jw == W and ih == R
+                    if direct:
+                        dst, ldc = oq + 8 * (i0 * N + j0), N
+                    else:                             # edge tile: through a full R x W tile
+                        dst, ldc = t_addr, W
                         if init == 0:
                             for r in range(ih):
                                 for j in range(jw):
                                     tile[r * W + j] = out[q, i0 + r, j0 + j]
-                        _micro(a0, aks, p_addr, t_addr, W, kd, init)
+                    if unit_k:
+                        _micro_c(a0, ars, aks, p_addr, dst, ldc, kd, init)
+                    else:
+                        _micro_f(a0, ars, aks, p_addr, dst, ldc, kd, init)
+                    if not direct:
                         for r in range(ih):
                             for j in range(jw):
                                 out[q, i0 + r, j0 + j] = tile[r * W + j]

@@ -34,7 +34,9 @@ from numba.extending import intrinsic
 R = 8          # rows of A per micro-kernel call
 V = 3          # vectors of 8 doubles per row: the tile is R x W outputs
 W = 8 * V      # columns per B panel
-KC = 256       # k block (A micro-panel KC x R and B panel KC x W stay in L1/L2)
+KC = 128       # k block (A micro-panel KC x R and B panel KC x W stay in L1/L2)
+PF_C = 0
+PF_A = 16
 MIN_FLOPS = 1 << 17   # below M*N*K of this, numpy's BLAS call is cheaper than ours
 
 _jit = numba.njit(cache=True, error_model="numpy", nogil=True)
@@ -93,6 +95,19 @@ def _make_micro(R: int, V: int, unit_k: bool):
                 q = builder.gep(C, [builder.add(builder.mul(c64(r), ldc_v), c64(8 * v))])
                 return builder.bitcast(q, vp)
 
+            i8p = ir.IntType(8).as_pointer()
+            pf = cgutils.get_or_insert_function(
+                builder.module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]),
+                "llvm.prefetch.p0")
+
+            def prefetch(ptr, write):
+                builder.call(pf, [builder.bitcast(ptr, i8p), ir.Constant(i32, write),
+                                  ir.Constant(i32, 3), ir.Constant(i32, 1)])
+
+            if PF_C:
+                for r in range(R):
+                    for v in range(V):
+                        prefetch(c_ptr(r, v), 1)
             accs = [[cgutils.alloca_once(builder, vt) for _ in range(V)] for _ in range(R)]
             k_start = cgutils.alloca_once(builder, i64)
             is_init = builder.icmp_signed("!=", init_v, c64(0))
@@ -112,6 +127,9 @@ def _make_micro(R: int, V: int, unit_k: bool):
             with cgutils.for_range_slice(builder, builder.load(k_start), kd_v, c64(1),
                                          inc=True) as (k, _):
                 bs = [p_at(k, v) for v in range(V)]
+                if PF_A and not unit_k:
+                    kp = builder.add(k, c64(PF_A))
+                    prefetch(builder.gep(A, [builder.mul(kp, aks_v)]), 0)
                 for r in range(R):
                     av = a_at(k, r)
                     for v in range(V):
@@ -125,8 +143,8 @@ def _make_micro(R: int, V: int, unit_k: bool):
     return micro
 
 
-_micro_c = _make_micro(R, V, True)     # A's rows contiguous in k
-_micro_f = _make_micro(R, V, False)    # A's R rows of one k adjacent
+_micro_c = _make_micro(R, V, True)     # C-order A read in place (rows contiguous in k)
+_micro_p = _make_micro(R, V, False)    # packed K x R micro-panels of A
 
 
 @intrinsic
@@ -209,6 +227,23 @@ def _pack_panel(bq, b_ks, b_js, pbuf, pan, p_addr, k0, kd, j0, jw):
 
 
 @_jit
+def _pack_a(aq, a_rs, a_ks, apack, ap_addr, M, K):
+    """apack[i0*K + k*R + r] = A[i0 + r, k]: the rows of A as K x R micro-panels (zero rows
+    past M); C-order rows go by 8 x 8 register transposes."""
+    for i0 in range(0, M, R):
+        ih = min(R, M - i0)
+        base = i0 * K
+        kt = 0
+        if a_ks == 1 and ih == R and R == 8:
+            kt = K - K % 8
+            for kk in range(0, kt, 8):
+                _transpose8(aq + 8 * (i0 * a_rs + kk), a_rs, ap_addr + 8 * (base + kk * R), R)
+        for k in range(kt, K):
+            for r in range(ih):
+                apack[base + k * R + r] = _load(aq, (i0 + r) * a_rs + k * a_ks)
+
+
+@_jit
 def _gemm(a_addr, a_bs, a_rs, a_ks, b_addr, b_bs, b_ks, b_js, out, M, N, K):
     """out[q] = A[q] @ B[q] (q < out.shape[0]) in the sequential fma order; A and B are
     read from raw addresses with element strides (batch, row/k, k/column); ``out`` is a C
@@ -222,23 +257,20 @@ def _gemm(a_addr, a_bs, a_rs, a_ks, b_addr, b_bs, b_ks, b_js, out, M, N, K):
     pan = (p_addr - pbuf.ctypes.data) // 8            # element offset of the panel
     tile = np.empty(R * W)
     t_addr = tile.ctypes.data
-    # A is read in place when its rows are contiguous in k (C order) or its R rows of one
-    # k are adjacent (F order); otherwise, and for the last partial row tile, it is copied
-    # into K x R micro-panels (zero rows past M).
+    # A is read in place when its rows are contiguous in k (the R row streams prefetch
+    # well); otherwise, and for its last partial row tile, it is copied into K x R
+    # micro-panels (zero rows past M), one sequential stream.
     Mf = M - M % R
-    in_place = a_ks == 1 or a_rs == 1
-    first_packed = Mf if in_place else 0
+    first_packed = Mf if a_ks == 1 else 0
     apack = np.zeros((M - first_packed + R - 1) // R * R * K)
     ap_addr = apack.ctypes.data
     out_addr = out.ctypes.data
     for q in range(nb):
         aq = a_addr + 8 * q * a_bs
         bq = b_addr + 8 * q * b_bs
-        for i0 in range(first_packed, M, R):
-            base = (i0 - first_packed) * K
-            for k in range(K):
-                for r in range(min(R, M - i0)):
-                    apack[base + k * R + r] = _load(aq, (i0 + r) * a_rs + k * a_ks)
+        if q == 0 or a_bs != 0:                     # (a broadcast A is packed once)
+            _pack_a(aq + 8 * first_packed * a_rs, a_rs, a_ks, apack, ap_addr,
+                    M - first_packed, K)
         oq = out_addr + 8 * q * M * N
         for j0 in range(0, N, W):
             jw = min(W, N - j0)
@@ -247,10 +279,11 @@ def _gemm(a_addr, a_bs, a_rs, a_ks, b_addr, b_bs, b_ks, b_js, out, M, N, K):
                 _pack_panel(bq, b_ks, b_js, pbuf, pan, p_addr, k0, kd, j0, jw)
                 init = 1 if k0 == 0 else 0
                 for i0 in range(0, M, R):
-                    if i0 < first_packed:
-                        a0, ars, aks, unit_k = aq + 8 * (i0 * a_rs + k0 * a_ks), a_rs, a_ks, a_ks == 1
+                    in_place = i0 < first_packed
+                    if in_place:
+                        a0 = aq + 8 * (i0 * a_rs + k0)
                     else:
-                        a0, ars, aks, unit_k = ap_addr + 8 * ((i0 - first_packed) * K + k0 * R), 1, R, False
+                        a0 = ap_addr + 8 * ((i0 - first_packed) * K + k0 * R)
                     ih = min(R, M - i0)
                     direct = jw == W and ih == R
                     if direct:
@@ -261,10 +294,10 @@ def _gemm(a_addr, a_bs, a_rs, a_ks, b_addr, b_bs, b_ks, b_js, out, M, N, K):
                             for r in range(ih):
                                 for j in range(jw):
                                     tile[r * W + j] = out[q, i0 + r, j0 + j]
-                    if unit_k:
-                        _micro_c(a0, ars, aks, p_addr, dst, ldc, kd, init)
+                    if in_place:
+                        _micro_c(a0, a_rs, 1, p_addr, dst, ldc, kd, init)
                     else:
-                        _micro_f(a0, ars, aks, p_addr, dst, ldc, kd, init)
+                        _micro_p(a0, 1, R, p_addr, dst, ldc, kd, init)
                     if not direct:
                         for r in range(ih):
                             for j in range(jw):

@@ -11,13 +11,16 @@ count, so the float64 context's matmul is bit-reproducible and can be checked ag
 oracle that performs the same chain (gmpy2 at 53 bits, subnormalised).
 
 Vectorised ACROSS outputs: a micro-kernel (LLVM IR through a Numba intrinsic, as in
-:mod:`scalars.binary32_matmul`) keeps an ``R x W`` block of accumulators in vector
-registers (``<8 x double>``, ``llvm.fma.v8f64``) over the k loop.  B is copied into
-contiguous ``K x W`` panels (zero-padded past N), A into ``K x R`` micro-panels (rows of
-one k adjacent; zero-padded past M) unless its rows are already adjacent (an F-order A such
-as ``g.T``), so the kernel reads both with unit stride whatever the operands' strides.  The
-k loop is cut into blocks of ``KC`` for cache reuse; the accumulators are stored into C
-between blocks and loaded back, which is exact, so the chain above is unchanged.
+:mod:`scalars.binary32_matmul`) keeps an ``R x W`` block of accumulators (8 x 24: 24 zmm
+registers, enough independent chains to cover the FMA latency on both ports) in vector
+registers (``<8 x double>``, ``llvm.fma.v8f64``) over the k loop.  B is copied, one
+``kc x W`` panel at a time, into a contiguous buffer (zero columns past N; a B read along k,
+such as ``W.T``, by 8 x 8 register transposes) that stays in L1 while every row tile of A
+passes over it.  A C-order A is read in place (R row streams); any other A, and the last
+partial row tile, is copied into ``K x R`` micro-panels (zero rows past M), read with
+prefetch.  The k loop is cut into blocks of at most ``KC``; the accumulators are stored into
+C between blocks and loaded back, which is exact, so the chain above is unchanged.  Edge
+tiles go through an ``R x W`` scratch tile whose padding lanes are discarded.
 
 ``matmul_f64(a, b)`` returns None for the cases it leaves to numpy (non-float64, small
 products where the call overhead dominates, K == 0, shapes it does not handle).
@@ -35,9 +38,9 @@ R = 8          # rows of A per micro-kernel call
 V = 3          # vectors of 8 doubles per row: the tile is R x W outputs
 W = 8 * V      # columns per B panel
 KC = 128       # k block (A micro-panel KC x R and B panel KC x W stay in L1/L2)
-PF_C = 0
-PF_A = 16
-MIN_FLOPS = 1 << 17   # below M*N*K of this, numpy's BLAS call is cheaper than ours
+PF_A = 16      # a packed A micro-panel is prefetched this many k ahead
+MIN_FLOPS = 1 << 20   # below M*N*K of this, numpy's BLAS call is cheaper than ours
+MIN_MN = 8            # ... and below M or N of this (padding to R x W tiles wastes most)
 
 _jit = numba.njit(cache=True, error_model="numpy", nogil=True)
 
@@ -100,14 +103,10 @@ def _make_micro(R: int, V: int, unit_k: bool):
                 builder.module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]),
                 "llvm.prefetch.p0")
 
-            def prefetch(ptr, write):
-                builder.call(pf, [builder.bitcast(ptr, i8p), ir.Constant(i32, write),
+            def prefetch(ptr):          # read, keep in all cache levels, data
+                builder.call(pf, [builder.bitcast(ptr, i8p), ir.Constant(i32, 0),
                                   ir.Constant(i32, 3), ir.Constant(i32, 1)])
 
-            if PF_C:
-                for r in range(R):
-                    for v in range(V):
-                        prefetch(c_ptr(r, v), 1)
             accs = [[cgutils.alloca_once(builder, vt) for _ in range(V)] for _ in range(R)]
             k_start = cgutils.alloca_once(builder, i64)
             is_init = builder.icmp_signed("!=", init_v, c64(0))
@@ -129,7 +128,7 @@ def _make_micro(R: int, V: int, unit_k: bool):
                 bs = [p_at(k, v) for v in range(V)]
                 if PF_A and not unit_k:
                     kp = builder.add(k, c64(PF_A))
-                    prefetch(builder.gep(A, [builder.mul(kp, aks_v)]), 0)
+                    prefetch(builder.gep(A, [builder.mul(kp, aks_v)]))  # (never faults)
                 for r in range(R):
                     av = a_at(k, r)
                     for v in range(V):
@@ -305,9 +304,10 @@ def _gemm(a_addr, a_bs, a_rs, a_ks, b_addr, b_bs, b_ks, b_js, out, M, N, K):
 
 
 def _estrides(x):
-    """Element strides of a float64 array, or None when one is not a multiple of 8."""
+    """Element strides of a float64 array, or None when its data or a stride is not a
+    multiple of 8 bytes (such a view is copied first)."""
     s = x.strides
-    if any(t % 8 for t in s):
+    if x.ctypes.data % 8 or any(t % 8 for t in s):
         return None
     return [t // 8 for t in s]
 
@@ -323,7 +323,7 @@ def matmul_f64(a, b):
         return None
     M, K = a.shape[-2:]
     K2, N = b.shape[-2:]
-    if K != K2 or K == 0 or M * N * K < MIN_FLOPS:
+    if K != K2 or K == 0 or M * N * K < MIN_FLOPS or min(M, N) < MIN_MN:
         return None
     na = a.shape[0] if a.ndim == 3 else 1
     nbb = b.shape[0] if b.ndim == 3 else 1
@@ -332,9 +332,11 @@ def matmul_f64(a, b):
     nb = max(na, nbb)
     sa, sb = _estrides(a), _estrides(b)
     if sa is None:
-        a, sa = np.ascontiguousarray(a), _estrides(np.ascontiguousarray(a))
+        a = np.array(a)                   # a fresh, aligned C-order copy
+        sa = _estrides(a)
     if sb is None:
-        b, sb = np.ascontiguousarray(b), _estrides(np.ascontiguousarray(b))
+        b = np.array(b)
+        sb = _estrides(b)
     a_bs = sa[0] if a.ndim == 3 and na == nb else 0
     b_bs = sb[0] if b.ndim == 3 and nbb == nb else 0
     out = np.empty((nb, M, N))

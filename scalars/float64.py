@@ -1,8 +1,10 @@
 """Hardware float64: numpy, BLAS and the platform libm exactly as they are.
 
 This context makes no rounding promise beyond IEEE's for + - * / sqrt (numpy's ufuncs);
-``exp`` and friends come from libm (faithful, not guaranteed correctly rounded), sums and
-matmul use numpy's pairwise summation and BLAS (order unspecified): ``reduction="native"``.
+``exp`` and friends come from libm (faithful, not guaranteed correctly rounded), sums use
+numpy's pairwise summation; matmul is one sequential fma chain per output above a size
+threshold (:mod:`scalars.f64_matmul`, reproducible bit for bit) and numpy's BLAS below it
+(order unspecified): ``reduction="native"``.
 """
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from .arrayshape import ArrayShapeOps
 from .base import as_object_array, check_broadcast, to_fraction
 from .eft import fma_f64
 from .errors import ContextError
+from .f64_matmul import matmul_f64
 from .formats import binary64
 
 
@@ -61,7 +64,8 @@ class Float64Context(ArrayShapeOps):
     reduction = "native"
     correctly_rounded = frozenset({"add", "sub", "mul", "div", "sqrt", "neg", "abs",
                                    "square", "fma", "maximum", "minimum"})
-    description = "hardware IEEE binary64 via numpy/BLAS/libm (sums and matmul in native order)"
+    description = ("hardware IEEE binary64 via numpy/libm (sums in native order; matmul one "
+                   "sequential fma chain per output above a size threshold, BLAS below)")
 
     def _arr(self, v, op: str) -> np.ndarray:
         """A float64 value of this context; other contexts' values are named and refused.
@@ -185,7 +189,16 @@ class Float64Context(ArrayShapeOps):
         return y
 
     def matmul(self, a, b):
+        """``a @ b``.  Float64Context itself computes products of at least
+        ``f64_matmul.MIN_FLOPS`` multiply-adds (and M, N >= 8) as one sequential fma chain
+        per output (:mod:`scalars.f64_matmul`: bit-reproducible, oracle-checkable); smaller
+        ones, and subclasses, get numpy's BLAS (order unspecified)."""
         a = self._arr(a, "matmul"); b = self._arr(b, "matmul")
+        if type(self) is Float64Context:
+            # None for what it leaves to numpy, shapes that do not contract included
+            y = matmul_f64(a, b)
+            if y is not None:
+                return y
         try:
             with np.errstate(all="ignore"):  # native: inf/NaN propagate as BLAS gives them
                 return np.asarray(np.matmul(a, b))

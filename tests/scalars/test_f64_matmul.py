@@ -1,0 +1,228 @@
+"""The float64 matmul of scalars.f64_matmul computes, for every output, the sequential fma
+chain ``acc = RN(a0*b0); acc = fma(a_k, b_k, acc)``: checked bit for bit against MPFR
+(gmpy2 at 53 bits, binary64's exponent range, subnormalised) doing the same chain, for
+edge shapes (partial row tiles and panels, K = 1, several k blocks), any operand strides
+(F order, transposed views, slices, reversed and unaligned views), batches, and operands
+with subnormals, signed zeros, overflow, infinities and NaN.  On the MLP shapes it agrees
+with numpy's BLAS to the rounding error of a dot product, and the float64 context uses it
+above its size threshold."""
+from __future__ import annotations
+
+import itertools
+
+import gmpy2
+import numpy as np
+import pytest
+
+from scalarlab import scalars
+from scalarlab.scalars import f64_matmul as F
+from scalarlab.scalars.errors import ContextError
+
+CTX = gmpy2.context(precision=53, emin=-1073, emax=1024, subnormalize=True,
+                    round=gmpy2.RoundToNearest)
+_mul = np.frompyfunc(lambda x, y: CTX.mul(x, y), 2, 1)
+_fma = np.frompyfunc(lambda x, y, z: CTX.fma(x, y, z), 3, 1)
+_mpfr = np.frompyfunc(lambda x: gmpy2.mpfr(float(x), 53), 1, 1)
+_float = np.frompyfunc(float, 1, 1)
+
+
+def oracle(a, b):
+    """The sequential fma chain of every output of a @ b in MPFR (vectorised over outputs,
+    one Python-level step per k); 2-d or batched 3-d operands."""
+    a3 = np.asarray(a, dtype=np.float64)
+    b3 = np.asarray(b, dtype=np.float64)
+    a3 = a3[None] if a3.ndim == 2 else a3
+    b3 = b3[None] if b3.ndim == 2 else b3
+    nb = max(a3.shape[0], b3.shape[0])
+    a3 = np.broadcast_to(a3, (nb,) + a3.shape[1:])
+    b3 = np.broadcast_to(b3, (nb,) + b3.shape[1:])
+    A, B = _mpfr(a3), _mpfr(b3)
+    acc = _mul(A[:, :, 0, None], B[:, None, 0, :])
+    for k in range(1, a3.shape[2]):
+        acc = _fma(A[:, :, k, None], B[:, None, k, :], acc)
+    out = _float(acc).astype(np.float64)
+    return out[0] if np.ndim(a) == 2 and np.ndim(b) == 2 else out
+
+
+def same_bits(got, want):
+    """Equal bit patterns, NaN for NaN (payloads are not promised)."""
+    assert got.shape == want.shape
+    g, w = got.view(np.int64), want.view(np.int64)
+    both_nan = np.isnan(got) & np.isnan(want)
+    bad = np.flatnonzero(((g != w) & ~both_nan).ravel())
+    assert bad.size == 0, (f"{bad.size} of {got.size} entries differ, first at flat index "
+                           f"{bad[0]}: got {got.ravel()[bad[0]]!r}, want "
+                           f"{want.ravel()[bad[0]]!r}")
+
+
+@pytest.fixture
+def always(monkeypatch):
+    """The kernel for every shape (no size threshold), as the tests of small shapes need."""
+    monkeypatch.setattr(F, "MIN_FLOPS", 0)
+    monkeypatch.setattr(F, "MIN_MN", 1)
+    return F.matmul_f64
+
+
+def operands(rng, M, K, N, wide=True):
+    """Normal values with magnitudes from 2^-60 to 2^60 (wide) so that every product and
+    every partial sum rounds, and cancellation happens."""
+    a = rng.standard_normal((M, K))
+    b = rng.standard_normal((K, N))
+    if wide:
+        a *= np.exp2(rng.integers(-60, 60, (M, K)))
+        b *= np.exp2(rng.integers(-60, 60, (K, N)))
+    return a, b
+
+
+SIZES = (1, 2, 3, 7, 8, 9, 17, 25, 33)
+# A representative slice of SIZES^3 in the default run (every size in every position, the
+# tile edges 7/8/9 and 17/25/33 crossed); the whole cube runs with -m slow.
+FAST_SHAPES = [(1, 1, 1), (1, 33, 25), (2, 9, 3), (3, 17, 33), (7, 8, 9), (8, 1, 24),
+               (8, 8, 8), (9, 25, 17), (17, 7, 25), (25, 3, 7), (33, 2, 33), (33, 33, 1),
+               (16, 130, 48), (9, 300, 26)]          # the last two: several k blocks
+
+
+@pytest.mark.parametrize("M,K,N", FAST_SHAPES)
+def test_fma_chain_matches_mpfr(always, M, K, N):
+    rng = np.random.default_rng(M * 10007 + K * 101 + N)
+    a, b = operands(rng, M, K, N)
+    same_bits(always(a, b), oracle(a, b))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("M,K,N", list(itertools.product(SIZES, SIZES, SIZES)))
+def test_fma_chain_matches_mpfr_every_edge_shape(always, M, K, N):
+    rng = np.random.default_rng(M * 10007 + K * 101 + N)
+    a, b = operands(rng, M, K, N)
+    same_bits(always(a, b), oracle(a, b))
+
+
+def _views(rng, M, K, N):
+    """(name, a, b): the same kinds of operands through every kind of layout."""
+    a, b = operands(rng, M, K, N)
+    big = np.full((2 * M + 1, 3 * K + 2), np.nan)
+    sliced = big[1::2, 2::3][:M, :K]
+    sliced[...] = a
+    raw = np.zeros(M * K * 8 + 1, dtype=np.uint8)
+    unaligned = np.frombuffer(raw.data, dtype=np.float64, count=M * K, offset=1)
+    unaligned = unaligned.reshape(M, K)
+    unaligned[...] = a
+    return [
+        ("C @ C", a, b),
+        ("F @ F", np.asfortranarray(a), np.asfortranarray(b)),
+        ("x @ W.T", a, np.ascontiguousarray(b.T).T),
+        ("g.T @ x", np.ascontiguousarray(a.T).T, b),
+        ("slices", sliced, b),
+        ("reversed", a[::-1, ::-1].copy()[::-1, ::-1], b[::-1].copy()[::-1]),
+        ("unaligned", unaligned, b),
+    ]
+
+
+@pytest.mark.parametrize("shape", [(9, 19, 26), (16, 24, 17), (24, 40, 49)])
+def test_any_layout_gives_the_same_bits(always, shape):
+    rng = np.random.default_rng(sum(shape))
+    want = None
+    for name, a, b in _views(rng, *shape):
+        got = always(a, b)
+        assert got.flags.c_contiguous, name
+        if want is None:
+            want = oracle(a, b)
+        try:
+            same_bits(got, want)
+        except AssertionError as exc:
+            raise AssertionError(f"{name}: {exc}") from None
+
+
+def test_batches_and_broadcast_batches(always):
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((3, 9, 13)) * np.exp2(rng.integers(-30, 30, (3, 9, 13)))
+    b = rng.standard_normal((3, 13, 26))
+    b1 = rng.standard_normal((1, 13, 26))
+    b2 = rng.standard_normal((13, 26))
+    for x, y in ((a, b), (a, b1), (a, b2), (a[:1], b), (b2.T[None, :9], b2),
+                 (a.transpose(0, 2, 1).copy().transpose(0, 2, 1), b)):
+        got = always(x, y)
+        assert got.shape == np.matmul(x, y).shape
+        same_bits(got, oracle(x, y))
+
+
+def test_special_values_land_where_mpfr_puts_them(always):
+    """Subnormal products and sums, signed zeros (a chain of -0 products stays -0, one +0
+    makes +0), overflow to inf and inf - inf = NaN, inf and NaN operands in given rows and
+    columns: every output's bits equal the MPFR chain's."""
+    rng = np.random.default_rng(11)
+    M, K, N = 11, 9, 27
+    a = rng.standard_normal((M, K))
+    b = rng.standard_normal((K, N))
+    a[0] *= 2.0 ** -1060                         # row 0: subnormal products and sums
+    b[:, 1] *= 2.0 ** -20
+    a[1] = -0.0                                   # row 1: signed zero chains
+    b[:, 2] = 0.0
+    b[3:, 3] = -0.0
+    a[2, 4] = 1e300; b[4, 12:] = 1e300            # row 2: overflow to +-inf
+    a[3, 5] = np.inf                              # row 3: inf times finite, inf - inf
+    b[5, 6] = 0.0                                 # inf * 0 = NaN in column 6
+    a[4, 6] = np.nan                              # row 4: NaN everywhere
+    b[7, 8] = -np.inf                             # column 8: inf from B
+    a[5, :] = [2.0 ** 1023, 2.0 ** 1023, -np.inf, 1, 1, 1, 1, 1, 1]
+    b[:3, 9] = 1.0                                # row 5 col 9: overflow, then -inf: NaN
+    a[6] = 2.0 ** -537; b[:, 10] = 2.0 ** -537    # products exactly 2^-1074 = min subnormal
+    a[7] = 2.0 ** -538; b[:, 11] = 2.0 ** -537    # products 2^-1075: ties to even (0)
+    got = always(a, b)
+    with np.errstate(all="ignore"):
+        want = oracle(a, b)
+    same_bits(got, want)
+    # the cases are the ones meant
+    assert want[1, 2] == 0 and np.signbit(want[1, 2])           # -0: all products -0
+    assert want[1, 3] == 0 and not np.signbit(want[1, 3])       # mixed zeros: +0
+    assert np.isinf(want[2]).any() and np.isnan(want[4]).all() and np.isnan(want[5, 9])
+    assert 0 < abs(want[0, 0]) < 2.0 ** -1022 and want[6, 10] == 9 * 2.0 ** -1074
+
+
+@pytest.mark.parametrize("layout", ["x @ W.T", "g.T @ x"])
+def test_mlp_shapes_close_to_numpy(layout):
+    """The two GEMMs of the tape MLP step (784-256-10, batch 128) through the threshold
+    (the kernel runs): within 1e-12 of numpy relative to sum |a||b| per output."""
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((128, 784))
+    if layout == "x @ W.T":
+        a, b = x, rng.standard_normal((256, 784)).T
+    else:
+        a, b = rng.standard_normal((128, 256)).T, x
+    assert F.matmul_f64(a, b) is not None
+    got = F.matmul_f64(a, b)
+    scale = np.abs(a) @ np.abs(b)
+    assert np.max(np.abs(got - a @ b) / scale) < 1e-12
+    # and it is the fma chain: one row of outputs against MPFR
+    same_bits(got[:1], oracle(a[:1], b))
+
+
+def test_float64_context_uses_the_chain_above_the_threshold():
+    ctx = scalars.get("float64")
+    rng = np.random.default_rng(8)
+    a, b = operands(rng, 64, 130, 130)          # 1.08e6 multiply-adds >= MIN_FLOPS
+    assert a.shape[0] * a.shape[1] * b.shape[1] >= F.MIN_FLOPS
+    got = ctx.matmul(a, b)
+    same_bits(got, F.matmul_f64(a, b))
+    same_bits(got[:2], oracle(a[:2], b))
+    # below it, numpy's product exactly
+    small = operands(rng, 8, 8, 8)
+    same_bits(ctx.matmul(*small), np.matmul(*small))
+    # a linear layer: the same chain, then the bias
+    W, bias = rng.standard_normal((130, 130)), rng.standard_normal(130)
+    same_bits(ctx.affine(a, W, bias), ctx.matmul(a, np.ascontiguousarray(W.T)) + bias)
+
+
+def test_declines_what_it_does_not_handle():
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((128, 128))
+    assert F.matmul_f64(a, a) is not None
+    assert F.matmul_f64(a.astype(np.float32), a) is None
+    assert F.matmul_f64(a[0], a) is None                   # 1-d: numpy
+    assert F.matmul_f64(a[:, :0], a[:0]) is None           # K = 0: numpy
+    assert F.matmul_f64(a, a[:100]) is None                # does not contract
+    assert F.matmul_f64(a[:4], a) is None                  # M < MIN_MN
+    assert F.matmul_f64(np.ones((2, 128, 128)), np.ones((3, 128, 128))) is None
+    ctx = scalars.get("float64")
+    with pytest.raises(ContextError, match=r"matmul: shapes \[128, 128\] and \[100, 128\]"):
+        ctx.matmul(a, a[:100])

@@ -158,6 +158,19 @@ def _load(typingctx, addr, idx):
 
 
 @intrinsic
+def _copy8(typingctx, src, dst):
+    """Copy 8 float64 from byte address ``src`` to ``dst`` (one vector load and store)."""
+    sig = types.void(types.int64, types.int64)
+
+    def codegen(context, builder, signature, args):
+        vp = ir.VectorType(ir.DoubleType(), 8).as_pointer()
+        v = builder.load(builder.inttoptr(args[0], vp), align=8)
+        builder.store(v, builder.inttoptr(args[1], vp), align=8)
+        return context.get_dummy_value()
+    return sig, codegen
+
+
+@intrinsic
 def _transpose8(typingctx, src, ld_src, dst, ld_dst):
     """dst[c * ld_dst + r] = src[r * ld_src + c] for an 8 x 8 block of float64 at byte
     addresses ``src``, ``dst`` (strides in elements): 8 vector loads, 24 shuffles, 8 vector
@@ -215,6 +228,10 @@ def _pack_panel(bq, b_ks, b_js, pbuf, pan, p_addr, k0, kd, j0, jw):
         for j in range(jt, jw):
             for k in range(kd):
                 pbuf[pan + k * W + j] = _load(bq, k0 + k + (j0 + j) * b_js)
+    elif b_js == 1 and jw == W:                       # rows of B: vector copies
+        for k in range(kd):
+            for v in range(0, W, 8):
+                _copy8(bq + 8 * ((k0 + k) * b_ks + j0 + v), p_addr + 8 * (k * W + v))
     else:
         for k in range(kd):
             for j in range(jw):
@@ -237,6 +254,10 @@ def _pack_a(aq, a_rs, a_ks, apack, ap_addr, M, K):
             kt = K - K % 8
             for kk in range(0, kt, 8):
                 _transpose8(aq + 8 * (i0 * a_rs + kk), a_rs, ap_addr + 8 * (base + kk * R), R)
+        elif a_rs == 1 and ih == R and R == 8:        # the R values of one k adjacent
+            kt = K
+            for k in range(K):
+                _copy8(aq + 8 * (i0 + k * a_ks), ap_addr + 8 * (base + k * R))
         for k in range(kt, K):
             for r in range(ih):
                 apack[base + k * R + r] = _load(aq, (i0 + r) * a_rs + k * a_ks)

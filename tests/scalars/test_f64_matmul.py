@@ -79,7 +79,7 @@ SIZES = (1, 2, 3, 7, 8, 9, 17, 25, 33)
 # tile edges 7/8/9 and 17/25/33 crossed); the whole cube runs with -m slow.
 FAST_SHAPES = [(1, 1, 1), (1, 33, 25), (2, 9, 3), (3, 17, 33), (7, 8, 9), (8, 1, 24),
                (8, 8, 8), (9, 25, 17), (17, 7, 25), (25, 3, 7), (33, 2, 33), (33, 33, 1),
-               (16, 130, 48), (9, 300, 26)]          # the last two: several k blocks
+               (16, 130, 48), (9, 300, 26)]
 
 
 @pytest.mark.parametrize("M,K,N", FAST_SHAPES)
@@ -87,6 +87,18 @@ def test_fma_chain_matches_mpfr(always, M, K, N):
     rng = np.random.default_rng(M * 10007 + K * 101 + N)
     a, b = operands(rng, M, K, N)
     same_bits(always(a, b), oracle(a, b))
+
+
+@pytest.mark.parametrize("kc", [1, 7, 64])
+@pytest.mark.parametrize("M,K,N", [(16, 130, 48), (9, 300, 26), (17, 15, 25)])
+def test_k_blocks_continue_the_chain(always, monkeypatch, kc, M, K, N):
+    """Cutting k into blocks (accumulators stored into C and loaded back, edge tiles
+    through the scratch tile) leaves every chain as it is."""
+    monkeypatch.setattr(F, "KC", kc)
+    rng = np.random.default_rng(M * 10007 + K * 101 + N)
+    a, b = operands(rng, M, K, N)
+    for x, y in ((a, b), (np.asfortranarray(a), np.ascontiguousarray(b.T).T)):
+        same_bits(always(x, y), oracle(a, b))
 
 
 @pytest.mark.slow

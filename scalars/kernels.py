@@ -1,10 +1,10 @@
-"""Numba-compiled elementwise helpers (float64 libm functions numpy lacks)."""
+"""Numba-compiled elementwise helpers of the float64 context (libm functions numpy lacks,
+one-pass heaviside and relu-derivative product)."""
 from __future__ import annotations
 
 import math
 
 import numba
-import numpy as np
 
 
 @numba.vectorize(["float64(float64)"], cache=True)

@@ -232,16 +232,24 @@ def _same_shape(in_shapes, attrs, declared=None):
     return tuple(in_shapes[0])
 
 
-def _unary(name, f, dydx, *, monotone=None, doc=""):
-    """Record for ``y = f(x)`` with derivative ``dydx(ctx, x, y)`` (a context value)."""
+def _unary(name, f, dydx, *, monotone=None, doc="", fused=None):
+    """Record for ``y = f(x)`` with derivative ``dydx(ctx, x, y)`` (a context value).
+
+    ``fused``: the name of an optional context method ``m(g, x)`` returning the same
+    values as ``mul(g, dydx(ctx, x, y))`` in one pass; contexts without it get the
+    composition."""
+    def times_dydx(ctx, g, x, y):
+        m = getattr(ctx, fused, None) if fused else None
+        return m(g, x) if m is not None else ctx.mul(g, dydx(ctx, x, y))
+
     def forward(ctx, args, attrs, nb):
         return f(ctx, args[0])
 
     def vjp(ctx, g, args, y, attrs, nb):
-        return [ctx.mul(g, dydx(ctx, args[0], y))]
+        return [times_dydx(ctx, g, args[0], y)]
 
     def jvp(ctx, args, tans, y, attrs, nb):
-        return None if tans[0] is None else ctx.mul(tans[0], dydx(ctx, args[0], y))
+        return None if tans[0] is None else times_dydx(ctx, tans[0], args[0], y)
 
     return register(OpRecord(name=name, arity=(1, 1), shape=_same_shape,
                              forward=_over_duals(forward, jvp), vjp=vjp, jvp=jvp,
@@ -378,5 +386,6 @@ for _fn in FUNCTIONS.values():
 _unary("safe_log", _safe_log, _safe_log_d, monotone="increasing",
        doc=f"log(max(x, {SAFE_LOG_TINY}))")
 _unary("relu", lambda c, x: c.maximum(x, c.zeros(())), lambda c, x, y: c.heaviside(x),
-       monotone="increasing", doc="max(x, 0); derivative heaviside(x) (0 at x = 0)")
+       monotone="increasing", doc="max(x, 0); derivative heaviside(x) (0 at x = 0)",
+       fused="mul_heaviside")
 _unary("gelu", _gelu, _gelu_d, doc="exact GELU x*Phi(x) with erf")

@@ -153,10 +153,11 @@ def _linear_vjp(ctx, g, args, y, attrs, nb, needs=None):
     x, W, b = args
     # needs (tape): which of x, W, b want a gradient; the first layer's input does not,
     # and skipping it saves the largest product of the backward pass.
-    gx = ctx.matmul(g, W) if needs is None or needs[0] else None
     g2 = _rows(ctx, g)
-    gW = ctx.matmul(ctx.transpose(g2), _rows(ctx, x)) if needs is None or needs[1] else None
+    # the bias gradient first, while g is still in cache (the products evict it)
     gb = ctx.sum(g2, axis=0) if needs is None or needs[2] else None
+    gx = ctx.matmul(g, W) if needs is None or needs[0] else None
+    gW = ctx.matmul(ctx.transpose(g2), _rows(ctx, x)) if needs is None or needs[1] else None
     return [gx, gW, gb]
 
 

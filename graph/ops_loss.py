@@ -28,14 +28,18 @@ def _mse_forward(ctx, args, attrs, nb):
     return ctx.div(s, ctx.convert(n))
 
 
-def _mse_vjp(ctx, g, args, y, attrs, nb):
+def _mse_vjp(ctx, g, args, y, attrs, nb, needs=None):
     p, t = args
     axes, n = _axes_n(ctx, p, nb)
     s = ctx.shape(p)
     gb = ctx.reshape(g, tuple(s[:nb]) + (1,) * len(axes))
     # d/dp = 2 (p - t) / n
     gp = ctx.mul(ctx.div(ctx.mul(ctx.convert(2), ctx.sub(p, t)), ctx.convert(n)), gb)
-    return [gp, ctx.neg(gp)]
+    # a target that wants no gradient (a constant) gets none
+    return [gp, ctx.neg(gp) if needs is None or needs[1] else None]
+
+
+_mse_vjp.takes_needs = True   # see graph.oprecord
 
 
 def _mse_jvp(ctx, args, tans, y, attrs, nb):

@@ -27,8 +27,6 @@ Kernels take C-contiguous arrays; each has one compiled signature.
 """
 from __future__ import annotations
 
-import math
-
 import numba
 import numpy as np
 

@@ -29,7 +29,7 @@ from fractions import Fraction
 import numba
 import numpy as np
 
-from .eft import f2i, i2f, prod_err, two_prod, two_sum
+from .eft import f2i, i2f, two_prod, two_sum
 from .formats import Format, binary64
 
 DBL_MAX = float(np.finfo(np.float64).max)

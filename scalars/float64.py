@@ -18,6 +18,7 @@ from .eft import fma_f64
 from .errors import ContextError
 from .f64_matmul import matmul_f64
 from .formats import binary64
+from .kernels import heaviside_f64, mul_heaviside_f64
 
 
 def _exact_to_float64(x) -> float:
@@ -146,10 +147,11 @@ class Float64Context(ArrayShapeOps):
         return fn.eval_f64(a, b)
 
     def heaviside(self, a):
-        a = self._arr(a, "heaviside")
-        out = np.empty(a.shape)                 # one pass: the comparison written as 0.0/1.0
-        np.greater(a, 0.0, out=out, casting="unsafe")
-        return out
+        return np.asarray(heaviside_f64(self._arr(a, "heaviside")))
+
+    def mul_heaviside(self, g, x):
+        """``mul(g, heaviside(x))`` in one pass (the relu derivative's product)."""
+        return self._bin("mul", mul_heaviside_f64, g, x)
     def sign(self, a): return np.asarray(np.sign(self._arr(a, "sign")))
     def less(self, a, b): return self._bin("less", np.less, a, b)
 

@@ -510,7 +510,6 @@ def negative_gamma_interval(ctx, fn, a):
     if not neg.any() or E.kind == "rational":
         return _piecewise(ctx, fn, a)
     lo_f = np.asarray(E.to_f64_nearest(a.lo), dtype=np.float64)
-    hi_f = np.asarray(E.to_f64_nearest(a.hi), dtype=np.float64)
     flat_neg = np.flatnonzero(neg.reshape(-1))
     los, his = [], []
     for i in flat_neg:

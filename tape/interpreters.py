@@ -36,7 +36,7 @@ class PlainOps(Ops):
         self.ctx = scalars.get(ctx)
 
     def apply(self, op, *refs, **attrs):
-        where = f"plain evaluation"
+        where = "plain evaluation"
         try:
             rec = get_op(op)
         except GraphError as exc:

@@ -56,3 +56,31 @@ def test_real_interval_and_dual_values_are_refused_by_name(ctx):
         scalars.get(ctx).add(iv, iv)
     with pytest.raises(ContextError, match=rf"context {ctx}: mul: got a Dual \(a dual-context value\)"):
         scalars.get(ctx).mul(du, du)
+
+
+SPECIALS = [0.0, -0.0, 5e-324, -5e-324, 1.5, -2.25, 1e308, -1e308, np.inf, -np.inf, np.nan,
+            -np.nan, 2.0 ** -1074, 0.1]
+
+
+def test_heaviside_and_fused_relu_product_match_their_definitions():
+    """heaviside is 1 where x > 0 else 0 (NaN -> 0); mul_heaviside(g, x) is bit for bit
+    g * heaviside(x) computed by numpy (inf * 0 -> NaN, quiet NaN payloads kept), over
+    every pair of special values and broadcast shapes."""
+    s = np.array(SPECIALS)
+    s[11] = np.frombuffer(np.uint64(0x7FF8000000000123).tobytes(), np.float64)[0]  # payload
+    x, g = np.meshgrid(s, s, indexing="ij")
+    want_h = np.where(x > 0, 1.0, 0.0)
+    h = F.heaviside(x)
+    assert h.dtype == np.float64 and np.array_equal(h, want_h)
+    with np.errstate(all="ignore"):
+        want = g * want_h
+    got = F.mul_heaviside(g, x)
+    assert np.array_equal(got.view(np.uint64), want.view(np.uint64))
+    with np.errstate(all="ignore"):
+        want_b = g[:1] * want_h                                                 # broadcast g
+    assert np.array_equal(F.mul_heaviside(g[:1], x).view(np.uint64), want_b.view(np.uint64))
+    row = F.mul_heaviside(np.float64(3.0), s)                                   # 0-d g
+    assert np.array_equal(row, 3.0 * want_h[:, 0])
+    with pytest.raises(ContextError,
+                       match=r"context float64: mul: shapes do not broadcast: \[3\] vs \[4\]"):
+        F.mul_heaviside(np.ones(3), np.ones(4))

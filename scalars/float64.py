@@ -1,4 +1,4 @@
-"""Hardware float64: numpy, BLAS and the platform libm exactly as they are.
+"""Hardware float64: numpy's ufuncs, the platform libm, and a matmul in a fixed order.
 
 This context makes no rounding promise beyond IEEE's for + - * / sqrt (numpy's ufuncs);
 ``exp`` and friends come from libm (faithful, not guaranteed correctly rounded), sums use
@@ -152,6 +152,7 @@ class Float64Context(ArrayShapeOps):
     def mul_heaviside(self, g, x):
         """``mul(g, heaviside(x))`` in one pass (the relu derivative's product)."""
         return self._bin("mul", mul_heaviside_f64, g, x)
+
     def sign(self, a): return np.asarray(np.sign(self._arr(a, "sign")))
     def less(self, a, b): return self._bin("less", np.less, a, b)
 

@@ -337,11 +337,13 @@ def _estrides(x):
     return [t // 8 for t in s]
 
 
-def matmul_f64(a, b):
+def matmul_f64(a, b, out=None):
     """``a @ b`` for float64 arrays (2-d or 3-d, 3-d operands sharing or broadcasting a
     batch dimension) as sequential fma chains (module docstring), C-order result; None
     when this module leaves the case to numpy (other dtypes or ranks, K == 0, products
-    below ``MIN_FLOPS``, shapes that do not contract: the caller reports those)."""
+    below ``MIN_FLOPS``, shapes that do not contract: the caller reports those).
+    ``out``: a C-contiguous float64 array of the result's shape, overlapping neither
+    operand, to write into (returned); anything else is ignored (a new array)."""
     if not (isinstance(a, np.ndarray) and isinstance(b, np.ndarray)
             and a.dtype == np.float64 and b.dtype == np.float64
             and a.ndim in (2, 3) and b.ndim in (2, 3)):
@@ -364,9 +366,28 @@ def matmul_f64(a, b):
         sb = _estrides(b)
     a_bs = sa[0] if a.ndim == 3 and na == nb else 0
     b_bs = sb[0] if b.ndim == 3 and nbb == nb else 0
-    out = np.empty((nb, M, N))
+    shape = (M, N) if a.ndim == 2 and b.ndim == 2 else (nb, M, N)
+    if not (isinstance(out, np.ndarray) and out.dtype == np.float64 and out.shape == shape
+            and out.flags.c_contiguous and not np.may_share_memory(out, a)
+            and not np.may_share_memory(out, b)):
+        out = np.empty(shape)
+    res = out
+    out = out.reshape(nb, M, N)
     _gemm(a.ctypes.data, a_bs, sa[-2], sa[-1], b.ctypes.data, b_bs, sb[-2], sb[-1],
           out, M, N, K, KC)
-    if a.ndim == 2 and b.ndim == 2:
-        return out[0]
-    return out
+    return res
+
+
+def product(a, b, out=None):
+    """``a @ b`` of float64 arrays: :func:`matmul_f64`'s chains where it takes the case,
+    numpy's matmul (BLAS) otherwise; written into ``out`` when given (numpy's rules).
+    For code that needs a float64 product whose rounding error obeys the order-free
+    bound |fl(AB) - AB| <= gamma_K |A||B| (midpoint-radius interval products): both
+    paths do."""
+    y = matmul_f64(a, b, out)
+    if y is None:
+        return np.matmul(a, b) if out is None else np.matmul(a, b, out=out)
+    if out is not None and y is not out:
+        out[...] = y
+        return out
+    return y

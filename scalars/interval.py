@@ -50,6 +50,7 @@ from . import function_intervals as FI
 from .arrayshape import ArrayShapeOps
 from .base import Context, check_broadcast
 from .errors import ContextError
+from .f64_matmul import product as _product
 from .formats import Format, binary64
 from .functions import FUNCTIONS
 
@@ -1204,9 +1205,10 @@ class IntervalContext(Context):
         """Rump's midpoint-radius product with a rigorous bound on the float64 rounding.
 
         A in <mA, rA>, B in <mB, rB>.  The real product lies in
-        <mA mB, |mA| rB + rA (|mB| + rB)>.  C = fl(mA @ mB) (BLAS, any order, fma or not)
-        satisfies |C - mA mB| <= gamma_n |mA||mB| + NZ eta, with gamma_n = n u/(1 - n u),
-        u = 2^-53, eta = 2^-1074 and NZ <= n the number of products (underflow).  So
+        <mA mB, |mA| rB + rA (|mB| + rB)>.  C = fl(mA @ mB) (``f64_matmul.product``: any
+        order, fma or not) satisfies |C - mA mB| <= gamma_n |mA||mB| + NZ eta, with
+        gamma_n = n u/(1 - n u), u = 2^-53, eta = 2^-1074 and NZ <= n the number of
+        products (underflow).  So
             R  >=  (gamma_n |mA| + rA) (|mB| + rB) + |mA| rB + n eta
         bounds everything; it is evaluated with as few BLAS products as the operands
         allow: 1 when either side is a point matrix (the IBP case: interval activations
@@ -1240,18 +1242,18 @@ class IntervalContext(Context):
                 mA = mA[None, :]; rA = None if rA is None else rA[None, :]
             if vb:
                 mB = mB[:, None]; rB = None if rB is None else rB[:, None]
-            C = np.matmul(mA, mB)
+            C = _product(mA, mB)
             u = 2.0 ** -53
             gamma = (n * u) / (1.0 - n * u) * (1.0 + 2.0 ** -50)
             aA, aB = np.abs(mA), np.abs(mB)
             if rB is None and rA is None:
-                R = gamma * np.matmul(aA, aB)
+                R = gamma * _product(aA, aB)
             elif rB is None:
-                R = np.matmul(gamma * aA + rA, aB)
+                R = _product(gamma * aA + rA, aB)
             elif rA is None:
-                R = np.matmul(aA, gamma * aB + rB)
+                R = _product(aA, gamma * aB + rB)
             else:
-                R = np.matmul(gamma * aA + rA, aB + rB) + np.matmul(aA, rB)
+                R = _product(gamma * aA + rA, aB + rB) + _product(aA, rB)
             if not np.all(np.isfinite(R)):
                 return self.matmul_endpoint(a, b)
             R = R * (1.0 + (n + 10) * 2.0 ** -52)
@@ -1288,16 +1290,16 @@ class IntervalContext(Context):
                 return None
             # C and R are temporaries of this call: reused work arrays (see D.scratch)
             cshape = (mA.shape[0], mB.shape[1])
-            C = np.matmul(mA, mB, out=D.scratch("mm.C", cshape))
+            C = _product(mA, mB, out=D.scratch("mm.C", cshape))
             R = D.scratch("mm.R", cshape)
             if rB is None and rA is None:
-                np.multiply(gamma, np.matmul(aA, aB, out=R), out=R)
+                np.multiply(gamma, _product(aA, aB, out=R), out=R)
             elif rB is None:
-                np.matmul(gA, aB, out=R)          # gA = gamma |mA| + rA
+                _product(gA, aB, out=R)          # gA = gamma |mA| + rA
             elif rA is None:
-                np.matmul(aA, gB, out=R)          # gB = gamma |mB| + rB
+                _product(aA, gB, out=R)          # gB = gamma |mB| + rB
             else:
-                R = np.matmul(gA, aB + rB) + np.matmul(aA, rB)
+                R = _product(gA, aB + rB) + _product(aA, rB)
             r = D.midrad2d_dir(C, R, 1.0 + (n + 10) * 2.0 ** -52, (3 * n + 3) * 2.0 ** -1074,
                                nzA, nzB, E.grid)
         if r is None:

@@ -37,6 +37,7 @@ import numpy as np
 from .directed import (DBL_MAX, _SAFE_HI, _down_bits, _finite, _midrad_cols_kernel,
                        _midrad_one, _midrad_rows_kernel, _up_bits, recycled_empty, scratch)
 from .eft import f2i, i2f, two_sum
+from .f64_matmul import product as _product
 
 __all__ = ["prep_rows", "midrad_prep_fast", "weight_abs", "point_snapshot", "finish_bias",
            "relu_pair", "affine_midrad", "clear_weight_cache"]
@@ -482,8 +483,8 @@ def affine_midrad(xlo, xhi, W, blo, bhi, relu: bool = False, prep=None):
         A, nzB, finW = weight_abs(W)
         if not finW:
             return None
-        C = np.matmul(m, W.T, out=scratch("affine.C", (P, p)))
-        R = np.matmul(g, A.T, out=scratch("affine.R", (P, p)))
+        C = _product(m, W.T, out=scratch("affine.C", (P, p)))
+        R = _product(g, A.T, out=scratch("affine.R", (P, p)))
         scale, tiny = 1.0 + (n + 10) * 2.0 ** -52, (3 * n + 3) * 2.0 ** -1074
         if not relu:
             status, lo, hi, nan = finish_bias(C, R, scale, tiny, nzA, nzB,

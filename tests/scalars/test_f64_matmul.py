@@ -228,3 +228,66 @@ def test_declines_what_it_does_not_handle():
     ctx = scalars.get("float64")
     with pytest.raises(ContextError, match=r"matmul: shapes \[128, 128\] and \[100, 128\]"):
         ctx.matmul(a, a[:100])
+
+
+def test_product_writes_into_out_on_both_paths(always, monkeypatch):
+    """``product(a, b, out)``: the chain written into ``out`` (a C array of the result's
+    shape), the chain into a fresh array then copied for an ``out`` it cannot write (an
+    F-ordered one, one overlapping an operand), numpy's matmul for what the chain
+    declines -- every value the MPFR chain's or numpy's."""
+    rng = np.random.default_rng(7)
+    a, b = operands(rng, 9, 17, 25)
+    want = oracle(a, b)
+    out = np.full((9, 25), np.nan)
+    assert F.product(a, b, out=out) is out
+    same_bits(out, want)
+    fout = np.asfortranarray(np.full((9, 25), np.nan))
+    assert F.product(a, b, out=fout) is fout
+    same_bits(fout, want)
+    sq, sq2 = operands(rng, 25, 25, 25)                 # out is the left operand itself
+    want_sq = oracle(sq, sq2)
+    assert F.product(sq, sq2, out=sq) is sq
+    same_bits(sq, want_sq)
+    same_bits(F.product(a, b), want)                      # no out: a new array
+    monkeypatch.setattr(F, "MIN_FLOPS", 1 << 40)          # declined: numpy's matmul
+    out2 = np.empty((9, 25))
+    assert F.product(a, b, out=out2) is out2
+    assert np.array_equal(out2, np.matmul(a, b))
+
+
+def test_interval_midpoint_radius_products_use_the_chain(monkeypatch):
+    """The midpoint-radius interval matmul and IBP's fused dense layer take their float64
+    products from ``product`` (the order-free error bound covers the chain): the fused
+    layer's m @ W.T goes through it, and its box, like the unfused matmul's, encloses
+    the exact range of x W^T + b over the input box (exact rationals)."""
+    calls = []
+    real = F.product
+
+    def spy(a, b, out=None):
+        calls.append(a.shape + b.shape)
+        return real(a, b, out)
+    import scalarlab.scalars.interval as I
+    import scalarlab.scalars.interval_affine as IA
+    monkeypatch.setattr(I, "_product", spy)
+    monkeypatch.setattr(IA, "_product", spy)
+    rng = np.random.default_rng(3)
+    P, n, p = 64, 130, 140                                # above MIN_FLOPS
+    xc = rng.standard_normal((P, n))
+    xlo, xhi = xc - 0.01, xc + 0.01
+    W = rng.standard_normal((p, n))
+    b = rng.standard_normal(p)
+    ctx = scalars.get("interval:float64")
+    x = ctx.make(xlo, xhi)
+    fused = ctx.affine(x, ctx.convert(W), ctx.convert(b))
+    assert (P, n, n, p) in calls                          # m @ W.T through product
+    calls.clear()
+    unfused = ctx.add(ctx.matmul(x, ctx.transpose(ctx.convert(W))), ctx.convert(b))
+    assert (P, n, n, p) in calls
+    q = np.frompyfunc(gmpy2.mpq, 1, 1)
+    rows = [0, 31, 63]
+    Wp, Wm = q(np.maximum(W, 0.0)), q(np.minimum(W, 0.0))
+    ql, qh = q(xlo[rows]), q(xhi[rows])
+    lo_ex = ql @ Wp.T + qh @ Wm.T + q(b)
+    hi_ex = qh @ Wp.T + ql @ Wm.T + q(b)
+    for r in (fused, unfused):
+        assert np.all(q(r.lo[rows]) <= lo_ex) and np.all(hi_ex <= q(r.hi[rows]))

@@ -65,12 +65,22 @@ def best(f, repeats):
     return min(ts), out
 
 
+# A pause before every timed call: after a multi-threaded product numpy's OpenBLAS
+# threads spin for ~0.1 s and would take the cores from whichever call ran next (the
+# float64 fold's threads: README "float64 matmul order").  Our threads wait without
+# spinning, so numpy's calls lose nothing either way.
+QUIET_S = 0.15
+
+
 def best_pair(f, g, repeats):
-    """Best-of-N times of two competitors, interleaved so load changes hit both alike."""
+    """Best-of-N times of two competitors, interleaved so load changes hit both alike,
+    each call after a pause of ``QUIET_S``."""
     tf, tg = [], []
     of = og = None
     for _ in range(repeats):
+        time.sleep(QUIET_S)
         t = time.perf_counter(); of = f(); tf.append(time.perf_counter() - t)
+        time.sleep(QUIET_S)
         t = time.perf_counter(); og = g(); tg.append(time.perf_counter() - t)
     return min(tf), of, min(tg), og
 

@@ -26,10 +26,24 @@ padding lane may hold inf * 0 = NaN; it is never copied out).
 
 ``matmul_f64(a, b)`` returns None for the cases it leaves to numpy: non-float64 operands,
 ranks other than 2 and 3, K == 0, batches that do not broadcast, shapes that do not
-contract, and products with M*N*K < ``MIN_FLOPS`` or M or N < ``MIN_MN``, where a BLAS
-call is faster (measured: 96^3 took 1.27x numpy's time, 128^3 0.97x; M = 4 rows 2.5x).
+contract, and products with M*N*K < ``MIN_FLOPS`` or M or N < ``MIN_MN``.  ``MIN_FLOPS``
+is OpenBLAS's own bound for running a product on one thread (65536 * 4 multiply-adds): a
+product numpy runs multi-threaded leaves OpenBLAS's threads spinning for ~0.1 s, taking
+the cores from the chain's threads (measured: the next 1024 x 784 x 1024 chain 2x slower),
+so the float64 context hands numpy only products it runs on one thread (save those with
+M or N below ``MIN_MN``, which the 8 x 24 tiles would mostly pad).  Between that
+bound and ~2^21 the chain is slower than numpy's call (per-call packing; measured 64^3
+2.3x, 96^3 1.2x, 128 x 256 x 10 1.45x numpy's time, single-threaded both).
+
+Threads: above ``MIN_THREAD_MACS`` per thread the rows (one matrix) or the batch entries
+are cut into ranges computed in parallel, up to ``numba.config.NUMBA_NUM_THREADS`` (the
+number of cores unless NUMBA_NUM_THREADS is set); every output is still its own chain, so
+the bits do not depend on the thread count.
 """
 from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import numba
 import numpy as np
@@ -43,7 +57,7 @@ V = 3          # vectors of 8 doubles per row: the tile is R x W outputs
 W = 8 * V      # columns per B panel
 KC = 2048      # k block: a B panel of KC x W stays in L2 (smaller blocks measured slower)
 PF_A = 16      # a packed A micro-panel is prefetched this many k ahead
-MIN_FLOPS = 1 << 20   # below M*N*K of this, numpy's BLAS call is cheaper than ours
+MIN_FLOPS = 1 << 18   # from M*N*K of this, OpenBLAS would use threads (docstring)
 MIN_MN = 8            # ... and below M or N of this (padding to R x W tiles wastes most)
 
 _jit = numba.njit(cache=True, error_model="numpy", nogil=True)
@@ -373,9 +387,55 @@ def matmul_f64(a, b, out=None):
         out = np.empty(shape)
     res = out
     out = out.reshape(nb, M, N)
-    _gemm(a.ctypes.data, a_bs, sa[-2], sa[-1], b.ctypes.data, b_bs, sb[-2], sb[-1],
-          out, M, N, K, KC)
+    args = (a.ctypes.data, a_bs, sa[-2], sa[-1], b.ctypes.data, b_bs, sb[-2], sb[-1])
+    _run(args, out, M, N, K)
     return res
+
+
+# Threads (module docstring): row or batch ranges, each a call of _gemm (which releases
+# the GIL), at least MIN_THREAD_MACS multiply-adds each.
+MIN_THREAD_MACS = 1 << 22
+_POOL = None
+_POOL_LOCK = threading.Lock()
+
+
+def _pool(workers: int):
+    """The module's worker threads (created once, under a lock: first use may be
+    concurrent)."""
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None or _POOL._max_workers < workers:
+            _POOL = ThreadPoolExecutor(workers, thread_name_prefix="f64_matmul")
+        return _POOL
+
+
+def _run(args, out, M, N, K):
+    """_gemm over ``out`` (nb, M, N), split across threads when the product is large."""
+    nb = out.shape[0]
+    threads = min(numba.config.NUMBA_NUM_THREADS, nb * M * N * K // MIN_THREAD_MACS,
+                  nb if nb > 1 else (M + R - 1) // R)
+    if threads <= 1:
+        _gemm(*args, out, M, N, K, KC)
+        return
+    a_addr, a_bs, a_rs, a_ks, b_addr, b_bs, b_ks, b_js = args
+    jobs = []
+    if nb > 1:                            # batch ranges: out[q0:q1] is a C array
+        for t in range(threads):
+            q0, q1 = nb * t // threads, nb * (t + 1) // threads
+            jobs.append(((a_addr + 8 * q0 * a_bs, a_bs, a_rs, a_ks,
+                          b_addr + 8 * q0 * b_bs, b_bs, b_ks, b_js), out[q0:q1], M))
+    else:                                 # row ranges of whole R-row tiles
+        tiles = (M + R - 1) // R
+        for t in range(threads):
+            i0, i1 = R * (tiles * t // threads), min(M, R * (tiles * (t + 1) // threads))
+            jobs.append(((a_addr + 8 * i0 * a_rs, a_bs, a_rs, a_ks) + args[4:],
+                         out[:, i0:i1], i1 - i0))
+    pool = _pool(threads - 1)
+    futures = [pool.submit(_gemm, *ja, o, m, N, K, KC) for ja, o, m in jobs[1:]]
+    ja, o, m = jobs[0]
+    _gemm(*ja, o, m, N, K, KC)            # the first range on the calling thread
+    for f in futures:
+        f.result()
 
 
 def product(a, b, out=None):

@@ -306,3 +306,30 @@ def test_concurrent_calls_from_threads_give_the_same_bits():
     for (a, b), g in zip(pairs * 3, got):
         assert g is not None
         same_bits(g, F.matmul_f64(a, b))
+
+
+@pytest.mark.parametrize("threads", [2, 3])
+def test_thread_ranges_give_the_same_bits(always, monkeypatch, threads):
+    """Row ranges (one matrix, edge tiles included) and batch ranges computed on several
+    threads equal the one-thread product bit for bit."""
+    import numba
+    rng = np.random.default_rng(5)
+    cases = [operands(rng, 45, 70, 50, wide=False),                  # 6 row tiles, edge
+             (rng.standard_normal((5, 33, 40)), rng.standard_normal((5, 40, 27))),
+             (rng.standard_normal((33, 40)), rng.standard_normal((3, 40, 27)))]
+    monkeypatch.setattr(numba.config, "NUMBA_NUM_THREADS", 1)
+    want = [F.matmul_f64(a, b) for a, b in cases]
+    monkeypatch.setattr(numba.config, "NUMBA_NUM_THREADS", threads)
+    monkeypatch.setattr(F, "MIN_THREAD_MACS", 1)
+    calls = []
+    real = F._gemm
+
+    def spy(*args):
+        calls.append(args[-5].shape)         # (..., out, M, N, K, kc)
+        return real(*args)
+    monkeypatch.setattr(F, "_gemm", spy)
+    for (a, b), w in zip(cases, want):
+        calls.clear()
+        same_bits(F.matmul_f64(a, b), w)
+        assert len(calls) == threads            # the work was split
+    same_bits(want[0][:2], oracle(cases[0][0][:2], cases[0][1]))

@@ -2,7 +2,7 @@
 PyTorch CPU in the same process: float64 vs torch float64 (issue 16 floor <= 1.1) and
 binary32 (exact sequential rounding) vs torch float32 (floor <= 2.5).  Interleaved, best
 of k, 1 BLAS thread for both; process CPU times beside wall (shared machine).  Also the
-BLAS part alone: numpy's, torch's and the float64 context's own (sequential fma,
+BLAS part alone: numpy's, torch's and the float64 context's own (blocked fma chains,
 scalars/f64_matmul.py) float64 GEMMs on the two large products of the step.
 
 Usage: python bench/tape_speed.py [--repeats K]
@@ -62,7 +62,7 @@ def main(argv=None) -> int:
                                 lambda: (matmul_f64(x, W.T), matmul_f64(g.T, x))],
                                args.repeats)
     print(f"BLAS alone (float64 x@W1.T and g.T@x): numpy {a * 1e3:.2f} ms, torch "
-          f"{b * 1e3:.2f} ms, ours (sequential fma, scalars/f64_matmul.py, what the float64 "
+          f"{b * 1e3:.2f} ms, ours (blocked fma chains, scalars/f64_matmul.py, what the float64 "
           f"context runs) {c * 1e3:.2f} ms; ratios numpy/torch {a / b:.2f}, ours/torch "
           f"{c / b:.2f}, ours/numpy {c / a:.2f}")
     return 0

@@ -2,9 +2,9 @@
 
 This context makes no rounding promise beyond IEEE's for + - * / sqrt (numpy's ufuncs);
 ``exp`` and friends come from libm (faithful, not guaranteed correctly rounded), sums use
-numpy's pairwise summation; matmul is one sequential fma chain per output above a size
-threshold (:mod:`scalars.f64_matmul`, reproducible bit for bit) and numpy's BLAS below it
-(order unspecified): ``reduction="native"``.
+numpy's pairwise summation; matmul is fma chains over k blocks of 256 added in order
+above a size threshold (:mod:`scalars.f64_matmul`, reproducible bit for bit) and numpy's
+BLAS below it (order unspecified): ``reduction="native"``.
 """
 from __future__ import annotations
 
@@ -65,8 +65,9 @@ class Float64Context(ArrayShapeOps):
     reduction = "native"
     correctly_rounded = frozenset({"add", "sub", "mul", "div", "sqrt", "neg", "abs",
                                    "square", "fma", "maximum", "minimum"})
-    description = ("hardware IEEE binary64 via numpy/libm (sums in native order; matmul one "
-                   "sequential fma chain per output above a size threshold, BLAS below)")
+    description = ("hardware IEEE binary64 via numpy/libm (sums in native order; matmul: fma "
+                   "chains over k blocks of 256, added in order, above a size threshold; BLAS "
+                   "below)")
 
     def _arr(self, v, op: str) -> np.ndarray:
         """A float64 value of this context; other contexts' values are named and refused.
@@ -193,8 +194,8 @@ class Float64Context(ArrayShapeOps):
 
     def matmul(self, a, b):
         """``a @ b``.  Float64Context itself computes products of at least
-        ``f64_matmul.MIN_FLOPS`` multiply-adds (and M, N >= 8) as one sequential fma chain
-        per output (:mod:`scalars.f64_matmul`: bit-reproducible, oracle-checkable); smaller
+        ``f64_matmul.MIN_FLOPS`` multiply-adds (and M, N >= 8) as fma chains over k blocks of
+        256 added in order (:mod:`scalars.f64_matmul`: bit-reproducible, oracle-checkable); smaller
         ones, and subclasses, get numpy's BLAS (order unspecified)."""
         a = self._arr(a, "matmul"); b = self._arr(b, "matmul")
         if type(self) is Float64Context:

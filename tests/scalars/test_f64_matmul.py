@@ -1,11 +1,12 @@
-"""The float64 matmul of scalars.f64_matmul computes, for every output, the sequential fma
-chain ``acc = RN(a0*b0); acc = fma(a_k, b_k, acc)``: checked bit for bit against MPFR
-(gmpy2 at 53 bits, binary64's exponent range, subnormalised) doing the same chain, for
-edge shapes (partial row tiles and panels, K = 1, several k blocks), any operand strides
-(F order, transposed views, slices, reversed and unaligned views), batches, and operands
-with subnormals, signed zeros, overflow, infinities and NaN.  On the MLP shapes it agrees
-with numpy's BLAS to the rounding error of a dot product, and the float64 context uses it
-above its size threshold."""
+"""The float64 matmul of scalars.f64_matmul computes, for every output, fma chains over
+k blocks of ``KB`` (256): ``s = RN(a0*b0); s = fma(a_k, b_k, s)`` within a block, and the
+blocks' chains added in k order (``C = RN(C + s)``): checked bit for bit against MPFR
+(gmpy2 at 53 bits, binary64's exponent range, subnormalised) doing the same, for edge
+shapes (partial row tiles and panels, K = 1, several order blocks and passes), any
+operand strides (F order, transposed views, slices, reversed and unaligned views),
+batches, and operands with subnormals, signed zeros, overflow, infinities and NaN.  On
+the MLP shapes it agrees with numpy's BLAS to the rounding error of a dot product, and the
+float64 context uses it above its size threshold."""
 from __future__ import annotations
 
 import itertools
@@ -22,13 +23,15 @@ CTX = gmpy2.context(precision=53, emin=-1073, emax=1024, subnormalize=True,
                     round=gmpy2.RoundToNearest)
 _mul = np.frompyfunc(lambda x, y: CTX.mul(x, y), 2, 1)
 _fma = np.frompyfunc(lambda x, y, z: CTX.fma(x, y, z), 3, 1)
+_add = np.frompyfunc(lambda x, y: CTX.add(x, y), 2, 1)
 _mpfr = np.frompyfunc(lambda x: gmpy2.mpfr(float(x), 53), 1, 1)
 _float = np.frompyfunc(float, 1, 1)
 
 
 def oracle(a, b):
-    """The sequential fma chain of every output of a @ b in MPFR (vectorised over outputs,
-    one Python-level step per k); 2-d or batched 3-d operands."""
+    """Every output of a @ b in MPFR as the kernel defines it (vectorised over outputs, one
+    Python-level step per k): a sequential fma chain per k block of ``F.KB``, the blocks'
+    chains added in k order, each addition rounded; 2-d or batched 3-d operands."""
     a3 = np.asarray(a, dtype=np.float64)
     b3 = np.asarray(b, dtype=np.float64)
     a3 = a3[None] if a3.ndim == 2 else a3
@@ -37,10 +40,13 @@ def oracle(a, b):
     a3 = np.broadcast_to(a3, (nb,) + a3.shape[1:])
     b3 = np.broadcast_to(b3, (nb,) + b3.shape[1:])
     A, B = _mpfr(a3), _mpfr(b3)
-    acc = _mul(A[:, :, 0, None], B[:, None, 0, :])
-    for k in range(1, a3.shape[2]):
-        acc = _fma(A[:, :, k, None], B[:, None, k, :], acc)
-    out = _float(acc).astype(np.float64)
+    total = None
+    for s0 in range(0, a3.shape[2], F.KB):
+        acc = _mul(A[:, :, s0, None], B[:, None, s0, :])
+        for k in range(s0 + 1, min(s0 + F.KB, a3.shape[2])):
+            acc = _fma(A[:, :, k, None], B[:, None, k, :], acc)
+        total = acc if total is None else _add(total, acc)
+    out = _float(total).astype(np.float64)
     return out[0] if np.ndim(a) == 2 and np.ndim(b) == 2 else out
 
 
@@ -87,11 +93,13 @@ def test_fma_chain_matches_mpfr(always, M, K, N):
     same_bits(always(a, b), oracle(a, b))
 
 
-@pytest.mark.parametrize("kc", [1, 7, 64])
-@pytest.mark.parametrize("M,K,N", [(16, 130, 48), (9, 300, 26), (17, 15, 25)])
-def test_k_blocks_continue_the_chain(always, monkeypatch, kc, M, K, N):
-    """Cutting k into blocks (accumulators stored into C and loaded back, edge tiles
-    through the scratch tile) leaves every chain as it is."""
+@pytest.mark.parametrize("kc", [1, 256, 600])
+@pytest.mark.parametrize("M,K,N", [(16, 130, 48), (9, 300, 26), (17, 15, 25), (9, 700, 10),
+                                   (8, 256, 24), (3, 257, 5)])
+def test_order_blocks_and_passes(always, monkeypatch, kc, M, K, N):
+    """Order blocks of KB (a chain each, added into C; edge tiles through the scratch
+    tile) and passes over the B panels of whole blocks (kc rounded up to KB: 1 -> one
+    block per pass, 600 -> three) give the oracle's values."""
     monkeypatch.setattr(F, "KC", kc)
     rng = np.random.default_rng(M * 10007 + K * 101 + N)
     a, b = operands(rng, M, K, N)

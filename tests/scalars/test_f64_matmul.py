@@ -341,3 +341,23 @@ def test_thread_ranges_give_the_same_bits(always, monkeypatch, threads):
         same_bits(F.matmul_f64(a, b), w)
         assert len(calls) == threads            # the work was split
     same_bits(want[0][:2], oracle(cases[0][0][:2], cases[0][1]))
+
+
+def test_block_sums_with_special_values(always):
+    """Where the blocks' chains meet (k = KB): -0 + -0 stays -0, -0 + +0 is +0, inf from
+    one block and -inf from the next give NaN, overflow in the sum of two finite block
+    chains gives inf -- as MPFR adding the same chains."""
+    K = F.KB + 44
+    a = np.zeros((8, K))
+    b = np.zeros((K, 24))
+    a[0, :] = -0.0                                 # every product -0 * 1 = -0
+    b[:, :] = 1.0
+    a[1, :F.KB] = -0.0                              # block 0: -0; block 1: +0
+    a[2, 0], a[2, F.KB] = 1e308, -1e308             # +inf row of b below, then -inf
+    b[0, 2], b[F.KB, 2] = 1e10, 1e10
+    a[3, 0], a[3, F.KB] = 1e308, 1e308              # each block finite, their sum overflows
+    got = always(a, b)
+    same_bits(got, oracle(a, b))
+    assert np.signbit(got[0, 0]) and got[0, 0] == 0
+    assert not np.signbit(got[1, 0]) and got[1, 0] == 0
+    assert np.isnan(got[2, 2]) and got[3, 0] == np.inf

@@ -361,3 +361,13 @@ def test_block_sums_with_special_values(always):
     assert np.signbit(got[0, 0]) and got[0, 0] == 0
     assert not np.signbit(got[1, 0]) and got[1, 0] == 0
     assert np.isnan(got[2, 2]) and got[3, 0] == np.inf
+
+
+def test_k_beyond_one_pass(always):
+    """K above KC: two passes over the B panels (each of whole order blocks, the second
+    one shorter), in place and packed A."""
+    rng = np.random.default_rng(23)
+    a, b = operands(rng, 9, F.KC + 252, 24, wide=False)
+    want = oracle(a, b)
+    same_bits(always(a, b), want)
+    same_bits(always(np.asfortranarray(a), b), want)

@@ -49,6 +49,7 @@ class WideAccumulationContext(Float64Context):
 
     kind = "study"
     reduction = "native"
+    fixed_order_matmul = False          # its meaning is BLAS's matmul, rounded once
     correctly_rounded = frozenset({"add", "sub", "mul", "div", "sqrt", "neg", "abs",
                                    "maximum", "minimum"})
 

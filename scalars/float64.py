@@ -16,7 +16,7 @@ from .arrayshape import ArrayShapeOps
 from .base import as_object_array, check_broadcast, to_fraction
 from .eft import fma_f64
 from .errors import ContextError
-from .f64_matmul import matmul_f64
+from .f64_matmul import product as f64_product
 from .formats import binary64
 from .kernels import heaviside_f64, mul_heaviside_f64
 
@@ -65,6 +65,9 @@ class Float64Context(ArrayShapeOps):
     reduction = "native"
     correctly_rounded = frozenset({"add", "sub", "mul", "div", "sqrt", "neg", "abs",
                                    "square", "fma", "maximum", "minimum"})
+    # matmul in scalars.f64_matmul's fixed order (False: numpy's BLAS, for a subclass whose
+    # meaning is BLAS's products, e.g. experiments' per-op rounding study)
+    fixed_order_matmul = True
     description = ("hardware IEEE binary64 via numpy/libm (sums in native order; matmul: fma "
                    "chains over k blocks of 256, added in order, above a size threshold; BLAS "
                    "below)")
@@ -193,19 +196,15 @@ class Float64Context(ArrayShapeOps):
         return y
 
     def matmul(self, a, b):
-        """``a @ b``.  Float64Context itself computes products of at least
-        ``f64_matmul.MIN_FLOPS`` multiply-adds (and M, N >= 8) as fma chains over k blocks of
-        256 added in order (:mod:`scalars.f64_matmul`: bit-reproducible, oracle-checkable); smaller
-        ones, and subclasses, get numpy's BLAS (order unspecified)."""
+        """``a @ b``.  With ``fixed_order_matmul`` (this class), products of at least
+        ``f64_matmul.MIN_FLOPS`` multiply-adds (and M, N >= 8) are fma chains over k blocks
+        of 256 added in order (:mod:`scalars.f64_matmul`: bit-reproducible,
+        oracle-checkable); smaller ones, and contexts without it, get numpy's BLAS."""
         a = self._arr(a, "matmul"); b = self._arr(b, "matmul")
-        if type(self) is Float64Context:
-            # None for what it leaves to numpy, shapes that do not contract included
-            y = matmul_f64(a, b)
-            if y is not None:
-                return y
+        mm = f64_product if self.fixed_order_matmul else np.matmul
         try:
-            with np.errstate(all="ignore"):  # native: inf/NaN propagate as BLAS gives them
-                return np.asarray(np.matmul(a, b))
+            with np.errstate(all="ignore"):  # native: inf/NaN propagate as the FMA gives them
+                return np.asarray(mm(a, b))
         except ValueError:
             raise ContextError(f"context {self.name}: matmul: shapes {list(a.shape)} and "
                                f"{list(b.shape)} do not contract") from None

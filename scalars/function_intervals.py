@@ -454,14 +454,18 @@ def _end_mpfr(E, t):
     return gmpy2.mpfr(float(t), 53) if E.kind == "float" else _mpf_to_mpfr(t)
 
 
-def _negative_branch(fn, E, a, b):
-    """(lo, hi) endpoint values of tgamma/lgamma over [a, b] inside one negative branch."""
+def _negative_branch(fn, E, a, b, k):
+    """(lo, hi) endpoint values of tgamma/lgamma over [a, b] inside the negative branch
+    (-k, -k + 1).
+
+    Every mpfr operation runs in a directed context method (negation and abs included):
+    Python's operators on mpfr values round to gmpy2's global context (53 bits by
+    default), which turned 256-bit bounds into wrong-way 53-bit ones."""
     wide = dict(precision=_WP, emin=gmpy2.get_emin_min(), emax=gmpy2.get_emax_max())
     dn = gmpy2.context(round=gmpy2.RoundDown, **wide)
     up = gmpy2.context(round=gmpy2.RoundUp, **wide)
     log = fn.name == "lgamma"
     x0, x1 = _end_mpfr(E, a), _end_mpfr(E, b)
-    k = -int(math.floor(float(x0)))
     sign = -1 if k % 2 else 1
 
     def g_dn(c, x):           # lower bound of f(x) (f = lgamma or Gamma itself)
@@ -472,7 +476,7 @@ def _negative_branch(fn, E, a, b):
     interior = None
     if not (dn.digamma(x0) >= 0 or up.digamma(x1) <= 0):
         c1, c2 = x0, x1
-        tol = abs(x0) * 2.0 ** -140     # the bound then errs by ~g''(x*) 2^-280: nothing
+        tol = dn.mul(dn.abs(x0), 2.0 ** -140)   # the bound then errs by ~g''(x*) 2^-280
         for _ in range(2 * _WP):
             mid = dn.div(dn.add(c1, c2), 2)
             if not (c1 < mid < c2) or up.sub(c2, c1) < tol:
@@ -488,8 +492,9 @@ def _negative_branch(fn, E, a, b):
             g_lo = dn.lgamma(c1)[0]
             slope = dn.digamma(c1)
         else:
-            g_lo = dn.gamma(c1) if sign > 0 else -up.gamma(c1)       # RD |Gamma(c1)|
-            g_hi = up.gamma(c1) if sign > 0 else -dn.gamma(c1)       # RU |Gamma(c1)|
+            # RD |Gamma(c1)| and RU |Gamma(c1)|: negation is exact at 256 bits
+            g_lo = dn.gamma(c1) if sign > 0 else dn.minus(up.gamma(c1))
+            g_hi = up.gamma(c1) if sign > 0 else up.minus(dn.gamma(c1))
             psi = dn.digamma(c1)
             slope = dn.mul(psi, g_hi if psi < 0 else g_lo)
         bound = g_lo if slope >= 0 else dn.add(g_lo, dn.mul(slope, up.sub(c2, c1)))
@@ -498,7 +503,7 @@ def _negative_branch(fn, E, a, b):
         if log or sign > 0:
             lows.append(interior)
         else:                                  # Gamma = -|Gamma|: its maximum is -min|Gamma|
-            highs.append(-interior)
+            highs.append(up.minus(interior))
     return _grid_round(E, min(lows), "down"), _grid_round(E, max(highs), "up")
 
 
@@ -521,7 +526,7 @@ def negative_gamma_interval(ctx, fn, a):
             raise ContextError(
                 f"context {ctx.name}: {fn.name}: interval [{lo_e}, {hi_e}] at index "
                 f"{[int(t) for t in idx]} contains a pole (a non-positive integer)")
-        lo_v, hi_v = _negative_branch(fn, E, lo_e, hi_e)
+        lo_v, hi_v = _negative_branch(fn, E, lo_e, hi_e, -int(fl))
         los.append(lo_v)
         his.append(hi_v)
     one = E.full(np.shape(a.lo), 1)

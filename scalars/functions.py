@@ -192,7 +192,9 @@ def _directed(prec):
 def _sigmoid_bounds(x, prec):
     dn, up = _directed(prec)
     if x >= 0:      # 1 / (1 + e^-x): the denominator rounded the other way
-        return dn.div(1, up.add(1, up.exp(-x))), up.div(1, dn.add(1, dn.exp(-x)))
+        mx = dn.minus(x)    # exact (x has at most prec bits); Python's -x would round to
+        #                     gmpy2's global context
+        return dn.div(1, up.add(1, up.exp(mx))), up.div(1, dn.add(1, dn.exp(mx)))
     # e^x / (1 + e^x): no exponent overflow for very negative x
     return (dn.div(dn.exp(x), up.add(1, up.exp(x))),
             up.div(up.exp(x), dn.add(1, dn.exp(x))))
@@ -203,7 +205,7 @@ def _softplus_bounds(x, prec):
     # are increasing, so rounding every step the same way bounds the result.
     dn, up = _directed(prec)
     pos = x if x > 0 else gmpy2.mpfr(0)
-    e = -abs(x)
+    e = dn.minus(dn.abs(x))     # exact, in a directed context (not the global one)
     return dn.add(pos, dn.log1p(dn.exp(e))), up.add(pos, up.log1p(up.exp(e)))
 
 
@@ -435,6 +437,13 @@ def _lgamma_bounds(x, prec):
     return dn.lgamma(x)[0], up.lgamma(x)[0]
 
 
+def _cbrt_mp(mp, x):
+    # the real root.  mpmath's nthroot starts Newton from int(mpz ** float), which gmpy2
+    # evaluates in its global context (2 bits there give a wrong root): a fresh 53-bit one
+    with gmpy2.context():
+        return -mp.cbrt(-x) if x < 0 else mp.cbrt(x)
+
+
 def _lgamma_mp(mp, x):
     # log|Gamma x|; extra bits so the value keeps its relative accuracy near its roots
     with mp.extraprec(64):
@@ -573,7 +582,7 @@ _MORE = (
         derivative=lambda c, x, y: c.div(_one(c), c.add(_one(c), x))),
     ScalarFunction(
         "cbrt", "cube root; derivative 1/(3 y^2)", f64=np.cbrt, mpfr="cbrt",
-        mpmath=lambda mp, x: -mp.cbrt(-x) if x < 0 else mp.cbrt(x),   # the real root
+        mpmath=_cbrt_mp, 
         range=(-math.inf, math.inf), monotone="increasing", rational=_cbrt_q, pieces=True,
         complex_why="numpy has no complex cbrt",
         derivative=lambda c, x, y: c.div(_one(c), c.mul(c.convert(3), c.square(y)))),

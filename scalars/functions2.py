@@ -124,7 +124,12 @@ def _fdim_mpfr(c, x, y):
 
 
 def _copysign_mpfr(c, x, y):
-    return c.plus(gmpy2.copy_sign(x, y))     # exact; plus applies the context's range
+    # |x| with y's sign bit, each step in c (gmpy2.copy_sign rounds to the global
+    # context): exact for a value of c's format, correctly rounded otherwise; c's range
+    m = c.abs(x)
+    # y's sign bit as MPFR sees it, NaN's included (copy_sign of 1 is exact in any context)
+    y = y if isinstance(y, type(m)) else gmpy2.mpfr(y, 53)
+    return c.minus(m) if gmpy2.copy_sign(gmpy2.mpfr(1, 2), y) < 0 else m
 
 
 # ------------------------------------------------------------------ domains

@@ -16,13 +16,13 @@ FUNCS = ("exp", "log", "tanh", "sigmoid", "softplus", "sin", "cos", "erf")
 
 
 def _hp_sigmoid(x, hp):
-    return hp.div(1, hp.add(1, hp.exp(-x)))
+    return hp.div(1, hp.add(1, hp.exp(hp.minus(x))))
 
 
 def _hp_softplus(x, hp):
     # max(x, 0) + log1p(e^-|x|): the same real number as log1p(e^x), without MPFR's
     # exponent overflow of e^x for huge x.
-    return hp.add(max(x, 0), hp.log1p(hp.exp(-abs(x))))
+    return hp.add(max(x, 0), hp.log1p(hp.exp(hp.minus(hp.abs(x)))))
 
 
 def oracle(fmt, fn, x):

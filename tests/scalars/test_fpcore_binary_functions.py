@@ -34,8 +34,9 @@ def mpfr2(name, c, x, y):
         if gmpy2.is_nan(x) or gmpy2.is_nan(y):
             return c.add(x, y)
         return c.sub(x, y) if x > y else gmpy2.mpfr(0)
-    if name == "copysign":
-        return c.plus(gmpy2.copy_sign(x, y))
+    if name == "copysign":      # (gmpy2.copy_sign would round to the global context)
+        m = c.abs(x)
+        return c.minus(m) if gmpy2.copy_sign(gmpy2.mpfr(1, 2), y) < 0 else m
     meth = {"fmax": "maxnum", "fmin": "minnum"}.get(name, name)
     return getattr(c, meth)(x, y)
 
@@ -43,8 +44,12 @@ def mpfr2(name, c, x, y):
 def oracle(name, xs, ys, *, fmt=None, kw=None, rnd=gmpy2.RoundToNearest):
     c = formats.gmpy2_context(fmt, "nearest_even") if fmt is not None else \
         gmpy2.context(round=rnd, **kw)
-    out = np.array([float(mpfr2(name, c, gmpy2.mpfr(float(s), 53), gmpy2.mpfr(float(t), 53)))
-                    for s, t in zip(xs, ys)])
+    if name == "copysign":      # C's copysign reads y's sign bit, a NaN's included
+        out = np.array([float(c.plus(gmpy2.mpfr(math.copysign(float(s), float(t)), 53)))
+                        for s, t in zip(xs, ys)])
+    else:
+        out = np.array([float(mpfr2(name, c, gmpy2.mpfr(float(s), 53), gmpy2.mpfr(float(t), 53)))
+                        for s, t in zip(xs, ys)])
     return formats.round_to_format(out, fmt) if fmt is not None else out
 
 

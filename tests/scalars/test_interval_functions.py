@@ -203,7 +203,7 @@ def test_float64_widening_bound_encloses_mpfr(name):
     ctx = scalars.get("interval:float64")
     r = getattr(ctx, name)(ctx.make(x, x))
     for i in range(0, x.size, 7):
-        assert gmpy2.mpfr(r.lo[i]) <= exact[i] <= gmpy2.mpfr(r.hi[i]), (name, x[i])
+        assert gmpy2.mpfr(float(r.lo[i]), 53) <= exact[i] <= gmpy2.mpfr(float(r.hi[i]), 53), (name, x[i])
     assert _ulps(r.lo, r.hi).max() <= 2 * fn.f64_ulps
 
 

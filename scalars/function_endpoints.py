@@ -235,6 +235,10 @@ def func_dir_f64_ld(fn: ScalarFunction, x):
     values -- go through :func:`mpfr_func_dir`, as the coarser binary grids do."""
     from .formats import binary64
     x = np.array(x, dtype=np.float64)
+    if not fn.f64_ulps:
+        # an exact float64 evaluator (ceil floor trunc round nearbyint): its value is f(x)
+        v = fn.eval_f64(x)
+        return v, v.copy()
     lo = np.full(x.shape, np.nan)
     hi = np.full(x.shape, np.nan)
     if LONG_DOUBLE_OK and fn.name in _LD_FUNCS and x.size:

@@ -160,6 +160,12 @@ class ScalarFunction:
         """(L, U) mpfr with L <= f(x) <= U, for an mpfr x exact at precision ``prec``."""
         if self.mpfr is None:
             return self.mpfr_bounds(x, prec)
+        if self.mpfr == "rint":
+            # MPFR's rint rounds to an integer in the context's direction (RD rint = floor);
+            # nearbyint is half-to-even whatever the direction: a nearest context, where
+            # the integer of an x of at most prec bits is exact
+            v = gmpy2.context(precision=max(prec, x.precision)).rint(x)
+            return v, v
         dn = gmpy2.context(precision=prec, round=gmpy2.RoundDown)
         up = gmpy2.context(precision=prec, round=gmpy2.RoundUp)
         return getattr(dn, self.mpfr)(x), getattr(up, self.mpfr)(x)

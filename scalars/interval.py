@@ -353,6 +353,10 @@ class _MpmathEnds:
         v = self._value(fn, raw)
         if v in (L.finf, L.fninf, L.fnan, L.fzero):
             return self.mk(v)
+        if not fn.f64_ulps:
+            # exact functions (ceil ... nearbyint): the wide value is the integer itself,
+            # which PREC bits hold (x has PREC bits); no widening
+            return self.mk(L.mpf_pos(v, p, L.round_floor if rnd_lo else L.round_ceiling))
         delta = L.mpf_shift(L.mpf_abs(v), -(p + self.WIDEN))
         if rnd_lo:
             r = L.mpf_sub(v, delta, p, L.round_floor)

@@ -19,6 +19,8 @@ IV = scalars.get("interval:float64")
 def _rd_ru(name, x):
     out = []
     for mode in (gmpy2.RoundDown, gmpy2.RoundUp):
+        if name == "nearbyint":     # MPFR's rint rounds to an integer in the context's
+            mode = gmpy2.RoundToNearest     # mode; nearbyint's integer is exact, halves even
         with gmpy2.context(precision=53, emin=-1073, emax=1024, subnormalize=True, round=mode):
             fn = FUNCTIONS[name]
             if fn.mpfr is not None:

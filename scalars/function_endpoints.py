@@ -13,8 +13,9 @@ For an entry ``fn`` of :data:`scalars.functions.FUNCTIONS` and float64 arguments
 * :func:`func_widened_f64` -- the former float64 enclosure, kept as the cheap comparison:
   libm's value widened by ``fn.f64_ulps`` float64 steps each side (the bound is tested
   against MPFR in tests/scalars/test_interval_functions.py).
-* :func:`extremum_inside` -- whether an extremum phase of sin/cos lies in [lo, hi], by
-  MPFR argument reduction (used beyond 2^40, where float64 phases are too coarse).
+* :func:`extremum_inside` / :func:`phase_inside` -- whether an extremum of sin/cos (a
+  pole of tan) lies in [lo, hi], by exact MPFR argument reduction (used where the float64
+  phase test cannot decide: beyond 2^40, near a multiple of pi/2, mpmath endpoints).
 """
 from __future__ import annotations
 
@@ -142,39 +143,88 @@ def func_widened_f64(fn: ScalarFunction, x):
     return lo, hi
 
 
+def mpf_to_mpfr(t):
+    """The exact mpfr value of an mpmath mpf (its own bit count; 0, inf, nan as such)."""
+    sign, man, exp, bc = t._mpf_
+    if man == 0:
+        return gmpy2.mpfr(float(t), 53)       # 0, inf, nan
+    with gmpy2.context(precision=max(int(bc), 2), emin=gmpy2.get_emin_min(),
+                       emax=gmpy2.get_emax_max()):
+        r = gmpy2.mul_2exp(gmpy2.mpfr(-int(man) if sign else int(man)), int(exp))
+    return r     # exact: bc bits (a negation outside the context would round to 53)
+
+
+def exact_mpfr(v):
+    """The exact mpfr value of a float64 or an mpmath mpf endpoint."""
+    return mpf_to_mpfr(v) if hasattr(v, "_mpf_") else gmpy2.mpfr(float(v), 53)
+
+
+#: the largest binary exponent whose phase is reduced (2^100000: 100000-bit arithmetic)
+MAX_PHASE_EXPONENT = 100_000
+
+
+def phase_inside(q: int, period: int, a, b) -> bool:
+    """Whether ``(q + k period) pi/2`` lies in ``[a, b]`` for some integer k, decided
+    rigorously: a, b are exact mpfr values (finite, a <= b); t(x) = (2x/pi - q)/period is
+    bounded below and above by directed MPFR arithmetic (pi from MPFR's const_pi rounded
+    both ways) at exponent(x) + 64 bits, then +192, +640 (Ziv) until "surely inside"
+    (ceil(t(a)_hi) <= floor(t(b)_lo)) and "maybe inside" (ceil(t(a)_lo) <= floor(t(b)_hi))
+    agree.  They can only disagree when a multiple lies within 2^-600 |x| of an end (a
+    multiple of pi/2 is never a nonzero float); then the answer is the conservative True,
+    as it is beyond 2^MAX_PHASE_EXPONENT."""
+    e = max(gmpy2.get_exp(a) if a != 0 else 0, gmpy2.get_exp(b) if b != 0 else 0, 1)
+    if e > MAX_PHASE_EXPONENT:
+        return True
+    wide = dict(emin=gmpy2.get_emin_min(), emax=gmpy2.get_emax_max())
+    for extra in (64, 192, 640):
+        dn = gmpy2.context(precision=e + extra, round=gmpy2.RoundDown, **wide)
+        up = gmpy2.context(precision=e + extra, round=gmpy2.RoundUp, **wide)
+        with dn:
+            pi_lo = gmpy2.const_pi()
+        with up:
+            pi_hi = gmpy2.const_pi()
+        c_lo, c_hi = dn.div(2, pi_hi), up.div(2, pi_lo)       # 2/pi, both ways
+
+        def t_bounds(x):
+            lo = dn.mul(x, c_lo if x >= 0 else c_hi)
+            hi = up.mul(x, c_hi if x >= 0 else c_lo)
+            return dn.div(dn.sub(lo, q), period), up.div(up.sub(hi, q), period)
+        al, ah = t_bounds(a)
+        bl, bh = t_bounds(b)
+        # t has at most e + 1 integer bits: ceil/floor are exact at e + extra bits
+        sure = up.ceil(ah) <= dn.floor(bl)
+        maybe = dn.ceil(al) <= up.floor(bh)
+        if sure == maybe:
+            return bool(sure)
+    return True
+
+
 def extremum_inside(phase: float, lo, hi):
     """Whether ``phase + 2 k pi`` lies in ``[lo, hi]`` for some integer k, elementwise, for
-    float64 endpoints at any magnitude (the argument reduction runs in MPFR).
+    float64 or mpmath endpoints at any magnitude (:func:`phase_inside`: exact reduction in
+    MPFR).
 
     ``phase`` must be a multiple of pi/2 (as the :class:`Periodic` phases of sin and cos
-    are); it is taken as that exact multiple.  t = (x - phase) / (2 pi) is computed at
-    ``exponent(x) + 128`` bits, so its absolute error is below 2^-120; the test
-    ``ceil(t_lo - 2^-60) <= floor(t_hi + 2^-60)`` then errs only towards "inside" (an
-    extremum within 2^-57 of an end, where the function differs from its extreme value
-    by less than 2^-113, far below any binary format's resolution at 1).  Non-finite
-    endpoints or lo > hi give True (no claim to be narrow).
+    are); it is taken as that exact multiple.  Non-finite endpoints or lo > hi give True
+    (no claim to be narrow).
     """
     q = round(phase / (math.pi / 2))
     if abs(phase - q * math.pi / 2) > 1e-12:
         raise ValueError(f"extremum_inside: phase {phase!r} is not a multiple of pi/2")
-    lo = np.asarray(lo, dtype=np.float64)
-    hi = np.asarray(hi, dtype=np.float64)
+    lo = np.asarray(lo)
+    hi = np.asarray(hi)
+    if lo.dtype != object:
+        lo = lo.astype(np.float64)
+    if hi.dtype != object:
+        hi = hi.astype(np.float64)
     out = np.ones(np.broadcast_shapes(lo.shape, hi.shape), dtype=bool)
     fl, fh = np.broadcast_to(lo, out.shape).reshape(-1), np.broadcast_to(hi, out.shape).reshape(-1)
     fo = out.reshape(-1)
-    margin = gmpy2.mpfr(2) ** -60
     for i in range(fo.size):
-        a, b = float(fl[i]), float(fh[i])
-        if not (math.isfinite(a) and math.isfinite(b)) or a > b:
+        a, b = exact_mpfr(fl[i]), exact_mpfr(fh[i])
+        if not (gmpy2.is_finite(a) and gmpy2.is_finite(b)) or a > b:
             continue
-        e = max(math.frexp(a)[1], math.frexp(b)[1], 0)
-        with gmpy2.context(precision=e + 128):
-            pi = gmpy2.const_pi()
-            ph = pi * q / 2
-            two_pi = 2 * pi
-            tl = (gmpy2.mpfr(a) - ph) / two_pi
-            th = (gmpy2.mpfr(b) - ph) / two_pi
-            fo[i] = gmpy2.ceil(tl - margin) <= gmpy2.floor(th + margin)
+        fo[i] = phase_inside(q, 4, a, b)
     return out
 
 

@@ -16,9 +16,9 @@ domain, f therefore ranges between the smallest and the largest of
 For a monotone f this is [RD f(a), RU f(b)] (or reversed), the tightest enclosure.  An
 interval reaching outside the domain is a ContextError naming op, context and interval
 (tgamma/lgamma: the negative axis, a pole at every integer, is refused by name); an
-interval that may contain a pole of tan is the whole line (a ContextError over rational
-endpoints).  The point test for "may contain" is conservative (float64 with a relative
-margin of 2^-40), so the rule is sound and loses tightness only within that margin.
+interval that contains a pole of tan is the whole line (a ContextError over rational
+endpoints); whether it does is decided exactly (a float64 phase test, MPFR argument
+reduction where that test's margin cannot tell), so a box beside a pole stays finite.
 tgamma and lgamma below 0 take their own rule (:func:`negative_gamma_interval`, convexity
 between poles).  The binary functions' rules are below (:func:`binary_interval`).
 """
@@ -30,11 +30,12 @@ import gmpy2
 import numpy as np
 
 from . import directed as D
+from . import function_endpoints as FE
 from . import formats
 from .errors import ContextError
 from .functions import F64_ABS_ERR
 
-_HUGE_PHASE = 2.0 ** 40   # beyond this, locating poles is not worth it: the whole line
+_HUGE_PHASE = 2.0 ** 40   # beyond this, poles are located by MPFR argument reduction
 
 
 def _mask(x) -> np.ndarray:
@@ -77,19 +78,37 @@ def _domain_masks(ctx, fn, dom, a):
 
 
 def _may_hold_pole(ctx, fn, a) -> np.ndarray:
-    """Conservative mask: a pole offset + k period may lie in [lo, hi] (or NaN ends)."""
+    """Mask: a pole offset + k period may lie in [lo, hi] (or NaN ends, or a box at least
+    one period wide).  A float64 phase test with a relative margin of 2^-40 settles most
+    boxes; those it cannot (a pole within the margin of an end, ends beyond 2^40) are
+    decided exactly from the endpoints by MPFR argument reduction
+    (:func:`scalars.function_endpoints.phase_inside`), so a box beside a pole is finite
+    however close it comes, and a point box is never the whole line."""
     offset, period = fn.poles_at
+    q, per = round(offset / (math.pi / 2)), round(period / (math.pi / 2))
     E = ctx.ends
     lo_f = np.asarray(E.to_f64_nearest(a.lo), dtype=np.float64)
     hi_f = np.asarray(E.to_f64_nearest(a.hi), dtype=np.float64)
     with np.errstate(all="ignore"):
         tl = (lo_f - offset) / period
         th = (hi_f - offset) / period
-        # (x - offset)/period carries a float64 error far below 2^-40 (|t| + 1)
-        kl = np.ceil(tl - 2.0 ** -40 * (np.abs(tl) + 1))
-        kh = np.floor(th + 2.0 ** -40 * (np.abs(th) + 1))
-        return (~(kl > kh) | ~(np.abs(lo_f) < _HUGE_PHASE) | ~(np.abs(hi_f) < _HUGE_PHASE)
-                | ~(hi_f - lo_f < period))
+        # (x - offset)/period carries a float64 error far below 2^-40 (|t| + 1) (mpmath
+        # ends: their float64 images add 2^-53 |x|)
+        ml = 2.0 ** -40 * (np.abs(tl) + 1)
+        mh = 2.0 ** -40 * (np.abs(th) + 1)
+        maybe = ~(np.ceil(tl - ml) > np.floor(th + mh))
+        surely = np.ceil(tl + ml) <= np.floor(th - mh)
+        finite = np.isfinite(lo_f) & np.isfinite(hi_f)
+        wide = ~(hi_f - lo_f < period)
+        huge = ~(np.abs(lo_f) < _HUGE_PHASE) | ~(np.abs(hi_f) < _HUGE_PHASE)
+    out = maybe | wide | ~finite
+    redo = finite & ~wide & ((maybe & ~surely) | huge)
+    if redo.any() and E.kind != "rational":    # (rational ends: tan only at 0 anyway)
+        lo_e = np.broadcast_to(np.asarray(a.lo), redo.shape)
+        hi_e = np.broadcast_to(np.asarray(a.hi), redo.shape)
+        for i in zip(*np.nonzero(redo)) if redo.ndim else [()]:
+            out[i] = FE.phase_inside(q, per, FE.exact_mpfr(lo_e[i]), FE.exact_mpfr(hi_e[i]))
+    return out
 
 
 def piecewise_interval(ctx, fn, a):
@@ -190,14 +209,7 @@ def _dir2(ctx, fn, x, y):
     return res[0], res[1]
 
 
-def _mpf_to_mpfr(t):
-    sign, man, exp, bc = t._mpf_
-    if man == 0:
-        return gmpy2.mpfr(float(t))           # 0, inf, nan
-    with gmpy2.context(precision=max(int(bc), 2), emin=gmpy2.get_emin_min(),
-                       emax=gmpy2.get_emax_max()):
-        r = gmpy2.mul_2exp(gmpy2.mpfr(-int(man) if sign else int(man)), int(exp))
-    return r     # exact: bc bits (a negation outside the context would round to 53)
+_mpf_to_mpfr = FE.mpf_to_mpfr
 
 
 def _mpfr_to_mpf(L, mk, r):

@@ -54,7 +54,7 @@ from .f64_matmul import product as _product
 from .formats import Format, binary64
 from .functions import FUNCTIONS
 
-_TWO_PI_SAFE = 6.0        # an interval at least this wide covers a whole period of sin
+_TWO_PI_SAFE = 7.0        # an interval at least this wide (> 2 pi) covers a whole period
 _HUGE_PHASE = 2.0 ** 40   # beyond this, extrema are located by MPFR argument reduction
 
 
@@ -948,13 +948,13 @@ class IntervalContext(Context):
         lo_f = np.asarray(E.to_f64_nearest(a.lo), dtype=np.float64)
         hi_f = np.asarray(E.to_f64_nearest(a.hi), dtype=np.float64)
         with np.errstate(all="ignore"):
+            # at least a whole period: both extrema (NaN too); narrower boxes -- 6.5 wide
+            # included -- get +-1 only where the phase test puts an extremum inside
             full = ~((hi_f - lo_f) < _TWO_PI_SAFE)
             huge = ~full & (~(np.abs(lo_f) < _HUGE_PHASE) | ~(np.abs(hi_f) < _HUGE_PHASE))
-            if E.kind != "float":
-                full = full | huge
-            # t = (x - phase) / 2pi carries a float64 error below 2^-48 (|t| + 1); the
-            # margin 2^-40 (|t| + 1) makes the test conservative: an extremum that might
-            # lie inside is assumed to.
+            # t = (x - phase) / 2pi carries a float64 error below 2^-48 (|t| + 1) (mpmath
+            # ends: their float64 images err by 2^-53 |x| more); the margin 2^-40 (|t| + 1)
+            # makes the test conservative: an extremum that might lie inside is assumed to.
             has, unsure = [], []
             for ph in (fn.periodic.maximum, fn.periodic.minimum):
                 tl = (lo_f - ph) / (2 * math.pi)
@@ -964,14 +964,16 @@ class IntervalContext(Context):
                 has.append(np.ceil(tl - m_l) <= np.floor(th + m_h))
                 # "maybe" but not "surely": the margin decided it
                 unsure.append(has[-1] & ~(np.ceil(tl + m_l) <= np.floor(th - m_h)))
-        if E.kind == "float":
-            # beyond 2^40, or where the float64 phase's margin decided, reduce exactly in
-            # MPFR (float and binary endpoints are float64 values: lo_f, hi_f are exact),
-            # so that point intervals get their correctly rounded endpoints at any argument
-            for h, u, ph in zip(has, unsure, (fn.periodic.maximum, fn.periodic.minimum)):
-                redo = (huge | u) & ~full
-                if redo.any():
-                    h[redo] = FE.extremum_inside(ph, lo_f[redo], hi_f[redo])
+        # beyond 2^40, or where the float64 phase's margin decided, reduce exactly in MPFR
+        # from the exact endpoints (scalars.function_endpoints.phase_inside), so that an
+        # extremum counts only when it lies inside and point intervals get their
+        # correctly rounded endpoints at any argument
+        lo_e, hi_e = np.asarray(a.lo), np.asarray(a.hi)
+        for h, u, ph in zip(has, unsure, (fn.periodic.maximum, fn.periodic.minimum)):
+            redo = (huge | u) & ~full
+            if redo.any():
+                h[redo] = FE.extremum_inside(ph, np.broadcast_to(lo_e, redo.shape)[redo],
+                                             np.broadcast_to(hi_e, redo.shape)[redo])
         ends = E.wrap(np.stack([a.lo, a.hi]))
         d, u = E.func(fn, ends)
         lo = np.minimum(E.wrap(d[0]), E.wrap(d[1]))

@@ -25,6 +25,7 @@ between poles).  The binary functions' rules are below (:func:`binary_interval`)
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import gmpy2
 import numpy as np
@@ -280,36 +281,67 @@ def _atan2_interval(ctx, fn, y, x, shape):
     return ctx._box(lo, hi)
 
 
+def _fraction_end(E, v) -> Fraction:
+    """The exact rational value of one finite endpoint."""
+    if E.kind == "float":
+        return Fraction(float(v))
+    if E.kind == "mpmath":
+        return E._exact(v)
+    return Fraction(int(v.numerator), int(v.denominator))
+
+
 def _quotient_interval(ctx, fn, x, y, shape, rule):
     """fmod / remainder: x - n y with n = trunc(x/y) (fmod) or x/y rounded half to even
-    (remainder).  Where n is the same integer over the whole box (checked on an outward
-    enclosure of x/y) the result is the interval x - n y; elsewhere the bounds
-    |fmod| <= min(|x|, |y|) with the sign of x, |remainder| <= min(|x|, |y|/2).  A
-    divisor interval holding 0 gives the whole line (f(x, 0) is undefined)."""
+    (remainder).  Both roundings are non-decreasing in x/y, and x/y is monotone in each
+    argument off y = 0, so n is one integer over the box exactly when it is the same at
+    the box's extreme quotients: an outward enclosure [q.lo, q.hi] of x/y settles most
+    boxes, the exact quotients at the corners the rest (point boxes always).  There
+    f = x - n y is linear, so its range is the hull of its exact corner values, rounded
+    outward once: tight, and for a point box the exact IEEE result (fmod and remainder
+    are exact operations).  Elsewhere the bounds |fmod| <= min(|x|, |y|) with the sign of
+    x, |remainder| <= min(|x|, |y|/2).  A divisor interval holding 0 gives the whole line
+    (f(x, 0) is undefined)."""
     E = ctx.ends
     zero_in = np.broadcast_to(_mask(np.less_equal(y.lo, 0)) & _mask(np.greater_equal(y.hi, 0)),
                               shape)
+    xlo, xhi, ylo, yhi = (np.broadcast_to(t, shape) for t in (x.lo, x.hi, y.lo, y.hi))
     one = ctx.ones(())
     safe_y = ctx.where(zero_in, ctx.broadcast_to(one, shape), ctx.broadcast_to(y, shape)) \
         if zero_in.any() else y
     q = ctx.div(x, safe_y)
-    qlo = np.broadcast_to(np.asarray(E.to_f64_nearest(q.lo), dtype=np.float64), shape)
+    qlo = np.broadcast_to(np.asarray(E.to_f64(q.lo, "down"), dtype=np.float64), shape)
+    qhi = np.broadcast_to(np.asarray(E.to_f64(q.hi, "up"), dtype=np.float64), shape)
+    rnd = np.trunc if rule == "fmod" else np.rint
     with np.errstate(all="ignore"):
-        n = np.trunc(qlo) if rule == "fmod" else np.rint(qlo)
-        if rule == "fmod":     # trunc constant on [q.lo, q.hi]: n <= q < n+1 (n > 0),
-            # n-1 < q <= n (n < 0), -1 < q < 1 (n = 0)
-            ge, gt, lt, le = (lambda a, b, f=f: _mask(f(a, b)) for f in
-                              (np.greater_equal, np.greater, np.less, np.less_equal))
-            same = np.isfinite(n) & np.where(
-                n > 0, ge(q.lo, n) & lt(q.hi, n + 1),
-                np.where(n < 0, gt(q.lo, n - 1) & le(q.hi, n),
-                         gt(q.lo, -1.0) & lt(q.hi, 1.0)))
-        else:                  # round-half-even constant: strictly inside (n-1/2, n+1/2)
-            same = (_mask(np.greater(q.lo, n - 0.5)) & _mask(np.less(q.hi, n + 0.5))
-                    & np.isfinite(n))
-    same &= ~zero_in
-    nn = np.where(same, n, 0.0)
-    lin = ctx.sub(ctx.broadcast_to(x, shape), ctx.mul(ctx.convert(nn), ctx.broadcast_to(y, shape)))
+        n_lo, n_hi = rnd(qlo), rnd(qhi)
+        q_finite = np.isfinite(n_lo) & np.isfinite(n_hi)
+        finite = np.ones(shape, dtype=bool)     # finite ends (a quotient may overflow)
+        for t in (xlo, xhi, ylo, yhi):
+            if E.kind == "float":
+                finite &= np.isfinite(np.asarray(t, dtype=np.float64))
+            elif E.kind == "mpmath":
+                finite &= np.asarray(np.frompyfunc(
+                    lambda v: v._mpf_ not in (E.lib.finf, E.lib.fninf, E.lib.fnan), 1, 1)(t),
+                    dtype=bool)
+        same = finite & q_finite & (n_lo == n_hi) & ~zero_in
+        point = _mask(np.equal(xlo, xhi)) & _mask(np.equal(ylo, yhi))
+        near = finite & ~same & ~zero_in & ((q_finite & (n_hi - n_lo <= 1)) | point)
+    if E.kind == "rational":
+        near = ~zero_in & ~same
+    rnd_q = math.trunc if rule == "fmod" else round      # round(): half to even
+    ints = {}
+    for i in zip(*np.nonzero(same | near)) if len(shape) else ([()] if (same | near) else []):
+        X = (_fraction_end(E, xlo[i]), _fraction_end(E, xhi[i]))
+        Y = (_fraction_end(E, ylo[i]), _fraction_end(E, yhi[i]))
+        if same[i]:
+            n = int(n_lo[i])
+        else:
+            ns = {rnd_q(a / b) for a in X for b in Y}
+            if len(ns) != 1:
+                continue
+            n = ns.pop()
+        vals = [a - n * b for a in X for b in Y]
+        ints[i] = (min(vals), max(vals))
     # the generic bound
     ax, ay = ctx.abs(x), ctx.abs(y)
     ay_hi = E.wrap(np.broadcast_to(ay.hi, shape))
@@ -324,8 +356,15 @@ def _quotient_interval(ctx, fn, x, y, shape, rule):
         ghi = np.where(xneg, zero, m)
     else:
         glo, ghi = E.neg(m), m
-    lo = E.wrap(np.where(same, lin.lo, glo))
-    hi = E.wrap(np.where(same, lin.hi, ghi))
+    lo = E.wrap(np.array(np.broadcast_to(glo, shape), copy=True))
+    hi = E.wrap(np.array(np.broadcast_to(ghi, shape), copy=True))
+    if ints:
+        keys = list(ints)
+        d = E.point(np.array([ints[k][0] for k in keys] + [ints[k][1] for k in keys],
+                             dtype=object))
+        for j, k in enumerate(keys):
+            lo[k] = d[0][j]
+            hi[k] = d[1][len(keys) + j]
     lo, hi = ctx._whole(fn.name, zero_in, lo, hi)
     return ctx._box(lo, hi)
 

@@ -254,3 +254,108 @@ def test_tan_mpmath_box_beside_a_pole_is_finite():
         assert mpmath.isfinite(r.hi[0]) and r.lo[0] <= mpmath.tan(a) and mpmath.tan(b) <= r.hi[0]
         assert r.hi[0] - mpmath.tan(b) <= abs(mpmath.tan(b)) * mpmath.mpf(2) ** -95
     assert mpmath.isinf(r.lo[1]) and mpmath.isinf(r.hi[1])
+
+
+# ============================================================== fmod, remainder
+def _fmod_exact(name, x: Fraction, y: Fraction) -> Fraction:
+    """C's fmod (n = trunc(x/y)) and IEEE remainder (n = x/y rounded half to even)."""
+    q = x / y
+    n = math.trunc(q) if name == "fmod" else round(q)
+    return x - n * y
+
+
+def _rd_ru(base, v: Fraction):
+    f = _fmt(base)
+    out = []
+    for mode in ("down", "up"):
+        with formats.gmpy2_context(f, mode):
+            out.append(float(gmpy2.mpfr(gmpy2.mpq(v.numerator, v.denominator))))
+    return out
+
+
+def _point_pairs(base, n, seed):
+    f = _fmt(base)
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(-1e6, 1e6, n) * 10.0 ** rng.integers(-3, 3, n)
+    y = rng.uniform(-10, 10, n) * 10.0 ** rng.integers(-3, 3, n)
+    # quotients at or next to integers and halves (where n changes), huge quotients
+    k = n // 4
+    y[:k] = np.round(y[:k] * 4) / 4 + 0.25
+    x[:k] = y[:k] * (rng.integers(-50, 50, k) + rng.choice([0.0, 0.5], k))
+    x[k:k + 4] = [1e300, -1e300, 3e-300, 7.0]
+    y[k:k + 4] = [3e-300, 7e-290, 1e300, 0.5]
+    x, y = formats.round_to_format(x, f), formats.round_to_format(y, f)
+    keep = np.isfinite(x) & np.isfinite(y) & (y != 0)
+    return x[keep], y[keep]
+
+
+@pytest.mark.parametrize("base", FLOAT_BASES)
+@pytest.mark.parametrize("name", ["fmod", "remainder"])
+def test_fmod_remainder_point_boxes_are_the_exact_result(name, base):
+    """A point box gives a point: the exact IEEE result (math.fmod / math.remainder in
+    float64, MPFR's fmod / remainder in the format's context elsewhere)."""
+    x, y = _point_pairs(base, 200, 3)
+    ctx = scalars.get(f"interval:{base}")
+    r = getattr(ctx, name)(ctx.make(x, x), ctx.make(y, y))
+    c = formats.gmpy2_context(_fmt(base))
+    for i in range(x.size):
+        if base == "float64":
+            want = (math.fmod if name == "fmod" else math.remainder)(x[i], y[i])
+        else:
+            want = float(getattr(c, name)(gmpy2.mpfr(float(x[i]), 53),
+                                          gmpy2.mpfr(float(y[i]), 53)))
+        assert Fraction(want) == _fmod_exact(name, Fraction(x[i]), Fraction(y[i]))
+        assert r.lo[i] == want and r.hi[i] == want, (name, base, x[i], y[i], r.lo[i], r.hi[i])
+
+
+def test_issue_reproducer_fmod_point_box():
+    ctx = scalars.get("interval:float64")
+    r = ctx.fmod(ctx.make([987654.321], [987654.321]), ctx.make([0.00123], [0.00123]))
+    assert r.lo[0] == r.hi[0] == math.fmod(987654.321, 0.00123)
+
+
+@pytest.mark.parametrize("base", ["float64", "binary32", "mpmath:100", "rational"])
+@pytest.mark.parametrize("name", ["fmod", "remainder"])
+def test_fmod_remainder_boxes_with_constant_quotient_are_tight(name, base):
+    """Boxes where n is one integer (checked at the corners by the test, n being monotone):
+    [RD min, RU max] of the exact corner values (f = x - n y is linear); every sampled
+    point inside.  Other boxes: sound on samples and corners."""
+    rng = np.random.default_rng(11)
+    xl = np.round(rng.uniform(-40, 40, 60), 2)
+    yl = np.round(rng.uniform(0.3, 5, 60), 2) * rng.choice([-1, 1], 60)
+    xh = xl + np.round(rng.uniform(0, 0.3, 60), 2)
+    yh = yl + np.round(rng.uniform(0, 0.05, 60), 2)
+    ctx = scalars.get(f"interval:{base}")
+    if base == "rational":
+        mk = lambda v: [str(Fraction(str(t))) for t in v]       # noqa: E731
+    elif base == "mpmath:100":
+        mk = lambda v: [str(t) for t in v]                      # noqa: E731
+    else:
+        mk = lambda v: v                                        # noqa: E731
+    xb, yb = ctx.make(mk(xl), mk(xh)), ctx.make(mk(yl), mk(yh))
+    r = getattr(ctx, name)(xb, yb)
+    n_const = 0
+    for i in range(xl.size):
+        X = (_exact(xb.lo[i]), _exact(xb.hi[i]))
+        Y = (_exact(yb.lo[i]), _exact(yb.hi[i]))
+        lo, hi = _exact(r.lo[i]), _exact(r.hi[i])
+        corners = [_fmod_exact(name, a, b) for a in X for b in Y]
+        ns = {(math.trunc if name == "fmod" else round)(a / b) for a in X for b in Y}
+        for _ in range(12):
+            a = X[0] + (X[1] - X[0]) * Fraction(int(rng.integers(0, 1000)), 1000)
+            b = Y[0] + (Y[1] - Y[0]) * Fraction(int(rng.integers(0, 1000)), 1000)
+            assert lo <= _fmod_exact(name, a, b) <= hi, (name, base, i)
+        assert lo <= min(corners) and max(corners) <= hi
+        if len(ns) == 1:
+            n_const += 1
+            if base in ("float64", "binary32"):
+                assert (float(lo), float(hi)) == (_rd_ru(base, min(corners))[0],
+                                                  _rd_ru(base, max(corners))[1]), (name, i)
+            elif base == "rational":
+                assert (lo, hi) == (min(corners), max(corners))
+            else:
+                assert min(corners) - lo <= abs(min(corners)) * Fraction(1, 2 ** 99) + \
+                    Fraction(1, 2 ** 200)
+                assert hi - max(corners) <= abs(max(corners)) * Fraction(1, 2 ** 99) + \
+                    Fraction(1, 2 ** 200)
+    assert n_const >= 20

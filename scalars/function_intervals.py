@@ -102,7 +102,7 @@ def _may_hold_pole(ctx, fn, a) -> np.ndarray:
         finite = np.isfinite(lo_f) & np.isfinite(hi_f)
         wide = ~(hi_f - lo_f < period)
         huge = ~(np.abs(lo_f) < _HUGE_PHASE) | ~(np.abs(hi_f) < _HUGE_PHASE)
-    out = maybe | wide | ~finite
+    out = np.array(maybe | wide | ~finite)     # an array also for 0-d boxes
     redo = finite & ~wide & ((maybe & ~surely) | huge)
     if redo.any() and E.kind != "rational":    # (rational ends: tan only at 0 anyway)
         lo_e = np.broadcast_to(np.asarray(a.lo), redo.shape)

@@ -961,7 +961,7 @@ class IntervalContext(Context):
                 th = (hi_f - ph) / (2 * math.pi)
                 m_l = 2.0 ** -40 * (np.abs(tl) + 1)
                 m_h = 2.0 ** -40 * (np.abs(th) + 1)
-                has.append(np.ceil(tl - m_l) <= np.floor(th + m_h))
+                has.append(np.array(np.ceil(tl - m_l) <= np.floor(th + m_h)))   # 0-d too
                 # "maybe" but not "surely": the margin decided it
                 unsure.append(has[-1] & ~(np.ceil(tl + m_l) <= np.floor(th - m_h)))
         # beyond 2^40, or where the float64 phase's margin decided, reduce exactly in MPFR

@@ -359,3 +359,22 @@ def test_fmod_remainder_boxes_with_constant_quotient_are_tight(name, base):
                 assert hi - max(corners) <= abs(max(corners)) * Fraction(1, 2 ** 99) + \
                     Fraction(1, 2 ** 200)
     assert n_const >= 20
+
+
+@pytest.mark.parametrize("base", ["float64", "binary32", "mpmath:100"])
+def test_zero_dimensional_boxes(base):
+    """0-d boxes take the same exact paths (MPFR phase reduction at huge arguments, the
+    exact fmod corner values)."""
+    ctx = scalars.get(f"interval:{base}")
+    t = {"float64": 1e300, "binary32": float(np.float32(1e30)), "mpmath:100": 1e30}[base]
+    big = ctx.make(np.array(t), np.array(t))
+    for fname in ("sin", "cos", "tan"):
+        r = getattr(ctx, fname)(big)
+        assert np.shape(r.lo) == ()
+        with mpmath.workprec(5000):
+            q = _exact(big.lo[()])
+            v = getattr(mpmath, fname)(mpmath.mpf(q.numerator) / q.denominator)
+            assert mpmath.mpf(r.lo[()]) <= v <= mpmath.mpf(r.hi[()])
+            assert mpmath.mpf(r.hi[()]) - mpmath.mpf(r.lo[()]) <= abs(v) * 2.0 ** -20
+    r = ctx.fmod(ctx.make(np.array(7.5), np.array(7.5)), ctx.make(np.array(2.0), np.array(2.0)))
+    assert np.shape(r.lo) == () and _exact(r.lo[()]) == _exact(r.hi[()]) == Fraction(3, 2)

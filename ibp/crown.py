@@ -70,12 +70,16 @@ from scalarlab.scalars.errors import ContextError
 from scalarlab.scalars.interval import Interval
 
 from .box import Box
+from .crown_rounding import DOT_AFFINE, EXACT_AFFINE, PointErrors
 from .errors import IBPError
 from .propagate import interval_context
 
-__all__ = ["run_crown", "CrownError", "METHODS", "AFFINE_OPS", "RELAXED_OPS"]
+__all__ = ["run_crown", "CrownError", "METHODS", "GUARANTEES", "AFFINE_OPS", "RELAXED_OPS"]
 
 METHODS = ("ibp", "crown", "crown-ibp")
+#: what a box holds: the exact real result over the input box, or also every result of
+#: the point context of the interval's base format (see ibp/crown_rounding.py)
+GUARANTEES = ("execution", "real")
 
 #: ops affine in their one input-dependent parent (the other parents are constants)
 AFFINE_OPS = frozenset({"linear", "conv2d", "avg_pool2d", "flatten", "reshape", "permute",
@@ -94,11 +98,17 @@ class _NoBox(Exception):
 
 
 def run_crown(graph, payload, box: Box, ctx="interval:float64", method: str = "crown",
-              output_id: Optional[int] = None) -> list:
+              output_id: Optional[int] = None, guarantee: str = "execution") -> list:
     """One :class:`Box` per node: CROWN bounds at the output and (``method="crown"``) at
-    every input of a nonlinearity, the op's interval rule elsewhere; ``None`` for nodes
-    that are not ancestors of the output (``output_id``, default the graph's) and where a
-    rule gives up (then for its dependents too), as in :func:`run_ibp`.
+    every input of a nonlinearity, the op's interval rule elsewhere, each intersected with
+    the node's IBP box (so never looser than IBP); ``None`` for nodes that are not
+    ancestors of the output (``output_id``, default the graph's) and where a rule gives
+    up (then for its dependents too), as in :func:`run_ibp`.
+
+    ``guarantee="execution"`` (default): every box also holds what the point context of
+    the interval's base format computes for inputs in the box (each node's a-priori
+    rounding error enters the backward pass); ``"real"``: the exact real-valued result
+    only.  The IBP boxes carry both, so the intersection keeps the one asked for.
 
     ``box`` bounds the graph's one input; with leading batch axes each box of the batch
     is bounded separately (CROWN is per example).  ``method="ibp"`` returns
@@ -111,6 +121,9 @@ def run_crown(graph, payload, box: Box, ctx="interval:float64", method: str = "c
 
     if method not in METHODS:
         raise IBPError(f"run_crown: unknown method {method!r}; use one of {', '.join(METHODS)}")
+    if guarantee not in GUARANTEES:
+        raise IBPError(f"run_crown: unknown guarantee {guarantee!r}; use one of "
+                       f"{', '.join(GUARANTEES)}")
     ictx = interval_context(ctx)
     if not isinstance(box, Box):
         raise IBPError(f"run_crown: expected a Box for the input, got {type(box).__name__}")
@@ -129,14 +142,26 @@ def run_crown(graph, payload, box: Box, ctx="interval:float64", method: str = "c
         raise CrownError(f"run_crown: box shape {list(box.shape)} does not match the input "
                          f"node's shape {list(in_shape)} (leading batch axes allowed)")
     out = graph.output if output_id is None else int(output_id)
+    errs = PointErrors(ictx) if guarantee == "execution" else None
+    ibp = run_ibp(graph, payload, box, ictx)          # the whole batch in one fold
     if nb:
-        per = [_crown_one(graph, payload, box[idx], ictx, method, out)
+        per = [_crown_one(graph, payload, box[idx], ictx, method, out,
+                          [None if b is None else b[idx] for b in ibp], errs)
                for idx in np.ndindex(box.shape[:nb])]
         return [None if any(p[i] is None for p in per) else
-                Box(np.stack([p[i].lo for p in per]).reshape(box.shape[:nb] + p0.shape),
-                    np.stack([p[i].hi for p in per]).reshape(box.shape[:nb] + p0.shape))
+                _tag(Box(np.stack([p[i].lo for p in per]).reshape(box.shape[:nb] + p0.shape),
+                         np.stack([p[i].hi for p in per]).reshape(box.shape[:nb] + p0.shape)),
+                     guarantee)
                 for i, p0 in enumerate(per[0])]
-    return _crown_one(graph, payload, box, ictx, method, out)
+    return [None if b is None else _tag(b, guarantee)
+            for b in _crown_one(graph, payload, box, ictx, method, out, ibp, errs)]
+
+
+def _tag(box: Box, guarantee: str) -> Box:
+    """Record the guarantee on the box where Box carries one (a ``guarantee`` field)."""
+    if "guarantee" in getattr(Box, "__dataclass_fields__", {}):
+        object.__setattr__(box, "guarantee", guarantee)
+    return box
 
 
 # ------------------------------------------------------------------------------ helpers
@@ -157,12 +182,13 @@ def _depends(graph, input_id) -> list:
     return dep
 
 
-def _crown_one(graph, payload, box, ictx, method, out) -> list:
+def _crown_one(graph, payload, box, ictx, method, out, ibp, errs) -> list:
     in_id = graph.input_ids()[0]
     dep = _depends(graph, in_id)
     need = [False] * len(graph.nodes)
     need[out] = True
-    kinds = [_kind(graph, n, dep) for n in graph.nodes]
+    execution = errs is not None
+    kinds = [_kind(graph, n, dep, execution) for n in graph.nodes]
     if method == "crown":
         # inputs of relaxations, and of ops without a linear form (their box, from their
         # interval rule, is where the backward pass stops), get CROWN boxes
@@ -182,9 +208,11 @@ def _crown_one(graph, payload, box, ictx, method, out) -> list:
         if anc[i]:
             for p in graph.nodes[i].parents:
                 anc[p] = True
+    ibp_iv = [None if b is None else Interval(np.asarray(b.lo), np.asarray(b.hi))
+              for b in ibp]
     vals: list = [None] * len(graph.nodes)
     vals[in_id] = box.to_interval(ictx)
-    jac: dict = {}        # node id -> (parent, M, b) of an affine node, shared by the passes
+    st = _State(graph, payload, ictx, dep, kinds, ibp_iv, errs)
     for node in graph.nodes:
         i = node.id
         if i == in_id or not anc[i]:
@@ -198,22 +226,51 @@ def _crown_one(graph, payload, box, ictx, method, out) -> list:
         try:
             if need[i] and dep[i] and kinds[i] is not None and (
                     method != "crown" or kinds[i] not in ("relaxed", "maxpool")):
-                vals[i] = _backward(graph, payload, ictx, vals, dep, i, jac)
-                continue
-            if any(vals[p] is None for p in node.parents):
-                continue
-            args, attrs = node_args(graph, payload, ictx, node, vals)
-            vals[i] = rule_for(OPS[node.kind.op], ictx)(ictx, args, attrs, 0)
+                vals[i] = _backward(st, vals, i)
+            elif all(vals[p] is not None for p in node.parents):
+                args, attrs = node_args(graph, payload, ictx, node, vals)
+                vals[i] = rule_for(OPS[node.kind.op], ictx)(ictx, args, attrs, 0)
         except (ContextError, OpDataError, _NoBox):
             vals[i] = None
+        # every box, CROWN's or a rule's on CROWN boxes, is cut to the IBP box: both hold
+        # the node's values (real and executed), so the intersection does too
+        if vals[i] is not None and ibp_iv[i] is not None:
+            vals[i] = _intersect(ictx, vals[i], ibp_iv[i], i)
+        elif ibp_iv[i] is not None:
+            vals[i] = ibp_iv[i]
     return [None if v is None else Box.from_interval(ictx, v) for v in vals]
 
 
-def _kind(graph, node, dep):
+class _State:
+    """What the backward passes of one example share: the graph, the IBP boxes, the
+    affine parts of the nodes crossed (``jac``) and their rounding-error bounds."""
+
+    def __init__(self, graph, payload, ictx, dep, kinds, ibp, errs):
+        self.graph, self.payload, self.ictx = graph, payload, ictx
+        self.dep, self.kinds, self.ibp, self.errs = dep, kinds, ibp, errs
+        self.jac: dict = {}        # node id -> (parent, M, b) of an affine node
+        self.err: dict = {}        # node id -> symmetric interval [-err, err] (or None)
+
+
+def _intersect(ictx, a: Interval, b: Interval, node_id: int) -> Interval:
+    """[max lo, min hi]; disjoint boxes would mean that one of them is unsound."""
+    lo = np.maximum(np.asarray(a.lo), np.asarray(b.lo))
+    hi = np.minimum(np.asarray(a.hi), np.asarray(b.hi))
+    if np.any(np.asarray(np.greater(lo, hi), dtype=bool)):
+        k = tuple(int(t) for t in np.argwhere(np.asarray(np.greater(lo, hi), dtype=bool))[0])
+        raise IBPError(f"run_crown: node {node_id}: the CROWN box [{a.lo[k]}, {a.hi[k]}] and "
+                       f"the IBP box [{b.lo[k]}, {b.hi[k]}] are disjoint at index {list(k)} "
+                       f"in {ictx.name} (one of them is unsound)")
+    return Interval(lo, hi)
+
+
+def _kind(graph, node, dep, execution=False):
     """How the backward pass crosses a node: "affine", "sum2" (add/sub of two
     input-dependent parents of the same shape), "relaxed", "maxpool", or None: no linear
     form here, the pass stops at the node's box (always sound: the node's value is some
-    point of its box)."""
+    point of its box).  For the execution guarantee an affine op must also have a
+    rounding-error bound (crown_rounding.DOT_AFFINE / EXACT_AFFINE): batchnorm_eval's
+    evaluation order has none yet, so the pass stops at its box."""
     op = node.kind.op
     if op in ("relu", "tanh", "sigmoid"):
         return "relaxed"
@@ -224,6 +281,8 @@ def _kind(graph, node, dep):
             tuple(graph.nodes[p].out_shape) == tuple(node.out_shape) for p in var):
         return "sum2"
     if op in AFFINE_OPS and len(var) == 1 and not (op == "div" and node.parents[0] != var[0]):
+        if execution and op not in DOT_AFFINE and op not in EXACT_AFFINE:
+            return None
         return "affine"
     return None
 
@@ -317,12 +376,37 @@ def _relax(ictx, op, l, u):
     bl = ictx.where(convex, tb, ictx.where(concave, cb, ml))
     au = ictx.where(convex, chord, ictx.where(concave, td, mu_a))
     bu = ictx.where(convex, cb, ictx.where(concave, tb, mu))
+    # Near-point boxes: the chord's slope is a difference of two roundings of s over a
+    # few ulps of z (an interval like [0, 2]), and its offset is as wide.  The mean-value
+    # lines are tight there: for every a in A = s'(d) (an interval) and z in Z = [l, u],
+    #   s(z) - a z = s(d) - a d + (s'(xi) - a)(z - d),  xi in Z,
+    # so s(z) - a z lies in O = s(d) - A d + (s'(Z) - A)(Z - d) (interval arithmetic),
+    # and a z + lo(O) <= s(z) <= a z + hi(O) on Z: a theorem whatever the width, whose
+    # gap is O(width^2 s'') + rounding.  Each coordinate keeps the pair of lines with the
+    # smaller vertical gap at the ends of [l, u] (both pairs are valid).
+    Z = ictx.make(l, u)
+    off = ictx.add(ictx.sub(sd, ictx.mul(td, D)),
+                   ictx.mul(ictx.sub(deriv(f(Z)), td), ictx.sub(Z, D)))
+    ol, oh = _pt(ictx, off.lo), _pt(ictx, off.hi)
+    use_mv = _gap(ictx, td, ol, td, oh, L, U) < _gap(ictx, al, bl, au, bu, L, U)
+    if use_mv.any():
+        al, au = ictx.where(use_mv, td, al), ictx.where(use_mv, td, au)
+        bl, bu = ictx.where(use_mv, ol, bl), ictx.where(use_mv, oh, bu)
     # a point interval: the constant bounds [s(l), s(l)]
     al = ictx.where(point, zero, al)
     au = ictx.where(point, zero, au)
     bl = ictx.where(point, _pt(ictx, sl.lo), bl)
     bu = ictx.where(point, _pt(ictx, sl.hi), bu)
     return al, bl, au, bu
+
+
+def _gap(ictx, al, bl, au, bu, L, U) -> np.ndarray:
+    """Upper bound (float64) of the vertical gap between the upper and the lower line at
+    the ends of [l, u] (the largest gap on [l, u]: the lines are straight); NaN -> inf."""
+    g = [ictx.to_float64(ictx.sub(ictx.add(ictx.mul(au, Z), bu),
+                                  ictx.add(ictx.mul(al, Z), bl))).hi for Z in (L, U)]
+    m = np.maximum(np.asarray(g[0], dtype=np.float64), np.asarray(g[1], dtype=np.float64))
+    return np.where(np.isnan(m), np.inf, m)
 
 
 _F64 = {"tanh": (np.tanh, lambda t: 1.0 - t * t),
@@ -440,8 +524,40 @@ def _acc(ictx, lams, k, v):
     lams[k] = v if lams.get(k) is None else ictx.add(lams[k], v)
 
 
-def _backward(graph, payload, ictx, vals, dep, t, jac) -> Interval:
-    """CROWN bounds of node t (an Interval of its shape) from the boxes in ``vals``."""
+def _node_err(st, vals, i, node, kind):
+    """[-err_i, err_i]: the point context's rounding error at node i (None where it is
+    exact, or for the real guarantee), from the magnitudes of execution-sound boxes."""
+    if st.errs is None:
+        return None
+    if i in st.err:
+        return st.err[i]
+    ictx, op = st.ictx, node.kind.op
+    own = vals[i] if vals[i] is not None else st.ibp[i]
+    if kind == "maxpool" or (kind == "relaxed" and op == "relu"):
+        err = None                                   # exact in every format
+    elif kind in ("relaxed", "sum2"):
+        if own is None:
+            raise _NoBox(i)
+        err = st.errs.elementwise(op, st.errs.mag(own))
+    else:                                            # affine
+        u, M, b = st.jac[i]
+        if op in EXACT_AFFINE or st.errs.exact:
+            err = None
+        else:
+            if vals[u] is None:
+                raise _NoBox(u)
+            err = st.errs.affine(op, M, b, st.errs.mag(vals[u]))
+    if err is not None:
+        err = np.asarray(err, dtype=np.float64).reshape(-1)
+        err = None if not np.any(err) else ictx.make(-err, err)
+    st.err[i] = err
+    return err
+
+
+def _backward(st, vals, t) -> Interval:
+    """CROWN bounds of node t (an Interval of its shape) from the boxes in ``vals``;
+    with the execution guarantee each node crossed adds ``Lambda [-err, err]``."""
+    graph, payload, ictx, dep = st.graph, st.payload, st.ictx, st.dep
     shp = tuple(graph.nodes[t].out_shape)
     n = int(np.prod(shp, dtype=np.int64))
     lams = {t: ictx.convert(np.concatenate([np.eye(n), -np.eye(n)]))}
@@ -453,7 +569,8 @@ def _backward(graph, payload, ictx, vals, dep, t, jac) -> Interval:
             continue
         node = graph.nodes[i]
         op = node.kind.op
-        if vals[i] is None and (not dep[i] or op == "input" or _kind(graph, node, dep) is None):
+        kind = st.kinds[i]
+        if vals[i] is None and (not dep[i] or op == "input" or kind is None):
             raise _NoBox(i)
         if not dep[i]:                               # a constant: its (point) box
             c = ictx.add(c, ictx.matmul(lam, _flat(ictx, vals[i])))
@@ -461,12 +578,17 @@ def _backward(graph, payload, ictx, vals, dep, t, jac) -> Interval:
         if op == "input":
             lower = ictx.add(ictx.matmul(lam, _flat(ictx, vals[i])), c)
             continue
-        kind = _kind(graph, node, dep)
         if kind is None:                             # no linear form: stop at its box
             c = ictx.add(c, ictx.matmul(lam, _flat(ictx, vals[i])))
             continue
         if kind in ("relaxed", "maxpool") and vals[node.parents[0]] is None:
             raise _NoBox(node.parents[0])
+        if kind == "affine" and i not in st.jac:
+            st.jac[i] = _affine_parts(graph, payload, ictx, node, vals, dep)
+        # the executed value is the op on the executed inputs plus e_i, |e_i| <= err_i
+        e = _node_err(st, vals, i, node, kind)
+        if e is not None:
+            c = ictx.add(c, ictx.matmul(lam, e))
         if kind == "maxpool":
             u, SL, SU, bU = _maxpool_relax(graph, payload, ictx, node, vals)
             pos, neg = _split(ictx, lam)
@@ -486,9 +608,7 @@ def _backward(graph, payload, ictx, vals, dep, t, jac) -> Interval:
             _acc(ictx, lams, a, lam)
             _acc(ictx, lams, b, lam if op == "add" else ictx.neg(lam))
             continue
-        if i not in jac:                                                   # affine
-            jac[i] = _affine_parts(graph, payload, ictx, node, vals, dep)
-        u, M, b = jac[i]
+        u, M, b = st.jac[i]                                                # affine
         _acc(ictx, lams, u, ictx.matmul(lam, M))
         c = ictx.add(c, ictx.matmul(lam, b))
     if lower is None:                                # the input was never reached

@@ -1,0 +1,125 @@
+"""A-priori rounding-error bounds of the point contexts, for CROWN's ``execution`` guarantee.
+
+CROWN bounds a linear function of the exact network.  The lab's point context of the
+interval's base format (``interval:bfloat16`` -> ``bfloat16``) computes each node with
+rounding: its value is ``f_k(executed inputs) + e_k``.  :class:`PointErrors` gives, per
+node, an upper bound ``err_k >= |e_k|`` from facts of that context (unit roundoff,
+subnormal spacing, overflow threshold, which functions are correctly rounded) and the
+magnitudes of the node's execution-sound boxes; CROWN adds ``|Lambda_k| err_k`` in its
+backward pass, so its boxes hold the executed values too.
+
+Bounds used (u = 2^-p the unit roundoff of round-to-nearest, eta the largest absolute
+error of one rounding in the subnormal range: half the smallest subnormal, or the
+smallest normal where the format flushes):
+
+* one correctly rounded operation with |exact result| <= Y: ``u Y + eta``;
+* a function the context evaluates to a declared relative accuracy (float64's libm
+  evaluators: ``f64_rel`` of the function's record, and ``F64_ABS_ERR`` below 2^-1022;
+  mpmath's functions, "accurate to ~1 ulp": 4 ulps are allowed);
+* an affine node computed as sums of products (linear, conv2d, pools, sums, a constant
+  added/multiplied/divided): every term passes through at most ``n`` roundings (n = the
+  number of non-zero coefficients of the row + 2: the products, the sums, the bias and
+  the rounding of a constant such as 1/count), so, in any summation order, with or
+  without FMA (Higham, Accuracy and Stability, Thm 3.1 and Lemma 3.1),
+  ``|e| <= ((1 + u)^n - 1) (sum |m_j| |x_j| + |b|) + n eta``;
+* shape ops, negation, relu and max-pool are exact (0).
+
+A result whose bound reaches the format's overflow threshold may be +-inf when executed:
+its error is unbounded (``inf``), and CROWN falls back to the node's IBP box there.
+Exact (rational) bases have no rounding: every bound is 0.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from scalarlab.scalars.functions import F64_ABS_ERR, FUNCTIONS
+from scalarlab.scalars.interval import Interval
+
+__all__ = ["PointErrors", "EXACT_AFFINE", "DOT_AFFINE"]
+
+#: affine ops whose point evaluation is exact (no arithmetic, or a sign change)
+EXACT_AFFINE = frozenset({"flatten", "reshape", "permute", "neg", "broadcast_to", "detach"})
+#: affine ops computed as sums of products of the input with constants (see module doc)
+DOT_AFFINE = frozenset({"linear", "conv2d", "avg_pool2d", "sum", "reduce_sum",
+                        "reduce_mean", "add", "sub", "mul", "div"})
+
+
+def _up(x):
+    """One step up: float64 arithmetic below is rounded to nearest, then moved outward."""
+    return np.nextafter(x, np.inf)
+
+
+class PointErrors:
+    """Rounding facts of the point context behind interval context ``ictx``."""
+
+    def __init__(self, ictx):
+        self.ictx = ictx
+        kind = ictx.ends.kind
+        self.exact = kind == "rational"
+        self.base = None if self.exact else ictx.base
+        if self.exact:
+            self.u, self.eta, self.max_finite, self.float64 = 0.0, 0.0, math.inf, False
+        elif kind == "mpmath":
+            # mpmath: unbounded exponent range, no underflow or overflow
+            self.u, self.eta, self.max_finite, self.float64 = (
+                math.ldexp(1.0, -int(self.base.prec)), 0.0, math.inf, False)
+        else:
+            fmt = self.base.fmt
+            self.u = math.ldexp(1.0, -fmt.precision)
+            self.eta = fmt.min_subnormal / 2 if fmt.subnormals else fmt.min_normal
+            self.max_finite = fmt.max_finite
+            self.float64 = getattr(self.base, "name", "") == "float64"
+
+    # ------------------------------------------------------------------ magnitudes
+    def mag(self, v) -> np.ndarray:
+        """max |t| over an interval value, as float64 rounded up (flat)."""
+        f = self.ictx.to_float64(v)
+        lo, hi = np.asarray(f.lo, dtype=np.float64), np.asarray(f.hi, dtype=np.float64)
+        return np.maximum(np.abs(lo), np.abs(hi)).reshape(-1)
+
+    def _finish(self, err, ymag):
+        """inf where the executed result may overflow (or the bound is not finite)."""
+        with np.errstate(all="ignore"):
+            bad = ~np.isfinite(err) | ~(_up(ymag + err) < self.max_finite)
+        return np.where(bad, np.inf, err)
+
+    # ---------------------------------------------------------------------- bounds
+    def elementwise(self, op: str, ymag) -> np.ndarray:
+        """Bound on |fl(s(z)) - s(z)| for an elementwise op with |s(z)| <= ymag."""
+        ymag = np.asarray(ymag, dtype=np.float64)
+        if self.exact or op in ("relu", "neg", "abs", "maximum", "minimum"):
+            return np.zeros_like(ymag)
+        with np.errstate(all="ignore"):
+            if op in ("add", "sub", "mul", "div") or op in self.base.correctly_rounded:
+                err = _up(_up(self.u * ymag) + self.eta)
+            elif self.float64 and op in FUNCTIONS:
+                err = _up(_up(FUNCTIONS[op].f64_rel * ymag) + F64_ABS_ERR)
+            elif op in FUNCTIONS and self.eta == 0.0:          # mpmath: 4 ulps
+                err = _up(8.0 * self.u * ymag)
+            else:
+                err = np.full_like(ymag, np.inf)    # no declared accuracy: no bound
+        return self._finish(err, ymag)
+
+    def affine(self, op: str, M: Interval, b: Interval, xmag) -> np.ndarray:
+        """Bound per output of an affine node y = M x + b evaluated by the point context,
+        |x| <= xmag elementwise (M an interval (n_v, n_u), b (n_v,))."""
+        n_v = self.ictx.shape(b)[0]
+        if self.exact or op in EXACT_AFFINE:
+            return np.zeros(n_v)
+        if op not in DOT_AFFINE:
+            return np.full(n_v, np.inf)
+        m = self.mag(M).reshape(n_v, -1)
+        bm = self.mag(b)
+        xm = np.asarray(xmag, dtype=np.float64).reshape(-1)
+        n = np.count_nonzero(m, axis=1) + 2
+        with np.errstate(all="ignore"):
+            # sum of non-negative terms, each product and sum rounded to nearest in
+            # float64: the exact sum is below fl(...) (1 + 2(k+1) 2^-53)
+            s = np.where(m > 0, m * xm[None, :], 0.0).sum(axis=1) + bm
+            s = _up(s * (1.0 + (m.shape[1] + 2) * 2.0 ** -52))
+            # theta_n <= (1 + u)^n - 1, computed with a relative margin
+            theta = _up(np.expm1(n * math.log1p(self.u)) * (1.0 + 2.0 ** -40))
+            err = _up(_up(theta * s) + _up(n * self.eta))
+        return self._finish(err, s)

@@ -67,6 +67,7 @@ import numpy as np
 from scalarlab.graph.fold import node_args, rule_for
 from scalarlab.graph.optable import OPS, OpDataError
 from scalarlab.scalars.errors import ContextError
+from scalarlab.scalars.functions import FUNCTIONS
 from scalarlab.scalars.interval import Interval
 
 from .box import Box
@@ -144,6 +145,11 @@ def run_crown(graph, payload, box: Box, ctx="interval:float64", method: str = "c
     out = graph.output if output_id is None else int(output_id)
     errs = PointErrors(ictx) if guarantee == "execution" else None
     ibp = run_ibp(graph, payload, box, ictx)          # the whole batch in one fold
+    if errs is not None:
+        # the IBP boxes are cut to only where they hold the executed values too (a box
+        # that says so); the fold's midpoint-radius products enclose the real product
+        # only, so CROWN keeps its own execution-sound chain of rule boxes instead
+        ibp = [b if getattr(b, "guarantee", None) == "execution" else None for b in ibp]
     if nb:
         per = [_crown_one(graph, payload, box[idx], ictx, method, out,
                           [None if b is None else b[idx] for b in ibp], errs)
@@ -217,27 +223,42 @@ def _crown_one(graph, payload, box, ictx, method, out, ibp, errs) -> list:
         i = node.id
         if i == in_id or not anc[i]:
             continue
-        # an elementwise activation's box is its interval rule on its input's CROWN box:
-        # never looser than CROWN through its own relaxation (the relaxation lines lie
-        # below/above s, so CROWN gives at best a_l l + b_l <= s(l))
-        # (with method "crown", where that input box is CROWN's; crown-ibp's is IBP's)
-        # a rule that cannot bound its input (log of a box reaching 0, tanh over
-        # rationals) gives no box, as in run_ibp; so does every node depending on it
-        try:
-            if need[i] and dep[i] and kinds[i] is not None and (
-                    method != "crown" or kinds[i] not in ("relaxed", "maxpool")):
-                vals[i] = _backward(st, vals, i)
-            elif all(vals[p] is not None for p in node.parents):
+        # Up to three boxes of the node, each holding its values (real, and executed for
+        # the execution guarantee), so their intersection does too:
+        # * the op's interval rule on its parents' final boxes (never looser than CROWN
+        #   through an activation's own relaxation, whose lines lie below/above s), plus
+        #   for the execution guarantee the op's a-priori rounding error where the
+        #   interval rule encloses the real result only (products, sums, functions the
+        #   point context does not round correctly);
+        # * CROWN's backward bound where the node needs one;
+        # * the IBP box (for the execution guarantee only if it says it holds).
+        # A rule that cannot bound its input (log of a box reaching 0, tanh over
+        # rationals) gives no box, as in run_ibp; so does every node depending on it.
+        cands = []
+        if all(vals[p] is not None for p in node.parents):
+            try:
                 args, attrs = node_args(graph, payload, ictx, node, vals)
-                vals[i] = rule_for(OPS[node.kind.op], ictx)(ictx, args, attrs, 0)
-        except (ContextError, OpDataError, _NoBox):
-            vals[i] = None
-        # every box, CROWN's or a rule's on CROWN boxes, is cut to the IBP box: both hold
-        # the node's values (real and executed), so the intersection does too
-        if vals[i] is not None and ibp_iv[i] is not None:
-            vals[i] = _intersect(ictx, vals[i], ibp_iv[i], i)
-        elif ibp_iv[i] is not None:
-            vals[i] = ibp_iv[i]
+                r = rule_for(OPS[node.kind.op], ictx)(ictx, args, attrs, 0)
+                if errs is not None and dep[i]:
+                    e = _rule_err(st, vals, i, node, r)
+                    r = r if e is None else ictx.add(r, ictx.reshape(e, ictx.shape(r)))
+                st.own[i] = r
+                cands.append(r)
+            except (ContextError, OpDataError, _NoBox):
+                pass
+        if need[i] and dep[i] and kinds[i] is not None and (
+                method != "crown" or kinds[i] not in ("relaxed", "maxpool")):
+            try:
+                cands.append(_backward(st, vals, i))
+            except (ContextError, OpDataError, _NoBox):
+                pass
+        if ibp_iv[i] is not None:
+            cands.append(ibp_iv[i])
+        if cands:
+            v = cands[0]
+            for w in cands[1:]:
+                v = _intersect(ictx, v, w, i)
+            vals[i] = v
     return [None if v is None else Box.from_interval(ictx, v) for v in vals]
 
 
@@ -250,6 +271,7 @@ class _State:
         self.dep, self.kinds, self.ibp, self.errs = dep, kinds, ibp, errs
         self.jac: dict = {}        # node id -> (parent, M, b) of an affine node
         self.err: dict = {}        # node id -> symmetric interval [-err, err] (or None)
+        self.own: dict = {}        # node id -> its interval-rule box (execution: widened)
 
 
 def _intersect(ictx, a: Interval, b: Interval, node_id: int) -> Interval:
@@ -532,7 +554,8 @@ def _node_err(st, vals, i, node, kind):
     if i in st.err:
         return st.err[i]
     ictx, op = st.ictx, node.kind.op
-    own = vals[i] if vals[i] is not None else st.ibp[i]
+    # a box holding the node's real values: its final box, else its (widened) rule box
+    own = vals[i] if vals[i] is not None else st.own.get(i, st.ibp[i])
     if kind == "maxpool" or (kind == "relaxed" and op == "relu"):
         err = None                                   # exact in every format
     elif kind in ("relaxed", "sum2"):
@@ -552,6 +575,25 @@ def _node_err(st, vals, i, node, kind):
         err = None if not np.any(err) else ictx.make(-err, err)
     st.err[i] = err
     return err
+
+
+def _rule_err(st, vals, i, node, r):
+    """[-err, err] to add to node i's interval-rule box for the execution guarantee:
+    the op's rounding error where the rule encloses only the real result (affine sums
+    of products; activations and functions the point context does not round
+    correctly); None where the rule's outward rounding in the base format already holds
+    the correctly rounded point result (or the op's own rule is responsible)."""
+    kind, op = st.kinds[i], node.kind.op
+    if kind == "affine":
+        if op in EXACT_AFFINE:
+            return None
+        if i not in st.jac:
+            st.jac[i] = _affine_parts(st.graph, st.payload, st.ictx, node, vals, st.dep)
+        return _node_err(st, vals, i, node, kind)
+    if op in FUNCTIONS and not st.errs.exact and op not in st.errs.base.correctly_rounded:
+        err = st.errs.elementwise(op, st.errs.mag(r))
+        return st.ictx.make(-err, err) if np.any(err) else None
+    return None
 
 
 def _backward(st, vals, t) -> Interval:

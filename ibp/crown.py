@@ -268,11 +268,25 @@ class _State:
 
     def __init__(self, graph, payload, ictx, dep, kinds, ibp, errs):
         self.graph, self.payload, self.ictx = graph, payload, ictx
+        # CROWN's coefficients and offsets are intervals of the work context: float64
+        # for a narrower binary base (bfloat16's 8 bits would round every product of the
+        # backward pass), the base itself otherwise (mpmath, rational, float64)
+        self.wctx = ictx
+        if ictx.ends.kind == "float" and ictx.fmt is not None and ictx.fmt.precision < 53 \
+                and ictx.fmt.exp_bits <= 11:
+            from scalarlab import scalars
+            self.wctx = scalars.get("interval:float64")
         self.dep, self.kinds, self.ibp, self.errs = dep, kinds, ibp, errs
         self.jac: dict = {}        # node id -> (parent, M, b) of an affine node
         self.err: dict = {}        # node id -> symmetric interval [-err, err] (or None)
         self.own: dict = {}        # node id -> its interval-rule box (execution: widened)
 
+    def w(self, v):
+        """A base-context box as a work-context interval (exact: the base's values are
+        float64 values)."""
+        if self.wctx is self.ictx or v is None:
+            return v
+        return Interval(np.asarray(v.lo, dtype=np.float64), np.asarray(v.hi, dtype=np.float64))
 
 def _intersect(ictx, a: Interval, b: Interval, node_id: int) -> Interval:
     """[max lo, min hi]; disjoint boxes would mean that one of them is unsound."""
@@ -309,9 +323,12 @@ def _kind(graph, node, dep, execution=False):
     return None
 
 
-def _affine_parts(graph, payload, ictx, node, vals, dep):
+def _affine_parts(st, node, vals):
     """(variable parent id, M as an interval (n_v, n_u), offset b as an interval (n_v,))
-    of an affine node, from its forward rule at 0 and at the basis vectors."""
+    of an affine node, from its forward rule at 0 and at the basis vectors, in the work
+    context (M and b hold the exact real coefficients; the point context's rounded
+    constants are within the rounding-error bound of crown_rounding)."""
+    graph, payload, ictx, dep = st.graph, st.payload, st.wctx, st.dep
     var = [p for p in node.parents if dep[p]]
     op = node.kind.op
     u = var[0]
@@ -322,8 +339,9 @@ def _affine_parts(graph, payload, ictx, node, vals, dep):
     local = list(vals)
     for p in node.parents:          # constant parents broadcast over the basis batch
         if p != u:
-            local[p] = ictx.broadcast_to(ictx.reshape(vals[p], (1,) + ictx.shape(vals[p])),
-                                         (n_u + 1,) + ictx.shape(vals[p]))
+            v = st.w(vals[p])
+            local[p] = ictx.broadcast_to(ictx.reshape(v, (1,) + ictx.shape(v)),
+                                         (n_u + 1,) + ictx.shape(v))
     local[u] = X
     args, attrs = node_args(graph, payload, ictx, node, local)
     Y = OPS[op].forward(ictx, args, attrs, 1)
@@ -547,13 +565,13 @@ def _acc(ictx, lams, k, v):
 
 
 def _node_err(st, vals, i, node, kind):
-    """[-err_i, err_i]: the point context's rounding error at node i (None where it is
-    exact, or for the real guarantee), from the magnitudes of execution-sound boxes."""
+    """err_i (flat float64) bounding the point context's rounding error at node i (None
+    where it is exact, or for the real guarantee), from execution-sound magnitudes."""
     if st.errs is None:
         return None
     if i in st.err:
         return st.err[i]
-    ictx, op = st.ictx, node.kind.op
+    op = node.kind.op
     # a box holding the node's real values: its final box, else its (widened) rule box
     own = vals[i] if vals[i] is not None else st.own.get(i, st.ibp[i])
     if kind == "maxpool" or (kind == "relaxed" and op == "relu"):
@@ -572,7 +590,7 @@ def _node_err(st, vals, i, node, kind):
             err = st.errs.affine(op, M, b, st.errs.mag(vals[u]))
     if err is not None:
         err = np.asarray(err, dtype=np.float64).reshape(-1)
-        err = None if not np.any(err) else ictx.make(-err, err)
+        err = None if not np.any(err) else err
     st.err[i] = err
     return err
 
@@ -588,8 +606,9 @@ def _rule_err(st, vals, i, node, r):
         if op in EXACT_AFFINE:
             return None
         if i not in st.jac:
-            st.jac[i] = _affine_parts(st.graph, st.payload, st.ictx, node, vals, st.dep)
-        return _node_err(st, vals, i, node, kind)
+            st.jac[i] = _affine_parts(st, node, vals)
+        err = _node_err(st, vals, i, node, kind)
+        return None if err is None else st.ictx.make(-err, err)
     if op in FUNCTIONS and not st.errs.exact and op not in st.errs.base.correctly_rounded:
         err = st.errs.elementwise(op, st.errs.mag(r))
         return st.ictx.make(-err, err) if np.any(err) else None
@@ -599,7 +618,7 @@ def _rule_err(st, vals, i, node, r):
 def _backward(st, vals, t) -> Interval:
     """CROWN bounds of node t (an Interval of its shape) from the boxes in ``vals``;
     with the execution guarantee each node crossed adds ``Lambda [-err, err]``."""
-    graph, payload, ictx, dep = st.graph, st.payload, st.ictx, st.dep
+    graph, payload, ictx, dep = st.graph, st.payload, st.wctx, st.dep
     shp = tuple(graph.nodes[t].out_shape)
     n = int(np.prod(shp, dtype=np.int64))
     lams = {t: ictx.convert(np.concatenate([np.eye(n), -np.eye(n)]))}
@@ -615,31 +634,33 @@ def _backward(st, vals, t) -> Interval:
         if vals[i] is None and (not dep[i] or op == "input" or kind is None):
             raise _NoBox(i)
         if not dep[i]:                               # a constant: its (point) box
-            c = ictx.add(c, ictx.matmul(lam, _flat(ictx, vals[i])))
+            c = ictx.add(c, ictx.matmul(lam, _flat(ictx, st.w(vals[i]))))
             continue
         if op == "input":
-            lower = ictx.add(ictx.matmul(lam, _flat(ictx, vals[i])), c)
+            lower = ictx.add(ictx.matmul(lam, _flat(ictx, st.w(vals[i]))), c)
             continue
         if kind is None:                             # no linear form: stop at its box
-            c = ictx.add(c, ictx.matmul(lam, _flat(ictx, vals[i])))
+            c = ictx.add(c, ictx.matmul(lam, _flat(ictx, st.w(vals[i]))))
             continue
         if kind in ("relaxed", "maxpool") and vals[node.parents[0]] is None:
             raise _NoBox(node.parents[0])
         if kind == "affine" and i not in st.jac:
-            st.jac[i] = _affine_parts(graph, payload, ictx, node, vals, dep)
+            st.jac[i] = _affine_parts(st, node, vals)
         # the executed value is the op on the executed inputs plus e_i, |e_i| <= err_i
         e = _node_err(st, vals, i, node, kind)
         if e is not None:
-            c = ictx.add(c, ictx.matmul(lam, e))
+            c = ictx.add(c, ictx.matmul(lam, ictx.make(-e, e)))
         if kind == "maxpool":
-            u, SL, SU, bU = _maxpool_relax(graph, payload, ictx, node, vals)
+            wv = [None] * len(vals)
+            wv[node.parents[0]] = st.w(vals[node.parents[0]])
+            u, SL, SU, bU = _maxpool_relax(graph, payload, ictx, node, wv)
             pos, neg = _split(ictx, lam)
             _acc(ictx, lams, u, ictx.add(ictx.matmul(pos, SL), ictx.matmul(neg, SU)))
             c = ictx.add(c, ictx.matmul(neg, bU))
             continue
         if kind == "relaxed":
             u = node.parents[0]
-            l_, u_ = _ends(vals[u])
+            l_, u_ = _ends(st.w(vals[u]))
             al, bl, au, bu = _relax(ictx, op, l_, u_)
             pos, neg = _split(ictx, lam)
             _acc(ictx, lams, u, _scale_columns(ictx, pos, neg, al, au))
@@ -657,4 +678,5 @@ def _backward(st, vals, t) -> Interval:
         lower = c
     lo = lower.lo[:n]
     hi = ictx.neg(Interval(lower.lo[n:], lower.hi[n:])).hi
-    return ictx.make(lo.reshape(shp), hi.reshape(shp))
+    # make rounds outward into the base format where the work context is wider
+    return st.ictx.make(lo.reshape(shp), hi.reshape(shp))

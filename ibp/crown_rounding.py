@@ -13,8 +13,9 @@ error of one rounding in the subnormal range: half the smallest subnormal, or th
 smallest normal where the format flushes):
 
 * one correctly rounded operation with |exact result| <= Y: ``u Y + eta``;
-* a function the context evaluates to a declared relative accuracy (float64's libm
-  evaluators: ``f64_rel`` of the function's record, and ``F64_ABS_ERR`` below 2^-1022;
+* a function the context evaluates to a declared accuracy (float64's libm evaluators:
+  ``f64_ulps`` of the function's record, tested against MPFR, and ``F64_ABS_ERR`` in
+  the subnormal range;
   mpmath's functions, "accurate to ~1 ulp": 4 ulps are allowed);
 * an affine node computed as sums of products (linear, conv2d, pools, sums, a constant
   added/multiplied/divided): every term passes through at most ``n`` roundings (n = the
@@ -75,8 +76,10 @@ class PointErrors:
     # ------------------------------------------------------------------ magnitudes
     def mag(self, v) -> np.ndarray:
         """max |t| over an interval value, as float64 rounded up (flat)."""
-        f = self.ictx.to_float64(v)
-        lo, hi = np.asarray(f.lo, dtype=np.float64), np.asarray(f.hi, dtype=np.float64)
+        lo, hi = np.asarray(v.lo), np.asarray(v.hi)
+        if lo.dtype != np.float64 or hi.dtype != np.float64:    # mpmath / rational ends
+            f = self.ictx.to_float64(v)
+            lo, hi = np.asarray(f.lo, dtype=np.float64), np.asarray(f.hi, dtype=np.float64)
         return np.maximum(np.abs(lo), np.abs(hi)).reshape(-1)
 
     def _finish(self, err, ymag):
@@ -95,7 +98,10 @@ class PointErrors:
             if op in ("add", "sub", "mul", "div") or op in self.base.correctly_rounded:
                 err = _up(_up(self.u * ymag) + self.eta)
             elif self.float64 and op in FUNCTIONS:
-                err = _up(_up(FUNCTIONS[op].f64_rel * ymag) + F64_ABS_ERR)
+                # the evaluator's declared ulps bound (tested against MPFR); an ulp of a
+                # value of magnitude <= Y is at most 2^-52 Y
+                ulps = FUNCTIONS[op].f64_ulps
+                err = _up(_up(ulps * 2.0 ** -52 * ymag) + F64_ABS_ERR)
             elif op in FUNCTIONS and self.eta == 0.0:          # mpmath: 4 ulps
                 err = _up(8.0 * self.u * ymag)
             else:
@@ -105,7 +111,7 @@ class PointErrors:
     def affine(self, op: str, M: Interval, b: Interval, xmag) -> np.ndarray:
         """Bound per output of an affine node y = M x + b evaluated by the point context,
         |x| <= xmag elementwise (M an interval (n_v, n_u), b (n_v,))."""
-        n_v = self.ictx.shape(b)[0]
+        n_v = int(np.shape(b.lo)[0])
         if self.exact or op in EXACT_AFFINE:
             return np.zeros(n_v)
         if op not in DOT_AFFINE:

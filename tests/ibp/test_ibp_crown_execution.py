@@ -1,0 +1,144 @@
+"""CROWN's execution guarantee (ibp/crown.py, ibp/crown_rounding.py).
+
+The point context of the interval's base format (float64, binary32, bfloat16) runs the
+graph on seeded samples and vertices of the box (each input converted by the context,
+as a user's run would); every node's executed value must lie in its CROWN and CROWN-IBP
+box.  Graphs: tanh / sigmoid / relu MLPs, the small CNN with max- and avg-pooling, at
+point boxes and radii 1e-15..0.1.  The real guarantee alone is refuted by the same runs
+(so these checks can fail), and the error bounds of crown_rounding are checked against
+MPFR-exact rounding errors of dot products and functions.
+"""
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import gmpy2
+import numpy as np
+import pytest
+
+from scalarlab import scalars
+from scalarlab.graph import denote_all
+from scalarlab.ibp import Box
+from scalarlab.ibp.crown import run_crown
+from scalarlab.ibp.crown_rounding import PointErrors
+from scalarlab.scalars import formats
+
+from test_ibp_crown import mlp_graph, random_mlp, small_cnn
+
+RADII = [0.0, 1e-15, 1e-9, 1e-6, 1e-2, 0.1]
+
+
+def _samples(box, n, seed):
+    rng = np.random.default_rng(seed)
+    lo, hi = box.lo_float().reshape(-1), box.hi_float().reshape(-1)
+    verts = np.where(rng.random((n, lo.size)) < 0.5, hi, lo)
+    inner = lo + rng.random((n, lo.size)) * (hi - lo)
+    return np.concatenate([verts, inner]).reshape((-1,) + box.shape)
+
+
+def _violations(g, p, box, fmt, boxes, n=40, seed=0):
+    """Executed node values (point context ``fmt``) outside their boxes."""
+    ctx = scalars.get(fmt)
+    vals = denote_all(g, p, ctx.convert(_samples(box, n, seed)), ctx)
+    bad = 0
+    for b, v in zip(boxes, vals):
+        if b is None or v is None:
+            continue
+        v = np.asarray(ctx.to_float64(v))
+        bad += int((~((b.lo_float() <= v) & (v <= b.hi_float()))).sum())
+    return bad
+
+
+NETS = {
+    "mlp-tanh": lambda: mlp_graph(random_mlp(1, [8, 16, 16, 4], ["tanh"]), 8) + ((8,),),
+    "mlp-relu": lambda: mlp_graph(random_mlp(0, [8, 16, 16, 4], ["relu"]), 8) + ((8,),),
+    "mlp-sigmoid-tanh": lambda: mlp_graph(random_mlp(2, [8, 16, 12, 4],
+                                                     ["sigmoid", "tanh"]), 8) + ((8,),),
+    "cnn-max": lambda: small_cnn(3, "relu", "max")[:2] + ((1, 6, 6),),
+    "cnn-avg-sigmoid": lambda: small_cnn(4, "sigmoid", "avg")[:2] + ((1, 6, 6),),
+}
+
+
+@pytest.mark.parametrize("net", sorted(NETS))
+@pytest.mark.parametrize("fmt", ["float64", "binary32", "bfloat16"])
+def test_point_runs_inside_crown_boxes(net, fmt):
+    g, p, shape = NETS[net]()
+    x0 = np.random.default_rng(len(net)).normal(0, 1, shape)
+    checked = 0
+    for r in RADII:
+        box = Box.from_center_radius(x0, np.full(shape, r))
+        for method in ("crown", "crown-ibp"):
+            boxes = run_crown(g, p, box, "interval:" + fmt, method=method)
+            assert all(b is not None for b in boxes)
+            assert _violations(g, p, box, fmt, boxes, seed=int(r * 1e6)) == 0, (r, method)
+            checked += 1
+    assert checked == 2 * len(RADII)
+
+
+def test_real_guarantee_alone_misses_point_runs():
+    """The same check refutes real-only boxes: a float64 run of a tanh MLP at a point box
+    and a binary32 run at radius 1e-9 fall outside them (the products' rounding)."""
+    g, p, shape = NETS["mlp-tanh"]()
+    x0 = np.random.default_rng(8).normal(0, 1, shape)
+    for fmt, r in (("float64", 0.0), ("binary32", 1e-9)):
+        box = Box.from_center_radius(x0, np.full(shape, r))
+        real = run_crown(g, p, box, "interval:" + fmt, guarantee="real")
+        ex = run_crown(g, p, box, "interval:" + fmt)
+        assert _violations(g, p, box, fmt, real) > 0, fmt
+        assert _violations(g, p, box, fmt, ex) == 0, fmt
+
+
+# ------------------------------------------------------- the bounds against exact errors
+def _mpfr_dot(w, x, b, fmt):
+    """Sequential dot product with one rounding per product and per sum, then + b, in
+    MPFR at the format's precision (the binary contexts' documented order)."""
+    with gmpy2.context(formats.gmpy2_context(fmt)) as c:
+        s = None
+        for wi, xi in zip(w, x):
+            t = c.mul(gmpy2.mpfr(float(wi)), gmpy2.mpfr(float(xi)))
+            s = t if s is None else c.add(s, t)
+        s = c.add(s, gmpy2.mpfr(float(b)))
+        return Fraction(*s.as_integer_ratio())
+
+
+@pytest.mark.parametrize("fmt_name", ["bfloat16", "binary16", "binary32"])
+def test_affine_bound_holds_for_exact_rounding_errors(fmt_name):
+    fmt = formats.get(fmt_name)
+    ictx = scalars.get("interval:" + fmt_name)
+    pe = PointErrors(ictx)
+    pctx = scalars.get(fmt_name)
+    rng = np.random.default_rng(5)
+    worst = 0.0
+    for trial in range(30):
+        k = int(rng.integers(1, 40))
+        w = np.asarray(pctx.to_float64(pctx.convert(rng.normal(0, 1, k))))
+        x = np.asarray(pctx.to_float64(pctx.convert(rng.normal(0, 1, k) * 10.0 ** rng.integers(-3, 3))))
+        b = float(np.asarray(pctx.to_float64(pctx.convert(rng.normal(0, 1, 1))))[0])
+        F64 = scalars.get("interval:float64")
+        M = F64.convert(w.reshape(1, k))
+        err = pe.affine("linear", M, F64.convert(np.array([b])), np.abs(x))[0]
+        exact = sum(Fraction(float(a)) * Fraction(float(c)) for a, c in zip(w, x)) + Fraction(b)
+        got = _mpfr_dot(w, x, b, fmt)
+        e = abs(float(got - exact))
+        assert e <= err, (trial, e, err)
+        worst = max(worst, e / err if err else 0.0)
+    assert worst > 0.0       # the errors are real (not all exact)
+
+
+@pytest.mark.parametrize("fmt_name", ["float64", "binary32", "bfloat16"])
+@pytest.mark.parametrize("op", ["tanh", "sigmoid"])
+def test_elementwise_bound_holds_for_point_context(fmt_name, op):
+    ictx = scalars.get("interval:" + fmt_name)
+    pe = PointErrors(ictx)
+    pctx = scalars.get(fmt_name)
+    z = np.asarray(pctx.to_float64(pctx.convert(np.linspace(-6, 6, 301))))
+    y = np.asarray(pctx.to_float64(getattr(pctx, op)(pctx.convert(z))))
+    with gmpy2.context(precision=200):
+        exact = [gmpy2.tanh(gmpy2.mpfr(float(t))) if op == "tanh"
+                 else 1 / (1 + gmpy2.exp(-gmpy2.mpfr(float(t)))) for t in z]
+    err = pe.elementwise(op, np.abs(np.array([float(e) for e in exact])) * (1 + 1e-12))
+    for k in range(z.size):
+        assert abs(Fraction(float(y[k])) - Fraction(*exact[k].as_integer_ratio())) <= Fraction(float(err[k])), k
+    # a bound of the right size: a few ulps, not a blanket
+    assert np.all(err <= 64 * math.ldexp(1.0, -(ictx.fmt or formats.get("binary64")).precision))

@@ -11,8 +11,11 @@ The upper bound of z_t is minus the lower bound of -z_t, so one pass runs the ro
 ``[I; -I]`` together.
 
 Floating-point soundness.  Every coefficient, offset and relaxation parameter is an
-*interval* of the interval context (default ``interval:float64``) that contains the exact
-real value the algorithm would compute from the same relaxation choices:
+*interval* of the work context (the interval context, default ``interval:float64``; for
+a binary base narrower than binary64, ``interval:float64``, whose results are rounded
+outward into the base at the end: bfloat16's 8 bits would round every product of the
+backward pass) that contains the exact real value the algorithm would compute from the
+same relaxation choices:
 
 * the Jacobian M and offset b of an affine node are enclosed by evaluating the op's own
   forward rule in the interval context at 0 and at every basis vector (one batched call;
@@ -30,6 +33,28 @@ real value the algorithm would compute from the same relaxation choices:
 So the returned bounds enclose the exact range of z_t over the box (tested against
 sampling and vertices), and they differ from a plain float64 CROWN only by rounding.
 
+Guarantees (``guarantee=``).  ``"real"``: the boxes hold the exact real-valued results
+over the input box.  ``"execution"`` (default): they also hold every result that the
+point context of the interval's base format (``interval:bfloat16`` -> ``bfloat16``)
+computes for inputs in the box.  That run's node k is ``f_k(executed inputs) + e_k``
+with ``|e_k| <= err_k``, the a-priori rounding-error bound of the op's evaluation in that
+format (:mod:`ibp.crown_rounding`: u |y| + eta for a correctly rounded op, the declared
+ulps of float64's libm functions, ``((1+u)^n - 1)(|M| |x| + |b|) + n eta`` for sums of
+products in any order); the backward pass adds ``Lambda [-err_k, err_k]`` at every node
+it crosses, and the relaxations are taken over execution-sound boxes.  batchnorm_eval
+has no such bound here yet: with the execution guarantee the pass stops at its box.
+
+Never looser than IBP.  Every node's box is the intersection of (a) its op's interval
+rule on its parents' final boxes -- for the execution guarantee widened by ``err_k``
+where the rule encloses only the real result (sums of products: the interval products
+are midpoint-radius enclosures of the exact product; functions the point context does
+not round correctly) --, (b) CROWN's bound where the node needs one, and (c) the IBP
+box of :func:`run_ibp` (for the execution guarantee only where that box carries
+``guarantee == "execution"``).  Each holds the node's values, so the intersection does;
+disjoint boxes raise (one of them would be unsound).  For the real guarantee the box is
+thus never wider than IBP's; for the execution guarantee never wider than the
+execution-sound IBP chain (a).
+
 Relaxations (l < u the bounds of the input of the nonlinearity):
 
 * relu: inactive (u <= 0) 0; active (l >= 0) identity; otherwise the upper chord
@@ -46,6 +71,12 @@ Relaxations (l < u the bounds of the input of the nonlinearity):
   confirmed (ties within rounding) the parallel lines through (l, s(l)) and (u, s(u))
   with slope m = min(s'(l), s'(u)) -- the smallest slope of s on [l, u], valid by the
   mean value theorem -- are used instead.
+  Near-point boxes: a chord over a few ulps has a slope interval like [0, 2] (the
+  difference of two roundings of s divided by the width).  The mean-value lines
+  ``a z + lo(O)``, ``a z + hi(O)`` with a in A = s'(d) and
+  ``O = s(d) - A d + (s'([l, u]) - A)([l, u] - d)`` are valid for any width (mean value
+  theorem) and tight there (gap O(width^2) + rounding); each coordinate takes the pair
+  with the smaller gap at the ends of [l, u].
 
 Any other op (softmax, layernorm, exp, a product of two activations, ...) has no linear
 form here: the backward pass stops at its box (its interval rule applied to its parents'

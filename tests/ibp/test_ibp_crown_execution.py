@@ -142,3 +142,43 @@ def test_elementwise_bound_holds_for_point_context(fmt_name, op):
         assert abs(Fraction(float(y[k])) - Fraction(*exact[k].as_integer_ratio())) <= Fraction(float(err[k])), k
     # a bound of the right size: a few ulps, not a blanket
     assert np.all(err <= 64 * math.ldexp(1.0, -(ictx.fmt or formats.get("binary64")).precision))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fmt", ["float64", "binary32", "bfloat16", "binary16"])
+def test_stress_random_networks_both_guarantees(fmt):
+    """Random MLPs (relu/tanh/sigmoid mixes, widths 2..24) and CNNs (max/avg pooling) x
+    radii 0..1: point runs of ``fmt`` inside the execution boxes, exact samples (mpmath
+    at 120 bits) and vertices inside the real boxes, and real boxes inside IBP's."""
+    from test_ibp_crown import _check_sound
+    from scalarlab.ibp import run_ibp
+
+    rng = np.random.default_rng(hash(fmt) % 2 ** 32)
+    acts = ["relu", "tanh", "sigmoid"]
+    runs = 0
+    for trial in range(12):
+        if trial % 3 == 2:
+            g, p, _ = small_cnn(100 + trial, acts[trial % 3], ("max", "avg")[trial % 2])
+            shape = (1, 6, 6)
+        else:
+            widths = [int(w) for w in rng.integers(2, 25, int(rng.integers(3, 6)))]
+            g, p = mlp_graph(random_mlp(100 + trial, widths,
+                                        [acts[int(a)] for a in rng.integers(0, 3, 3)]),
+                             widths[0])
+            shape = (widths[0],)
+        x0 = rng.normal(0, 1, shape)
+        for r in (0.0, 1e-12, 1e-6, 1e-3, 0.1, 1.0):
+            box = Box.from_center_radius(x0, np.full(shape, r))
+            ibp = run_ibp(g, p, box, "interval:" + fmt)
+            for method in ("crown", "crown-ibp"):
+                ex = run_crown(g, p, box, "interval:" + fmt, method=method)
+                assert _violations(g, p, box, fmt, ex, n=60, seed=trial) == 0, (trial, r)
+                real = run_crown(g, p, box, "interval:" + fmt, method=method,
+                                 guarantee="real")
+                for k, (c, b) in enumerate(zip(real, ibp)):
+                    assert np.all(c.lo_float() >= b.lo_float()), (trial, r, k)
+                    assert np.all(c.hi_float() <= b.hi_float()), (trial, r, k)
+                _check_sound(g, p, box.lo_float(), box.hi_float(), real, 20, trial,
+                             max_vertices=32)
+                runs += 1
+    assert runs == 12 * 6 * 2

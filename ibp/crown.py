@@ -41,8 +41,7 @@ with ``|e_k| <= err_k``, the a-priori rounding-error bound of the op's evaluatio
 format (:mod:`ibp.crown_rounding`: u |y| + eta for a correctly rounded op, the declared
 ulps of float64's libm functions, ``((1+u)^n - 1)(|M| |x| + |b|) + n eta`` for sums of
 products in any order); the backward pass adds ``Lambda [-err_k, err_k]`` at every node
-it crosses, and the relaxations are taken over execution-sound boxes.  batchnorm_eval
-has no such bound here yet: with the execution guarantee the pass stops at its box.
+it crosses, and the relaxations are taken over execution-sound boxes.
 
 Never looser than IBP.  Every node's box is the intersection of (a) its op's interval
 rule on its parents' final boxes -- for the execution guarantee widened by ``err_k``
@@ -349,7 +348,7 @@ def _kind(graph, node, dep, execution=False):
         return "sum2"
     if op in AFFINE_OPS and len(var) == 1 and not (op == "div" and node.parents[0] != var[0]):
         if execution and op not in DOT_AFFINE and op not in EXACT_AFFINE:
-            return None
+            return None              # no rounding-error bound for its evaluation here
         return "affine"
     return None
 
@@ -618,12 +617,29 @@ def _node_err(st, vals, i, node, kind):
         else:
             if vals[u] is None:
                 raise _NoBox(u)
-            err = st.errs.affine(op, M, b, st.errs.mag(vals[u]))
+            err = st.errs.affine(op, M, b, st.errs.mag(vals[u]),
+                                 _bn_offset_mag(st, node, vals) if op == "batchnorm_eval"
+                                 else None)
     if err is not None:
         err = np.asarray(err, dtype=np.float64).reshape(-1)
         err = None if not np.any(err) else err
     st.err[i] = err
     return err
+
+
+def _bn_offset_mag(st, node, vals):
+    """|inv gamma| |mean| + |beta| per output of a batchnorm_eval node (flat float64,
+    rounded up): its forward rule in the work context at x = 0 with mean, gamma, beta
+    replaced by -|mean|, |gamma|, |beta| (a box of that value; its upper ends)."""
+    w = st.wctx
+    local = list(vals)
+    u = node.parents[0]
+    local[u] = w.zeros(tuple(st.graph.nodes[u].out_shape))
+    args, attrs = node_args(st.graph, st.payload, w, node, local)
+    x, mean, var, gamma, beta, eps = args
+    y = OPS["batchnorm_eval"].forward(w, [x, w.neg(w.abs(mean)), var, w.abs(gamma),
+                                          w.abs(beta), eps], attrs, 0)
+    return st.errs.mag(y)
 
 
 def _rule_err(st, vals, i, node, r):

@@ -23,6 +23,10 @@ smallest normal where the format flushes):
   the rounding of a constant such as 1/count), so, in any summation order, with or
   without FMA (Higham, Accuracy and Stability, Thm 3.1 and Lemma 3.1),
   ``|e| <= ((1 + u)^n - 1) (sum |m_j| |x_j| + |b|) + n eta``;
+* batchnorm_eval, ``(x - mean) inv gamma + beta`` with ``inv = 1/sqrt(var + eps)``:
+  with m = inv gamma the exact coefficient, ``|e| <= gamma_12 (|m| (|x| + |mean|) +
+  |beta|)`` (Higham's gamma_n = n u / (1 - n u): inv's roundings sit in a
+  denominator), the caller passing ``|m| |mean| + |beta|`` as the offset magnitude;
 * shape ops, negation, relu and max-pool are exact (0).
 
 A result whose bound reaches the format's overflow threshold may be +-inf when executed:
@@ -38,13 +42,17 @@ import numpy as np
 from scalarlab.scalars.functions import F64_ABS_ERR, FUNCTIONS
 from scalarlab.scalars.interval import Interval
 
-__all__ = ["PointErrors", "EXACT_AFFINE", "DOT_AFFINE"]
+__all__ = ["PointErrors", "EXACT_AFFINE", "DOT_AFFINE", "BN_ROUNDINGS"]
 
 #: affine ops whose point evaluation is exact (no arithmetic, or a sign change)
 EXACT_AFFINE = frozenset({"flatten", "reshape", "permute", "neg", "broadcast_to", "detach"})
 #: affine ops computed as sums of products of the input with constants (see module doc)
 DOT_AFFINE = frozenset({"linear", "conv2d", "avg_pool2d", "sum", "reduce_sum",
-                        "reduce_mean", "add", "sub", "mul", "div"})
+                        "reduce_mean", "add", "sub", "mul", "div", "batchnorm_eval"})
+#: roundings on one path of batchnorm_eval's evaluation ((x - mean) * inv * gamma + beta,
+#: inv = 1 / sqrt(var + eps)): the conversions of mean, var, eps, gamma and beta, the
+#: add, sqrt and division of inv, the subtraction, two products and the final add
+BN_ROUNDINGS = 12
 
 
 def _up(x):
@@ -108,24 +116,32 @@ class PointErrors:
                 err = np.full_like(ymag, np.inf)    # no declared accuracy: no bound
         return self._finish(err, ymag)
 
-    def affine(self, op: str, M: Interval, b: Interval, xmag) -> np.ndarray:
+    def affine(self, op: str, M: Interval, b: Interval, xmag, bmag=None) -> np.ndarray:
         """Bound per output of an affine node y = M x + b evaluated by the point context,
-        |x| <= xmag elementwise (M an interval (n_v, n_u), b (n_v,))."""
+        |x| <= xmag elementwise (M an interval (n_v, n_u), b (n_v,)); ``bmag`` replaces
+        |b| where the evaluation's constant terms are larger (batchnorm_eval)."""
         n_v = int(np.shape(b.lo)[0])
         if self.exact or op in EXACT_AFFINE:
             return np.zeros(n_v)
         if op not in DOT_AFFINE:
             return np.full(n_v, np.inf)
         m = self.mag(M).reshape(n_v, -1)
-        bm = self.mag(b)
+        bm = self.mag(b) if bmag is None else np.asarray(bmag, dtype=np.float64).reshape(-1)
         xm = np.asarray(xmag, dtype=np.float64).reshape(-1)
         n = np.count_nonzero(m, axis=1) + 2
+        if op == "batchnorm_eval":
+            n = np.full(n_v, BN_ROUNDINGS)
         with np.errstate(all="ignore"):
             # sum of non-negative terms, each product and sum rounded to nearest in
             # float64: the exact sum is below fl(...) (1 + 2(k+1) 2^-53)
             s = np.where(m > 0, m * xm[None, :], 0.0).sum(axis=1) + bm
             s = _up(s * (1.0 + (m.shape[1] + 2) * 2.0 ** -52))
-            # theta_n <= (1 + u)^n - 1, computed with a relative margin
+            # theta_n <= (1 + u)^n - 1, computed with a relative margin (gamma_n where a
+            # rounded value is divided by)
             theta = _up(np.expm1(n * math.log1p(self.u)) * (1.0 + 2.0 ** -40))
+            if op == "batchnorm_eval":
+                nu = n * self.u
+                theta = np.where(nu < 0.5, _up(_up(nu) / (1.0 - nu) * (1.0 + 2.0 ** -40)),
+                                 np.inf)
             err = _up(_up(theta * s) + _up(n * self.eta))
         return self._finish(err, s)

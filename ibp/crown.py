@@ -113,9 +113,12 @@ METHODS = ("ibp", "crown", "crown-ibp")
 GUARANTEES = ("execution", "real")
 
 #: ops affine in their one input-dependent parent (the other parents are constants)
-AFFINE_OPS = frozenset({"linear", "conv2d", "avg_pool2d", "flatten", "reshape", "permute",
-                        "sum", "reduce_sum", "reduce_mean", "batchnorm_eval", "neg",
-                        "broadcast_to", "detach", "add", "sub", "mul", "div"})
+AFFINE_OPS = frozenset({"linear", "conv1d", "conv2d", "conv3d", "avg_pool1d", "avg_pool2d",
+                        "avg_pool3d", "global_avg_pool", "matmul", "flatten", "reshape",
+                        "permute", "squeeze", "unsqueeze", "expand", "tile", "slice",
+                        "gather", "pad", "sum", "reduce_sum", "reduce_mean",
+                        "batchnorm_eval", "neg", "broadcast_to", "detach", "add", "sub",
+                        "mul", "div"})
 #: elementwise nonlinearities with a linear relaxation here
 RELAXED_OPS = frozenset({"relu", "tanh", "sigmoid", "max_pool2d"})
 

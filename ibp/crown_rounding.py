@@ -20,7 +20,7 @@ smallest normal where the format flushes):
 * an affine node computed as sums of products (linear, conv2d, pools, sums, a constant
   added/multiplied/divided): every term passes through at most ``n`` roundings (n = the
   number of non-zero coefficients of the row + 2: the products, the sums, the bias and
-  the rounding of a constant such as 1/count), so, in any summation order, with or
+  the rounding of a constant such as 1/count or a pad value), so, in any summation order, with or
   without FMA (Higham, Accuracy and Stability, Thm 3.1 and Lemma 3.1),
   ``|e| <= ((1 + u)^n - 1) (sum |m_j| |x_j| + |b|) + n eta``;
 * batchnorm_eval, ``(x - mean) inv gamma + beta`` with ``inv = 1/sqrt(var + eps)``:
@@ -45,9 +45,11 @@ from scalarlab.scalars.interval import Interval
 __all__ = ["PointErrors", "EXACT_AFFINE", "DOT_AFFINE", "BN_ROUNDINGS"]
 
 #: affine ops whose point evaluation is exact (no arithmetic, or a sign change)
-EXACT_AFFINE = frozenset({"flatten", "reshape", "permute", "neg", "broadcast_to", "detach"})
+EXACT_AFFINE = frozenset({"flatten", "reshape", "permute", "neg", "broadcast_to", "detach",
+                          "squeeze", "unsqueeze", "expand", "tile", "slice", "gather"})
 #: affine ops computed as sums of products of the input with constants (see module doc)
-DOT_AFFINE = frozenset({"linear", "conv2d", "avg_pool2d", "sum", "reduce_sum",
+DOT_AFFINE = frozenset({"linear", "conv1d", "conv2d", "conv3d", "avg_pool1d", "avg_pool2d",
+                        "avg_pool3d", "global_avg_pool", "matmul", "pad", "sum", "reduce_sum",
                         "reduce_mean", "add", "sub", "mul", "div", "batchnorm_eval"})
 #: roundings on one path of batchnorm_eval's evaluation ((x - mean) * inv * gamma + beta,
 #: inv = 1 / sqrt(var + eps)): the conversions of mean, var, eps, gamma and beta, the

@@ -272,7 +272,7 @@ def _crown_one(graph, payload, box, ictx, method, out, ibp, errs) -> list:
             try:
                 args, attrs = node_args(graph, payload, ictx, node, vals)
                 r = rule_for(OPS[node.kind.op], ictx)(ictx, args, attrs, 0)
-                if errs is not None and dep[i]:
+                if errs is not None:             # constants too (exp of a const)
                     e = _rule_err(st, vals, i, node, r)
                     r = r if e is None else ictx.add(r, ictx.reshape(e, ictx.shape(r)))
                 st.own[i] = r

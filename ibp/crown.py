@@ -645,6 +645,35 @@ def _bn_offset_mag(st, node, vals):
     return st.errs.mag(y)
 
 
+def _abs_forward(st, node, vals):
+    """Upper ends (flat float64) of the op's forward rule in the work context on the
+    magnitudes of its operands and parameters: the sum of the absolute terms of a sum of
+    products (mse_loss: on |a| + |b| and 0, as its terms are (a - b)^2)."""
+    w = st.wctx
+    local = [None if v is None else st.w(v) for v in vals]
+    args, attrs = node_args(st.graph, st.payload, w, node, local)
+    mags = []
+    for a in args:
+        if isinstance(a, Interval):
+            m = st.errs.mag(w.to_float64(a)).reshape(np.shape(a.lo))
+            a = w.make(m, m)
+        mags.append(a)
+    if node.kind.op == "mse_loss":
+        mags = [w.add(mags[0], mags[1]), w.zeros(tuple(np.shape(mags[1].lo)))]
+    y = OPS[node.kind.op].forward(w, mags, attrs, 0)
+    return st.errs.mag(y)
+
+
+def _reduction_length(st, node) -> int:
+    """Roundings on one term's path, at most: the number of terms + 2 (products, sums, a
+    final scaling or addition); a matmul's terms are its contraction length, other
+    reductions' at most their largest operand's size."""
+    shapes = [tuple(st.graph.nodes[p].out_shape) for p in node.parents]
+    if node.kind.op == "matmul" and shapes and shapes[0]:
+        return int(shapes[0][-1]) + 2
+    return max([int(np.prod(s, dtype=np.int64)) for s in shapes] + [1]) + 2
+
+
 def _rule_err(st, vals, i, node, r):
     """[-err, err] to add to node i's interval-rule box for the execution guarantee:
     the op's rounding error where the rule encloses only the real result (affine sums
@@ -659,6 +688,12 @@ def _rule_err(st, vals, i, node, r):
             st.jac[i] = _affine_parts(st, node, vals)
         err = _node_err(st, vals, i, node, kind)
         return None if err is None else st.ictx.make(-err, err)
+    rec = OPS[op]
+    if kind is None and rec.interval is None and (rec.dot or rec.reduces):
+        # sums of products the interval forward rule encloses only in the real numbers
+        # (midpoint-radius products; sums in another order than the point context's)
+        err = st.errs.reduction(_abs_forward(st, node, vals), _reduction_length(st, node))
+        return st.ictx.make(-err, err) if np.any(err) else None
     if op in FUNCTIONS and not st.errs.exact and op not in st.errs.base.correctly_rounded:
         err = st.errs.elementwise(op, st.errs.mag(r))
         return st.ictx.make(-err, err) if np.any(err) else None

@@ -23,6 +23,10 @@ smallest normal where the format flushes):
   the rounding of a constant such as 1/count or a pad value), so, in any summation order, with or
   without FMA (Higham, Accuracy and Stability, Thm 3.1 and Lemma 3.1),
   ``|e| <= ((1 + u)^n - 1) (sum |m_j| |x_j| + |b|) + n eta``;
+* an op the backward pass does not cross whose interval box comes from its forward rule
+  (matmul of two variable operands, reduce_sum_square, mse_loss): the same bound with
+  n = the largest operand's size + 2 and the forward rule on the operands' magnitudes
+  (``|a| + |b|`` and 0 for mse_loss's difference) as the sum of absolute terms;
 * batchnorm_eval, ``(x - mean) inv gamma + beta`` with ``inv = 1/sqrt(var + eps)``:
   with m = inv gamma the exact coefficient, ``|e| <= gamma_12 (|m| (|x| + |mean|) +
   |beta|)`` (Higham's gamma_n = n u / (1 - n u): inv's roundings sit in a
@@ -147,3 +151,15 @@ class PointErrors:
                                  np.inf)
             err = _up(_up(theta * s) + _up(n * self.eta))
         return self._finish(err, s)
+
+    def reduction(self, smag, n: int) -> np.ndarray:
+        """Bound for an op computed as sums of n products (or terms) of its operands, in
+        any order, whose absolute terms sum to at most ``smag`` per output (its forward
+        rule on the operands' magnitudes): ``((1 + u)^n - 1) smag + n eta``."""
+        smag = np.asarray(smag, dtype=np.float64).reshape(-1)
+        if self.exact:
+            return np.zeros_like(smag)
+        with np.errstate(all="ignore"):
+            theta = _up(math.expm1(n * math.log1p(self.u)) * (1.0 + 2.0 ** -40))
+            err = _up(_up(theta * smag) + _up(n * self.eta))
+        return self._finish(err, smag)

@@ -295,3 +295,29 @@ def test_other_affine_ops_crossed_and_sound(net):
     box = Box.from_center_radius(x0, np.full(shape, 0.1))
     real = run_crown(g, p, box, "interval:float64", guarantee="real")[-1].width()
     assert np.mean(real / run_ibp(g, p, box, "interval:float64")[-1].width()) < 0.95
+
+
+@pytest.mark.parametrize("fmt", ["binary16", "bfloat16"])
+def test_matmul_of_two_variable_operands_widened(fmt):
+    """[1, 1, 1] . [1, 2^-11, -1] in a 16-bit format: the sequential sum loses 2^-11
+    (1 + 2^-11 rounds to 1), so the run gives 0 while the exact value is 2^-11.  The
+    matmul's interval box (the fold's rule) holds 2^-11 only; CROWN stops at the matmul
+    and widens that box by its rounding bound for the execution guarantee."""
+    from scalarlab.graph import Graph, Node, OpKind
+
+    g = Graph([Node(0, [], "input", [2, 3]),
+               Node(1, [0], OpKind("slice", starts=[0], ends=[1], axes=[0]), [1, 3]),
+               Node(2, [0], OpKind("slice", starts=[1], ends=[2], axes=[0]), [1, 3]),
+               Node(3, [2], OpKind("permute", perm=[1, 0]), [3, 1]),
+               Node(4, [1, 3], "matmul", [1, 1])])
+    x = np.array([[1.0, 1.0, 1.0], [1.0, 2.0 ** -11, -1.0]])
+    ctx = scalars.get(fmt)
+    run = float(np.asarray(ctx.to_float64(denote_all(g, {}, ctx.convert(x), ctx)[4])).item())
+    assert run == 0.0
+    real = run_crown(g, {}, Box(x, x), "interval:" + fmt, guarantee="real")[4]
+    assert not real.lo_float().item() <= run       # the real box misses the run ...
+    assert real.lo_float().item() <= 2.0 ** -11 <= real.hi_float().item()
+    for method in ("crown", "crown-ibp"):
+        ex = run_crown(g, {}, Box(x, x), "interval:" + fmt, method=method)[4]
+        assert ex.lo_float().item() <= run <= ex.hi_float().item()   # ... this one not
+        assert ex.hi_float().item() - ex.lo_float().item() < 0.1

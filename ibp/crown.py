@@ -134,15 +134,16 @@ class _NoBox(Exception):
 def run_crown(graph, payload, box: Box, ctx="interval:float64", method: str = "crown",
               output_id: Optional[int] = None, guarantee: str = "execution") -> list:
     """One :class:`Box` per node: CROWN bounds at the output and (``method="crown"``) at
-    every input of a nonlinearity, the op's interval rule elsewhere, each intersected with
-    the node's IBP box (so never looser than IBP); ``None`` for nodes that are not
-    ancestors of the output (``output_id``, default the graph's) and where a rule gives
-    up (then for its dependents too), as in :func:`run_ibp`.
+    every input of a nonlinearity, the op's interval rule on its parents' boxes
+    everywhere, intersected (see the module doc: never looser than IBP); ``None`` for
+    nodes that are not ancestors of the output (``output_id``, default the graph's) and
+    where a rule gives up (then for its dependents too), as in :func:`run_ibp`.
 
     ``guarantee="execution"`` (default): every box also holds what the point context of
     the interval's base format computes for inputs in the box (each node's a-priori
-    rounding error enters the backward pass); ``"real"``: the exact real-valued result
-    only.  The IBP boxes carry both, so the intersection keeps the one asked for.
+    rounding error enters the backward pass and widens the rule boxes that enclose only
+    the real result); ``"real"``: the exact real-valued results only.  Boxes record it
+    in ``guarantee`` where :class:`Box` has that field.
 
     ``box`` bounds the graph's one input; with leading batch axes each box of the batch
     is bounded separately (CROWN is per example).  ``method="ibp"`` returns
@@ -177,12 +178,15 @@ def run_crown(graph, payload, box: Box, ctx="interval:float64", method: str = "c
                          f"node's shape {list(in_shape)} (leading batch axes allowed)")
     out = graph.output if output_id is None else int(output_id)
     errs = PointErrors(ictx) if guarantee == "execution" else None
-    ibp = run_ibp(graph, payload, box, ictx)          # the whole batch in one fold
-    if errs is not None:
-        # the IBP boxes are cut to only where they hold the executed values too (a box
-        # that says so); the fold's midpoint-radius products enclose the real product
-        # only, so CROWN keeps its own execution-sound chain of rule boxes instead
-        ibp = [b if getattr(b, "guarantee", None) == "execution" else None for b in ibp]
+    if errs is not None and "guarantee" not in getattr(Box, "__dataclass_fields__", {}):
+        # for the execution guarantee an IBP box is used only where it says it holds the
+        # executed values (the fold's midpoint-radius products enclose the real product
+        # only); CROWN keeps its own execution-sound chain of rule boxes instead
+        ibp = [None] * len(graph.nodes)
+    else:
+        ibp = run_ibp(graph, payload, box, ictx)      # the whole batch in one fold
+        if errs is not None:
+            ibp = [b if getattr(b, "guarantee", None) == "execution" else None for b in ibp]
     if nb:
         per = [_crown_one(graph, payload, box[idx], ictx, method, out,
                           [None if b is None else b[idx] for b in ibp], errs)

@@ -627,6 +627,9 @@ def _node_err(st, vals, i, node, kind):
             err = st.errs.affine(op, M, b, st.errs.mag(vals[u]),
                                  _bn_offset_mag(st, node, vals) if op == "batchnorm_eval"
                                  else None)
+            if op == "linear" and st.errs.sequential:
+                # the known order gives a running-error bound; both bounds hold
+                err = np.minimum(err, st.errs.linear_sequential(M, b, st.w(vals[u])))
     if err is not None:
         err = np.asarray(err, dtype=np.float64).reshape(-1)
         err = None if not np.any(err) else err

@@ -10,6 +10,7 @@ MPFR-exact rounding errors of dot products and functions.
 """
 from __future__ import annotations
 
+import itertools
 import math
 from fractions import Fraction
 
@@ -118,13 +119,39 @@ def test_affine_bound_holds_for_exact_rounding_errors(fmt_name):
         b = float(np.asarray(pctx.to_float64(pctx.convert(rng.normal(0, 1, 1))))[0])
         F64 = scalars.get("interval:float64")
         M = F64.convert(w.reshape(1, k))
-        err = pe.affine("linear", M, F64.convert(np.array([b])), np.abs(x))[0]
+        B = F64.convert(np.array([b]))
+        err = pe.affine("linear", M, B, np.abs(x))[0]
+        run_err = pe.linear_sequential(M, B, F64.convert(x))[0]
         exact = sum(Fraction(float(a)) * Fraction(float(c)) for a, c in zip(w, x)) + Fraction(b)
         got = _mpfr_dot(w, x, b, fmt)
-        e = abs(float(got - exact))
-        assert e <= err, (trial, e, err)
-        worst = max(worst, e / err if err else 0.0)
+        e = abs(got - exact)
+        assert e <= Fraction(float(err)) and e <= Fraction(float(run_err)), (trial, e, err)
+        worst = max(worst, float(e) / run_err if run_err else 0.0)
     assert worst > 0.0       # the errors are real (not all exact)
+
+
+@pytest.mark.parametrize("fmt_name", ["bfloat16", "binary16"])
+def test_running_bound_on_cancellation(fmt_name):
+    """[1, 2^-11, -1] . [1, 1, 1] runs to 0 (the middle term is lost): exact error 2^-11,
+    and a box around x: the running bound holds at every vertex of the box."""
+    fmt = formats.get(fmt_name)
+    pe = PointErrors(scalars.get("interval:" + fmt_name))
+    F64 = scalars.get("interval:float64")
+    w = np.array([1.0, 2.0 ** -11, -1.0])
+    M = F64.convert(w.reshape(1, 3))
+    B = F64.convert(np.array([0.0]))
+    assert pe.sequential
+    for lo, hi in ((np.ones(3), np.ones(3)), (np.array([0.99, 1.0, 0.98]),
+                                               np.array([1.0, 1.25, 1.0]))):
+        bound = pe.linear_sequential(M, B, F64.make(lo, hi))[0]
+        pctx = scalars.get(fmt_name)
+        grid = [np.asarray(pctx.to_float64(pctx.convert(np.linspace(a, c, 5)))) for a, c in
+                zip(lo, hi)]
+        for x in itertools.product(*grid):
+            exact = sum(Fraction(float(a)) * Fraction(float(c)) for a, c in zip(w, x))
+            e = abs(_mpfr_dot(w, x, 0.0, fmt) - exact)
+            assert e <= Fraction(float(bound)), (x, float(e), bound)
+    assert bound < 0.05
 
 
 @pytest.mark.parametrize("fmt_name", ["float64", "binary32", "bfloat16"])

@@ -40,7 +40,7 @@ computes for inputs in the box.  That run's node k is ``f_k(executed inputs) + e
 with ``|e_k| <= err_k``, the a-priori rounding-error bound of the op's evaluation in that
 format (:mod:`ibp.crown_rounding`: u |y| + eta for a correctly rounded op, the declared
 ulps of float64's libm functions, ``((1+u)^n - 1)(|M| |x| + |b|) + n eta`` for sums of
-products in any order); the backward pass adds ``Lambda [-err_k, err_k]`` at every node
+products in any order, a running-error bound for linear's sequential dot products); the backward pass adds ``Lambda [-err_k, err_k]`` at every node
 it crosses, and the relaxations are taken over execution-sound boxes.
 
 Never looser than IBP.  Every node's box is the intersection of (a) its op's interval

@@ -23,6 +23,9 @@ smallest normal where the format flushes):
   the rounding of a constant such as 1/count or a pad value), so, in any summation order, with or
   without FMA (Higham, Accuracy and Stability, Thm 3.1 and Lemma 3.1),
   ``|e| <= ((1 + u)^n - 1) (sum |m_j| |x_j| + |b|) + n eta``;
+* ``linear`` in a binary format whose dot products are sequential (the binary contexts'
+  documented order): also a running-error bound from interval partial sums over the
+  box (:meth:`PointErrors.linear_sequential`); the smaller of the two is used;
 * an op the backward pass does not cross whose interval box comes from its forward rule
   (matmul of two variable operands, reduce_sum_square, mse_loss): the same bound with
   n = the largest operand's size + 2 and the forward rule on the operands' magnitudes

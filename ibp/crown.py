@@ -11,8 +11,11 @@ The upper bound of z_t is minus the lower bound of -z_t, so one pass runs the ro
 ``[I; -I]`` together.
 
 Floating-point soundness.  Every coefficient, offset and relaxation parameter is an
-*interval* of the interval context (default ``interval:float64``) that contains the exact
-real value the algorithm would compute from the same relaxation choices:
+*interval* of the work context (the interval context, default ``interval:float64``; for
+a binary base narrower than binary64, ``interval:float64``, whose results are rounded
+outward into the base at the end: bfloat16's 8 bits would round every product of the
+backward pass) that contains the exact real value the algorithm would compute from the
+same relaxation choices:
 
 * the Jacobian M and offset b of an affine node are enclosed by evaluating the op's own
   forward rule in the interval context at 0 and at every basis vector (one batched call;
@@ -30,6 +33,27 @@ real value the algorithm would compute from the same relaxation choices:
 So the returned bounds enclose the exact range of z_t over the box (tested against
 sampling and vertices), and they differ from a plain float64 CROWN only by rounding.
 
+Guarantees (``guarantee=``).  ``"real"``: the boxes hold the exact real-valued results
+over the input box.  ``"execution"`` (default): they also hold every result that the
+point context of the interval's base format (``interval:bfloat16`` -> ``bfloat16``)
+computes for inputs in the box.  That run's node k is ``f_k(executed inputs) + e_k``
+with ``|e_k| <= err_k``, the a-priori rounding-error bound of the op's evaluation in that
+format (:mod:`ibp.crown_rounding`: u |y| + eta for a correctly rounded op, the declared
+ulps of float64's libm functions, ``((1+u)^n - 1)(|M| |x| + |b|) + n eta`` for sums of
+products in any order, a running-error bound for linear's sequential dot products); the backward pass adds ``Lambda [-err_k, err_k]`` at every node
+it crosses, and the relaxations are taken over execution-sound boxes.
+
+Never looser than IBP.  Every node's box is the intersection of (a) its op's interval
+rule on its parents' final boxes -- for the execution guarantee widened by ``err_k``
+where the rule encloses only the real result (sums of products: the interval products
+are midpoint-radius enclosures of the exact product; functions the point context does
+not round correctly) --, (b) CROWN's bound where the node needs one, and (c) the IBP
+box of :func:`run_ibp` (for the execution guarantee only where that box carries
+``guarantee == "execution"``).  Each holds the node's values, so the intersection does;
+disjoint boxes raise (one of them would be unsound).  For the real guarantee the box is
+thus never wider than IBP's; for the execution guarantee never wider than the
+execution-sound IBP chain (a).
+
 Relaxations (l < u the bounds of the input of the nonlinearity):
 
 * relu: inactive (u <= 0) 0; active (l >= 0) identity; otherwise the upper chord
@@ -46,6 +70,12 @@ Relaxations (l < u the bounds of the input of the nonlinearity):
   confirmed (ties within rounding) the parallel lines through (l, s(l)) and (u, s(u))
   with slope m = min(s'(l), s'(u)) -- the smallest slope of s on [l, u], valid by the
   mean value theorem -- are used instead.
+  Near-point boxes: a chord over a few ulps has a slope interval like [0, 2] (the
+  difference of two roundings of s divided by the width).  The mean-value lines
+  ``a z + lo(O)``, ``a z + hi(O)`` with a in A = s'(d) and
+  ``O = s(d) - A d + (s'([l, u]) - A)([l, u] - d)`` are valid for any width (mean value
+  theorem) and tight there (gap O(width^2) + rounding); each coordinate takes the pair
+  with the smaller gap at the ends of [l, u].
 
 Any other op (softmax, layernorm, exp, a product of two activations, ...) has no linear
 form here: the backward pass stops at its box (its interval rule applied to its parents'
@@ -67,20 +97,28 @@ import numpy as np
 from scalarlab.graph.fold import node_args, rule_for
 from scalarlab.graph.optable import OPS, OpDataError
 from scalarlab.scalars.errors import ContextError
+from scalarlab.scalars.functions import FUNCTIONS
 from scalarlab.scalars.interval import Interval
 
 from .box import Box
+from .crown_rounding import DOT_AFFINE, EXACT_AFFINE, PointErrors
 from .errors import IBPError
 from .propagate import interval_context
 
-__all__ = ["run_crown", "CrownError", "METHODS", "AFFINE_OPS", "RELAXED_OPS"]
+__all__ = ["run_crown", "CrownError", "METHODS", "GUARANTEES", "AFFINE_OPS", "RELAXED_OPS"]
 
 METHODS = ("ibp", "crown", "crown-ibp")
+#: what a box holds: the exact real result over the input box, or also every result of
+#: the point context of the interval's base format (see ibp/crown_rounding.py)
+GUARANTEES = ("execution", "real")
 
 #: ops affine in their one input-dependent parent (the other parents are constants)
-AFFINE_OPS = frozenset({"linear", "conv2d", "avg_pool2d", "flatten", "reshape", "permute",
-                        "sum", "reduce_sum", "reduce_mean", "batchnorm_eval", "neg",
-                        "broadcast_to", "detach", "add", "sub", "mul", "div"})
+AFFINE_OPS = frozenset({"linear", "conv1d", "conv2d", "conv3d", "avg_pool1d", "avg_pool2d",
+                        "avg_pool3d", "global_avg_pool", "matmul", "flatten", "reshape",
+                        "permute", "squeeze", "unsqueeze", "expand", "tile", "slice",
+                        "gather", "pad", "sum", "reduce_sum", "reduce_mean",
+                        "batchnorm_eval", "neg", "broadcast_to", "detach", "add", "sub",
+                        "mul", "div"})
 #: elementwise nonlinearities with a linear relaxation here
 RELAXED_OPS = frozenset({"relu", "tanh", "sigmoid", "max_pool2d"})
 
@@ -94,11 +132,18 @@ class _NoBox(Exception):
 
 
 def run_crown(graph, payload, box: Box, ctx="interval:float64", method: str = "crown",
-              output_id: Optional[int] = None) -> list:
+              output_id: Optional[int] = None, guarantee: str = "execution") -> list:
     """One :class:`Box` per node: CROWN bounds at the output and (``method="crown"``) at
-    every input of a nonlinearity, the op's interval rule elsewhere; ``None`` for nodes
-    that are not ancestors of the output (``output_id``, default the graph's) and where a
-    rule gives up (then for its dependents too), as in :func:`run_ibp`.
+    every input of a nonlinearity, the op's interval rule on its parents' boxes
+    everywhere, intersected (see the module doc: never looser than IBP); ``None`` for
+    nodes that are not ancestors of the output (``output_id``, default the graph's) and
+    where a rule gives up (then for its dependents too), as in :func:`run_ibp`.
+
+    ``guarantee="execution"`` (default): every box also holds what the point context of
+    the interval's base format computes for inputs in the box (each node's a-priori
+    rounding error enters the backward pass and widens the rule boxes that enclose only
+    the real result); ``"real"``: the exact real-valued results only.  Boxes record it
+    in ``guarantee`` where :class:`Box` has that field.
 
     ``box`` bounds the graph's one input; with leading batch axes each box of the batch
     is bounded separately (CROWN is per example).  ``method="ibp"`` returns
@@ -111,6 +156,9 @@ def run_crown(graph, payload, box: Box, ctx="interval:float64", method: str = "c
 
     if method not in METHODS:
         raise IBPError(f"run_crown: unknown method {method!r}; use one of {', '.join(METHODS)}")
+    if guarantee not in GUARANTEES:
+        raise IBPError(f"run_crown: unknown guarantee {guarantee!r}; use one of "
+                       f"{', '.join(GUARANTEES)}")
     ictx = interval_context(ctx)
     if not isinstance(box, Box):
         raise IBPError(f"run_crown: expected a Box for the input, got {type(box).__name__}")
@@ -129,14 +177,34 @@ def run_crown(graph, payload, box: Box, ctx="interval:float64", method: str = "c
         raise CrownError(f"run_crown: box shape {list(box.shape)} does not match the input "
                          f"node's shape {list(in_shape)} (leading batch axes allowed)")
     out = graph.output if output_id is None else int(output_id)
+    errs = PointErrors(ictx) if guarantee == "execution" else None
+    if errs is not None and "guarantee" not in getattr(Box, "__dataclass_fields__", {}):
+        # for the execution guarantee an IBP box is used only where it says it holds the
+        # executed values (the fold's midpoint-radius products enclose the real product
+        # only); CROWN keeps its own execution-sound chain of rule boxes instead
+        ibp = [None] * len(graph.nodes)
+    else:
+        ibp = run_ibp(graph, payload, box, ictx)      # the whole batch in one fold
+        if errs is not None:
+            ibp = [b if getattr(b, "guarantee", None) == "execution" else None for b in ibp]
     if nb:
-        per = [_crown_one(graph, payload, box[idx], ictx, method, out)
+        per = [_crown_one(graph, payload, box[idx], ictx, method, out,
+                          [None if b is None else b[idx] for b in ibp], errs)
                for idx in np.ndindex(box.shape[:nb])]
         return [None if any(p[i] is None for p in per) else
-                Box(np.stack([p[i].lo for p in per]).reshape(box.shape[:nb] + p0.shape),
-                    np.stack([p[i].hi for p in per]).reshape(box.shape[:nb] + p0.shape))
+                _tag(Box(np.stack([p[i].lo for p in per]).reshape(box.shape[:nb] + p0.shape),
+                         np.stack([p[i].hi for p in per]).reshape(box.shape[:nb] + p0.shape)),
+                     guarantee)
                 for i, p0 in enumerate(per[0])]
-    return _crown_one(graph, payload, box, ictx, method, out)
+    return [None if b is None else _tag(b, guarantee)
+            for b in _crown_one(graph, payload, box, ictx, method, out, ibp, errs)]
+
+
+def _tag(box: Box, guarantee: str) -> Box:
+    """Record the guarantee on the box where Box carries one (a ``guarantee`` field)."""
+    if "guarantee" in getattr(Box, "__dataclass_fields__", {}):
+        object.__setattr__(box, "guarantee", guarantee)
+    return box
 
 
 # ------------------------------------------------------------------------------ helpers
@@ -157,12 +225,13 @@ def _depends(graph, input_id) -> list:
     return dep
 
 
-def _crown_one(graph, payload, box, ictx, method, out) -> list:
+def _crown_one(graph, payload, box, ictx, method, out, ibp, errs) -> list:
     in_id = graph.input_ids()[0]
     dep = _depends(graph, in_id)
     need = [False] * len(graph.nodes)
     need[out] = True
-    kinds = [_kind(graph, n, dep) for n in graph.nodes]
+    execution = errs is not None
+    kinds = [_kind(graph, n, dep, execution) for n in graph.nodes]
     if method == "crown":
         # inputs of relaxations, and of ops without a linear form (their box, from their
         # interval rule, is where the backward pass stops), get CROWN boxes
@@ -182,38 +251,99 @@ def _crown_one(graph, payload, box, ictx, method, out) -> list:
         if anc[i]:
             for p in graph.nodes[i].parents:
                 anc[p] = True
+    ibp_iv = [None if b is None else Interval(np.asarray(b.lo), np.asarray(b.hi))
+              for b in ibp]
     vals: list = [None] * len(graph.nodes)
     vals[in_id] = box.to_interval(ictx)
-    jac: dict = {}        # node id -> (parent, M, b) of an affine node, shared by the passes
+    st = _State(graph, payload, ictx, dep, kinds, ibp_iv, errs)
     for node in graph.nodes:
         i = node.id
         if i == in_id or not anc[i]:
             continue
-        # an elementwise activation's box is its interval rule on its input's CROWN box:
-        # never looser than CROWN through its own relaxation (the relaxation lines lie
-        # below/above s, so CROWN gives at best a_l l + b_l <= s(l))
-        # (with method "crown", where that input box is CROWN's; crown-ibp's is IBP's)
-        # a rule that cannot bound its input (log of a box reaching 0, tanh over
-        # rationals) gives no box, as in run_ibp; so does every node depending on it
-        try:
-            if need[i] and dep[i] and kinds[i] is not None and (
-                    method != "crown" or kinds[i] not in ("relaxed", "maxpool")):
-                vals[i] = _backward(graph, payload, ictx, vals, dep, i, jac)
-                continue
-            if any(vals[p] is None for p in node.parents):
-                continue
-            args, attrs = node_args(graph, payload, ictx, node, vals)
-            vals[i] = rule_for(OPS[node.kind.op], ictx)(ictx, args, attrs, 0)
-        except (ContextError, OpDataError, _NoBox):
-            vals[i] = None
+        # Up to three boxes of the node, each holding its values (real, and executed for
+        # the execution guarantee), so their intersection does too:
+        # * the op's interval rule on its parents' final boxes (never looser than CROWN
+        #   through an activation's own relaxation, whose lines lie below/above s), plus
+        #   for the execution guarantee the op's a-priori rounding error where the
+        #   interval rule encloses the real result only (products, sums, functions the
+        #   point context does not round correctly);
+        # * CROWN's backward bound where the node needs one;
+        # * the IBP box (for the execution guarantee only if it says it holds).
+        # A rule that cannot bound its input (log of a box reaching 0, tanh over
+        # rationals) gives no box, as in run_ibp; so does every node depending on it.
+        cands = []
+        if all(vals[p] is not None for p in node.parents):
+            try:
+                args, attrs = node_args(graph, payload, ictx, node, vals)
+                r = rule_for(OPS[node.kind.op], ictx)(ictx, args, attrs, 0)
+                if errs is not None:             # constants too (exp of a const)
+                    e = _rule_err(st, vals, i, node, r)
+                    r = r if e is None else ictx.add(r, ictx.reshape(e, ictx.shape(r)))
+                st.own[i] = r
+                cands.append(r)
+            except (ContextError, OpDataError, _NoBox):
+                pass
+        if need[i] and dep[i] and kinds[i] is not None and (
+                method != "crown" or kinds[i] not in ("relaxed", "maxpool")):
+            try:
+                cands.append(_backward(st, vals, i))
+            except (ContextError, OpDataError, _NoBox):
+                pass
+        if ibp_iv[i] is not None:
+            cands.append(ibp_iv[i])
+        if cands:
+            v = cands[0]
+            for w in cands[1:]:
+                v = _intersect(ictx, v, w, i)
+            vals[i] = v
     return [None if v is None else Box.from_interval(ictx, v) for v in vals]
 
 
-def _kind(graph, node, dep):
+class _State:
+    """What the backward passes of one example share: the graph, the IBP boxes, the
+    affine parts of the nodes crossed (``jac``) and their rounding-error bounds."""
+
+    def __init__(self, graph, payload, ictx, dep, kinds, ibp, errs):
+        self.graph, self.payload, self.ictx = graph, payload, ictx
+        # CROWN's coefficients and offsets are intervals of the work context: float64
+        # for a narrower binary base (bfloat16's 8 bits would round every product of the
+        # backward pass), the base itself otherwise (mpmath, rational, float64)
+        self.wctx = ictx
+        if ictx.ends.kind == "float" and ictx.fmt is not None and ictx.fmt.precision < 53 \
+                and ictx.fmt.exp_bits <= 11:
+            from scalarlab import scalars
+            self.wctx = scalars.get("interval:float64")
+        self.dep, self.kinds, self.ibp, self.errs = dep, kinds, ibp, errs
+        self.jac: dict = {}        # node id -> (parent, M, b) of an affine node
+        self.err: dict = {}        # node id -> symmetric interval [-err, err] (or None)
+        self.own: dict = {}        # node id -> its interval-rule box (execution: widened)
+
+    def w(self, v):
+        """A base-context box as a work-context interval (exact: the base's values are
+        float64 values)."""
+        if self.wctx is self.ictx or v is None:
+            return v
+        return Interval(np.asarray(v.lo, dtype=np.float64), np.asarray(v.hi, dtype=np.float64))
+
+def _intersect(ictx, a: Interval, b: Interval, node_id: int) -> Interval:
+    """[max lo, min hi]; disjoint boxes would mean that one of them is unsound."""
+    lo = np.maximum(np.asarray(a.lo), np.asarray(b.lo))
+    hi = np.minimum(np.asarray(a.hi), np.asarray(b.hi))
+    if np.any(np.asarray(np.greater(lo, hi), dtype=bool)):
+        k = tuple(int(t) for t in np.argwhere(np.asarray(np.greater(lo, hi), dtype=bool))[0])
+        raise IBPError(f"run_crown: node {node_id}: the CROWN box [{a.lo[k]}, {a.hi[k]}] and "
+                       f"the IBP box [{b.lo[k]}, {b.hi[k]}] are disjoint at index {list(k)} "
+                       f"in {ictx.name} (one of them is unsound)")
+    return Interval(lo, hi)
+
+
+def _kind(graph, node, dep, execution=False):
     """How the backward pass crosses a node: "affine", "sum2" (add/sub of two
     input-dependent parents of the same shape), "relaxed", "maxpool", or None: no linear
     form here, the pass stops at the node's box (always sound: the node's value is some
-    point of its box)."""
+    point of its box).  For the execution guarantee an affine op must also have a
+    rounding-error bound (crown_rounding.DOT_AFFINE / EXACT_AFFINE): batchnorm_eval's
+    evaluation order has none yet, so the pass stops at its box."""
     op = node.kind.op
     if op in ("relu", "tanh", "sigmoid"):
         return "relaxed"
@@ -224,13 +354,18 @@ def _kind(graph, node, dep):
             tuple(graph.nodes[p].out_shape) == tuple(node.out_shape) for p in var):
         return "sum2"
     if op in AFFINE_OPS and len(var) == 1 and not (op == "div" and node.parents[0] != var[0]):
+        if execution and op not in DOT_AFFINE and op not in EXACT_AFFINE:
+            return None              # no rounding-error bound for its evaluation here
         return "affine"
     return None
 
 
-def _affine_parts(graph, payload, ictx, node, vals, dep):
+def _affine_parts(st, node, vals):
     """(variable parent id, M as an interval (n_v, n_u), offset b as an interval (n_v,))
-    of an affine node, from its forward rule at 0 and at the basis vectors."""
+    of an affine node, from its forward rule at 0 and at the basis vectors, in the work
+    context (M and b hold the exact real coefficients; the point context's rounded
+    constants are within the rounding-error bound of crown_rounding)."""
+    graph, payload, ictx, dep = st.graph, st.payload, st.wctx, st.dep
     var = [p for p in node.parents if dep[p]]
     op = node.kind.op
     u = var[0]
@@ -241,8 +376,9 @@ def _affine_parts(graph, payload, ictx, node, vals, dep):
     local = list(vals)
     for p in node.parents:          # constant parents broadcast over the basis batch
         if p != u:
-            local[p] = ictx.broadcast_to(ictx.reshape(vals[p], (1,) + ictx.shape(vals[p])),
-                                         (n_u + 1,) + ictx.shape(vals[p]))
+            v = st.w(vals[p])
+            local[p] = ictx.broadcast_to(ictx.reshape(v, (1,) + ictx.shape(v)),
+                                         (n_u + 1,) + ictx.shape(v))
     local[u] = X
     args, attrs = node_args(graph, payload, ictx, node, local)
     Y = OPS[op].forward(ictx, args, attrs, 1)
@@ -317,12 +453,37 @@ def _relax(ictx, op, l, u):
     bl = ictx.where(convex, tb, ictx.where(concave, cb, ml))
     au = ictx.where(convex, chord, ictx.where(concave, td, mu_a))
     bu = ictx.where(convex, cb, ictx.where(concave, tb, mu))
+    # Near-point boxes: the chord's slope is a difference of two roundings of s over a
+    # few ulps of z (an interval like [0, 2]), and its offset is as wide.  The mean-value
+    # lines are tight there: for every a in A = s'(d) (an interval) and z in Z = [l, u],
+    #   s(z) - a z = s(d) - a d + (s'(xi) - a)(z - d),  xi in Z,
+    # so s(z) - a z lies in O = s(d) - A d + (s'(Z) - A)(Z - d) (interval arithmetic),
+    # and a z + lo(O) <= s(z) <= a z + hi(O) on Z: a theorem whatever the width, whose
+    # gap is O(width^2 s'') + rounding.  Each coordinate keeps the pair of lines with the
+    # smaller vertical gap at the ends of [l, u] (both pairs are valid).
+    Z = ictx.make(l, u)
+    off = ictx.add(ictx.sub(sd, ictx.mul(td, D)),
+                   ictx.mul(ictx.sub(deriv(f(Z)), td), ictx.sub(Z, D)))
+    ol, oh = _pt(ictx, off.lo), _pt(ictx, off.hi)
+    use_mv = _gap(ictx, td, ol, td, oh, L, U) < _gap(ictx, al, bl, au, bu, L, U)
+    if use_mv.any():
+        al, au = ictx.where(use_mv, td, al), ictx.where(use_mv, td, au)
+        bl, bu = ictx.where(use_mv, ol, bl), ictx.where(use_mv, oh, bu)
     # a point interval: the constant bounds [s(l), s(l)]
     al = ictx.where(point, zero, al)
     au = ictx.where(point, zero, au)
     bl = ictx.where(point, _pt(ictx, sl.lo), bl)
     bu = ictx.where(point, _pt(ictx, sl.hi), bu)
     return al, bl, au, bu
+
+
+def _gap(ictx, al, bl, au, bu, L, U) -> np.ndarray:
+    """Upper bound (float64) of the vertical gap between the upper and the lower line at
+    the ends of [l, u] (the largest gap on [l, u]: the lines are straight); NaN -> inf."""
+    g = [ictx.to_float64(ictx.sub(ictx.add(ictx.mul(au, Z), bu),
+                                  ictx.add(ictx.mul(al, Z), bl))).hi for Z in (L, U)]
+    m = np.maximum(np.asarray(g[0], dtype=np.float64), np.asarray(g[1], dtype=np.float64))
+    return np.where(np.isnan(m), np.inf, m)
 
 
 _F64 = {"tanh": (np.tanh, lambda t: 1.0 - t * t),
@@ -440,8 +601,116 @@ def _acc(ictx, lams, k, v):
     lams[k] = v if lams.get(k) is None else ictx.add(lams[k], v)
 
 
-def _backward(graph, payload, ictx, vals, dep, t, jac) -> Interval:
-    """CROWN bounds of node t (an Interval of its shape) from the boxes in ``vals``."""
+def _node_err(st, vals, i, node, kind):
+    """err_i (flat float64) bounding the point context's rounding error at node i (None
+    where it is exact, or for the real guarantee), from execution-sound magnitudes."""
+    if st.errs is None:
+        return None
+    if i in st.err:
+        return st.err[i]
+    op = node.kind.op
+    # a box holding the node's real values: its final box, else its (widened) rule box
+    own = vals[i] if vals[i] is not None else st.own.get(i, st.ibp[i])
+    if kind == "maxpool" or (kind == "relaxed" and op == "relu"):
+        err = None                                   # exact in every format
+    elif kind in ("relaxed", "sum2"):
+        if own is None:
+            raise _NoBox(i)
+        err = st.errs.elementwise(op, st.errs.mag(own))
+    else:                                            # affine
+        u, M, b = st.jac[i]
+        if op in EXACT_AFFINE or st.errs.exact:
+            err = None
+        else:
+            if vals[u] is None:
+                raise _NoBox(u)
+            err = st.errs.affine(op, M, b, st.errs.mag(vals[u]),
+                                 _bn_offset_mag(st, node, vals) if op == "batchnorm_eval"
+                                 else None)
+            if op == "linear" and st.errs.sequential:
+                # the known order gives a running-error bound; both bounds hold
+                err = np.minimum(err, st.errs.linear_sequential(M, b, st.w(vals[u])))
+    if err is not None:
+        err = np.asarray(err, dtype=np.float64).reshape(-1)
+        err = None if not np.any(err) else err
+    st.err[i] = err
+    return err
+
+
+def _bn_offset_mag(st, node, vals):
+    """|inv gamma| |mean| + |beta| per output of a batchnorm_eval node (flat float64,
+    rounded up): its forward rule in the work context at x = 0 with mean, gamma, beta
+    replaced by -|mean|, |gamma|, |beta| (a box of that value; its upper ends)."""
+    w = st.wctx
+    local = list(vals)
+    u = node.parents[0]
+    local[u] = w.zeros(tuple(st.graph.nodes[u].out_shape))
+    args, attrs = node_args(st.graph, st.payload, w, node, local)
+    x, mean, var, gamma, beta, eps = args
+    y = OPS["batchnorm_eval"].forward(w, [x, w.neg(w.abs(mean)), var, w.abs(gamma),
+                                          w.abs(beta), eps], attrs, 0)
+    return st.errs.mag(y)
+
+
+def _abs_forward(st, node, vals):
+    """Upper ends (flat float64) of the op's forward rule in the work context on the
+    magnitudes of its operands and parameters: the sum of the absolute terms of a sum of
+    products (mse_loss: on |a| + |b| and 0, as its terms are (a - b)^2)."""
+    w = st.wctx
+    local = [None if v is None else st.w(v) for v in vals]
+    args, attrs = node_args(st.graph, st.payload, w, node, local)
+    mags = []
+    for a in args:
+        if isinstance(a, Interval):
+            m = st.errs.mag(w.to_float64(a)).reshape(np.shape(a.lo))
+            a = w.make(m, m)
+        mags.append(a)
+    if node.kind.op == "mse_loss":
+        mags = [w.add(mags[0], mags[1]), w.zeros(tuple(np.shape(mags[1].lo)))]
+    y = OPS[node.kind.op].forward(w, mags, attrs, 0)
+    return st.errs.mag(y)
+
+
+def _reduction_length(st, node) -> int:
+    """Roundings on one term's path, at most: the number of terms + 2 (products, sums, a
+    final scaling or addition); a matmul's terms are its contraction length, other
+    reductions' at most their largest operand's size."""
+    shapes = [tuple(st.graph.nodes[p].out_shape) for p in node.parents]
+    if node.kind.op == "matmul" and shapes and shapes[0]:
+        return int(shapes[0][-1]) + 2
+    return max([int(np.prod(s, dtype=np.int64)) for s in shapes] + [1]) + 2
+
+
+def _rule_err(st, vals, i, node, r):
+    """[-err, err] to add to node i's interval-rule box for the execution guarantee:
+    the op's rounding error where the rule encloses only the real result (affine sums
+    of products; activations and functions the point context does not round
+    correctly); None where the rule's outward rounding in the base format already holds
+    the correctly rounded point result (or the op's own rule is responsible)."""
+    kind, op = st.kinds[i], node.kind.op
+    if kind == "affine":
+        if op in EXACT_AFFINE:
+            return None
+        if i not in st.jac:
+            st.jac[i] = _affine_parts(st, node, vals)
+        err = _node_err(st, vals, i, node, kind)
+        return None if err is None else st.ictx.make(-err, err)
+    rec = OPS[op]
+    if kind is None and rec.interval is None and (rec.dot or rec.reduces):
+        # sums of products the interval forward rule encloses only in the real numbers
+        # (midpoint-radius products; sums in another order than the point context's)
+        err = st.errs.reduction(_abs_forward(st, node, vals), _reduction_length(st, node))
+        return st.ictx.make(-err, err) if np.any(err) else None
+    if op in FUNCTIONS and not st.errs.exact and op not in st.errs.base.correctly_rounded:
+        err = st.errs.elementwise(op, st.errs.mag(r))
+        return st.ictx.make(-err, err) if np.any(err) else None
+    return None
+
+
+def _backward(st, vals, t) -> Interval:
+    """CROWN bounds of node t (an Interval of its shape) from the boxes in ``vals``;
+    with the execution guarantee each node crossed adds ``Lambda [-err, err]``."""
+    graph, payload, ictx, dep = st.graph, st.payload, st.wctx, st.dep
     shp = tuple(graph.nodes[t].out_shape)
     n = int(np.prod(shp, dtype=np.int64))
     lams = {t: ictx.convert(np.concatenate([np.eye(n), -np.eye(n)]))}
@@ -453,29 +722,37 @@ def _backward(graph, payload, ictx, vals, dep, t, jac) -> Interval:
             continue
         node = graph.nodes[i]
         op = node.kind.op
-        if vals[i] is None and (not dep[i] or op == "input" or _kind(graph, node, dep) is None):
+        kind = st.kinds[i]
+        if vals[i] is None and (not dep[i] or op == "input" or kind is None):
             raise _NoBox(i)
         if not dep[i]:                               # a constant: its (point) box
-            c = ictx.add(c, ictx.matmul(lam, _flat(ictx, vals[i])))
+            c = ictx.add(c, ictx.matmul(lam, _flat(ictx, st.w(vals[i]))))
             continue
         if op == "input":
-            lower = ictx.add(ictx.matmul(lam, _flat(ictx, vals[i])), c)
+            lower = ictx.add(ictx.matmul(lam, _flat(ictx, st.w(vals[i]))), c)
             continue
-        kind = _kind(graph, node, dep)
         if kind is None:                             # no linear form: stop at its box
-            c = ictx.add(c, ictx.matmul(lam, _flat(ictx, vals[i])))
+            c = ictx.add(c, ictx.matmul(lam, _flat(ictx, st.w(vals[i]))))
             continue
         if kind in ("relaxed", "maxpool") and vals[node.parents[0]] is None:
             raise _NoBox(node.parents[0])
+        if kind == "affine" and i not in st.jac:
+            st.jac[i] = _affine_parts(st, node, vals)
+        # the executed value is the op on the executed inputs plus e_i, |e_i| <= err_i
+        e = _node_err(st, vals, i, node, kind)
+        if e is not None:
+            c = ictx.add(c, ictx.matmul(lam, ictx.make(-e, e)))
         if kind == "maxpool":
-            u, SL, SU, bU = _maxpool_relax(graph, payload, ictx, node, vals)
+            wv = [None] * len(vals)
+            wv[node.parents[0]] = st.w(vals[node.parents[0]])
+            u, SL, SU, bU = _maxpool_relax(graph, payload, ictx, node, wv)
             pos, neg = _split(ictx, lam)
             _acc(ictx, lams, u, ictx.add(ictx.matmul(pos, SL), ictx.matmul(neg, SU)))
             c = ictx.add(c, ictx.matmul(neg, bU))
             continue
         if kind == "relaxed":
             u = node.parents[0]
-            l_, u_ = _ends(vals[u])
+            l_, u_ = _ends(st.w(vals[u]))
             al, bl, au, bu = _relax(ictx, op, l_, u_)
             pos, neg = _split(ictx, lam)
             _acc(ictx, lams, u, _scale_columns(ictx, pos, neg, al, au))
@@ -486,13 +763,12 @@ def _backward(graph, payload, ictx, vals, dep, t, jac) -> Interval:
             _acc(ictx, lams, a, lam)
             _acc(ictx, lams, b, lam if op == "add" else ictx.neg(lam))
             continue
-        if i not in jac:                                                   # affine
-            jac[i] = _affine_parts(graph, payload, ictx, node, vals, dep)
-        u, M, b = jac[i]
+        u, M, b = st.jac[i]                                                # affine
         _acc(ictx, lams, u, ictx.matmul(lam, M))
         c = ictx.add(c, ictx.matmul(lam, b))
     if lower is None:                                # the input was never reached
         lower = c
     lo = lower.lo[:n]
     hi = ictx.neg(Interval(lower.lo[n:], lower.hi[n:])).hi
-    return ictx.make(lo.reshape(shp), hi.reshape(shp))
+    # make rounds outward into the base format where the work context is wider
+    return st.ictx.make(lo.reshape(shp), hi.reshape(shp))

@@ -36,7 +36,9 @@ ACTS = {"relu": (lambda z: np.maximum(z, 0.0), None),
 
 
 def ref_relax(act, l, u):
-    """(al, bl, au, bu) of the relaxation described in ibp/crown.py, in float64."""
+    """(al, bl, au, bu) of the relaxation described in ibp/crown.py, in float64: CROWN's
+    lines, or the mean-value lines through s(d) with slope s'(d) where their gap is
+    smaller."""
     al, bl, au, bu = (np.zeros_like(l) for _ in range(4))
     if act == "relu":
         alive, cross = l >= 0, (l < 0) & (u > 0)
@@ -63,6 +65,19 @@ def ref_relax(act, l, u):
             au[k], bu[k] = ref_straddle_upper(act, lo, hi)
             a2, b2 = ref_straddle_upper(act, -hi, -lo)
             al[k], bl[k] = a2, (-b2 if act == "tanh" else 1.0 - b2)
+        # mean-value lines: s'(Z) over the box as interval arithmetic gives it
+        sl, su = f(lo), f(hi)
+        if act == "tanh":
+            sq = (0.0 if lo <= 0 <= hi else min(sl * sl, su * su), max(sl * sl, su * su))
+            dz = (1.0 - sq[1], 1.0 - sq[0])
+        else:
+            dz = (sl * (1.0 - su), su * (1.0 - sl))
+        half = max(d - lo, hi - d)
+        spread = half * max(abs(dz[0] - t_a), abs(dz[1] - t_a))
+        gap = max(au[k] * z + bu[k] - al[k] * z - bl[k] for z in (lo, hi))
+        if 2 * spread < gap:
+            al[k] = au[k] = t_a
+            bl[k], bu[k] = t_b - spread, t_b + spread
     return al, bl, au, bu
 
 
@@ -88,6 +103,7 @@ def ref_crown(layers, l0, u0, method="crown"):
     bounds and {layer index of each activation: bounds of its input}."""
     pre = {}
     lows, highs = [l0], [u0]           # IBP bounds after each layer (for crown-ibp)
+    ibp = _ref_ibp(layers, l0, u0)     # plain IBP: every CROWN box is cut to it
 
     def backward(k_end):
         n = layers[k_end - 1][1].shape[0]
@@ -128,7 +144,8 @@ def ref_crown(layers, l0, u0, method="crown"):
             highs.append(W @ m + np.abs(W) @ r + b)
         else:
             if method == "crown" and layers[k - 1][0] == "affine":
-                pre[k] = backward(k)
+                pl, ph = backward(k)
+                pre[k] = (np.maximum(pl, ibp[k][0]), np.minimum(ph, ibp[k][1]))
             elif method == "crown":      # maxpool right after an activation: its IBP box
                 pre[k] = (lows[-1], highs[-1])
             else:
@@ -140,7 +157,26 @@ def ref_crown(layers, l0, u0, method="crown"):
             f = ACTS[lay[0]][0]
             lows.append(f(pre[k][0]))
             highs.append(f(pre[k][1]))
-    return backward(len(layers)), pre
+    lo, hi = backward(len(layers))
+    return (np.maximum(lo, ibp[-1][0]), np.minimum(hi, ibp[-1][1])), pre
+
+
+def _ref_ibp(layers, l0, u0):
+    """[(lo, hi) of the input of layer k] + [the output's], plain float64 IBP."""
+    out = [(l0, u0)]
+    for lay in layers:
+        lo, hi = out[-1]
+        if lay[0] == "affine":
+            m, r = (lo + hi) / 2, (hi - lo) / 2
+            c = lay[1] @ m + lay[2]
+            out.append((c - np.abs(lay[1]) @ r, c + np.abs(lay[1]) @ r))
+        elif lay[0] == "maxpool":
+            out.append((np.array([lo[w].max() for w in lay[1]]),
+                        np.array([hi[w].max() for w in lay[1]])))
+        else:
+            f = ACTS[lay[0]][0]
+            out.append((f(lo), f(hi)))
+    return out
 
 
 # --------------------------------------------------------------- random networks / graphs

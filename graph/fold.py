@@ -188,14 +188,31 @@ def _fold(g: Graph, payload, x, ctx, partial, kernels, label, _need):
 _FAILED = object()
 
 
-def _run(g, payload, ctx, node, parent_vals, nb, batch, kernels, label, partial, note=""):
+def _run(g, payload, ctx, node, parent_vals, nb, batch, kernels, label, partial, note=None):
     """One node's value over ``nb`` batch axes ``batch`` (``parent_vals``: its parents'
-    values in order), its errors wrapped with the node (``note`` added to the node's
-    name); ``_FAILED`` when ``partial`` and the context could not compute it."""
+    values in order), its errors wrapped with the node (``note()``, when given, is added
+    to the node's name); ``_FAILED`` when ``partial`` and the context could not compute
+    it."""
     i = node.id
     op = node.kind.op
-    where = f"{label}: {op} {i}{note}"
-    kernel = kernels.get(i)
+    try:
+        return _rule(g, payload, ctx, node, parent_vals, nb, batch, kernels, partial)
+    except _NodeError as exc:
+        where = f"{label}: {op} {i}{note() if note is not None else ''}"
+        raise exc.cls(f"{where}: {exc.args[0]}") from exc.cause
+
+
+class _NodeError(Exception):
+    """An error of one node's rule, to be re-raised as ``cls`` with the node named."""
+
+    def __init__(self, cls, msg, cause=None):
+        super().__init__(msg)
+        self.cls, self.cause = cls, cause
+
+
+def _rule(g, payload, ctx, node, parent_vals, nb, batch, kernels, partial):
+    op = node.kind.op
+    kernel = kernels.get(node.id)
     try:
         args, attrs = _with_params(g, payload, ctx, node, parent_vals)
         if kernel is not None:
@@ -208,24 +225,25 @@ def _run(g, payload, ctx, node, parent_vals, nb, batch, kernels, label, partial,
     except OpDataError as exc:
         if partial:
             return _FAILED
-        raise GraphError(f"{where}: {exc}") from None
+        raise _NodeError(GraphError, str(exc)) from None
     except ContextError as exc:
         if partial:
             return _FAILED
-        raise ContextError(f"{where}: {exc}") from None
+        raise _NodeError(ContextError, str(exc)) from None
     except GraphError as exc:
-        raise GraphError(f"{where}: {exc}") from None
+        raise _NodeError(GraphError, str(exc)) from None
     except ScalarLabError as exc:       # a kernel's own error class (the planner's)
-        raise type(exc)(f"{where}: {exc}") from None
+        raise _NodeError(type(exc), str(exc)) from None
     except (ValueError, TypeError, IndexError, ArithmeticError) as exc:
         if kernel is not None:
             raise
-        raise GraphError(f"{where}: rule failed: {type(exc).__name__}: {exc}") from exc
+        raise _NodeError(GraphError, f"rule failed: {type(exc).__name__}: {exc}",
+                         exc) from None
     # every value is batch + declared shape (check_shapes proved the declared shapes
     # consistent; this catches a rule disagreeing with its own shape rule)
     ys = ctx.shape(y)
     if len(ys) != nb + len(node.out_shape) or tuple(ys[nb:]) != node.out_shape:
-        raise GraphError(f"{where}: value has shape {fmt_shape(ys)}, expected batch "
+        raise _NodeError(GraphError, f"value has shape {fmt_shape(ys)}, expected batch "
                          f"{fmt_shape(batch)} + declared {fmt_shape(node.out_shape)}")
     return y
 
@@ -258,7 +276,7 @@ def _and(a, b):
 
 
 def _minus(a, b):
-    if a is None or b is True:
+    if a is None or b is True or a is b:
         return None
     if b is None:
         return a
@@ -335,6 +353,7 @@ class _Masked:
         self.rows: list = [None] * n          # None: batch layout; else flat row indices
         self.failed = [False] * n
         self.guard: dict = {}                 # select id -> [known rows, masks per arg]
+        self._last = (None, None)
         consumed = [False] * n
         for node in g.nodes:
             if need is None or need[node.id]:
@@ -343,6 +362,13 @@ class _Masked:
         self.roots = [i for i in range(n) if not consumed[i] and (need is None or need[i])]
 
     # ------------------------------------------------------------- values by row
+    def _idx(self, mask):
+        """The flat row indices of a row mask (the last one is kept: a chain of nodes
+        shares one mask object)."""
+        if self._last[0] is not mask:
+            self._last = (mask, np.flatnonzero(mask))
+        return self._last[1]
+
     def _flat(self, v, shape):
         return v if self.nb == 1 else self.ctx.reshape(v, (self.B,) + tuple(shape))
 
@@ -399,7 +425,7 @@ class _Masked:
             entry = self.guard[i] = [None, [np.zeros(self.B, dtype=bool) for _ in range(k)]]
         new = _minus(known, entry[0])
         if new is not None:
-            idx = None if new is True else np.flatnonzero(new)
+            idx = None if new is True else self._idx(new)
             cond = self._take(c, idx)
             nb = self.nb if idx is None else 1
             masks = OPS[node.kind.op].guarded(self.ctx, cond, nb)
@@ -452,7 +478,7 @@ class _Masked:
     def _evaluate(self, node, S, req):
         ctx, g = self.ctx, self.g
         full = S is True
-        idx = None if full else np.flatnonzero(S)
+        idx = None if full else self._idx(S)
         nb, batch = (self.nb, self.batch) if full else (1, (len(idx),))
         args: list = []
         for _, p, r in req:
@@ -465,11 +491,11 @@ class _Masked:
             inside = np.zeros(self.B, dtype=bool) if r is None else \
                 (np.ones(self.B, dtype=bool) if r is True else r)
             inside = inside if idx is None else inside[idx]
-            sub = None if r is None else self._take(p, np.flatnonzero(r))
+            sub = None if r is None else self._take(p, self._idx(r))
             v = self._spread(sub, inside, shape, ctx.zeros((1,) + shape))
             args.append(ctx.reshape(v, batch + shape) if full else v)
         return _run(g, self.payload, ctx, node, args, nb, batch, self.kernels, self.label,
-                    self.partial, "" if full else self._rows_note(idx))
+                    self.partial, None if full else (lambda: self._rows_note(idx)))
 
     def _rows_note(self, idx) -> str:
         """Which batch rows a node runs on when it runs on some (an error's entry index
@@ -505,7 +531,7 @@ class _Masked:
             if y is _FAILED:
                 self.failed[i] = True
                 continue
-            self._store(i, y, S, None if S is True else np.flatnonzero(S))
+            self._store(i, y, S, None if S is True else self._idx(S))
         return progressed, blocked
 
     def run(self):

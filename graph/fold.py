@@ -576,6 +576,63 @@ class _Masked:
         return vals, rows
 
 
+def guarded_schedule(parents, guarded, roots, done, evaluate, branches) -> list:
+    """Evaluate a single-sample DAG (no batch rows) whose guarded ops (``select``) read a
+    branch only when their condition takes it; returns which nodes ran (bool per node).
+
+    ``parents[i]``: parent indices of node ``i`` (smaller indices); ``guarded[i]``: node
+    ``i``'s first parent decides which of the others it reads; ``roots``: the nodes
+    wanted; ``done[i]``: already evaluated (inputs; updated in place); ``evaluate(i,
+    reads)`` computes node ``i``, ``reads`` being None (every parent) or one bool per
+    non-first parent of a guarded node (False: not evaluated, pass a stand-in);
+    ``branches(i)`` gives those bools once node ``i``'s condition is done.  The demand
+    of a node is known only once the conditions above it are, so the schedule runs the
+    fold's rounds (a reverse loop for the demand, a forward loop evaluating what is
+    demanded and ready), without recursion.  The typed graph of :mod:`tape` uses it."""
+    n = len(parents)
+    known: dict = {}
+    while True:
+        need = [False] * n
+        for r in roots:
+            need[r] = True
+        for i in range(n - 1, -1, -1):
+            if not need[i]:
+                continue
+            ps = parents[i]
+            if not guarded[i]:
+                for p in ps:
+                    need[p] = True
+                continue
+            need[ps[0]] = True
+            if i not in known and done[ps[0]]:
+                known[i] = tuple(bool(t) for t in branches(i))
+            for p, t in zip(ps[1:], known.get(i, ())):
+                if t:
+                    need[p] = True
+        progressed = blocked = False
+        for i in range(n):
+            if not need[i] or done[i]:
+                continue
+            ps = parents[i]
+            reads = None
+            if guarded[i]:
+                reads = known.get(i)
+                if reads is None:
+                    blocked = True
+                    continue
+                ps = [ps[0]] + [p for p, t in zip(ps[1:], reads) if t]
+            if not all(done[p] for p in ps):
+                blocked = True
+                continue
+            evaluate(i, reads)
+            done[i] = progressed = True
+        if not blocked:
+            return need
+        if not progressed:        # cannot happen: a blocked select's condition ran
+            raise GraphError("masked evaluation of the selects made no progress "
+                             "(internal error)")
+
+
 def _default_param(ctx, rec, name, g, node):
     """The value of an omitted optional param (conv bias, layernorm gamma/beta/eps)."""
     default = rec.param_defaults.get(name)

@@ -290,8 +290,9 @@ def _same(a, b) -> bool:
 
 def _no_value(ctx, shape):
     """The value of a node no row was evaluated on: NaN where the context holds one (the
-    whole line over intervals), else a float NaN in the value arrays (rationals, mpmath
-    reals: they have no NaN, and no row of theirs may look computed)."""
+    whole line over intervals).  Contexts that refuse NaN (mpmath reals, fp32-real,
+    rationals) get a NaN of their entry type where it has one (mpf, mpfr), else a float
+    NaN (rationals: read such rows through ``rows``); no row may look computed."""
     try:
         return ctx.convert(np.full(shape, np.nan))
     except ContextError:
@@ -302,22 +303,31 @@ def _no_value(ctx, shape):
     if ctx.is_interval:
         return Interval(np.full(shape, -np.inf, dtype=object),
                         np.full(shape, np.inf, dtype=object))
-    return np.full(shape, np.nan, dtype=object)
+    fill = np.nan
+    leaf = getattr(ctx, "leaf_type", None)
+    if leaf is not None:
+        try:
+            fill = leaf("nan")
+        except (TypeError, ValueError, ArithmeticError):
+            pass
+    return np.full(shape, fill, dtype=object)
 
 
-def _scatter(v, inside, shape, fill=np.nan):
-    """``v``'s rows (one leading axis) placed where ``inside`` holds, NaN elsewhere (the
-    interval endpoints -inf/+inf), reshaped to ``shape``.  Plain numpy on the value's
-    arrays: the rows without value are no context value, so no context op may see them."""
+def _scatter(v, inside, shape, fill):
+    """``v``'s rows (one leading axis) placed where ``inside`` holds, reshaped to
+    ``shape``; elsewhere the entries of ``fill`` (the one-entry :func:`_no_value`).  Plain
+    numpy on the value's arrays: the rows without value are no context value, so no
+    context op may see them."""
     if isinstance(v, Interval):
-        return Interval(_scatter(v.lo, inside, shape, -np.inf),
-                        _scatter(v.hi, inside, shape, np.inf))
+        return Interval(_scatter(v.lo, inside, shape, fill.lo),
+                        _scatter(v.hi, inside, shape, fill.hi))
     if isinstance(v, Dual):
-        return Dual(_scatter(v.primal, inside, shape, fill),
-                    _scatter(v.tangent, inside, shape, fill))
+        return Dual(_scatter(v.primal, inside, shape, fill.primal),
+                    _scatter(v.tangent, inside, shape, fill.tangent))
     a = np.asarray(v)
+    f = np.asarray(fill).reshape(-1)[0]
     dtype = a.dtype if a.dtype.kind in "fc" or a.dtype == object else np.float64
-    out = np.full((len(inside),) + a.shape[1:], fill, dtype=dtype)
+    out = np.full((len(inside),) + a.shape[1:], f, dtype=dtype)
     out[inside] = a
     return out.reshape(shape)
 
@@ -354,6 +364,7 @@ class _Masked:
         self.failed = [False] * n
         self.guard: dict = {}                 # select id -> [known rows, masks per arg]
         self._last = (None, None)
+        self._filler = None
         consumed = [False] * n
         for node in g.nodes:
             if need is None or need[node.id]:
@@ -362,6 +373,11 @@ class _Masked:
         self.roots = [i for i in range(n) if not consumed[i] and (need is None or need[i])]
 
     # ------------------------------------------------------------- values by row
+    def _fill(self):
+        if self._filler is None:
+            self._filler = _no_value(self.ctx, ())
+        return self._filler
+
     def _idx(self, mask):
         """The flat row indices of a row mask (the last one is kept: a chain of nodes
         shares one mask object)."""
@@ -571,7 +587,7 @@ class _Masked:
                 vals[i] = _no_value(ctx, self.batch + shape)
                 rows[i] = np.zeros(self.batch, dtype=bool)
             else:
-                vals[i] = _scatter(self.vals[i], d, self.batch + shape)
+                vals[i] = _scatter(self.vals[i], d, self.batch + shape, self._fill())
                 rows[i] = d.reshape(self.batch)
         return vals, rows
 

@@ -383,3 +383,32 @@ def test_long_chain_inside_a_branch(n):
     assert rows[n // 2].tolist() == (xs < 0).tolist() and rows[n + 1].tolist() == \
         (xs >= 0).tolist()
     assert vals[n - 2][[1, 3]].tolist() == [-2.25, -16.0]
+
+
+@pytest.mark.parametrize("cname", ["float64", "binary32", "rational", "mpmath:60",
+                                   "fp32-real", "interval:float64", "interval:mpmath:80"])
+def test_rows_without_value_read_as_nan_or_the_whole_line(cname):
+    """A branch node's table value covers the whole batch: its rows without value read
+    as NaN through ``to_float64`` (the whole line over intervals), never as a number."""
+    ctx = scalars.get(cname)
+    g, p, ids = abs_sqrt().build()
+    x = ctx.convert(np.array([-4.0, 9.0, -0.25]))
+    vals, rows = graph.denote_rows(g, p, x, ctx)
+    v = vals[ids[3]]                                  # sqrt x: row 1 only
+    # rationals have no NaN: their rows without value hold a float NaN, which is no
+    # rational value (to_float64 refuses the array), read entry by entry here
+    f = [float(t) for t in v] if cname == "rational" else ctx.to_float64(v)
+    if ctx.is_interval:
+        assert f.lo.tolist() == [-np.inf, 3.0, -np.inf] and f.hi.tolist() == [np.inf, 3.0,
+                                                                                np.inf]
+    else:
+        f = np.asarray(f, dtype=np.float64)
+        assert f[1] == 3.0 and np.isnan(f[[0, 2]]).all()
+    assert rows[ids[3]].tolist() == [False, True, False]
+
+
+def test_denote_of_an_inner_node_runs_its_ancestors_only():
+    g, p, ids = abs_sqrt().build()
+    assert graph.denote(g, p, np.array([-4.0, -9.0]), "float64", ids[2]).tolist() == [2, 3]
+    with pytest.raises(ScalarLabError, match=rf"sqrt {ids[2]}: sqrt of a negative"):
+        graph.denote(g, p, np.array([-4.0, 9.0]), "float64", ids[2])   # asked for: runs

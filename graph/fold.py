@@ -176,8 +176,11 @@ def _fold(g: Graph, payload, x, ctx, partial, kernels, label, _need):
         if any_failed and any(failed[p] for p in node.parents):
             failed[i] = True
             continue
-        y = _run(g, payload, ctx, node, [vals[p] for p in node.parents], nb, batch, kernels,
-                 label, partial)
+        try:
+            y = _rule(g, payload, ctx, node, [vals[p] for p in node.parents], nb, batch,
+                      kernels, partial)
+        except _NodeError as exc:
+            raise exc.cls(f"{label}: {node.kind.op} {i}: {exc.args[0]}") from exc.cause
         if y is _FAILED:
             failed[i] = any_failed = True
             continue
@@ -313,22 +316,22 @@ def _no_value(ctx, shape):
     return np.full(shape, fill, dtype=object)
 
 
-def _scatter(v, inside, shape, fill):
-    """``v``'s rows (one leading axis) placed where ``inside`` holds, reshaped to
-    ``shape``; elsewhere the entries of ``fill`` (the one-entry :func:`_no_value`).  Plain
-    numpy on the value's arrays: the rows without value are no context value, so no
-    context op may see them."""
+def _scatter(v, idx, size, shape, fill):
+    """``v``'s rows (one leading axis) placed at the flat rows ``idx`` of ``size`` rows,
+    reshaped to ``shape``; elsewhere the entries of ``fill`` (the one-entry
+    :func:`_no_value`).  Plain numpy on the value's arrays: the rows without value are no
+    context value, so no context op may see them."""
     if isinstance(v, Interval):
-        return Interval(_scatter(v.lo, inside, shape, fill.lo),
-                        _scatter(v.hi, inside, shape, fill.hi))
+        return Interval(_scatter(v.lo, idx, size, shape, fill.lo),
+                        _scatter(v.hi, idx, size, shape, fill.hi))
     if isinstance(v, Dual):
-        return Dual(_scatter(v.primal, inside, shape, fill.primal),
-                    _scatter(v.tangent, inside, shape, fill.tangent))
+        return Dual(_scatter(v.primal, idx, size, shape, fill.primal),
+                    _scatter(v.tangent, idx, size, shape, fill.tangent))
     a = np.asarray(v)
     f = np.asarray(fill).reshape(-1)[0]
     dtype = a.dtype if a.dtype.kind in "fc" or a.dtype == object else np.float64
-    out = np.full((len(inside),) + a.shape[1:], f, dtype=dtype)
-    out[inside] = a
+    out = np.full((size,) + a.shape[1:], f, dtype=dtype)
+    out[idx] = a                  # integer rows: about twice as fast as a bool mask
     return out.reshape(shape)
 
 
@@ -587,7 +590,8 @@ class _Masked:
                 vals[i] = _no_value(ctx, self.batch + shape)
                 rows[i] = np.zeros(self.batch, dtype=bool)
             else:
-                vals[i] = _scatter(self.vals[i], d, self.batch + shape, self._fill())
+                vals[i] = _scatter(self.vals[i], self.rows[i], self.B, self.batch + shape,
+                                   self._fill())
                 rows[i] = d.reshape(self.batch)
         return vals, rows
 

@@ -8,6 +8,11 @@ over N samples equals N single calls (the rules only add ``nb`` to their axes).
 This is the one evaluation loop of the IR: each node runs the op table's forward rule, or
 the op's own ``interval`` rule in an interval context (IBP), or a kernel given per node
 through the ``kernels`` hook (the kernel planner's ``run_planned``).
+
+A graph with ``select`` (an op with a ``guarded`` rule) runs each node only on the batch
+rows some consumer reads it on, a select's branch only where its condition takes it
+(:class:`_Masked`; ``denote_rows`` reports the rows), so ``(if (< x 0) (sqrt (- x))
+(sqrt x))`` evaluates on samples of both signs.  A graph without one runs the plain loop.
 """
 from __future__ import annotations
 

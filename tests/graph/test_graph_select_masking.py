@@ -412,3 +412,14 @@ def test_denote_of_an_inner_node_runs_its_ancestors_only():
     assert graph.denote(g, p, np.array([-4.0, -9.0]), "float64", ids[2]).tolist() == [2, 3]
     with pytest.raises(ScalarLabError, match=rf"sqrt {ids[2]}: sqrt of a negative"):
         graph.denote(g, p, np.array([-4.0, 9.0]), "float64", ids[2])   # asked for: runs
+
+
+def test_planned_run_hands_kernels_the_rows_that_take_each_branch():
+    """The kernel planner's run (the fold's per-node kernel hook) masks the same way:
+    kernels see the compact rows (nb = 1) and give the fold's values."""
+    from scalarlab.graph import plan as P
+    g, p, _ = _nested().build(_nested().random_order(np.random.default_rng(5)))
+    x = np.array([-9.0, -3.0, -0.5, 0.0, 2.5, 8.75, 9.0, 25.0])
+    got = P.run_planned(g, p, x, P.default_policy("cpu", "binary32"))[g.output]
+    b32 = scalars.get("binary32")
+    assert np.asarray(b32.to_float64(got)).tolist() == _nested_oracle(x, formats.binary32)

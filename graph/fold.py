@@ -291,6 +291,12 @@ def _minus(a, b):
     return _norm((~b) if a is True else (a & ~b))
 
 
+def _fixed(r, m):
+    """``r``, copied when it is the guard mask ``m`` itself: guard masks gain rows in later
+    rounds, and a row set handed out (a demand, an index cache key) must not change."""
+    return m.copy() if r is m else r
+
+
 def _same(a, b) -> bool:
     return a is b or (a is not True and b is not True and a is not None and b is not None
                       and bool(np.array_equal(a, b)))
@@ -460,7 +466,7 @@ class _Masked:
                 else:
                     m[idx] = got
             entry[0] = _or(entry[0], new)
-        return [_and(known, _norm(m)) for m in entry[1]]
+        return [_fixed(_and(known, _norm(m)), m) for m in entry[1]]
 
     def _demand(self) -> list:
         g = self.g
@@ -495,7 +501,7 @@ class _Masked:
         if _minus(S, self.done[c]) is not None or entry is None or \
                 _minus(S, entry[0]) is not None:
             return None
-        return [(0, c, S)] + [(k + 1, p, _and(S, _norm(m)))
+        return [(0, c, S)] + [(k + 1, p, _fixed(_and(S, _norm(m)), m))
                               for k, (p, m) in enumerate(zip(parents[1:], entry[1]))]
 
     # --------------------------------------------------------------- evaluation

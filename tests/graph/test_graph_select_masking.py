@@ -326,26 +326,34 @@ def test_dual_tangents_follow_the_masks():
     assert np.allclose(d.tangent, want, rtol=1e-15, atol=0)
 
 
-def _select_free_reference(e, xs):
-    """Value of a graph with total branches: every node over every row, select by where
-    (what the fold computed before masking)."""
+def _unmasked(e, x, ctx):
+    """What the fold computed before masking: every node on every row by the op table's
+    forward rule (one batch axis), selects picking between two full branches."""
+    from scalarlab.graph.optable import OPS
+    n = len(ctx.shape(x))
     vals = []
     for op, ps, v in e.ops:
-        a = [vals[q] for q in ps]
-        vals.append({"input": lambda: xs, "const": lambda: np.full(xs.shape, float(v)),
-                     "add": lambda: a[0] + a[1], "mul": lambda: a[0] * a[1],
-                     "neg": lambda: -a[0], "lt": lambda: (a[0] < a[1]) * 1.0,
-                     "select": lambda: np.where(a[0] > 0, a[1], a[2])}[op]())
+        if op == "input":
+            vals.append(x)
+        elif op == "const":
+            vals.append(ctx.broadcast_to(ctx.convert(v), (n and ctx.shape(x)[0],)))
+        else:
+            vals.append(OPS[op].forward(ctx, [vals[q] for q in ps], {}, 1))
     return vals[-1]
 
 
-@pytest.mark.parametrize("seed", range(8))
-def test_random_select_dags_equal_the_unmasked_fold(seed):
-    """Random DAGs of add/mul/neg/lt/select (total ops): the masked fold gives exactly the
-    value of evaluating every node everywhere and picking (float64, bit for bit)."""
+@pytest.mark.parametrize("cname", ["float64", "binary16", "rational", "interval:float64",
+                                   "interval:binary32", "dual:float64"])
+@pytest.mark.parametrize("seed", range(4))
+def test_random_select_dags_equal_the_unmasked_fold(seed, cname):
+    """Random DAGs of add/mul/neg/lt/select (total ops, nested and shared selects, random
+    node orders): the masked fold gives exactly the values of evaluating every node on
+    every row and picking -- where both branches exist, masking changes nothing (interval
+    hulls of undecided rows, dual tangents and exact rationals included)."""
     rng = np.random.default_rng(seed)
+    ctx = scalars.get(cname)
     e = Expr()
-    pool = [e.x(), e.c(str(rng.integers(-3, 4)))]
+    pool = [e.x(), e.c(str(rng.integers(-3, 4))), e.c("0.5")]
     for _ in range(int(rng.integers(8, 30))):
         op = rng.choice(["add", "mul", "neg", "select", "select"])
         pick = lambda: pool[int(rng.integers(len(pool)))]  # noqa: E731
@@ -356,12 +364,24 @@ def test_random_select_dags_equal_the_unmasked_fold(seed):
         else:
             pool.append(e.node(op, pick(), pick()))
     e.node("add", pool[-1], pool[-2])
-    xs = rng.uniform(-2, 2, 40)
+    xs = np.round(rng.uniform(-2, 2, 40), 3)
+    if ctx.is_interval:
+        x = ctx.make(xs, xs + rng.choice([0.0, 0.25, 1.5], 40))
+    elif ctx.is_dual:
+        x = Dual(xs, rng.standard_normal(40))
+    else:
+        x = ctx.convert(xs)
     g, p, _ = e.build(e.random_order(rng))
-    with np.errstate(all="ignore"):
-        want = _select_free_reference(e, xs)
-    got = graph.denote(g, p, xs, "float64")
-    assert np.array_equal(got, want, equal_nan=True)
+    got, want = graph.denote_all(g, p, x, ctx)[g.output], _unmasked(e, x, ctx)
+    parts = ((got.lo, want.lo), (got.hi, want.hi)) if ctx.is_interval else \
+        ((got.primal, want.primal), (got.tangent, want.tangent)) if ctx.is_dual else \
+        ((got, want),)
+    for a, b in parts:
+        a, b = np.asarray(a), np.asarray(b)
+        if a.dtype == object:
+            assert a.tolist() == b.tolist()
+        else:
+            assert np.array_equal(a, b, equal_nan=True)
 
 
 @pytest.mark.parametrize("n", [20_000, pytest.param(100_000, marks=pytest.mark.slow)])

@@ -8,7 +8,8 @@ record, i.e. its forward, VJP and JVP rules.  The output reference may be any in
 earlier node (no dummy identity op).
 
 Evaluation:
-* ``forward(ctx, inputs)`` runs the forward rules left to right;
+* ``forward(ctx, inputs)`` runs the forward rules left to right (a ``select`` runs only
+  the branch its condition takes: :func:`graph.fold.guarded_schedule`);
 * ``vjp`` lowers the graph to a tape over ``ctx`` (inputs become leaves) and runs the one
   reverse loop of :mod:`tape.backward`;
 * ``jvp`` runs the op table's JVP rules node by node (the canonical first derivative:
@@ -236,7 +237,9 @@ class TypedGraph:
         ``values``, when given, holds every variable's value (inputs first) already in
         ``ctx``: op nodes then take their value from it instead of running the forward
         rule, and keep the op table's shape check and VJP rule (used by ``hvp``, whose
-        forward sweep comes from the JVP rules).
+        forward sweep comes from the JVP rules).  With a ``select``, the nodes only an
+        untaken branch needs get no tape node (``ids[i]`` is None; ``values[i]`` None
+        marks them when given).
         """
         b = TapeBuilder(ctx)
         vals = self._inputs(b.ctx, inputs)

@@ -527,3 +527,26 @@ def test_random_guarded_dags_equal_the_lazy_reading_sample_by_sample(seed):
     if not ok.all():                         # a sample whose lazy reading fails raises
         with pytest.raises(ScalarLabError, match=r"sqrt \d+"):
             graph.denote(g, p, xs, "float64")
+
+
+@pytest.mark.parametrize("cname", ["interval:float64", "interval:binary32"])
+def test_abs_sqrt_over_decided_boxes_is_the_directed_mpfr_enclosure(cname):
+    """(if (< x 0) (sqrt (- x)) (sqrt x)) over boxes on either side of 0 (and points):
+    each row runs one branch, whose endpoints are MPFR's sqrt rounded down and up."""
+    iv = scalars.get(cname)
+    g, p, ids = abs_sqrt().build()
+    lo = np.array([-4.0, 0.25, -2.25, 0.0, 1e-30, -3.0, 2.0])
+    hi = np.array([-1.0, 9.0, -2.25, 0.0, 2e-30, -2.0, 3.0])
+    vals, rows = graph.denote_rows(g, p, iv.make(lo, hi), iv)
+    y = iv.to_float64(vals[g.output])
+    fmt = formats.binary64 if cname == "interval:float64" else formats.binary32
+    box = iv.to_float64(iv.make(lo, hi))             # the boxes as the context holds them
+    want_lo, want_hi = [], []
+    for a, b in zip(box.lo, box.hi):
+        a, b = (-b, -a) if b < 0 else (a, b)
+        with formats.gmpy2_context(fmt, "down"):
+            want_lo.append(float(gmpy2.sqrt(gmpy2.mpfr(float(a)))))
+        with formats.gmpy2_context(fmt, "up"):
+            want_hi.append(float(gmpy2.sqrt(gmpy2.mpfr(float(b)))))
+    assert y.lo.tolist() == want_lo and y.hi.tolist() == want_hi
+    assert rows[ids[2]].tolist() == (hi < 0).tolist()

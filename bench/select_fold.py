@@ -6,9 +6,11 @@ what the masking machinery costs where there is one.
    MLP over 10^4 samples): seconds per ``denote_all``.  With ``--baseline PYTHONPATH``
    the same measurements run in a subprocess whose ``scalarlab`` is another checkout
    (``--baseline ''``: the installed package) and the ratios this/baseline are printed.
-2. ``(if (< x 0) (sqrt (- x)) (sqrt x))``-shaped graphs over 8000 mixed-sign samples:
-   the masked fold vs the same work done by hand (each branch as a select-free graph on
-   its own rows, plus the condition): the ratio is the bookkeeping of the rounds.
+2. ``(if (< x 0) (sqrt (- x)) (sqrt x))``-shaped graphs over mixed-sign samples (float64
+   x8000, also with 20 more nodes per branch; mpmath:100 x1000): the masked fold vs the
+   same work done by hand (the condition on every row, each branch as a select-free graph
+   on its own rows, a numpy pick): the ratio is the bookkeeping of the rounds, the
+   gathers/scatters and the select's own rule.
 
 Usage: python bench/select_fold.py [--repeats N] [--baseline PYTHONPATH]
 """
@@ -104,28 +106,34 @@ def abs_sqrt_graph(depth: int):
 
 def measure_masked(repeats: int):
     rng = np.random.default_rng(1)
-    x = rng.uniform(-4, 4, 8000)
-    neg, pos = x[x < 0], x[x >= 0]
     rows = []
-    for depth in (0, 10):
+    for depth, cname, n in ((0, "float64", 8000), (10, "float64", 8000),
+                            (0, "mpmath:100", 1000)):
+        ctx = scalars.get(cname)
+        xf = rng.uniform(-4, 4, n)
+        x = ctx.convert(xf)
+        c = xf < 0
+        neg, pos = ctx.convert(xf[c]), ctx.convert(xf[~c])
         g, p, a = abs_sqrt_graph(depth)
-        # the same work by hand: the then-branch's nodes on the negative rows, sqrt on
-        # the others, the comparison on all, and the pick
+        # the same work by hand: the condition on every row, the then-branch's nodes on
+        # the negative rows, sqrt on the others, and the pick (numpy)
         ga = Graph(g.nodes[:a + 1])
         gb = Graph([Node(0, [], "input", []), Node(1, [0], OpKind("sqrt"), [])])
-        f64 = scalars.get("float64")
+        gc = Graph([Node(0, [], "input", []), Node(1, [], "const", []),
+                    Node(2, [0, 1], OpKind("lt"), [])])
+        pc = Payload({1: {"const": {"value": "0"}}})
 
         def by_hand():
-            ya = graph.denote(ga, Payload(), neg, f64)
-            yb = graph.denote(gb, Payload(), pos, f64)
-            c = x < 0
-            out = np.empty_like(x)
-            out[c], out[~c] = ya, yb
+            cond = np.asarray(ctx.to_float64(graph.denote(gc, pc, x, ctx))) > 0
+            ya = graph.denote(ga, Payload(), neg, ctx)
+            yb = graph.denote(gb, Payload(), pos, ctx)
+            out = np.empty(n, dtype=np.asarray(ya).dtype)
+            out[cond], out[~cond] = ya, yb
             return out
-        (tm, th), _ = benchlib.interleaved([lambda: graph.denote(g, p, x, f64), by_hand],
+        (tm, th), _ = benchlib.interleaved([lambda: graph.denote(g, p, x, ctx), by_hand],
                                            repeats, warm=True)
-        assert np.array_equal(graph.denote(g, p, x, f64), by_hand())
-        rows.append((f"abs-sqrt, {len(g.nodes)} nodes, float64 x8000", tm, th))
+        assert np.asarray(graph.denote(g, p, x, ctx)).tolist() == by_hand().tolist()
+        rows.append((f"abs-sqrt, {len(g.nodes)} nodes, {cname} x{n}", tm, th))
     return rows
 
 

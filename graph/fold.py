@@ -458,7 +458,15 @@ class _Masked:
             idx = None if new is True else self._idx(new)
             cond = self._take(c, idx)
             nb = self.nb if idx is None else 1
-            masks = OPS[node.kind.op].guarded(self.ctx, cond, nb)
+            try:
+                masks = OPS[node.kind.op].guarded(self.ctx, cond, nb)
+            except (ContextError, GraphError) as exc:   # e.g. no order (complex)
+                if self.partial and isinstance(exc, ContextError):
+                    self.failed[i] = True
+                    return [None] * k
+                note = "" if idx is None else self._rows_note(idx)
+                raise type(exc)(f"{self.label}: {node.kind.op} {i}{note}: condition: "
+                                f"{exc}") from None
             for m, got in zip(entry[1], masks):
                 got = np.reshape(np.asarray(got, dtype=bool), -1)
                 if idx is None:

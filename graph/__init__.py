@@ -9,10 +9,10 @@ from .optable import OPS, OpRecord, get_op
 from .node import Graph, Node, OpKind, fmt_shape
 from .validate import check_payload, check_shapes, check_well_formed, infer_shapes
 from .payload import Payload
-from .fold import denote, denote_all
+from .fold import denote, denote_all, denote_rows
 from .printers import listing, to_dot
 from .fileformat import load, save, dumps, loads
 
 __all__ = ["GraphError", "OPS", "OpRecord", "get_op", "Graph", "Node", "OpKind", "fmt_shape",
            "check_payload", "check_shapes", "check_well_formed", "infer_shapes", "Payload",
-           "denote", "denote_all", "listing", "to_dot", "load", "save", "dumps", "loads"]
+           "denote", "denote_all", "denote_rows", "listing", "to_dot", "load", "save", "dumps", "loads"]

@@ -47,6 +47,14 @@ run in every context, derivatives included):
   must be proved sound by a test (exact sampling of the input box: every point's value
   lies in the box) and never looser than the generic fold (a test compares both).
 
+* ``guarded(ctx, first, nb) -> tuple of bool arrays`` (optional): the op reads its other
+  args only on some batch rows, decided by its FIRST arg (``select``: the condition).  One
+  mask per other arg, over the ``nb`` leading batch axes of ``first``, True on the rows
+  where that arg is read.  The fold then evaluates the nodes only those args need on
+  those rows alone (so a guarded domain error never reaches a row that does not take
+  it), and hands the rule a stand-in (zeros) on the other rows: the forward and JVP
+  rules must not let a stand-in reach their result there.
+
 Facts read by other parts of the lab:
 
 * ``elementwise``: same-shape map (binary ops broadcast per numpy on per-example shapes).
@@ -89,6 +97,7 @@ class OpRecord:
     reduces: bool = False             # the forward rule sums: its result depends on the order
     dot: bool = False                 # ... and the sums are dot products (fma matters)
     interval: Optional[Callable] = None   # tighter, test-proved interval rule (see above)
+    guarded: Optional[Callable] = None    # rows on which each non-first arg is read (select)
     doc: str = ""
 
 

@@ -8,10 +8,13 @@ on the 0/1 values comparisons produce that is the usual reading, and for other v
 makes ``select`` continuous in its condition away from 0 (NaN reads as false).
 Comparisons follow IEEE 754: every ordered comparison with a NaN is false, ``ne`` true.
 
-``select(cond, a, b)`` evaluates both branches (the graph is straight-line) and picks
-elementwise with the context's ``where``: the unselected branch's NaN or infinity never
-leaks into the value, and derivatives flow through the selected branch only (picked the
-same way, never multiplied by a 0/1 mask, so a NaN tangent of the other branch stays out).
+``select(cond, a, b)`` picks elementwise with the context's ``where``: the unselected
+branch's NaN or infinity never leaks into the value, and derivatives flow through the
+selected branch only (picked the same way, never multiplied by a 0/1 mask, so a NaN
+tangent of the other branch stays out).  The fold evaluates each branch only on the batch
+rows that take it (the record's ``guarded`` rule, :func:`branch_rows`): a row reads ``a``
+where some entry of its condition may be true and ``b`` where some entry may be false, so
+``(if (< x 0) (sqrt (- x)) (sqrt x))`` never takes a square root of a negative.
 
 Interval contexts: a comparison whose outcome differs inside the boxes is ``[0, 1]``
 (undecided); ``and``/``or``/``not`` propagate that three-valued logic; ``select`` with an
@@ -24,6 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from scalarlab.scalars.errors import ContextError
+from scalarlab.scalars.dual import Dual
 from scalarlab.scalars.interval import Interval
 
 from .axes import align, broadcast_shapes, unbroadcast
@@ -42,6 +46,15 @@ def _shape(name):
 def _aligned(ctx, args, nb):
     r = max(len(ctx.shape(a)) for a in args) - nb
     return [align(ctx, a, nb, r) for a in args]
+
+
+def _primal(ctx, v):
+    """``(base context, primal)`` of a dual-context value (nested duals unwrapped): the
+    condition's truth is its primal's."""
+    while ctx.is_dual:
+        v = v.primal if isinstance(v, Dual) else v
+        ctx = ctx.base
+    return ctx, v
 
 
 def _zeros_like(ctx, v):
@@ -125,6 +138,22 @@ def pick(ctx, t, f, x, y):
     return ctx.where(t, x, ctx.where(f, y, hull))
 
 
+def branch_rows(ctx, cond, nb):
+    """``(then_rows, else_rows)``: bool arrays over the ``nb`` leading batch axes of
+    ``cond``, True on the rows that read ``a`` (some entry of the row's condition may be
+    true) and ``b`` (some entry may be false; NaN reads as false).  Over intervals an
+    undecided entry reads both, so the select takes the hull there; a decided row reads
+    one branch.  A row whose condition has no entries reads ``a`` (the value is empty)."""
+    t, f = _truth(ctx, cond)
+    shape = tuple(ctx.shape(cond))
+    t = np.broadcast_to(np.asarray(t, dtype=bool), shape)
+    f = np.broadcast_to(np.asarray(f, dtype=bool), shape)
+    axes = tuple(range(nb, len(shape)))
+    then_rows = ~f.all(axis=axes) if axes else ~f      # possibly true somewhere in the row
+    else_rows = ~t.all(axis=axes) if axes else ~t      # possibly false somewhere
+    return then_rows | ~(then_rows | else_rows), else_rows
+
+
 # ------------------------------------------------------------------ records
 def _constant_rules(name):
     """VJP/JVP of a piecewise-constant op: zero cotangents and a zero tangent."""
@@ -196,12 +225,16 @@ def _select_record():
         tb = ctx.zeros(()) if tans[2] is None else align(ctx, tans[2], nb, r)
         return pick(ctx, *_truth(ctx, c), ta, tb)
 
+    def guarded(ctx, cond, nb):
+        return branch_rows(*_primal(ctx, cond), nb)
+
     register(OpRecord(name="select", arity=(3, 3), shape=_shape("select"),
                       forward=_over_duals(forward, jvp),
                       vjp=vjp, jvp=jvp, capsule="reference.select", elementwise=True,
-                      doc="cond ? a : b elementwise (cond true: > 0); both branches "
-                          "evaluated, the other's NaN never leaks; the hull of both over "
-                          "intervals where cond is undecided"))
+                      guarded=guarded,
+                      doc="cond ? a : b elementwise (cond true: > 0); the fold evaluates "
+                          "each branch only on the rows that take it, the other's NaN never "
+                          "leaks; the hull of both over intervals where cond is undecided"))
 
 
 _select_record()

@@ -188,6 +188,8 @@ def hvp(program, primals, v, ctx="float64", argnums=0, method="rules"):
     dual = scalars.get(f"dual:{base.name}")
 
     def pair(i, x, t):
+        if x is None:             # a node a select did not take: no value, no tape node
+            return None
         return Dual(x, base.zeros(graph.shape_of(i)) if t is None else t)
 
     if method == "rules":

@@ -8,7 +8,8 @@ record, i.e. its forward, VJP and JVP rules.  The output reference may be any in
 earlier node (no dummy identity op).
 
 Evaluation:
-* ``forward(ctx, inputs)`` runs the forward rules left to right;
+* ``forward(ctx, inputs)`` runs the forward rules left to right (a ``select`` runs only
+  the branch its condition takes: :func:`graph.fold.guarded_schedule`);
 * ``vjp`` lowers the graph to a tape over ``ctx`` (inputs become leaves) and runs the one
   reverse loop of :mod:`tape.backward`;
 * ``jvp`` runs the op table's JVP rules node by node (the canonical first derivative:
@@ -26,6 +27,7 @@ import numpy as np
 
 from scalarlab import scalars
 from scalarlab.graph.errors import GraphError
+from scalarlab.graph.fold import guarded_schedule
 from scalarlab.graph.optable import get_op
 from scalarlab.scalars.dual import Dual
 from scalarlab.scalars.errors import ContextError
@@ -163,21 +165,64 @@ class TypedGraph:
         return self.output.index
 
     def forward_all(self, ctx, inputs) -> list:
-        """Values of every variable (inputs first), evaluated in ``ctx``."""
+        """Values of every variable (inputs first), evaluated in ``ctx``.
+
+        A ``select`` reads only the branch its condition takes (both where the condition
+        is mixed across the entries): the nodes only the other branch needs are not
+        evaluated and hold ``None`` (so a guarded domain error never runs)."""
         ctx = scalars.get(ctx)
         vals = self._inputs(ctx, inputs)
+        if self._guarded():
+            return self._forward_guarded(ctx, vals)
         k = len(self.input_shapes)
         for j, n in enumerate(self.nodes):
-            if n.kind == "detach":
-                vals.append(stopped_value(ctx, vals[n.args[0]]))
-            elif n.kind == "const":
-                vals.append(to_context(ctx, n.value))
-            else:
-                try:
-                    vals.append(as_value(n.record.forward(ctx, [vals[a] for a in n.args],
-                                                          dict(n.attrs), 0)))
-                except (ContextError, GraphError) as exc:
-                    raise TapeError(f"typed graph node {k + j} ({n.kind}): {exc}") from None
+            vals.append(self._node_value(ctx, n, k + j, [vals[a] for a in n.args]))
+        return vals
+
+    def _node_value(self, ctx, n: GNode, index: int, args: list):
+        if n.kind == "detach":
+            return stopped_value(ctx, args[0])
+        if n.kind == "const":
+            return to_context(ctx, n.value)
+        try:
+            return as_value(n.record.forward(ctx, args, dict(n.attrs), 0))
+        except (ContextError, GraphError) as exc:
+            raise TapeError(f"typed graph node {index} ({n.kind}): {exc}") from None
+
+    def _guarded(self) -> bool:
+        """Does some node read its args by a condition (``select``)?"""
+        return any(n.record is not None and n.record.guarded is not None for n in self.nodes)
+
+    def _stand_in(self, ctx, vals, args) -> list:
+        """Argument values with zeros for a select's branch that was not evaluated (the
+        select's rules never pick it)."""
+        return [ctx.zeros(self.shape_of(a)) if vals[a] is None else vals[a] for a in args]
+
+    def _forward_guarded(self, ctx, vals: list) -> list:
+        """``forward_all`` through :func:`graph.fold.guarded_schedule`."""
+        k = len(self.input_shapes)
+        nodes = self.nodes
+        parents = [()] * k + [n.args for n in nodes]
+        guarded = [False] * k + [n.record is not None and n.record.guarded is not None
+                                 for n in nodes]
+        consumed = {a for n in nodes for a in n.args}
+        roots = [i for i in range(len(self)) if i not in consumed]
+        if self.output is not None:
+            roots.append(self.output.index)
+        vals = vals + [None] * len(nodes)
+
+        def evaluate(i, reads):
+            n = nodes[i - k]
+            vals[i] = self._node_value(ctx, n, i, self._stand_in(ctx, vals, n.args))
+
+        def branches(i):
+            n = nodes[i - k]
+            try:
+                return n.record.guarded(ctx, vals[n.args[0]], 0)
+            except (ContextError, GraphError) as exc:
+                raise TapeError(f"typed graph node {i} ({n.kind}): {exc}") from None
+        guarded_schedule(parents, guarded, roots, [True] * k + [False] * len(nodes),
+                         evaluate, branches)
         return vals
 
     def forward(self, ctx, inputs):
@@ -192,7 +237,9 @@ class TypedGraph:
         ``values``, when given, holds every variable's value (inputs first) already in
         ``ctx``: op nodes then take their value from it instead of running the forward
         rule, and keep the op table's shape check and VJP rule (used by ``hvp``, whose
-        forward sweep comes from the JVP rules).
+        forward sweep comes from the JVP rules).  With a ``select``, the nodes only an
+        untaken branch needs get no tape node (``ids[i]`` is None; ``values[i]`` None
+        marks them when given).
         """
         b = TapeBuilder(ctx)
         vals = self._inputs(b.ctx, inputs)
@@ -200,6 +247,10 @@ class TypedGraph:
         ids = [b.leaf(v, name=self.input_names[i], requires_grad=rg[i])
                for i, v in enumerate(vals)]
         k = len(vals)
+        if self._guarded():
+            if values is None:           # the selects decide which nodes run
+                values = self._forward_guarded(b.ctx, vals)
+            return b, self._guarded_tape(b, ids, values)
         for j, n in enumerate(self.nodes):
             if n.kind == "detach":
                 ids.append(b.detach(ids[n.args[0]]))
@@ -213,6 +264,28 @@ class TypedGraph:
                 ids.append(b.apply_computed(n.kind, tuple(ids[a] for a in n.args), given,
                                             "forward-mode sweep", **dict(n.attrs)))
         return b, ids
+
+    def _guarded_tape(self, b, ids: list, values: list) -> list:
+        """``to_tape``'s loop over the values of a masked forward sweep: a node that was
+        not evaluated (``None``) gets no tape node, and a select whose branch was not
+        taken reads a constant zero leaf in its place (its VJP sends that branch zero)."""
+        k = len(ids)
+        for j, n in enumerate(self.nodes):
+            if values[k + j] is None:
+                ids.append(None)
+            elif n.kind == "detach":
+                ids.append(b.detach(ids[n.args[0]]))
+            elif n.kind == "const":
+                ids.append(b.const(n.value, name=n.name or "const"))
+            else:
+                args = tuple(b.const(b.ctx.zeros(self.shape_of(a)), name="not taken")
+                             if ids[a] is None else ids[a] for a in n.args)
+
+                def given(ctx_, args_, attrs, nb, _v=values[k + j]):
+                    return _v
+                ids.append(b.apply_computed(n.kind, args, given, "forward sweep",
+                                            **dict(n.attrs)))
+        return ids
 
     def vjp(self, ctx, inputs, seed=None, dense: bool = True):
         """``(output value, [cotangent per input])`` through a tape and one reverse loop.
@@ -252,8 +325,8 @@ class TypedGraph:
         k = len(self.input_shapes)
         tans = self._tangents(base, tangents)
         for j, n in enumerate(self.nodes):
-            if n.kind in ("detach", "const"):
-                tans.append(None)       # stopped / constant: does not vary
+            if n.kind in ("detach", "const") or vals[k + j] is None:
+                tans.append(None)       # stopped / constant / not evaluated: no tangent
                 continue
             ts = [tans[a] for a in n.args]
             if all(t is None for t in ts):
@@ -263,7 +336,7 @@ class TypedGraph:
                 raise TapeError(f"typed graph node {k + j} ({n.kind}): no JVP rule in the "
                                 f"op table")
             try:
-                t = n.record.jvp(base, [vals[a] for a in n.args], ts, vals[k + j],
+                t = n.record.jvp(base, self._stand_in(base, vals, n.args), ts, vals[k + j],
                                  dict(n.attrs), 0)
             except (ContextError, GraphError) as exc:
                 raise TapeError(f"typed graph node {k + j} ({n.kind}) JVP: {exc}") from None

@@ -188,7 +188,8 @@ def _translate(prog: FPCoreProgram, ops) -> None:
         return
     try:
         b, out = build_expression(prog.body, prog.arguments, precision=prog.precision,
-                                  functions=prog.functions, boolean=False, ops=ops)
+                                  functions=prog.functions, boolean=False, ops=ops,
+                                  ident=prog.ident)
     except Untranslatable as exc:
         prog.skip = str(exc)
         return

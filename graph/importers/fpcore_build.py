@@ -402,12 +402,15 @@ class Builder:
 
 
 def build_expression(expr, names, *, precision="binary64", functions=None,
-                     exact_constants=False, boolean=None, ops=None):
+                     exact_constants=False, boolean=None, ops=None, ident=None):
     """``(builder, out)``: ``expr`` translated with one input per name of ``names`` (ids in
     that order).  ``boolean``: True/False to require a truth value / a number at the
-    output (Untranslatable otherwise)."""
+    output (Untranslatable otherwise); ``ident``: the name of the FPCore being translated
+    (a call of it is recursion)."""
     b = Builder(ops, precision=precision, functions=functions,
                 exact_constants=exact_constants)
+    if ident is not None:
+        b.calls.append(ident)
     env = b.inputs(names)
     try:
         out = b.expr(expr, env)

@@ -11,7 +11,7 @@ import pytest
 from scalarlab import graph
 from scalarlab.graph import examples
 from scalarlab.graph.importers.fpcore import (CONSTANTS, FPCoreError, const_value,
-                                              precondition_boxes, read_fpcore, to_text)
+                                              precondition_boxes, read_fpcore)
 from scalarlab.graph.optable import OPS
 from scalarlab.scalars import formats
 

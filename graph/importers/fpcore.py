@@ -47,7 +47,8 @@ class FPCoreProgram:
     is no graph (None when there is one).  ``properties`` maps each property name
     (without the colon) to its FPCore text; ``pre`` is the precondition expression.
     ``alts``: the ``:alt`` forms, translated (same arguments); ``annotations``: every
-    ``(! ...)`` of the body as ``(text, {prop: text})``; ``functions``: the named
+    ``(! ...)`` of the body as ``(text, {prop: text})``; ``notes``: literals beyond every
+    format's range taken as +-inf/+-0; ``functions``: the named
     FPCores of the file (shared), which calls are inlined from.
     """
     index: int
@@ -65,6 +66,7 @@ class FPCoreProgram:
     alts: list = field(default_factory=list)
     alt_exprs: list = field(default_factory=list)
     annotations: list = field(default_factory=list)
+    notes: list = field(default_factory=list)
     functions: dict = field(default_factory=dict, repr=False)
     arg_skip: str | None = None
     _boxes: tuple | None = field(default=None, repr=False)
@@ -194,6 +196,7 @@ def _translate(prog: FPCoreProgram, ops) -> None:
         prog.skip = str(exc)
         return
     prog.annotations = b.annotations
+    prog.notes = b.notes
     prog.graph, prog.payload = b.graph(out)
     prog.node_text = b.text
 

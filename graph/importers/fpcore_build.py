@@ -29,7 +29,8 @@ from fractions import Fraction
 
 from ..node import Graph, Node, OpKind
 from ..payload import Payload
-from .fpcore_parse import Num, Str, Sym, Untranslatable, digits_value, to_text
+from .fpcore_parse import (LITERAL_EXP2_LIMIT, Num, Str, Sym, Untranslatable, digits_value,
+                           to_text)
 
 __all__ = ["CONSTANTS", "CONST_DIGITS", "OP_NAMES", "const_value", "Builder",
            "build_expression", "annotation_parts"]
@@ -156,6 +157,7 @@ class Builder:
         self.exact_constants = exact_constants
         self.calls: list = []
         self.annotations: list = []          # (text, {prop: text}) per `!` met
+        self.notes: list = []                # literals taken as +-inf / +-0
 
     # ------------------------------------------------------------------ nodes
     def node(self, op, parents, text, **attrs) -> int:
@@ -181,6 +183,14 @@ class Builder:
 
     def literal(self, v, text: str) -> int:
         if isinstance(v, float):                    # a clamped literal: +-inf or +-0
+            if self.exact_constants:
+                # a condition compares exact values: +-0 or +-inf is not the literal there
+                raise Untranslatable(f"literal {text} lies beyond 2^+-{LITERAL_EXP2_LIMIT} "
+                                     f"(every format rounds it to {v}, but a condition "
+                                     f"needs its exact value)")
+            self.notes.append(f"literal {text if len(text) <= 40 else text[:37] + '...'} "
+                              f"lies beyond 2^+-{LITERAL_EXP2_LIMIT}: taken as {v}, what "
+                              f"every format rounds it to")
             return self.const(("float", repr(v)), v, text)
         return self.const(("num", v), _payload_value(v), text)
 

@@ -238,9 +238,15 @@ def split_columns(case, X: np.ndarray):
     return parts or None
 
 
-def load_input_file(path: str, case, flag="--input-file"):
-    """``(batch, description)`` from a ``.npy`` file of ``N`` rows x one column per scalar
-    input entry (inputs in id order).  A single-input graph also takes ``[N, *shape]``."""
+def read_npy(path, flag: str, *, allow_infinite: bool = False) -> np.ndarray:
+    """The one ``.npy`` reader of the CLI: a float64 array holding exactly the file's real
+    numbers, or an ExperimentError naming the flag, the file and what is wrong.
+
+    Accepted: float (16/32/64 bits; wider ones only when every entry is a float64 value)
+    and integer arrays (every entry within 2^53, so float64 holds it exactly).  Refused:
+    booleans (a mask saved by mistake reads as 0/1 samples otherwise), complex, strings,
+    objects (reading them needs pickle), structured arrays, 0-d arrays, empty arrays, NaN
+    (and +-inf unless ``allow_infinite``: open box bounds)."""
     p = Path(path)
     if p.suffix != ".npy":
         raise ExperimentError(f"{flag} {path}: expected a .npy file")
@@ -248,11 +254,50 @@ def load_input_file(path: str, case, flag="--input-file"):
         raise ExperimentError(f"{flag} {path}: no such file")
     try:
         arr = np.load(p, allow_pickle=False)
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, EOFError) as exc:
         raise ExperimentError(f"{flag} {path}: not a readable .npy array: {exc}") from None
-    if arr.dtype.kind not in "fiu":
-        raise ExperimentError(f"{flag} {path}: dtype {arr.dtype} is not numeric")
-    arr = np.asarray(arr, dtype=np.float64)
+    if not isinstance(arr, np.ndarray):
+        raise ExperimentError(f"{flag} {path}: not a .npy array")
+    kind = arr.dtype.kind
+    if kind == "b":
+        raise ExperimentError(f"{flag} {path}: dtype bool holds truth values, not real "
+                              f"numbers (save arr.astype(np.float64) if 0/1 samples are meant)")
+    if kind not in "fiu":
+        raise ExperimentError(f"{flag} {path}: dtype {arr.dtype} is not a real number type "
+                              f"(float or integer arrays)")
+    if arr.ndim == 0:
+        raise ExperimentError(f"{flag} {path}: a single number (0-d array); expected an "
+                              f"array of rows")
+    if arr.size == 0:
+        raise ExperimentError(f"{flag} {path}: the array is empty (shape {list(arr.shape)})")
+    out = np.asarray(arr, dtype=np.float64)
+    if kind in "iu":
+        big = np.abs(arr.astype(object) if arr.dtype.itemsize > 8 else arr) > 2 ** 53
+        if np.any(big):
+            at = tuple(int(i) for i in np.argwhere(big)[0])
+            raise ExperimentError(f"{flag} {path}: integer entry {arr[at]} at {list(at)} is "
+                                  f"not a float64 value (|v| > 2^53 would be rounded)")
+    elif arr.dtype.itemsize > 8:
+        with np.errstate(over="ignore", invalid="ignore"):
+            lost = (out.astype(arr.dtype) != arr) & ~np.isnan(arr)
+        if np.any(lost):
+            at = tuple(int(i) for i in np.argwhere(lost)[0])
+            raise ExperimentError(f"{flag} {path}: entry {arr[at]} at {list(at)} of dtype "
+                                  f"{arr.dtype} is not a float64 value (it would be rounded)")
+    bad = np.isnan(out) if allow_infinite else ~np.isfinite(out)
+    if np.any(bad):
+        at = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise ExperimentError(f"{flag} {path}: entry {list(at)} is {out[at]}; "
+                              f"{'NaN is' if allow_infinite else 'NaN and infinities are'} "
+                              f"not a sample")
+    return out
+
+
+def load_input_file(path: str, case, flag="--input-file"):
+    """``(batch, description)`` from a ``.npy`` file of ``N`` rows x one column per scalar
+    input entry (inputs in id order), read by :func:`read_npy`.  A single-input graph
+    also takes ``[N, *shape]``."""
+    arr = read_npy(path, flag)
     entries = input_entries(case)
     k = columns(case)
     if len(entries) == 1 and arr.ndim >= 1 and arr.shape[1:] == entries[0][1] \
@@ -264,9 +309,15 @@ def load_input_file(path: str, case, flag="--input-file"):
         raise ExperimentError(f"{flag} {path}: array shape {list(arr.shape)}; expected [N, {k}] "
                               f"(one column per scalar input entry, inputs in id order: "
                               f"{', '.join(f'node {i} {list(s)}' for i, s in entries)})")
-    if not np.all(np.isfinite(arr)):
-        raise ExperimentError(f"{flag} {path}: holds NaN or infinite entries")
     return split_columns(case, arr), f"{len(arr)} samples from {path}"
+
+
+def _exact_text(v: float) -> str:
+    """A float64 bound as text that :func:`_bound` reads back exactly (inf: open)."""
+    if np.isinf(v):
+        return "inf" if v > 0 else "-inf"
+    q = Fraction(float(v))
+    return f"{q.numerator}/{q.denominator}"
 
 
 def _bound(text: str, what: str):
@@ -283,15 +334,18 @@ def parse_box(spec: str, k: int, flag: str = "--box") -> list:
     """``lo1:hi1,lo2:hi2,...`` (one pair per scalar input entry; a single pair applies to
     all), or a ``.json`` file (list of [lo, hi]) or ``.npy`` file (shape [k, 2])."""
     pairs = None
-    if spec.endswith(".json") or spec.endswith(".npy"):
+    if spec.endswith(".npy"):
+        arr = read_npy(spec, flag, allow_infinite=True)
+        if arr.ndim != 2 or arr.shape[1] != 2:
+            raise ExperimentError(f"{flag} {spec}: array shape {list(arr.shape)}; expected "
+                                  f"[k, 2] (one [lo, hi] row per scalar input entry)")
+        pairs = [[_exact_text(a), _exact_text(b)] for a, b in arr]
+    elif spec.endswith(".json"):
         p = Path(spec)
         if not p.exists():
             raise ExperimentError(f"{flag} {spec}: no such file")
         try:
-            if spec.endswith(".json"):
-                pairs = json.loads(p.read_text())
-            else:
-                pairs = np.load(p, allow_pickle=False).tolist()
+            pairs = json.loads(p.read_text())
         except (OSError, ValueError) as exc:
             raise ExperimentError(f"{flag} {spec}: cannot read: {exc}") from None
         if not (isinstance(pairs, list) and all(isinstance(t, list) and len(t) == 2

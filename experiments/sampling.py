@@ -189,7 +189,8 @@ class Samples:
 def sample(regions, names, residual, fmt, n: int, rng, sampling="bitpattern", *,
            max_draw: int | None = None) -> Samples:
     """Draw until ``n`` samples satisfy the residual precondition (or ``max_draw`` were
-    drawn, default ``200 n``; fewer samples then come back)."""
+    drawn, default ``200 n``, or ``max(16 n, 4096)`` draws gave none; fewer samples then
+    come back and ``Samples.short`` is set)."""
     if n < 1:
         raise ExperimentError(f"--samples must be >= 1, got {n}")
     max_draw = max_draw or 200 * n
@@ -197,6 +198,10 @@ def sample(regions, names, residual, fmt, n: int, rng, sampling="bitpattern", *,
     got, drawn, rejected, undecided, by_bits, index = [], 0, 0, 0, [], []
     have = 0
     while have < n and drawn < max_draw:
+        if have == 0 and drawn >= max(16 * n, 4096):
+            # nothing accepted: the acceptance rate is below 1/(16 n), so n samples would
+            # take more than 16 n^2 draws -- give up early (``short`` says so)
+            break
         m = min(max(2 * (n - have), 16), max_draw - drawn)
         X, by_bits = draw(regions, fmt, m, rng, sampling)
         ok, und = residual_mask(conds, names, X, with_undecided=True)

@@ -84,3 +84,13 @@ def test_box_files_read_exact_bounds_and_open_ends(tmp_path):
         S.parse_box(_save(tmp_path, np.array([[np.nan, 1.0]]), "c.npy"), 1)
     with pytest.raises(S.ExperimentError, match="dtype bool"):
         S.parse_box(_save(tmp_path, np.array([[False, True]]), "d.npy"), 1)
+
+
+def test_sampling_gives_up_early_when_nothing_is_accepted_and_says_so():
+    p, = read_fpcore("(FPCore (x) :pre (and (<= -1 x 1) (> (* x x) 4)) x)")
+    b, r = p.boxes()
+    smp = S.sample(S.regions_from_bounds(b, p.arguments), p.arguments, r, "binary64", 50,
+                   np.random.default_rng(0))
+    # max_draw is 200 n = 10000, but 4096 draws without one accepted end it
+    assert len(smp.x) == 0 and smp.short and smp.asked == 50
+    assert smp.drawn == smp.rejected and 4096 <= smp.drawn < 4096 + 100

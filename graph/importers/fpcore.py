@@ -196,7 +196,7 @@ def _translate(prog: FPCoreProgram, ops) -> None:
         prog.skip = str(exc)
         return
     prog.annotations = b.annotations
-    prog.notes = b.notes
+    prog.notes = prog.notes + b.notes
     prog.graph, prog.payload = b.graph(out)
     prog.node_text = b.text
 
@@ -245,11 +245,12 @@ def read_fpcore(src, *, source: str | None = None, translate: bool = True) -> li
         prog = _parse_fpcore(form, len(progs), source)
         prog.functions = functions               # one table per file, shared
         if prog.ident is not None:
-            if prog.ident in functions:
-                raise FPCoreError(f"{source}: FPCore #{prog.index + 1}: the name "
-                                  f"{prog.ident} is already defined by FPCore "
-                                  f"#{functions[prog.ident].index + 1}")
-            functions[prog.ident] = prog
+            if prog.ident in functions:          # calls keep meaning the first one
+                prog.notes.append(f"the name {prog.ident} is already defined by FPCore "
+                                  f"#{functions[prog.ident].index + 1}; calls of "
+                                  f"{prog.ident} mean that one")
+            else:
+                functions[prog.ident] = prog
         progs.append(prog)
     if translate:
         for prog in progs:                       # after reading all: calls may go forward

@@ -93,6 +93,7 @@ _TERNARY = {"fma"}
 _COMPARE = {"<", "<=", ">", ">=", "==", "!="}
 _PREDICATES = {"isfinite", "isinf", "isnan", "isnormal", "signbit"}
 _LOOPS = {"while", "while*", "for", "for*"}
+_BUILTIN = _UNARY | _BINARY | _VARIADIC | _TERNARY
 _TENSOR = {"array", "dim", "size", "ref", "tensor", "tensor*"}
 #: Binary formats a literal may be annotated with (rounded by scalars.formats).
 _LITERAL_FORMATS = {"binary16", "binary32", "binary64", "bfloat16"}
@@ -257,7 +258,7 @@ class Builder:
             if len(args) != 1:
                 raise Untranslatable(f"{op} takes 1 argument: {text}")
             return self._bool(op, [self.real(args[0], env)], text)
-        if op in self.functions:
+        if op in self.functions and op not in _BUILTIN:     # the standard's ops win
             return self.call(op, args, env, text)
         if op in _VARIADIC:
             ids = [self.real(a, env) for a in args]

@@ -195,3 +195,14 @@ def test_every_operation_translates_and_agrees_with_mpmath(op):
     q = _q(want)
     with gmpy2.context(precision=53):
         assert got == float(gmpy2.mpfr(gmpy2.mpq(q.numerator, q.denominator))), op
+
+
+def test_a_repeated_name_keeps_the_first_definition_and_builtins_win():
+    progs = read_fpcore("""(FPCore f (x) (+ x 1))
+        (FPCore f (x) (+ x 2))
+        (FPCore exp (x) (* x 0))
+        (FPCore (y) :name "user" (+ (f y) (exp 0)))""")
+    assert progs[1].graph is not None and "already defined by FPCore #1" in progs[1].notes[0]
+    y = graph.denote(progs[3].graph, progs[3].payload, np.array(["5"], dtype=object),
+                     "rational")
+    assert _q(y) == 7                                 # (5 + 1) + exp(0)

@@ -5,7 +5,8 @@ graphs that the lab's own contexts decide per sample.
 :class:`Condition` s.  A conjunct gives bounds when it compares one argument, or a
 ``fabs``/``fmin``/``fmax`` of arguments, with constants: ``(<= a x b)`` (chains of any
 length, constants on either side), ``(<= (fabs x) c)`` -> ``[-c, c]``, ``(>= (fmin x y) c)``
--> both ``>= c``, ``(<= (fmax x y) c)`` -> both ``<= c``, ``(== x c)``.  The constants are
+-> both ``>= c``, ``(<= (fmax x y) c)`` -> both ``<= c``, ``(== x c)``; a chain bounds every term between
+its constants (``(<= -2 x y 2)``: both in ``[-2, 2]``, ``(<= x y)`` stays a condition).  The constants are
 any closed expressions (``(- PI)``, ``(* 2 PI)``, ``(sqrt 2)``, ``1e-3``), computed by the
 same translator and fold as programs: exactly in the rational context where every op is
 rational, else as an interval at 256 bits whose INWARD end is the bound (an irrational
@@ -320,6 +321,11 @@ def precondition_boxes(pre, arguments, functions=None) -> tuple:
                           else constant_enclosure(t, functions=functions))
         return cache[key]
 
+    def apply(acts):
+        for name, side, v, s in acts:
+            if v is not None:
+                (bounds[name].lower if side == "lo" else bounds[name].upper)(v, s)
+
     for c in _conjuncts(pre):
         if isinstance(c, Sym) and c.name == "TRUE":
             continue
@@ -346,10 +352,20 @@ def precondition_boxes(pre, arguments, functions=None) -> tuple:
             if acts is None:                 # this pair stays a condition
                 residual_exprs.append(c if len(terms) == 2 else [Sym(op), a, b])
                 continue
-            for name, side, v, s in acts:
-                if v is None:
-                    continue
-                (bounds[name].lower if side == "lo" else bounds[name].upper)(v, s)
+            apply(acts)
+        # a chain also bounds the terms between its constants: -2 <= x <= y <= 2 puts x
+        # and y in [-2, 2].  These implied bounds only shrink the box to a set holding
+        # every point that satisfies the chain; its pairs are still decided above.
+        encs = [enclosure(t) for t in terms]
+        for i, t in enumerate(terms):
+            if encs[i] is not None:
+                continue
+            left = [e for e in encs[:max(i - 1, 0)] if e is not None]
+            right = [e for e in encs[i + 2:] if e is not None]
+            if left:
+                apply(_bound_actions(t, "lo", left[-1], strict, args) or [])
+            if right:
+                apply(_bound_actions(t, "hi", right[0], strict, args) or [])
     residual = [compile_condition(e, arguments, functions=functions)
                 for e in residual_exprs]
     return bounds, residual

@@ -11,8 +11,9 @@ preconditions and the constant bounds samplers read from them.
   context encloses the real constant itself, not its 120-digit decimal;
 * ``let``/``let*`` bind names to nodes (no node is duplicated); calls of other named
   FPCores of the same file are inlined (arity checked; recursion is refused, since
-  inlining it would not end); ``+ - *`` take any number (>= 1) of arguments, folded left to
-  right as FPCore 2.0 specifies (``(* x)`` is x; ``-`` of one argument is ``neg``); comparisons chain
+  inlining it would not end); ``+ - * /`` take any number of arguments (``/`` two or more),
+  folded left to right as FPCore 2.0 specifies (``(* x)`` is x; ``-`` of one argument
+  is ``neg``); comparisons chain
   (``!=`` means pairwise distinct); ``and or not``, the predicates and ``if`` (``select``)
   are IR ops with 0/1 truth values;
 * ``(! props e)`` annotations are recorded; a ``:precision`` equal to the enclosing one
@@ -86,9 +87,9 @@ _UNARY = {"fabs", "exp", "exp2", "expm1", "log", "log10", "log2", "log1p", "sqrt
           "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh",
           "acosh", "atanh", "erf", "erfc", "tgamma", "lgamma", "ceil", "floor", "trunc",
           "round", "nearbyint"}
-_BINARY = {"/", "pow", "hypot", "atan2", "fmod", "remainder", "fmax", "fmin", "fdim",
+_BINARY = {"pow", "hypot", "atan2", "fmod", "remainder", "fmax", "fmin", "fdim",
            "copysign"}
-_VARIADIC = {"+", "-", "*"}
+_VARIADIC = {"+", "-", "*", "/"}
 _TERNARY = {"fma"}
 _COMPARE = {"<", "<=", ">", ">=", "==", "!="}
 _PREDICATES = {"isfinite", "isinf", "isnan", "isnormal", "signbit"}
@@ -264,10 +265,11 @@ class Builder:
             ids = [self.real(a, env) for a in args]
             if op == "-" and len(ids) == 1:
                 return self.node("neg", ids, text)
-            if len(ids) == 1:                       # (* x), (+ x): x itself, no rounding
+            if len(ids) == 1 and op != "/":         # (* x), (+ x): x itself, no rounding
                 return ids[0]
-            if not ids:
-                raise Untranslatable(f"{op} takes 1 or more arguments: {text}")
+            if len(ids) < (2 if op == "/" else 1):
+                raise Untranslatable(f"{op} takes {'2' if op == '/' else '1'} or more "
+                                     f"arguments: {text}")
             out = ids[0]
             for j, b in enumerate(ids[1:]):         # left to right: ((a op b) op c) ...
                 out = self.node(OP_NAMES[op], [out, b],

@@ -69,6 +69,11 @@ def test_variadic_arithmetic_folds_left_to_right():
             assert got[k] == float(want)
     one, = read_fpcore("(FPCore (x) (+ (* x) (+ x) (- x)))")
     assert _ops(one) == ["input", "neg", "add", "add"]
+    div, = read_fpcore("(FPCore (x y z) (/ x y z))")
+    assert _ops(div) == ["input"] * 3 + ["div", "div"]
+    assert list(div.graph.nodes[3].parents) == [0, 1] and list(div.graph.nodes[4].parents) == [3, 2]
+    bad, = read_fpcore("(FPCore (x) (/ x))")
+    assert bad.skip == "/ takes 2 or more arguments: (/ x)"
 
 
 def test_chained_and_pairwise_comparisons():

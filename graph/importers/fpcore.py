@@ -89,7 +89,8 @@ class FPCoreProgram:
         :class:`Condition` s); a precondition the translator refuses raises
         :class:`FPCoreError`.  Computed once."""
         if self._boxes is None:
-            self._boxes = precondition_boxes(self.pre, self.arguments, self.functions)
+            self._boxes = precondition_boxes(self.pre, self.arguments, self.functions,
+                                             self.precision)
         bounds, residual = self._boxes
         return {k: Bound(b.lo, b.hi, b.lo_strict, b.hi_strict) for k, b in bounds.items()}, \
             list(residual)

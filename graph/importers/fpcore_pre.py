@@ -302,7 +302,7 @@ def _bound_actions(term, side, c, strict, args):
     return None
 
 
-def precondition_boxes(pre, arguments, functions=None) -> tuple:
+def precondition_boxes(pre, arguments, functions=None, precision="binary64") -> tuple:
     """``(bounds, residual)``: ``bounds`` maps every argument to a :class:`Bound` from the
     conjuncts of ``pre`` (see the module docstring); ``residual`` is the list of
     :class:`Condition` s of what the bounds do not capture -- samplers keep a sample
@@ -366,7 +366,7 @@ def precondition_boxes(pre, arguments, functions=None) -> tuple:
                 apply(_bound_actions(t, "lo", left[-1], strict, args) or [])
             if right:
                 apply(_bound_actions(t, "hi", right[0], strict, args) or [])
-    residual = [compile_condition(e, arguments, functions=functions)
+    residual = [compile_condition(e, arguments, functions=functions, precision=precision)
                 for e in residual_exprs]
     return bounds, residual
 

@@ -172,3 +172,10 @@ def test_a_chain_bounds_the_terms_between_its_constants():
     assert np.all((-2 <= x) & (x <= y) & (y <= 2)) and np.all((w < np.abs(x)) & (np.abs(x) < 0.5))
     # the box holds every satisfying point: the accepted set is the precondition's
     assert smp.rejected < smp.drawn
+
+
+def test_precondition_annotations_follow_the_program_precision():
+    p = _one("""(FPCore (x) :precision binary32
+                 :pre (and (<= 0 x 2) (< (! :precision binary32 (* x x)) 2)) x)""")
+    _, (cond,) = p.boxes()
+    assert cond.rational and list(cond.decide(np.array([[1.0], [1.5]])).true) == [True, False]

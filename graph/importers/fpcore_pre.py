@@ -4,11 +4,12 @@ graphs that the lab's own contexts decide per sample.
 :func:`precondition_boxes` splits ``:pre`` into per-argument bounds and residual
 :class:`Condition` s.  A conjunct gives bounds when it compares one argument, or a
 ``fabs``/``fmin``/``fmax`` of arguments, with constants: ``(<= a x b)`` (chains of any
-length, constants on either side), ``(<= (fabs x) c)`` -> ``[-c, c]``, ``(>= (fmin x y) c)``
--> both ``>= c``, ``(<= (fmax x y) c)`` -> both ``<= c``, ``(== x c)``; a chain bounds every term between
-its constants (``(<= -2 x y 2)``: both in ``[-2, 2]``, ``(<= x y)`` stays a condition).  The constants are
-any closed expressions (``(- PI)``, ``(* 2 PI)``, ``(sqrt 2)``, ``1e-3``), computed by the
-same translator and fold as programs: exactly in the rational context where every op is
+length, constants on either side), ``(<= (fabs x) c)`` -> ``[-c, c]``,
+``(>= (fmin x y) c)`` -> both ``>= c``, ``(<= (fmax x y) c)`` -> both ``<= c``,
+``(== x c)``; a chain bounds every term between its constants (``(<= -2 x y 2)``: both
+in ``[-2, 2]``, ``(<= x y)`` stays a condition).  The constants are any closed
+expressions (``(- PI)``, ``(* 2 PI)``, ``(sqrt 2)``, ``1e-3``), computed by the same
+translator and fold as programs: exactly in the rational context where every op is
 rational, else as an interval at 256 bits whose INWARD end is the bound (an irrational
 constant is never a binary value, so the box loses nothing a sampled format holds).
 Conjunct parts that are not such bounds stay residual.
@@ -21,9 +22,9 @@ rational context when every op is rational (exact: true or false), else in
 true, surely-false ones are rejected, undecided ones are retried at a higher ``P`` and
 finally rejected and counted as ``undecided``.  A first pass in ``interval:float64``
 (numpy speed, enclosures by directed rounding) settles most samples; only the ones it
-leaves undecided reach the exact or high-precision contexts.  A sample on which the condition is not
-defined (``sqrt`` of a negative, division by zero: the fold's domain errors) is rejected,
-as FPCore's NaN comparisons are false.
+leaves undecided reach the exact or high-precision contexts.  A sample on which the
+condition is not defined (``sqrt`` of a negative, division by zero: the fold's domain
+errors) is rejected, as FPCore's NaN comparisons are false.
 """
 from __future__ import annotations
 
@@ -376,4 +377,5 @@ def _var_term(t, args) -> bool:
     if isinstance(t, Sym):
         return t.name in args
     return (isinstance(t, list) and len(t) >= 2 and isinstance(t[0], Sym)
-            and t[0].name in ("fabs", "fmin", "fmax", "+", "*") and all(_var_term(u, args) for u in t[1:]))
+            and t[0].name in ("fabs", "fmin", "fmax", "+", "*")
+            and all(_var_term(u, args) for u in t[1:]))

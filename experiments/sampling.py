@@ -12,9 +12,13 @@ patterns, rejection by a precondition, and sample files.
   magnitudes and subnormals are reached.  **box**: uniform real in the region, rounded
   to nearest into the format (a variable with an open end falls back to bit patterns,
   since no uniform distribution covers it; the result says which variables did).
-* **Rejection**: the conjuncts of a precondition that are not boxes are evaluated
-  exactly per sample (rational arithmetic; mpmath at 256 bits for irrational
-  operations) and failing samples are redrawn; the number rejected is reported.
+* **Rejection**: the conjuncts of a precondition that are not boxes are compiled to IR
+  graphs by the FPCore translator and decided on each batch of samples by the fold
+  (:meth:`scalarlab.graph.importers.fpcore_pre.Condition.decide`: exactly in the rational
+  context where every op is rational, else in interval contexts of rising precision; a
+  sample counts only when the condition is surely true).  Failing samples are redrawn;
+  the numbers rejected and undecided are reported, and ``Samples.short`` says when fewer
+  samples than asked came back.
 * **Sample files**: ``--input-file X.npy`` holds one row per sample and one column per
   scalar input entry, inputs in id order (= FPCore argument order);
   :func:`load_input_file` checks it and splits it into the graph's input nodes.
@@ -121,111 +125,48 @@ def draw(regions, fmt, n: int, rng, sampling: str = "bitpattern") -> tuple:
 
 
 # ------------------------------------------------------------------------- rejection
-def _mp():
-    import mpmath
-    mp = mpmath.MPContext()
-    mp.prec = 256
-    return mp
-
-
-def _to_mp(mp, v):
-    return mp.mpf(v.numerator) / v.denominator if isinstance(v, Fraction) else v
-
-
-def eval_condition(expr, env: dict, mp=None):
-    """Value of an FPCore expression on exact values (Fractions; mpmath for irrational
-    operations and constants); booleans for conditions."""
-    from scalarlab.graph.importers.fpcore import Num, Sym, CONSTANTS, const_value
-    mp = mp or _mp()
-
-    def ev(e, env):
-        if isinstance(e, Num):
-            return e.value
-        if isinstance(e, Sym):
-            if e.name in env:
-                return env[e.name]
-            if e.name == "TRUE":
-                return True
-            if e.name == "FALSE":
-                return False
-            if e.name in CONSTANTS:
-                v = const_value(e.name)
-                return mp.mpf(v) if isinstance(v, str) else mp.mpf(v)
-            raise ExperimentError(f"precondition: unbound name {e.name}")
-        op, args = e[0].name, e[1:]
-        if op in ("let", "let*"):
-            inner = dict(env)
-            for b in args[0]:
-                inner[b[0].name] = ev(b[1], inner if op == "let*" else env)
-            return ev(args[1], inner)
-        if op == "and":
-            return all(ev(a, env) for a in args)
-        if op == "or":
-            return any(ev(a, env) for a in args)
-        if op == "not":
-            return not ev(args[0], env)
-        if op == "if":
-            return ev(args[1], env) if ev(args[0], env) else ev(args[2], env)
-        if op == "=>":
-            return (not ev(args[0], env)) or ev(args[1], env)
-        vals = [ev(a, env) for a in args]
-        if op in ("<", "<=", ">", ">=", "=="):
-            f = {"<": lambda a, b: a < b, "<=": lambda a, b: a <= b, ">": lambda a, b: a > b,
-                 ">=": lambda a, b: a >= b, "==": lambda a, b: a == b}[op]
-            return all(f(_cmp(mp, a), _cmp(mp, b)) for a, b in zip(vals, vals[1:]))
-        if op == "!=":
-            return all(_cmp(mp, vals[i]) != _cmp(mp, vals[j]) for i in range(len(vals))
-                       for j in range(i + 1, len(vals)))
-        exact = all(isinstance(v, Fraction) for v in vals)
-        if op == "+" and exact:
-            return sum(vals, Fraction(0))
-        if op == "-" and exact:
-            return -vals[0] if len(vals) == 1 else vals[0] - vals[1]
-        if op == "*" and exact:
-            return vals[0] * vals[1]
-        if op == "/" and exact and vals[1] != 0:
-            return vals[0] / vals[1]
-        if op == "fabs" and exact:
-            return abs(vals[0])
-        m = [_to_mp(mp, v) for v in vals]
-        fns = {"+": lambda a, b: a + b, "*": lambda a, b: a * b, "/": lambda a, b: a / b,
-               "fabs": abs, "sqrt": mp.sqrt, "exp": mp.exp, "log": mp.log, "sin": mp.sin,
-               "cos": mp.cos, "tan": mp.tan, "pow": mp.power, "atan": mp.atan}
-        if op == "-":
-            return -m[0] if len(m) == 1 else m[0] - m[1]
-        if op not in fns:
-            raise ExperimentError(f"precondition: operation {op} not supported")
-        return fns[op](*m)
-    return ev(expr, env)
-
-
-def _cmp(mp, v):
-    if isinstance(v, (Fraction, bool, int)):
-        return v
-    if mp.isinf(v) or mp.isnan(v):
-        return float(v)                  # Fractions compare with float infinities
-    return Fraction(*_mp_ratio(v))
-
-
-def _mp_ratio(v):
-    sign, man, exp, _ = v._mpf_          # man_exp drops the sign
-    man = -int(man) if sign else int(man)
-    return (man << int(exp), 1) if exp >= 0 else (man, 1 << -int(exp))
-
-
-def residual_mask(residual, names, X) -> np.ndarray:
-    """Per sample (row of X): do all residual precondition conjuncts hold exactly?"""
-    ok = np.ones(len(X), dtype=bool)
-    if not residual:
-        return ok
-    mp = _mp()
-    for s, row in enumerate(X):
-        env = {n: Fraction(float(v)) for n, v in zip(names, row)}
+def _conditions(residual, names) -> list:
+    """Residual conjuncts as compiled conditions (FPCore expressions are compiled here;
+    :class:`Condition` s pass).  A conjunct the translator refuses is an ExperimentError."""
+    from scalarlab.graph.importers.fpcore import Condition, compile_condition
+    from scalarlab.graph.errors import GraphError
+    out = []
+    for c in residual:
+        if isinstance(c, Condition):
+            if list(c.arguments) != list(names):
+                raise ExperimentError(f"precondition {c.text[:60]}: compiled over "
+                                      f"{c.arguments}, sampled over {list(names)}")
+            out.append(c)
+            continue
         try:
-            ok[s] = all(bool(eval_condition(c, env, mp)) for c in residual)
-        except (ZeroDivisionError, ValueError):
-            ok[s] = False
-    return ok
+            out.append(compile_condition(c, list(names)))
+        except GraphError as exc:
+            raise ExperimentError(str(exc)) from None
+    return out
+
+
+def eval_condition(expr, env: dict) -> bool:
+    """Is the FPCore condition ``expr`` surely true at the exact point ``env``
+    (``{name: Fraction}``)?  The same compiled graph and fold as :func:`residual_mask`."""
+    cond, = _conditions([expr], list(env))
+    return cond.holds(env)
+
+
+def residual_mask(residual, names, X, *, with_undecided: bool = False):
+    """Per sample (row of X): is every residual precondition conjunct surely true?  Decided
+    by the fold in the rational context (rational ops) or in interval contexts of rising
+    precision (:meth:`Condition.decide`); ``with_undecided`` also returns the mask of the
+    samples rejected only because no precision tried decided a conjunct."""
+    ok = np.ones(len(X), dtype=bool)
+    undecided = np.zeros(len(X), dtype=bool)
+    for cond in _conditions(residual, names):
+        rows = np.flatnonzero(ok)
+        if not len(rows):
+            break
+        d = cond.decide(X[rows])
+        ok[rows[~d.true]] = False
+        undecided[rows[d.undecided]] = True
+    return (ok, undecided) if with_undecided else ok
 
 
 @dataclass
@@ -236,33 +177,47 @@ class Samples:
     rejected: int                    # ... of which the precondition rejected
     by_bits: list = field(default_factory=list)
     draw_index: np.ndarray = None    # per sample: draws made up to and including it
+    undecided: int = 0               # rejected ones no interval precision decided
+    asked: int = 0                   # samples asked for (more than ``len(x)``: ran short)
+
+    @property
+    def short(self) -> bool:
+        """Fewer samples than asked (the precondition rejected nearly every draw)."""
+        return len(self.x) < self.asked
 
 
 def sample(regions, names, residual, fmt, n: int, rng, sampling="bitpattern", *,
            max_draw: int | None = None) -> Samples:
     """Draw until ``n`` samples satisfy the residual precondition (or ``max_draw`` were
-    drawn, default ``200 n``; fewer samples then come back)."""
+    drawn, default ``200 n``, or ``max(16 n, 4096)`` draws gave none; fewer samples then
+    come back and ``Samples.short`` is set)."""
     if n < 1:
         raise ExperimentError(f"--samples must be >= 1, got {n}")
     max_draw = max_draw or 200 * n
-    got, drawn, rejected, by_bits, index = [], 0, 0, [], []
+    conds = _conditions(residual, names)
+    got, drawn, rejected, undecided, by_bits, index = [], 0, 0, 0, [], []
     have = 0
     while have < n and drawn < max_draw:
+        if have == 0 and drawn >= max(16 * n, 4096):
+            # nothing accepted: the acceptance rate is below 1/(16 n), so n samples would
+            # take more than 16 n^2 draws -- give up early (``short`` says so)
+            break
         m = min(max(2 * (n - have), 16), max_draw - drawn)
         X, by_bits = draw(regions, fmt, m, rng, sampling)
-        ok = residual_mask(residual, names, X)
+        ok, und = residual_mask(conds, names, X, with_undecided=True)
         acc = np.flatnonzero(ok)
         if len(acc) > n - have:          # count the draws up to the n-th accepted only
             cut = int(acc[n - have - 1]) + 1
-            X, ok = X[:cut], ok[:cut]
+            X, ok, und = X[:cut], ok[:cut], und[:cut]
         index.append(drawn + np.flatnonzero(ok) + 1)
         drawn += len(X)
         rejected += int(np.count_nonzero(~ok))
+        undecided += int(np.count_nonzero(und))
         got.append(X[ok])
         have += int(np.count_nonzero(ok))
     x = np.concatenate(got) if got else np.empty((0, len(regions)))
     idx = np.concatenate(index) if index else np.empty(0, dtype=np.int64)
-    return Samples(x, drawn, rejected, by_bits, idx)
+    return Samples(x, drawn, rejected, by_bits, idx, undecided, n)
 
 
 # -------------------------------------------------------------------- graphs and files
@@ -288,9 +243,15 @@ def split_columns(case, X: np.ndarray):
     return parts or None
 
 
-def load_input_file(path: str, case, flag="--input-file"):
-    """``(batch, description)`` from a ``.npy`` file of ``N`` rows x one column per scalar
-    input entry (inputs in id order).  A single-input graph also takes ``[N, *shape]``."""
+def read_npy(path, flag: str, *, allow_infinite: bool = False) -> np.ndarray:
+    """The one ``.npy`` reader of the CLI: a float64 array holding exactly the file's real
+    numbers, or an ExperimentError naming the flag, the file and what is wrong.
+
+    Accepted: float (16/32/64 bits; wider ones only when every entry is a float64 value)
+    and integer arrays (every entry within 2^53, so float64 holds it exactly).  Refused:
+    booleans (a mask saved by mistake reads as 0/1 samples otherwise), complex, strings,
+    objects (reading them needs pickle), structured arrays, 0-d arrays, empty arrays, NaN
+    (and +-inf unless ``allow_infinite``: open box bounds)."""
     p = Path(path)
     if p.suffix != ".npy":
         raise ExperimentError(f"{flag} {path}: expected a .npy file")
@@ -298,11 +259,50 @@ def load_input_file(path: str, case, flag="--input-file"):
         raise ExperimentError(f"{flag} {path}: no such file")
     try:
         arr = np.load(p, allow_pickle=False)
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, EOFError) as exc:
         raise ExperimentError(f"{flag} {path}: not a readable .npy array: {exc}") from None
-    if arr.dtype.kind not in "fiu":
-        raise ExperimentError(f"{flag} {path}: dtype {arr.dtype} is not numeric")
-    arr = np.asarray(arr, dtype=np.float64)
+    if not isinstance(arr, np.ndarray):
+        raise ExperimentError(f"{flag} {path}: not a .npy array")
+    kind = arr.dtype.kind
+    if kind == "b":
+        raise ExperimentError(f"{flag} {path}: dtype bool holds truth values, not real "
+                              f"numbers (save arr.astype(np.float64) if 0/1 samples are meant)")
+    if kind not in "fiu":
+        raise ExperimentError(f"{flag} {path}: dtype {arr.dtype} is not a real number type "
+                              f"(float or integer arrays)")
+    if arr.ndim == 0:
+        raise ExperimentError(f"{flag} {path}: a single number (0-d array); expected an "
+                              f"array of rows")
+    if arr.size == 0:
+        raise ExperimentError(f"{flag} {path}: the array is empty (shape {list(arr.shape)})")
+    out = np.asarray(arr, dtype=np.float64)
+    if kind in "iu":
+        big = np.abs(arr.astype(object) if arr.dtype.itemsize > 8 else arr) > 2 ** 53
+        if np.any(big):
+            at = tuple(int(i) for i in np.argwhere(big)[0])
+            raise ExperimentError(f"{flag} {path}: integer entry {arr[at]} at {list(at)} is "
+                                  f"not a float64 value (|v| > 2^53 would be rounded)")
+    elif arr.dtype.itemsize > 8:
+        with np.errstate(over="ignore", invalid="ignore"):
+            lost = (out.astype(arr.dtype) != arr) & ~np.isnan(arr)
+        if np.any(lost):
+            at = tuple(int(i) for i in np.argwhere(lost)[0])
+            raise ExperimentError(f"{flag} {path}: entry {arr[at]} at {list(at)} of dtype "
+                                  f"{arr.dtype} is not a float64 value (it would be rounded)")
+    bad = np.isnan(out) if allow_infinite else ~np.isfinite(out)
+    if np.any(bad):
+        at = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise ExperimentError(f"{flag} {path}: entry {list(at)} is {out[at]}; "
+                              f"{'NaN is' if allow_infinite else 'NaN and infinities are'} "
+                              f"not a sample")
+    return out
+
+
+def load_input_file(path: str, case, flag="--input-file"):
+    """``(batch, description)`` from a ``.npy`` file of ``N`` rows x one column per scalar
+    input entry (inputs in id order), read by :func:`read_npy`.  A single-input graph
+    also takes ``[N, *shape]``."""
+    arr = read_npy(path, flag)
     entries = input_entries(case)
     k = columns(case)
     if len(entries) == 1 and arr.ndim >= 1 and arr.shape[1:] == entries[0][1] \
@@ -314,9 +314,15 @@ def load_input_file(path: str, case, flag="--input-file"):
         raise ExperimentError(f"{flag} {path}: array shape {list(arr.shape)}; expected [N, {k}] "
                               f"(one column per scalar input entry, inputs in id order: "
                               f"{', '.join(f'node {i} {list(s)}' for i, s in entries)})")
-    if not np.all(np.isfinite(arr)):
-        raise ExperimentError(f"{flag} {path}: holds NaN or infinite entries")
     return split_columns(case, arr), f"{len(arr)} samples from {path}"
+
+
+def _exact_text(v: float) -> str:
+    """A float64 bound as text that :func:`_bound` reads back exactly (inf: open)."""
+    if np.isinf(v):
+        return "inf" if v > 0 else "-inf"
+    q = Fraction(float(v))
+    return f"{q.numerator}/{q.denominator}"
 
 
 def _bound(text: str, what: str):
@@ -333,15 +339,18 @@ def parse_box(spec: str, k: int, flag: str = "--box") -> list:
     """``lo1:hi1,lo2:hi2,...`` (one pair per scalar input entry; a single pair applies to
     all), or a ``.json`` file (list of [lo, hi]) or ``.npy`` file (shape [k, 2])."""
     pairs = None
-    if spec.endswith(".json") or spec.endswith(".npy"):
+    if spec.endswith(".npy"):
+        arr = read_npy(spec, flag, allow_infinite=True)
+        if arr.ndim != 2 or arr.shape[1] != 2:
+            raise ExperimentError(f"{flag} {spec}: array shape {list(arr.shape)}; expected "
+                                  f"[k, 2] (one [lo, hi] row per scalar input entry)")
+        pairs = [[_exact_text(a), _exact_text(b)] for a, b in arr]
+    elif spec.endswith(".json"):
         p = Path(spec)
         if not p.exists():
             raise ExperimentError(f"{flag} {spec}: no such file")
         try:
-            if spec.endswith(".json"):
-                pairs = json.loads(p.read_text())
-            else:
-                pairs = np.load(p, allow_pickle=False).tolist()
+            pairs = json.loads(p.read_text())
         except (OSError, ValueError) as exc:
             raise ExperimentError(f"{flag} {spec}: cannot read: {exc}") from None
         if not (isinstance(pairs, list) and all(isinstance(t, list) and len(t) == 2

@@ -559,28 +559,16 @@ def test_package_has_every_layer():
     assert "scalarlab.graph.fold" in mods and "scalarlab.scalars" in mods
 
 
-def test_no_import_cycles(violations):
-    _fail_if(violations["cycles"], "import cycle(s)")
-
-
-def test_layer_rules(violations):
-    _fail_if(violations["layers"], "layer rule violation(s)")
-
-
-def test_rooms_inside_the_layers(violations):
-    _fail_if(violations["rooms"], "violation(s) of the rules inside scalars/ and tape/")
-
-
-def test_dynamic_loads_are_readable_or_explained(violations):
-    _fail_if(violations["dynamic loads"], "dynamic load(s) by variable")
-
-
-def test_no_old_top_level_names(violations):
-    _fail_if(violations["old names"], "import(s) of pre-package top-level names")
-
-
-def test_every_internal_import_resolves(violations):
-    _fail_if(violations["unresolved"], "import(s) of missing scalarlab modules")
+@pytest.mark.parametrize("kind, what", [
+    ("cycles", "import cycle(s)"),
+    ("layers", "layer rule violation(s)"),
+    ("rooms", "violation(s) of the rules inside scalars/ and tape/"),
+    ("dynamic loads", "dynamic load(s) by variable"),
+    ("old names", "import(s) of pre-package top-level names"),
+    ("unresolved", "import(s) of missing scalarlab modules"),
+])
+def test_package_obeys(violations, kind, what):
+    _fail_if(violations[kind], what)
 
 
 def test_rules_name_only_what_exists():

@@ -8,7 +8,9 @@ axes, a fixed dimension belongs to the example (a ``[4]`` input is one example o
 symbolic dimensions, and none after a fixed one.  ``batch_dims=K`` overrides: the first
 ``K`` axes of every input are batch axes, the rest must be fixed.  Every ONNX ``axis``
 is translated to a per-example axis; an operation over a batch axis is refused, naming
-the node.  All unsupported nodes are listed in ONE
+the node.  Each ONNX op is one entry of :data:`CONVERTERS` (``f(conv, node, ins, A) ->
+outputs``: the core ops here, the network ops of :mod:`.onnx_ops`); an op without one is
+refused naming it.  All unsupported nodes are listed in ONE
 :class:`~graph.importers.interchange.UnsupportedOpsError`.
 
 Shape arithmetic (``Shape``, ``Gather``, ``Concat``, ``Unsqueeze``, ``Cast`` ... feeding a

@@ -1,4 +1,5 @@
-"""The import graph of the installed ``scalarlab`` package: no cycles, the layer rules hold.
+"""The import graph of the installed ``scalarlab`` package: no cycles, the layer rules and
+the rooms inside the layers hold, and every dynamic load is visible or explained.
 
 The graph is read from the source with :mod:`ast`, never by importing: every ``import`` and
 ``from ... import`` statement, at module level and inside functions (a function-level import
@@ -7,29 +8,45 @@ package.  ``from P import name`` is an edge to the module ``P.name`` when that i
 else to ``P`` itself.  The implicit import of parent packages (``import a.b.c`` runs
 ``a/__init__`` and ``a/b/__init__`` first) is not an edge: it would make every package
 ``__init__`` that re-exports its modules a cycle.  Imports under ``if TYPE_CHECKING:`` never
-run and are ignored.  ``importlib.import_module("scalarlab.x.y")`` with a literal string is
-a *dynamic* edge: the layer rules apply to it, the cycle check does not (a dynamic load is
-how a lower layer finds a plug-in above it).
+run and are ignored.
 
-Layer rules (CONTRIBUTING.md, DESIGN.md "The house"), by top-level subpackage:
+Dynamic loads (``importlib.import_module``, ``import_module`` under any alias, ``__import__``)
+are *dynamic* edges when the checker can read the name: a string literal, a module-level
+string constant, ``__name__``/``__package__``, an f-string or ``+`` of those, or the variable
+of a ``for`` loop over a module-level tuple of such strings (``for mod in CONTEXT_MODULES``);
+``import_module(".x", __package__)`` is resolved like a relative import.  The layer rules
+apply to dynamic edges, the cycle check does not (a dynamic load is how a lower layer finds a
+plug-in above it).  A load whose name the checker cannot read (a variable) fails unless
+``Rules.variable_loads`` lists it with the reason.
 
-* ``scalars`` imports nothing else of scalarlab;
+Rules (CONTRIBUTING.md, DESIGN.md "The house"), by top-level subpackage:
+
+* ``scalars`` imports nothing else of scalarlab; inside it, a kernel module (the list in
+  CONTRIBUTING's table) imports only kernels (never a context, the registry or the package
+  ``__init__``), and no other scalars module imports the registry or the package
+  ``__init__`` (which re-exports the registry): the registry -> contexts, never back;
 * ``graph`` -> ``scalars``; only ``graph.plan`` may load ``cuda_kernels.provider`` and only
   dynamically (by name);
-* ``tape`` -> ``graph``, ``scalars``;
+* ``tape`` -> ``graph``, ``scalars``; the tape core never imports ``tape.training``;
 * ``ibp`` -> ``graph``, ``scalars``;
 * ``cuda_kernels`` -> ``graph.plan``, ``graph.errors``, ``scalars``;
 * ``experiments`` -> anything; nothing outside ``experiments`` imports it.
 
 No module spells the pre-package top-level names (``import graph``, ``from scalars import``).
+:func:`check_package` applies all of it to a package folder; the tests run it on the
+installed package and, with one seeded breach of each kind, on a copy of it.
 
-``python tests/test_layers.py`` prints the current violations (exit status 1 if any).
+``python tests/test_layers.py [PACKAGE_DIR]`` prints the current violations (exit status 1
+if any).
 """
 from __future__ import annotations
 
 import ast
+import functools
+import re
+import shutil
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -37,21 +54,54 @@ import pytest
 ROOT_PACKAGE = "scalarlab"
 SUBPACKAGES = ("scalars", "graph", "tape", "ibp", "cuda_kernels", "experiments")
 
-# layer -> the other layers it may import (itself always allowed).  None: anything.
-ALLOWED_LAYERS = {
-    "scalars": set(),
-    "graph": {"scalars"},
-    "tape": {"graph", "scalars"},
-    "ibp": {"graph", "scalars"},
-    "cuda_kernels": {"graph", "scalars"},
-    "experiments": None,
-}
-# Finer rules: (importing layer, imported layer) -> the imported modules allowed (prefix match).
-ALLOWED_MODULES = {
-    ("cuda_kernels", "graph"): ("scalarlab.graph.plan", "scalarlab.graph.errors"),
-}
-# Single allowed edges across the layers, only as dynamic loads: (importer, imported).
-ALLOWED_DYNAMIC = {("scalarlab.graph.plan", "scalarlab.cuda_kernels.provider")}
+
+@dataclass(frozen=True)
+class Rules:
+    """What may import what.  ``layers``: layer -> the other layers it may import (itself
+    always allowed; None: anything).  ``modules``: (importing layer, imported layer) -> the
+    imported modules allowed (prefix match).  ``dynamic_only``: (importer, imported) edges
+    allowed across the layers only as dynamic loads.  ``kernels``: the scalars kernel
+    modules (short names; a kernel package's modules count by prefix).  ``variable_loads``:
+    (module, the name expression as written) -> why a load by variable is allowed there."""
+    layers: dict
+    modules: dict = field(default_factory=dict)
+    dynamic_only: frozenset = frozenset()
+    kernels: tuple = ()
+    registry: str = f"{ROOT_PACKAGE}.scalars.registry"
+    tape_training: str = f"{ROOT_PACKAGE}.tape.training"
+    variable_loads: dict = field(default_factory=dict)
+
+
+#: the kernel modules of scalars/, as CONTRIBUTING's table lists them (a test checks it)
+KERNELS = ("errors", "eft", "rounding_kernels", "formats", "directed", "binary_kernels",
+           "binary32_hw", "binary32_matmul", "binary32_pairwise", "f64_matmul",
+           "grid_kernels", "interval_kernels", "interval_affine", "f64_endpoint_kernels",
+           "dot_enclosure", "correct_rounding", "kernels", "functions", "functions2",
+           "function_endpoints", "function_intervals")
+
+RULES = Rules(
+    layers={
+        "scalars": set(),
+        "graph": {"scalars"},
+        "tape": {"graph", "scalars"},
+        "ibp": {"graph", "scalars"},
+        "cuda_kernels": {"graph", "scalars"},
+        "experiments": None,
+    },
+    modules={("cuda_kernels", "graph"): ("scalarlab.graph.plan", "scalarlab.graph.errors")},
+    dynamic_only=frozenset({("scalarlab.graph.plan", "scalarlab.cuda_kernels.provider")}),
+    kernels=KERNELS,
+    variable_loads={
+        ("scalarlab", "f'{__name__}.{name}'"):
+            "the root package imports a subpackage on first attribute access (a name of "
+            "SUBPACKAGES, checked before the load)",
+        ("scalarlab.graph.importers.interchange", "module"):
+            "require() imports the optional third-party dependencies (onnx, torch) the "
+            "importers name; never a scalarlab module",
+        ("scalarlab.experiments.cli", "f'{commands.__name__}.{info.name}'"):
+            "the CLI loads its own command modules, found in experiments/commands",
+    },
+)
 
 
 @dataclass(frozen=True)
@@ -61,8 +111,20 @@ class Edge:
     line: int
     dynamic: bool = False
 
-    def where(self, files) -> str:
-        return f"{files[self.src]}:{self.line}"
+
+@dataclass
+class PackageImports:
+    """The imports of a package: its modules (name -> path relative to the package
+    folder), the internal edges, imports of the pre-package top-level names and of
+    scalarlab modules that do not exist, and dynamic loads by variable."""
+    modules: dict
+    edges: list
+    old: list               # (module, imported name, line)
+    unresolved: list        # (module, imported name, line)
+    variable_loads: list    # (module, name expression as written, line)
+
+    def where(self, module, line) -> str:
+        return f"{self.modules[module]}:{line}"
 
 
 # ------------------------------------------------------------------ reading the package
@@ -91,18 +153,6 @@ def _is_type_checking(test: ast.expr) -> bool:
         (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
 
 
-def _statements(tree: ast.AST):
-    """Every node of ``tree`` except the bodies of ``if TYPE_CHECKING:`` (iterative walk)."""
-    stack = [tree]
-    while stack:
-        node = stack.pop()
-        yield node
-        if isinstance(node, ast.If) and _is_type_checking(node.test):
-            stack.extend(node.orelse)
-            continue
-        stack.extend(ast.iter_child_nodes(node))
-
-
 def _resolve_relative(module: str, is_package: bool, level: int, target) -> str:
     base = module.split(".") if is_package else module.split(".")[:-1]
     if level - 1 > len(base) - 1:
@@ -111,11 +161,145 @@ def _resolve_relative(module: str, is_package: bool, level: int, target) -> str:
     return ".".join(base + ([target] if target else []))
 
 
-def raw_imports(name: str, is_package: bool, source: str) -> list:
-    """``(absolute name, imported names or None, line, dynamic)`` for every import
-    statement of a module; for ``from X import a, b`` the names are ``["a", "b"]``."""
-    out = []
-    for node in _statements(ast.parse(source)):
+def _module_constants(tree: ast.Module) -> dict:
+    """Module-level names bound to a string or a tuple/list of strings, and bound nowhere
+    else in the module (no other assignment, parameter, import, def or loop variable of
+    that name): ``{name: [strings]}`` (a string constant is a list of one)."""
+    bound = {}
+    for n in ast.walk(tree):
+        names = []
+        if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load):
+            names = [n.id]
+        elif isinstance(n, ast.arg):
+            names = [n.arg]
+        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names = [n.name]
+        elif isinstance(n, (ast.Import, ast.ImportFrom)):
+            names = [(a.asname or a.name).split(".")[0] for a in n.names]
+        elif isinstance(n, (ast.Global, ast.Nonlocal)):
+            names = list(n.names)
+        for k in names:
+            bound[k] = bound.get(k, 0) + 1
+    values = {}
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and \
+                isinstance(stmt.targets[0], ast.Name):
+            v = stmt.value
+            if isinstance(v, ast.Constant) and isinstance(v.value, str):
+                values[stmt.targets[0].id] = [v.value]
+            elif isinstance(v, (ast.Tuple, ast.List)) and all(
+                    isinstance(e, ast.Constant) and isinstance(e.value, str) for e in v.elts):
+                values[stmt.targets[0].id] = [e.value for e in v.elts]
+    return {k: v for k, v in values.items() if bound.get(k) == 1}
+
+
+class _Names:
+    """Reads the strings an expression can be: literals, module-level constants,
+    ``__name__``/``__package__``, f-strings and ``+`` of those, loop variables over
+    module-level tuples.  None: it cannot tell (a variable)."""
+
+    def __init__(self, module: str, is_package: bool, constants: dict):
+        self.special = {"__name__": [module],
+                        "__package__": [module if is_package else module.rpartition(".")[0]]}
+        self.constants = constants
+
+    def strings(self, e, env) -> list | None:
+        if isinstance(e, ast.Constant) and isinstance(e.value, str):
+            return [e.value]
+        if isinstance(e, ast.Name):
+            if e.id in env:
+                return env[e.id]
+            if e.id in self.special:
+                return self.special[e.id]
+            c = self.constants.get(e.id)
+            return c if c is not None and len(c) == 1 else None
+        if isinstance(e, ast.JoinedStr):
+            out = [""]
+            for part in e.values:
+                if isinstance(part, ast.FormattedValue):
+                    if part.conversion != -1 or part.format_spec is not None:
+                        return None
+                    got = self.strings(part.value, env)
+                else:
+                    got = self.strings(part, env)
+                if got is None:
+                    return None
+                out = [a + b for a in out for b in got]
+            return out
+        if isinstance(e, ast.BinOp) and isinstance(e.op, ast.Add):
+            a, b = self.strings(e.left, env), self.strings(e.right, env)
+            return None if a is None or b is None else [x + y for x in a for y in b]
+        return None
+
+    def loop_values(self, e) -> list | None:
+        """The strings a ``for`` loop's iterable yields, when it is a module-level tuple
+        constant or a literal tuple/list of strings."""
+        if isinstance(e, ast.Name):
+            return self.constants.get(e.id)
+        if isinstance(e, (ast.Tuple, ast.List)) and all(
+                isinstance(x, ast.Constant) and isinstance(x.value, str) for x in e.elts):
+            return [x.value for x in e.elts]
+        return None
+
+
+def _load_functions(tree) -> set:
+    """The names a module calls ``importlib.import_module`` by (``from importlib import
+    import_module as load``), with ``import_module`` and ``__import__`` themselves."""
+    names = {"import_module", "__import__"}
+    for n in ast.walk(tree):
+        if isinstance(n, ast.ImportFrom) and n.module == "importlib":
+            names.update(a.asname or a.name for a in n.names if a.name == "import_module")
+    return names
+
+
+def _dynamic_load(node, loaders, names: _Names, env):
+    """``(resolved names or None, name expression)`` when ``node`` is a dynamic load."""
+    f = node.func
+    if not ((isinstance(f, ast.Attribute) and f.attr in ("import_module", "__import__")) or
+            (isinstance(f, ast.Name) and f.id in loaders)):
+        return None
+    args = {k.arg: k.value for k in node.keywords}
+    name = node.args[0] if node.args else args.get("name")
+    if name is None:
+        return None
+    got = names.strings(name, env)
+    is_import = (f.attr if isinstance(f, ast.Attribute) else f.id) == "__import__"
+    level = node.args[4] if len(node.args) > 4 else args.get("level")
+    if is_import and level is not None and not (isinstance(level, ast.Constant) and
+                                                level.value == 0):
+        got = None                      # __import__ relative to the caller: not read
+    if got is not None and any(s.startswith(".") for s in got):
+        pkg = node.args[1] if len(node.args) > 1 else args.get("package")
+        bases = None if pkg is None or is_import else names.strings(pkg, env)
+        if bases is None:
+            got = None
+        else:
+            out = []
+            for s in got:
+                level = len(s) - len(s.lstrip("."))
+                for b in bases:
+                    out.append(_resolve_relative(b, True, level, s[level:] or None))
+            got = out
+    return got, ast.unparse(name)
+
+
+@functools.lru_cache(maxsize=None)
+def raw_imports(name: str, is_package: bool, source: str):
+    """``(imports, variable_loads)`` of a module: ``(absolute name, imported names or None,
+    line, dynamic)`` for every import statement and readable dynamic load (for ``from X
+    import a, b`` the names are ``["a", "b"]``), and ``(name expression, line)`` for every
+    dynamic load by a name the checker cannot read.  Cached by source: a copy of the
+    package is read once."""
+    tree = ast.parse(source)
+    names = _Names(name, is_package, _module_constants(tree))
+    loaders = _load_functions(tree)
+    out, variable = [], []
+    stack = [(tree, {})]
+    while stack:
+        node, env = stack.pop()
+        if isinstance(node, ast.If) and _is_type_checking(node.test):
+            stack.extend((c, env) for c in node.orelse)
+            continue
         if isinstance(node, ast.Import):
             for alias in node.names:
                 out.append((alias.name, None, node.lineno, False))
@@ -124,25 +308,36 @@ def raw_imports(name: str, is_package: bool, source: str) -> list:
             if node.level:
                 target = _resolve_relative(name, is_package, node.level, node.module)
             out.append((target, [a.name for a in node.names], node.lineno, False))
-        elif isinstance(node, ast.Call) and node.args \
-                and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
-            f = node.func
-            fname = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", None)
-            if fname in ("import_module", "__import__"):
-                out.append((node.args[0].value, None, node.lineno, True))
-    return out
+        elif isinstance(node, ast.Call):
+            load = _dynamic_load(node, loaders, names, env)
+            if load is not None:
+                got, text = load
+                if got is None:
+                    variable.append((text, node.lineno))
+                else:
+                    out.extend((s, None, node.lineno, True) for s in got)
+        if isinstance(node, (ast.For, ast.AsyncFor)) and isinstance(node.target, ast.Name):
+            values = names.loop_values(node.iter)
+            if values is not None:
+                inner = {**env, node.target.id: values}
+                stack.extend((c, inner) for c in node.body)
+                stack.extend((c, env) for c in (node.target, node.iter, *node.orelse))
+                continue
+        stack.extend((c, env) for c in ast.iter_child_nodes(node))
+    return tuple(out), tuple(variable)
 
 
-def build_graph(pkg_dir: Path, root: str = ROOT_PACKAGE, subpackages=SUBPACKAGES):
-    """``(modules, edges, old_names, unresolved)``: the package's modules, its internal
-    import edges, imports of the pre-package top-level names and imports of scalarlab
-    modules that do not exist."""
+def build_graph(pkg_dir: Path, root: str = ROOT_PACKAGE, subpackages=SUBPACKAGES) -> PackageImports:
+    """The package's modules, its internal import edges, imports of the pre-package
+    top-level names, imports of scalarlab modules that do not exist and dynamic loads by
+    variable."""
     mods = find_modules(pkg_dir, root, subpackages)
-    edges, old, unresolved = [], [], []
+    edges, old, unresolved, variable = [], [], [], []
     for name, rel in mods.items():
         is_pkg = rel.name == "__init__.py"
-        for target, names, line, dynamic in raw_imports(name, is_pkg,
-                                                        (pkg_dir / rel).read_text()):
+        found, loads = raw_imports(name, is_pkg, (pkg_dir / rel).read_text())
+        variable.extend((name, text, line) for text, line in loads)
+        for target, names, line, dynamic in found:
             first = target.split(".")[0]
             if first in subpackages:
                 old.append((name, target, line))
@@ -159,7 +354,7 @@ def build_graph(pkg_dir: Path, root: str = ROOT_PACKAGE, subpackages=SUBPACKAGES
                 sub = f"{target}.{n}"
                 edges.append(Edge(name, sub if sub in mods else target, line, dynamic))
     edges = list(dict.fromkeys(edges))       # one edge per statement and imported module
-    return mods, edges, old, unresolved
+    return PackageImports(mods, edges, old, unresolved, variable)
 
 
 # ------------------------------------------------------------------------------ cycles
@@ -247,15 +442,22 @@ def layer_of(module: str):
     return parts[1] if len(parts) > 1 else None     # None: the root package
 
 
-def layer_violations(mods, edges) -> list:
+def _within(module: str, prefix: str) -> bool:
+    return module == prefix or module.startswith(prefix + ".")
+
+
+def _how(e: Edge) -> str:
+    return "loads (by name)" if e.dynamic else "imports"
+
+
+def layer_violations(mods, edges, rules: Rules = RULES) -> list:
     out = []
     for e in edges:
         src, dst = layer_of(e.src), layer_of(e.dst)
         if dst is None or src == dst:
             continue        # the root package (lazy subpackages) or the same layer
-        where = f"{mods[e.src]}:{e.line}"
-        how = "loads (by name)" if e.dynamic else "imports"
-        if (e.src, e.dst) in ALLOWED_DYNAMIC:
+        where, how = f"{mods[e.src]}:{e.line}", _how(e)
+        if (e.src, e.dst) in rules.dynamic_only:
             if not e.dynamic:
                 out.append(f"layer: {e.src} {how} {e.dst} ({where}); allowed only as a dynamic "
                            f"load by name (importlib.import_module)")
@@ -264,30 +466,74 @@ def layer_violations(mods, edges) -> list:
             out.append(f"layer: {e.src} {how} {e.dst} ({where}); nothing outside experiments "
                        f"may import experiments")
             continue
-        allowed = ALLOWED_LAYERS.get(src)
+        allowed = rules.layers.get(src)
         if src is None or allowed is None:
             continue        # the root package, experiments: anything
         if dst not in allowed:
             may = ", ".join(sorted(allowed)) or "nothing else of scalarlab"
             out.append(f"layer: {e.src} {how} {e.dst} ({where}); {src} may import: {may}")
             continue
-        mods_ok = ALLOWED_MODULES.get((src, dst))
-        if mods_ok is not None and not any(e.dst == m or e.dst.startswith(m + ".")
-                                           for m in mods_ok):
+        mods_ok = rules.modules.get((src, dst))
+        if mods_ok is not None and not any(_within(e.dst, m) for m in mods_ok):
             out.append(f"layer: {e.src} {how} {e.dst} ({where}); {src} may import from {dst} "
                        f"only {', '.join(mods_ok)}")
     return out
 
 
-def all_violations(pkg_dir: Path) -> dict:
-    mods, edges, old, unresolved = build_graph(pkg_dir)
+# ------------------------------------------------------------------ rooms inside a layer
+def is_kernel(module: str, rules: Rules = RULES, root: str = ROOT_PACKAGE) -> bool:
+    return any(_within(module, f"{root}.scalars.{k}") for k in rules.kernels)
+
+
+def room_violations(mods, edges, rules: Rules = RULES, root: str = ROOT_PACKAGE) -> list:
+    """The rules inside a layer: kernels import only kernels; no other scalars module
+    imports the registry or the scalars package (whose ``__init__`` re-exports the
+    registry); the tape core never imports ``tape.training``."""
+    scalars_pkg = f"{root}.scalars"
+    out = []
+    for e in edges:
+        where, how = f"{mods[e.src]}:{e.line}", _how(e)
+        if _within(e.src, scalars_pkg) and _within(e.dst, scalars_pkg):
+            if is_kernel(e.src, rules, root) and not is_kernel(e.dst, rules, root):
+                what = ("the registry" if e.dst == rules.registry else
+                        "the scalars package (it re-exports the registry)"
+                        if e.dst == scalars_pkg else "a context")
+                out.append(f"kernel: {e.src} {how} {e.dst} ({where}), {what}; kernels import "
+                           f"only kernels, never a context")
+            elif not is_kernel(e.src, rules, root) and \
+                    e.src not in (scalars_pkg, rules.registry) and \
+                    e.dst in (scalars_pkg, rules.registry):
+                out.append(f"registry: {e.src} {how} {e.dst} ({where}); no context imports the "
+                           f"registry (or the scalars package, which re-exports it): the "
+                           f"registry imports the contexts, never back")
+        if _within(e.src, f"{root}.tape") and not _within(e.src, rules.tape_training) \
+                and _within(e.dst, rules.tape_training):
+            out.append(f"tape core: {e.src} {how} {e.dst} ({where}); the tape core never "
+                       f"imports {rules.tape_training}")
+    return out
+
+
+def variable_load_violations(found: PackageImports, rules: Rules = RULES) -> list:
+    return [f"dynamic load by variable: {m} loads {text} ({found.where(m, line)}); the checker "
+            f"cannot see what it loads: load a literal or a module-level constant, or list "
+            f"({m!r}, {text!r}) in Rules.variable_loads with the reason"
+            for m, text, line in found.variable_loads if (m, text) not in rules.variable_loads]
+
+
+def check_package(pkg_dir: Path, rules: Rules = RULES, root: str = ROOT_PACKAGE,
+                  subpackages=SUBPACKAGES) -> dict:
+    """Every violation in the package folder ``pkg_dir``, by kind (empty lists: none)."""
+    found = build_graph(Path(pkg_dir), root, subpackages)
+    mods = found.modules
     return {
-        "cycles": cycle_violations(mods, edges),
-        "layers": layer_violations(mods, edges),
+        "cycles": cycle_violations(mods, found.edges),
+        "layers": layer_violations(mods, found.edges, rules),
+        "rooms": room_violations(mods, found.edges, rules, root),
+        "dynamic loads": variable_load_violations(found, rules),
         "old names": [f"old top-level name: {m} imports {t!r} ({mods[m]}:{ln}); write "
-                      f"scalarlab.{t} or a relative import" for m, t, ln in old],
+                      f"scalarlab.{t} or a relative import" for m, t, ln in found.old],
         "unresolved": [f"unresolved: {m} imports {t!r} ({mods[m]}:{ln}), which is not a "
-                       f"module of the package" for m, t, ln in unresolved],
+                       f"module of the package" for m, t, ln in found.unresolved],
     }
 
 
@@ -298,7 +544,7 @@ def _package_dir() -> Path:
 
 @pytest.fixture(scope="module")
 def violations():
-    return all_violations(_package_dir())
+    return check_package(_package_dir())
 
 
 def _fail_if(found: list, what: str):
@@ -313,20 +559,42 @@ def test_package_has_every_layer():
     assert "scalarlab.graph.fold" in mods and "scalarlab.scalars" in mods
 
 
-def test_no_import_cycles(violations):
-    _fail_if(violations["cycles"], "import cycle(s)")
+@pytest.mark.parametrize("kind, what", [
+    ("cycles", "import cycle(s)"),
+    ("layers", "layer rule violation(s)"),
+    ("rooms", "violation(s) of the rules inside scalars/ and tape/"),
+    ("dynamic loads", "dynamic load(s) by variable"),
+    ("old names", "import(s) of pre-package top-level names"),
+    ("unresolved", "import(s) of missing scalarlab modules"),
+])
+def test_package_obeys(violations, kind, what):
+    _fail_if(violations[kind], what)
 
 
-def test_layer_rules(violations):
-    _fail_if(violations["layers"], "layer rule violation(s)")
+def test_rules_name_only_what_exists():
+    """Every kernel the rules list is a module, every allowed load by variable is still
+    in the code, and the dynamic loads the rules allow are seen (a stale rule hides
+    nothing)."""
+    found = build_graph(_package_dir())
+    missing = [k for k in RULES.kernels if f"{ROOT_PACKAGE}.scalars.{k}" not in found.modules]
+    assert not missing, f"kernel modules listed but absent: {missing}"
+    seen = {(m, text) for m, text, _ in found.variable_loads}
+    assert set(RULES.variable_loads) <= seen, set(RULES.variable_loads) - seen
+    dynamic = {(e.src, e.dst) for e in found.edges if e.dynamic}
+    assert RULES.dynamic_only <= dynamic
+    # the registry's loop over CONTEXT_MODULES is read: one dynamic edge per context
+    from scalarlab.scalars.registry import CONTEXT_MODULES
+    assert {(RULES.registry, f"{ROOT_PACKAGE}.scalars.{m}") for m in CONTEXT_MODULES} <= dynamic
 
 
-def test_no_old_top_level_names(violations):
-    _fail_if(violations["old names"], "import(s) of pre-package top-level names")
-
-
-def test_every_internal_import_resolves(violations):
-    _fail_if(violations["unresolved"], "import(s) of missing scalarlab modules")
+def test_kernel_list_is_contributings():
+    """The kernel modules here are the ones CONTRIBUTING's layer table lists."""
+    text = (Path(__file__).resolve().parents[1] / "CONTRIBUTING.md").read_text()
+    row = next((ln for ln in text.splitlines() if ln.startswith("| `scalars`")), None)
+    assert row is not None, "CONTRIBUTING.md has no `scalars` row in its layer table"
+    m = re.search(r"kernels: `([^`]*)`", row)
+    assert m is not None, f"the scalars row names no kernels: {row}"
+    assert tuple(m.group(1).split()) == KERNELS
 
 
 # ----------------------------------------------------- the checker on a package we know
@@ -363,7 +631,8 @@ def test_checker_finds_what_it_should(tmp_path):
         "experiments/__init__.py": "",
         "experiments/cli.py": "from scalarlab.cuda_kernels import provider\nfrom .. import tape\n",
     })
-    mods, edges, old, unresolved = build_graph(tmp_path)
+    found = build_graph(tmp_path)
+    mods, edges = found.modules, found.edges
     assert set(mods) == {
         "scalarlab", "scalarlab.scalars", "scalarlab.scalars.a", "scalarlab.scalars.b",
         "scalarlab.scalars.c", "scalarlab.graph", "scalarlab.graph.fold", "scalarlab.graph.plan",
@@ -377,8 +646,8 @@ def test_checker_finds_what_it_should(tmp_path):
     assert ("scalarlab.graph.plan", "scalarlab.cuda_kernels.provider", True) in got
     assert ("scalarlab.experiments.cli", "scalarlab.tape", False) in got
     assert not any(e.src == "scalarlab.scalars.c" for e in edges)          # TYPE_CHECKING
-    assert old == [("scalarlab.cuda_kernels.provider", "graph.fold", 3)]
-    assert unresolved == [("scalarlab.graph.bad", "scalarlab.graph.missing", 3)]
+    assert found.old == [("scalarlab.cuda_kernels.provider", "graph.fold", 3)]
+    assert found.unresolved == [("scalarlab.graph.bad", "scalarlab.graph.missing", 3)]
 
     cycles = cycle_violations(mods, edges)
     # a <-> b is a cycle; scalars/__init__ -> a is not part of it (no parent-package edges)
@@ -410,14 +679,141 @@ def test_checker_reports_a_cycle_through_a_package_init(tmp_path):
         "graph/optable.py": "OPS = {}\nfrom . import ops_a\n",
         "graph/ops_a.py": "from .optable import OPS\n",
     })
-    mods, edges, _, _ = build_graph(tmp_path, subpackages=("graph",))
-    cycles = cycle_violations(mods, edges)
+    found = build_graph(tmp_path, subpackages=("graph",))
+    cycles = cycle_violations(found.modules, found.edges)
     assert cycles == ["import cycle: scalarlab.graph.ops_a (graph/ops_a.py:1) -> "
                       "scalarlab.graph.optable (graph/optable.py:2) -> scalarlab.graph.ops_a"]
 
 
+def test_dynamic_load_names_are_read(tmp_path):
+    """Literals, module-level constants, ``__name__``/``__package__``, f-strings, ``+``,
+    aliases of import_module, ``__import__``, relative names with a package and loops over
+    module-level tuples are read; anything else is a load by variable."""
+    _write(tmp_path, {
+        "__init__.py": "",
+        "graph/__init__.py": "",
+        "graph/a.py": "",
+        "graph/b.py": "",
+        "graph/c.py": "",
+        "graph/loads.py": (
+            "import importlib\n"
+            "from importlib import import_module as load\n"
+            "NAME = 'scalarlab.graph.a'\n"
+            "MODS = ('a', 'b')\n"
+            "TWICE = 'x'\n"
+            "TWICE = 'scalarlab.graph.c'\n"
+            "def f(var):\n"
+            "    importlib.import_module(NAME)\n"                        # 8
+            "    load(f'{__package__}.b')\n"                             # 9
+            "    __import__(__name__.rpartition('.')[0] + '.c')\n"       # 10: a method call
+            "    importlib.import_module('.c', __package__)\n"           # 11
+            "    for m in MODS:\n"
+            "        importlib.import_module(f'{__package__}.{m}')\n"    # 13
+            "    importlib.import_module(var)\n"                         # 14
+            "    importlib.import_module(TWICE)\n"                       # 15: bound twice
+            "    importlib.import_module('scalarlab.graph' + '.a')\n"    # 16
+            "    importlib.import_module('numpy')\n"                    # 17: not ours
+            "SHADOWED = 'scalarlab.graph.a'\n"
+            "def g(SHADOWED):\n"
+            "    importlib.import_module(SHADOWED)\n"),                  # 20: the parameter
+    })
+    found = build_graph(tmp_path, subpackages=("graph",))
+    got = sorted((e.line, e.dst) for e in found.edges if e.dynamic)
+    assert got == [(8, "scalarlab.graph.a"), (9, "scalarlab.graph.b"), (11, "scalarlab.graph.c"),
+                   (13, "scalarlab.graph.a"), (13, "scalarlab.graph.b"),
+                   (16, "scalarlab.graph.a")]
+    assert sorted(found.variable_loads) == [
+        ("scalarlab.graph.loads", "SHADOWED", 20),
+        ("scalarlab.graph.loads", "TWICE", 15),
+        ("scalarlab.graph.loads", "__name__.rpartition('.')[0] + '.c'", 10),
+        ("scalarlab.graph.loads", "var", 14)]
+
+
+# ------------------------------------------------ seeded breaches in a copy of the package
+def copy_package(src: Path, dst: Path) -> Path:
+    """The package's Python modules (root ``__init__`` and subpackages) copied to ``dst``."""
+    dst.mkdir(parents=True)
+    shutil.copy2(src / "__init__.py", dst / "__init__.py")
+    for s in SUBPACKAGES:
+        shutil.copytree(src / s, dst / s, ignore=shutil.ignore_patterns(
+            "__pycache__", "*.nbi", "*.nbc", "*.pyc"))
+    return dst
+
+
+#: one breach of each kind the checker must catch: (kind, the violation list it must be
+#: reported in, file, text appended to it).  The line marked ``# seeded`` is the breach.
+SEEDS = (
+    ("layer violation", "layers", "ibp/seeded_layer.py",
+     "from scalarlab.tape import tape  # seeded\n"),
+    ("import cycle", "cycles", "graph/seeded_cycle_a.py",
+     "from . import seeded_cycle_b  # seeded\n"),
+    ("kernel imports a context", "rooms", "scalars/dot_enclosure.py",
+     "\n\ndef _seeded():\n    from .dual import Dual  # seeded\n    return Dual\n"),
+    ("context imports the registry", "rooms", "scalars/dual.py",
+     "\nfrom .registry import names as _seeded_names  # seeded\n"),
+    ("tape core imports tape.training", "rooms", "tape/op_checks.py",
+     "\nfrom .training import data as _seeded_data  # seeded\n"),
+    ("function-level import across layers", "layers", "cuda_kernels/seeded_function.py",
+     "def f():\n    from scalarlab.ibp import box  # seeded\n    return box\n"),
+    ("dynamic load by literal", "layers", "graph/seeded_literal.py",
+     "import importlib\n\n\ndef f():\n"
+     "    return importlib.import_module('scalarlab.ibp.box')  # seeded\n"),
+    ("dynamic load by variable", "dynamic loads", "graph/seeded_variable.py",
+     "import importlib\n\n\ndef f(name):\n"
+     "    return importlib.import_module(name)  # seeded\n"),
+    ("old top-level name", "old names", "tape/seeded_old.py",
+     "from graph import fold  # seeded\n"),
+    # variants of the dynamic loads the checker reads
+    ("dynamic load by a module-level constant", "layers", "scalars/seeded_constant.py",
+     "import importlib\nTARGET = 'scalarlab.graph.fold'\n\n\ndef f():\n"
+     "    return importlib.import_module(TARGET)  # seeded\n"),
+    ("dynamic load through an alias", "layers", "ibp/seeded_alias.py",
+     "from importlib import import_module as _load\n\n\ndef f():\n"
+     "    return _load('scalarlab.experiments.cli')  # seeded\n"),
+    ("__import__ by literal", "layers", "tape/seeded_dunder.py",
+     "def f():\n    return __import__('scalarlab.ibp.box')  # seeded\n"),
+)
+
+
+def seed(pkg: Path) -> dict:
+    """Writes :data:`SEEDS` into the package copy ``pkg``; ``{kind: "file:line"}``."""
+    (pkg / "graph/seeded_cycle_b.py").write_text("from . import seeded_cycle_a\n")
+    where = {}
+    for kind, _, rel, text in SEEDS:
+        p = pkg / rel
+        before = p.read_text() if p.exists() else ""
+        p.write_text(before + text)
+        line = next(k for k, ln in enumerate(p.read_text().splitlines(), 1)
+                    if ln.endswith("# seeded"))
+        where[kind] = f"{rel}:{line}"
+    return where
+
+
+def caught(found: dict, where: dict) -> dict:
+    """``{kind: the violation lists that report its seeded line}``."""
+    return {kind: sorted(k for k, items in found.items()
+                         if any(f"{loc})" in s or f"{loc}," in s or f"{loc};" in s
+                                for s in items))
+            for kind, loc in where.items()}
+
+
+def test_seeded_breaches_are_each_reported(tmp_path):
+    """A copy of the package is clean; with one breach of each kind written into it,
+    each is reported, in its own violation list, and nothing else is."""
+    pkg = copy_package(_package_dir(), tmp_path / ROOT_PACKAGE)
+    clean = check_package(pkg)
+    assert not any(clean.values()), clean
+    where = seed(pkg)
+    found = check_package(pkg)
+    got = caught(found, where)
+    expect = {kind: [lst] for kind, lst, _, _ in SEEDS}
+    assert got == expect
+    reported = sum(len(v) for v in found.values())
+    assert reported == len(SEEDS), found
+
+
 if __name__ == "__main__":
-    found = all_violations(_package_dir())
+    found = check_package(Path(sys.argv[1]) if len(sys.argv) > 1 else _package_dir())
     total = sum(len(v) for v in found.values())
     for kind, items in found.items():
         print(f"# {kind}: {len(items)}")

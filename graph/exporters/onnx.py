@@ -21,7 +21,7 @@ from ..axes import norm_axes, norm_axis
 from ..errors import GraphError
 from ..node import Graph
 from ..ops_conv import onnx_geometry
-from .onnx_network import NETWORK_OPS, export_node
+from .onnx_network import EXPORTERS as _NETWORK_EXPORTERS
 from ..ops_elementwise import SAFE_LOG_TINY
 from ..optable import OPS, full_attrs
 from ..payload import Payload
@@ -154,105 +154,18 @@ class _Exporter:
 
     # ---------------------------------------------------------------- nodes
     def node(self, n):
-        h = self.onnx.helper
+        """Emit the ONNX nodes of IR node ``n``: one lookup in :data:`EXPORTERS`."""
         op = n.kind.op
-        i = n.id
         ps = list(n.parents)
-        self.batched[i] = any(self.batched[p] for p in ps) if op != "input" else True
-        off = 1 if self.batched[i] else 0
+        self.batched[n.id] = any(self.batched[p] for p in ps) if op != "input" else True
+        rule = EXPORTERS.get(op)
+        if rule is None:
+            raise Unsupported(f"no ONNX mapping for op {op!r}")
+        off = 1 if self.batched[n.id] else 0
         attrs = full_attrs(OPS[op], n.kind.attrs)
         r_in = len(self.g.nodes[ps[0]].out_shape) if ps else 0
         x = self.name[ps[0]] if ps else None
-        base = f"n{i}"
-        if op == "input":
-            name = f"input_{i}" if len(self.g.input_ids()) > 1 else "x"
-            self.inputs.append(h.make_tensor_value_info(name, self.elem, self.full_shape(i)))
-            self.name[i] = name
-            return
-        if op == "const":
-            self.name[i] = self.init(base, self.param(n, "value"))
-            return
-        if op in _UNARY:
-            y = self.emit(_UNARY[op], [x], base)
-        elif op == "safe_log":
-            tiny = self.init("tiny", self.ctx.to_float64(self.ctx.convert(SAFE_LOG_TINY)))
-            y = self.emit("Log", [self.emit("Max", [x, tiny], "clamp")], base)
-        elif op in _BINARY:
-            r = len(n.out_shape)
-            y = self.emit(_BINARY[op], [self.expand_rank(ps[0], r), self.expand_rank(ps[1], r)], base)
-        elif op == "matmul":
-            y = self.matmul(n)
-        elif op == "linear":
-            W, b = self.param(n, "W"), self.param(n, "b")
-            if off and r_in == 1:
-                y = self.emit("Gemm", [x, self.init("W", W), self.init("b", b)], base, transB=1)
-            else:
-                y = self.emit("Add", [self.emit("MatMul", [x, self.init("WT", W.T)], "mm"),
-                                      self.init("b", b)], base)
-        elif op in ("conv1d", "conv2d", "conv3d"):
-            if not off:
-                raise Unsupported(f"{op} of a constant-only value (ONNX Conv needs the batch axis)")
-            q = onnx_geometry(op, self.g.nodes[ps[0]].out_shape, attrs)
-            y = self.emit("Conv", [x, self.init("weight", self.param(n, "weight")),
-                                   self.init("bias", self.param(n, "bias"))], base,
-                          group=attrs["groups"], **q)
-        elif op[:-2] in ("max_pool", "avg_pool") and op[-2] in "123":
-            if not off:
-                raise Unsupported(f"{op} of a constant-only value (ONNX pooling needs the batch axis)")
-            q = onnx_geometry(op, self.g.nodes[ps[0]].out_shape, attrs)
-            if op.startswith("max"):
-                y = self.emit("MaxPool", [x], base, **q)
-            else:
-                y = self.emit("AveragePool", [x], base, **q)
-        elif op == "sum":
-            if r_in == 0:
-                y = self.emit("Identity", [x], base)
-            else:
-                y = self.emit("ReduceSum", [x, self.ints("axes", [off + a for a in range(r_in)])],
-                              base, keepdims=0)
-        elif op in ("reduce_sum", "reduce_mean"):
-            axes = norm_axes(op, attrs["axis"], r_in)
-            if not axes:
-                y = self.emit("Identity", [x], base)
-            else:
-                y = self.emit("ReduceSum" if op == "reduce_sum" else "ReduceMean",
-                              [x, self.ints("axes", [off + a for a in axes])], base,
-                              keepdims=int(attrs["keepdims"]))
-        elif op in ("softmax", "log_softmax"):
-            a = norm_axis(op, attrs["axis"], r_in)
-            y = self.emit("Softmax" if op == "softmax" else "LogSoftmax", [x], base, axis=a + off)
-        elif op == "layernorm":
-            a = norm_axis(op, attrs["axis"], r_in)
-            eps = float(self.param(n, "eps"))
-            y = self.emit("LayerNormalization", [x, self.init("gamma", self.param(n, "gamma")),
-                                                 self.init("beta", self.param(n, "beta"))],
-                          base, axis=a + off, epsilon=eps)
-        elif op == "batchnorm_eval":
-            y = self.batchnorm(n, attrs, off, r_in)
-        elif op in ("reshape", "flatten"):
-            if op == "flatten" and off and r_in >= 1 and \
-                    norm_axis(op, attrs["start_axis"], r_in) == 0 and \
-                    norm_axis(op, attrs["end_axis"], r_in) == r_in - 1:
-                y = self.emit("Flatten", [x], base, axis=1)
-            else:
-                y = self.reshape_to(x, i, off)
-        elif op == "permute":
-            y = self.emit("Transpose", [x], base,
-                          perm=list(range(off)) + [p + off for p in attrs["perm"]])
-        elif op == "concat":
-            a = norm_axis(op, attrs["axis"], r_in)
-            ref = next((p for p in ps if self.batched[p]), None)
-            parts = [self.name[p] if ref is None else self.to_batched(p, ref) for p in ps]
-            y = self.emit("Concat", parts, base, axis=a + off)
-        elif op == "broadcast_to":
-            shape = list(attrs["shape"])
-            xa = self.expand_rank(ps[0], len(shape))
-            y = self.emit("Expand", [xa, self.ints("shape", ([1] if off else []) + shape)], base)
-        elif op in NETWORK_OPS:
-            y = export_node(self, n, attrs, off, r_in, x, base)
-        else:
-            raise Unsupported(f"no ONNX mapping for op {op!r}")
-        self.name[i] = y
+        self.name[n.id] = rule(self, n, attrs, off, r_in, x, f"n{n.id}")
 
     def matmul(self, n):
         a, b = n.parents
@@ -299,3 +212,155 @@ class _Exporter:
         xhat = self.emit("Mul", [self.emit("Sub", [self.name[n.parents[0]], c["mean"]], "d"), inv], "xhat")
         return self.emit("Add", [self.emit("Mul", [xhat, c["gamma"]], "sc"), c["beta"]], f"n{n.id}")
 
+
+
+# ---------------------------------------------------------------- the exporter table
+# One entry per IR op: ``f(ex, n, attrs, off, r_in, x, base) -> ONNX output name``, where
+# ``attrs`` are the node's filled attributes, ``off`` is 1 when the value carries the batch
+# axis, ``r_in`` the first parent's per-example rank, ``x`` its ONNX name and ``base`` the
+# name stem of the node's output (the shape of :data:`.onnx_network.EXPORTERS`).
+def _input(ex, n, attrs, off, r_in, x, base):
+    name = f"input_{n.id}" if len(ex.g.input_ids()) > 1 else "x"
+    ex.inputs.append(ex.onnx.helper.make_tensor_value_info(name, ex.elem, ex.full_shape(n.id)))
+    return name
+
+
+def _const(ex, n, attrs, off, r_in, x, base):
+    return ex.init(base, ex.param(n, "value"))
+
+
+def _unary(onnx_op):
+    def f(ex, n, attrs, off, r_in, x, base):
+        return ex.emit(onnx_op, [x], base)
+    return f
+
+
+def _safe_log(ex, n, attrs, off, r_in, x, base):
+    tiny = ex.init("tiny", ex.ctx.to_float64(ex.ctx.convert(SAFE_LOG_TINY)))
+    return ex.emit("Log", [ex.emit("Max", [x, tiny], "clamp")], base)
+
+
+def _binary(onnx_op):
+    def f(ex, n, attrs, off, r_in, x, base):
+        r = len(n.out_shape)
+        a, b = n.parents
+        return ex.emit(onnx_op, [ex.expand_rank(a, r), ex.expand_rank(b, r)], base)
+    return f
+
+
+def _matmul(ex, n, attrs, off, r_in, x, base):
+    return ex.matmul(n)
+
+
+def _linear(ex, n, attrs, off, r_in, x, base):
+    W, b = ex.param(n, "W"), ex.param(n, "b")
+    if off and r_in == 1:
+        return ex.emit("Gemm", [x, ex.init("W", W), ex.init("b", b)], base, transB=1)
+    return ex.emit("Add", [ex.emit("MatMul", [x, ex.init("WT", W.T)], "mm"), ex.init("b", b)],
+                   base)
+
+
+def _conv(ex, n, attrs, off, r_in, x, base):
+    op = n.kind.op
+    if not off:
+        raise Unsupported(f"{op} of a constant-only value (ONNX Conv needs the batch axis)")
+    q = onnx_geometry(op, ex.g.nodes[n.parents[0]].out_shape, attrs)
+    return ex.emit("Conv", [x, ex.init("weight", ex.param(n, "weight")),
+                            ex.init("bias", ex.param(n, "bias"))], base,
+                   group=attrs["groups"], **q)
+
+
+def _pool(onnx_op):
+    def f(ex, n, attrs, off, r_in, x, base):
+        op = n.kind.op
+        if not off:
+            raise Unsupported(f"{op} of a constant-only value (ONNX pooling needs the batch "
+                              f"axis)")
+        q = onnx_geometry(op, ex.g.nodes[n.parents[0]].out_shape, attrs)
+        return ex.emit(onnx_op, [x], base, **q)
+    return f
+
+
+def _sum(ex, n, attrs, off, r_in, x, base):
+    if r_in == 0:
+        return ex.emit("Identity", [x], base)
+    return ex.emit("ReduceSum", [x, ex.ints("axes", [off + a for a in range(r_in)])], base,
+                   keepdims=0)
+
+
+def _reduce(onnx_op):
+    def f(ex, n, attrs, off, r_in, x, base):
+        axes = norm_axes(n.kind.op, attrs["axis"], r_in)
+        if not axes:
+            return ex.emit("Identity", [x], base)
+        return ex.emit(onnx_op, [x, ex.ints("axes", [off + a for a in axes])], base,
+                       keepdims=int(attrs["keepdims"]))
+    return f
+
+
+def _softmax(onnx_op):
+    def f(ex, n, attrs, off, r_in, x, base):
+        a = norm_axis(n.kind.op, attrs["axis"], r_in)
+        return ex.emit(onnx_op, [x], base, axis=a + off)
+    return f
+
+
+def _layernorm(ex, n, attrs, off, r_in, x, base):
+    a = norm_axis("layernorm", attrs["axis"], r_in)
+    eps = float(ex.param(n, "eps"))
+    return ex.emit("LayerNormalization", [x, ex.init("gamma", ex.param(n, "gamma")),
+                                          ex.init("beta", ex.param(n, "beta"))],
+                   base, axis=a + off, epsilon=eps)
+
+
+def _batchnorm(ex, n, attrs, off, r_in, x, base):
+    return ex.batchnorm(n, attrs, off, r_in)
+
+
+def _reshape(ex, n, attrs, off, r_in, x, base):
+    return ex.reshape_to(x, n.id, off)
+
+
+def _flatten(ex, n, attrs, off, r_in, x, base):
+    if off and r_in >= 1 and norm_axis("flatten", attrs["start_axis"], r_in) == 0 and \
+            norm_axis("flatten", attrs["end_axis"], r_in) == r_in - 1:
+        return ex.emit("Flatten", [x], base, axis=1)
+    return ex.reshape_to(x, n.id, off)
+
+
+def _permute(ex, n, attrs, off, r_in, x, base):
+    return ex.emit("Transpose", [x], base,
+                   perm=list(range(off)) + [p + off for p in attrs["perm"]])
+
+
+def _concat(ex, n, attrs, off, r_in, x, base):
+    a = norm_axis("concat", attrs["axis"], r_in)
+    ps = list(n.parents)
+    ref = next((p for p in ps if ex.batched[p]), None)
+    parts = [ex.name[p] if ref is None else ex.to_batched(p, ref) for p in ps]
+    return ex.emit("Concat", parts, base, axis=a + off)
+
+
+def _broadcast_to(ex, n, attrs, off, r_in, x, base):
+    shape = list(attrs["shape"])
+    xa = ex.expand_rank(n.parents[0], len(shape))
+    return ex.emit("Expand", [xa, ex.ints("shape", ([1] if off else []) + shape)], base)
+
+
+_CORE = {
+    "input": _input, "const": _const,
+    **{op: _unary(o) for op, o in _UNARY.items()},
+    "safe_log": _safe_log,
+    **{op: _binary(o) for op, o in _BINARY.items()},
+    "matmul": _matmul, "linear": _linear,
+    **{f"conv{d}d": _conv for d in (1, 2, 3)},
+    **{f"max_pool{d}d": _pool("MaxPool") for d in (1, 2, 3)},
+    **{f"avg_pool{d}d": _pool("AveragePool") for d in (1, 2, 3)},
+    "sum": _sum, "reduce_sum": _reduce("ReduceSum"), "reduce_mean": _reduce("ReduceMean"),
+    "softmax": _softmax("Softmax"), "log_softmax": _softmax("LogSoftmax"),
+    "layernorm": _layernorm, "batchnorm_eval": _batchnorm, "reshape": _reshape,
+    "flatten": _flatten, "permute": _permute, "concat": _concat,
+    "broadcast_to": _broadcast_to,
+}
+#: IR op -> exporter: the core ops above and the network ops of :mod:`.onnx_network`
+EXPORTERS = {**_NETWORK_EXPORTERS, **_CORE}

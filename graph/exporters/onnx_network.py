@@ -1,6 +1,7 @@
 """ONNX export of the ops of real networks (activations, shape ops, reductions, global
-pools): one function per op family, called by the exporter's dispatch
-(:mod:`graph.exporters.onnx`) with the exporter, the node and its filled attributes.
+pools): one entry per op in :data:`EXPORTERS`, merged into the exporter's table
+(:mod:`graph.exporters.onnx`) and called with the exporter, the node and its filled
+attributes.
 
 Batched values carry one leading ONNX batch axis (``off`` = 1): per-example axes are
 shifted by it, and attribute tensors (slice starts, pads, repeats) get a neutral entry
@@ -16,11 +17,6 @@ from ..axes import norm_axes, norm_axis
 from ..importers.interchange import Unsupported
 from ..ops_shape import _gather_idx
 
-NETWORK_OPS = ("clip", "leaky_relu", "hardsigmoid", "hardswish", "elu", "selu", "silu",
-               "mish", "gelu_tanh", "slice", "squeeze", "unsqueeze", "gather", "pad",
-               "expand", "tile", "where", "reduce_max", "reduce_min", "reduce_prod",
-               "reduce_sum_square", "global_avg_pool", "global_max_pool")
-
 _ONNX_REDUCE = {"reduce_max": "ReduceMax", "reduce_min": "ReduceMin",
                 "reduce_prod": "ReduceProd", "reduce_sum_square": "ReduceSumSquare"}
 
@@ -29,89 +25,128 @@ def _f(v) -> float:
     return float(Fraction(v.strip()) if isinstance(v, str) else v)
 
 
-def export_node(ex, n, attrs, off: int, r_in: int, x: str, base: str) -> str:
-    """The ONNX output name of IR node ``n`` (one of :data:`NETWORK_OPS`)."""
+def _lst(v) -> list:
+    return list(v) if isinstance(v, (list, tuple)) else [v]
+
+
+def _in_shape(ex, n):
+    return ex.g.nodes[n.parents[0]].out_shape
+
+
+def _clip(ex, n, attrs, off, r_in, x, base):
+    lo = ex.init("min", _f(attrs["min"])) if attrs["min"] is not None else ""
+    hi = ex.init("max", _f(attrs["max"])) if attrs["max"] is not None else ""
+    return ex.emit("Clip", [x, lo, hi], base)
+
+
+def _activation(onnx_op, *numeric, **fixed):
+    """One ONNX op of ``x``: the IR attributes named in ``numeric`` as ONNX floats, plus
+    ``fixed`` attributes."""
+    def f(ex, n, attrs, off, r_in, x, base):
+        return ex.emit(onnx_op, [x], base, **{k: _f(attrs[k]) for k in numeric}, **fixed)
+    return f
+
+
+def _silu(ex, n, attrs, off, r_in, x, base):
+    return ex.emit("Mul", [x, ex.emit("Sigmoid", [x], "sig")], base)
+
+
+def _slice(ex, n, attrs, off, r_in, x, base):
+    # the IR slice has ONNX's semantics (negative indices, clamping): same values
+    k = len(attrs["starts"]) if isinstance(attrs["starts"], (list, tuple)) else 1
+    axes = list(range(k)) if attrs["axes"] is None else _lst(attrs["axes"])
+    axes = [norm_axis("slice", a, r_in, "axes") + off for a in axes]
+    steps = [1] * k if attrs["steps"] is None else _lst(attrs["steps"])
+    return ex.emit("Slice", [x, ex.ints("starts", _lst(attrs["starts"])),
+                             ex.ints("ends", _lst(attrs["ends"])), ex.ints("axes", axes),
+                             ex.ints("steps", steps)], base)
+
+
+def _squeeze(ex, n, attrs, off, r_in, x, base):
+    axes = ([i for i, d in enumerate(_in_shape(ex, n)) if d == 1] if attrs["axes"] is None
+            else norm_axes("squeeze", attrs["axes"], r_in))
+    if not axes:
+        return ex.emit("Identity", [x], base)
+    return ex.emit("Squeeze", [x, ex.ints("axes", [a + off for a in axes])], base)
+
+
+def _unsqueeze(ex, n, attrs, off, r_in, x, base):
+    axes = norm_axes("unsqueeze", attrs["axes"], len(n.out_shape))
+    return ex.emit("Unsqueeze", [x, ex.ints("axes", [a + off for a in axes])], base)
+
+
+def _gather(ex, n, attrs, off, r_in, x, base):
+    a, idx, ishape = _gather_idx("gather", _in_shape(ex, n), attrs)
+    ind = ex.init("indices", idx.reshape(ishape), np.int64)
+    return ex.emit("Gather", [x, ind], base, axis=a + off)
+
+
+def _pad(ex, n, attrs, off, r_in, x, base):
+    r = r_in
+    axes = list(range(r)) if attrs["axes"] is None else [norm_axis("pad", a, r, "axes")
+                                                           for a in attrs["axes"]]
+    k = len(axes)
+    begins, ends = [0] * (r + off), [0] * (r + off)
+    for i, a in enumerate(axes):
+        begins[a + off] = int(attrs["pads"][i])
+        ends[a + off] = int(attrs["pads"][i + k])
+    inputs = [x, ex.ints("pads", begins + ends)]
+    if attrs["mode"] == "constant":
+        inputs.append(ex.init("value", _f(attrs["value"])))
+    return ex.emit("Pad", inputs, base, mode=attrs["mode"])
+
+
+def _expand(ex, n, attrs, off, r_in, x, base):
+    out = list(n.out_shape)
+    xa = ex.expand_rank(n.parents[0], len(out))
+    return ex.emit("Expand", [xa, ex.ints("shape", ([1] if off else []) + out)], base)
+
+
+def _tile(ex, n, attrs, off, r_in, x, base):
+    return ex.emit("Tile", [x, ex.ints("repeats", ([1] * off) + [int(t) for t in attrs["repeats"]])],
+                   base)
+
+
+def _where(ex, n, attrs, off, r_in, x, base):
+    cond = ex.init("cond", np.asarray(attrs["condition"], dtype=bool), bool)
+    r = len(n.out_shape)
+    parts = [ex.expand_rank(p, r) for p in n.parents]     # per-example axes aligned
+    return ex.emit("Where", [cond] + parts, base)
+
+
+def _reduce(ex, n, attrs, off, r_in, x, base):
     op = n.kind.op
-    ps = list(n.parents)
-    in_shape = ex.g.nodes[ps[0]].out_shape
-    if op == "clip":
-        lo = ex.init("min", _f(attrs["min"])) if attrs["min"] is not None else ""
-        hi = ex.init("max", _f(attrs["max"])) if attrs["max"] is not None else ""
-        return ex.emit("Clip", [x, lo, hi], base)
-    if op == "leaky_relu":
-        return ex.emit("LeakyRelu", [x], base, alpha=_f(attrs["alpha"]))
-    if op == "hardsigmoid":
-        return ex.emit("HardSigmoid", [x], base, alpha=_f(attrs["alpha"]), beta=_f(attrs["beta"]))
-    if op == "hardswish":
-        return ex.emit("HardSwish", [x], base)
-    if op == "elu":
-        return ex.emit("Elu", [x], base, alpha=_f(attrs["alpha"]))
-    if op == "selu":
-        return ex.emit("Selu", [x], base, alpha=_f(attrs["alpha"]), gamma=_f(attrs["gamma"]))
-    if op == "silu":
-        return ex.emit("Mul", [x, ex.emit("Sigmoid", [x], "sig")], base)
-    if op == "mish":
-        return ex.emit("Mish", [x], base)
-    if op == "gelu_tanh":
-        return ex.emit("Gelu", [x], base, approximate="tanh")
-    if op == "slice":
-        # the IR slice has ONNX's semantics (negative indices, clamping): same values
-        k = len(attrs["starts"]) if isinstance(attrs["starts"], (list, tuple)) else 1
-        lst = (lambda v: list(v) if isinstance(v, (list, tuple)) else [v])
-        axes = list(range(k)) if attrs["axes"] is None else lst(attrs["axes"])
-        axes = [norm_axis(op, a, r_in, "axes") + off for a in axes]
-        steps = [1] * k if attrs["steps"] is None else lst(attrs["steps"])
-        return ex.emit("Slice", [x, ex.ints("starts", lst(attrs["starts"])),
-                                 ex.ints("ends", lst(attrs["ends"])), ex.ints("axes", axes),
-                                 ex.ints("steps", steps)], base)
-    if op == "squeeze":
-        axes = ([i for i, d in enumerate(in_shape) if d == 1] if attrs["axes"] is None
-                else norm_axes(op, attrs["axes"], r_in))
-        if not axes:
-            return ex.emit("Identity", [x], base)
-        return ex.emit("Squeeze", [x, ex.ints("axes", [a + off for a in axes])], base)
-    if op == "unsqueeze":
-        r = len(n.out_shape)
-        axes = norm_axes(op, attrs["axes"], r)
-        return ex.emit("Unsqueeze", [x, ex.ints("axes", [a + off for a in axes])], base)
-    if op == "gather":
-        a, idx, ishape = _gather_idx(op, in_shape, attrs)
-        ind = ex.init("indices", idx.reshape(ishape), np.int64)
-        return ex.emit("Gather", [x, ind], base, axis=a + off)
-    if op == "pad":
-        r = r_in
-        axes = list(range(r)) if attrs["axes"] is None else [norm_axis(op, a, r, "axes")
-                                                               for a in attrs["axes"]]
-        k = len(axes)
-        begins, ends = [0] * (r + off), [0] * (r + off)
-        for i, a in enumerate(axes):
-            begins[a + off] = int(attrs["pads"][i])
-            ends[a + off] = int(attrs["pads"][i + k])
-        inputs = [x, ex.ints("pads", begins + ends)]
-        if attrs["mode"] == "constant":
-            inputs.append(ex.init("value", _f(attrs["value"])))
-        return ex.emit("Pad", inputs, base, mode=attrs["mode"])
-    if op == "expand":
-        out = list(n.out_shape)
-        xa = ex.expand_rank(ps[0], len(out))
-        return ex.emit("Expand", [xa, ex.ints("shape", ([1] if off else []) + out)], base)
-    if op == "tile":
-        return ex.emit("Tile", [x, ex.ints("repeats", ([1] * off) + [int(t) for t in attrs["repeats"]])],
-                       base)
-    if op == "where":
-        cond = ex.init("cond", np.asarray(attrs["condition"], dtype=bool), bool)
-        r = len(n.out_shape)
-        parts = [ex.expand_rank(p, r) for p in ps]     # per-example axes aligned
-        return ex.emit("Where", [cond] + parts, base)
-    if op in _ONNX_REDUCE:
-        axes = norm_axes(op, attrs["axis"], r_in)
-        if not axes:
-            return ex.emit("Identity", [x], base)
-        return ex.emit(_ONNX_REDUCE[op], [x, ex.ints("axes", [a + off for a in axes])], base,
-                       keepdims=int(attrs["keepdims"]))
-    if op in ("global_avg_pool", "global_max_pool"):
+    axes = norm_axes(op, attrs["axis"], r_in)
+    if not axes:
+        return ex.emit("Identity", [x], base)
+    return ex.emit(_ONNX_REDUCE[op], [x, ex.ints("axes", [a + off for a in axes])], base,
+                   keepdims=int(attrs["keepdims"]))
+
+
+def _global_pool(onnx_op):
+    def f(ex, n, attrs, off, r_in, x, base):
         if not off:
-            raise Unsupported(f"{op} of a constant-only value (ONNX pooling needs the batch axis)")
-        return ex.emit("GlobalAveragePool" if op == "global_avg_pool" else "GlobalMaxPool",
-                       [x], base)
-    raise Unsupported(f"no ONNX mapping for op {op!r}")
+            raise Unsupported(f"{n.kind.op} of a constant-only value (ONNX pooling needs the "
+                              f"batch axis)")
+        return ex.emit(onnx_op, [x], base)
+    return f
+
+
+#: IR op -> ``f(ex, n, attrs, off, r_in, x, base) -> ONNX output name``
+EXPORTERS = {
+    "clip": _clip,
+    "leaky_relu": _activation("LeakyRelu", "alpha"),
+    "hardsigmoid": _activation("HardSigmoid", "alpha", "beta"),
+    "hardswish": _activation("HardSwish"),
+    "elu": _activation("Elu", "alpha"),
+    "selu": _activation("Selu", "alpha", "gamma"),
+    "silu": _silu,
+    "mish": _activation("Mish"),
+    "gelu_tanh": _activation("Gelu", approximate="tanh"),
+    "slice": _slice, "squeeze": _squeeze, "unsqueeze": _unsqueeze, "gather": _gather,
+    "pad": _pad, "expand": _expand, "tile": _tile, "where": _where,
+    **{op: _reduce for op in _ONNX_REDUCE},
+    "global_avg_pool": _global_pool("GlobalAveragePool"),
+    "global_max_pool": _global_pool("GlobalMaxPool"),
+}
+NETWORK_OPS = tuple(EXPORTERS)

@@ -8,7 +8,9 @@ axes, a fixed dimension belongs to the example (a ``[4]`` input is one example o
 symbolic dimensions, and none after a fixed one.  ``batch_dims=K`` overrides: the first
 ``K`` axes of every input are batch axes, the rest must be fixed.  Every ONNX ``axis``
 is translated to a per-example axis; an operation over a batch axis is refused, naming
-the node.  All unsupported nodes are listed in ONE
+the node.  Each ONNX op is one entry of :data:`CONVERTERS` (``f(conv, node, ins, A) ->
+outputs``: the core ops here, the network ops of :mod:`.onnx_ops`); an op without one is
+refused naming it.  All unsupported nodes are listed in ONE
 :class:`~graph.importers.interchange.UnsupportedOpsError`.
 
 Shape arithmetic (``Shape``, ``Gather``, ``Concat``, ``Unsqueeze``, ``Cast`` ... feeding a
@@ -37,18 +39,12 @@ from .onnx_fold import BatchDim, fold_constant, fold_symbolic, is_symbolic, shap
 from .onnx_layout import moved, shape_of
 from .onnx_ops import available as _network_converters
 
-SUPPORTED = ("Gemm", "MatMul", "Add", "Sub", "Mul", "Div", "Relu", "Tanh", "Sigmoid",
-             "Softplus", "Gelu", "Exp", "Log", "Abs", "Sqrt", "Neg", "Sin", "Cos", "Max", "Min",
-             "Softmax", "LogSoftmax", "LayerNormalization", "BatchNormalization", "Conv",
-             "MaxPool", "AveragePool", "Concat", "ReduceSum", "ReduceMean", "Transpose",
-             "Reshape", "Flatten", "Identity", "Dropout", "Constant", "Reciprocal", "Expand",
-             "Shape", "Size")
-# the network ops (activations, shape ops, reductions, ...) whose IR ops exist
-_CONVERTERS = _network_converters()
-SUPPORTED = SUPPORTED + tuple(op for op in _CONVERTERS if op not in SUPPORTED)
 #: mapped but not claimed: Cast to float/double passes a real value through (the IR does
 #: not model the cast's rounding, so ONNX's Cast cases are not claimed)
 _PASSED_THROUGH = {"Cast"}
+#: claimed ops that only shape arithmetic produces: folded to constants at import
+#: (:meth:`_OnnxConverter.fold`), never mapped to IR nodes
+_FOLDED_ONLY = ("Shape", "Size")
 #: ops whose extra outputs may be present while unused (the first output is mapped)
 _MULTI_OUTPUT = {"Dropout", "LayerNormalization", "Split"}
 _ALL_OUTPUTS = {"Dropout", "LayerNormalization", "Split"}     # extra outputs mapped too
@@ -176,7 +172,7 @@ def from_onnx(model, *, batch_dims=None, output=None):
                 raise Unsupported(f"inputs {missing} are not produced before this node")
             results = conv.fold(node, env)
             if results is None:
-                if node.op_type not in SUPPORTED and node.op_type not in _PASSED_THROUGH:
+                if node.op_type not in CONVERTERS and node.op_type not in _FOLDED_ONLY:
                     problems.append(f"{label}: no IR mapping for ONNX op {node.op_type!r}")
                     failed.update(node.output)
                     continue
@@ -206,6 +202,15 @@ def from_onnx(model, *, batch_dims=None, output=None):
         raise GraphError(f"from_onnx: output {name!r} has its batch axis moved (layout "
                          f"{v.layout}); the IR's outputs keep batch axes in front")
     return conv.b.finish(v.id)
+
+
+def _moves_batch(op, ins, A) -> bool:
+    """True when an input's batch axis is already moved (a layout), or when this node is a
+    Transpose that moves it: such nodes go to :func:`.onnx_layout.moved`."""
+    if any(isinstance(v, Batched) and v.layout is not None for v in ins):
+        return True
+    return op == "Transpose" and isinstance(ins[0], Batched) and bool(ins[0].nb) and \
+        list(A.get("perm", []))[:ins[0].nb] != list(range(ins[0].nb))
 
 
 class _OnnxConverter:
@@ -254,12 +259,6 @@ class _OnnxConverter:
 
     def t(self, v):
         return self.materialize(v) if isinstance(v, PendingConst) else v
-
-    def const_of(self, env, name, what):
-        v = env.get(name)
-        if not isinstance(v, PendingConst):
-            raise Unsupported(f"{what} ({name!r}) must be an initializer or Constant")
-        return v.value
 
     # ---------------------------------------------------------------- folding
     def attrs(self, node) -> dict:
@@ -336,121 +335,37 @@ class _OnnxConverter:
 
     # ---------------------------------------------------------------- nodes
     def node(self, node, env):
-        onnx = self.onnx
-        A = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
-        A = {k: (v.decode() if isinstance(v, bytes) else v) for k, v in A.items()}
+        """The IR values of an ONNX node's outputs: one lookup in :data:`CONVERTERS`
+        (after the checks every op shares: a moved batch axis, unused extra outputs)."""
+        A = self.attrs(node)
         ins = [env[i] if i else None for i in node.input]
-        op = node.op_type
-        if any(isinstance(v, Batched) and v.layout is not None for v in ins) or (
-                op == "Transpose" and isinstance(ins[0], Batched) and ins[0].nb and
-                list(A.get("perm", []))[:ins[0].nb] != list(range(ins[0].nb))):
+        if _moves_batch(node.op_type, ins, A):
             return moved(self, node, ins, A)       # the batch axis moved: onnx_layout
+        self.check_extra_outputs(node)
+        rule = CONVERTERS.get(node.op_type)
+        if rule is None:
+            raise Unsupported(f"no IR mapping for ONNX op {node.op_type!r}")
+        return rule(self, node, ins, A)
+
+    def check_extra_outputs(self, node):
+        """Unsupported when the node has outputs beyond the first that are not mapped
+        (allowed only while unused, and only for ops whose extra outputs are optional)."""
         extra = [o for o in node.output[1:] if o]
-        if extra and op not in _ALL_OUTPUTS:
-            used = [o for o in extra if o in self.used]
-            if op not in _MULTI_OUTPUT:
-                raise Unsupported(f"{len(node.output)} outputs (only the first is mapped)")
-            if used:
-                raise Unsupported(f"outputs {used} are used (only the first output, "
-                                  f"{node.output[0]!r}, is mapped)")
-        if op in _CONVERTERS:
-            return _CONVERTERS[op](self, node, ins, A)
-        if op == "Constant":
-            if "value" in A:
-                return [PendingConst(self.nh.to_array(A["value"]), node.output[0])]
-            for key, dt in (("value_float", np.float32), ("value_floats", np.float32),
-                            ("value_int", np.int64), ("value_ints", np.int64)):
-                if key in A:
-                    return [PendingConst(np.asarray(A[key], dtype=dt), node.output[0])]
-            raise Unsupported(f"Constant with attributes {sorted(A)} (value, value_float(s), "
-                              f"value_int(s) are read)")
-        if op in ("Identity", "Dropout"):
-            if op == "Dropout" and len(node.input) > 2 and node.input[2]:
-                tm = self.const_of(env, node.input[2], "training_mode")
-                if bool(np.asarray(tm)):
-                    raise Unsupported("Dropout with training_mode=true")
-            if op == "Dropout" and len(node.output) > 1 and node.output[1] in self.used:
-                # inference: the mask keeps every entry (all true), a constant per example
-                x = self.t(ins[0])
-                ones = self.materialize(PendingConst(np.ones(self.b.shape(x.id)), "mask"))
-                return [ins[0], Batched(ones.id, x.nb)]
-            return [ins[0]]
-        if op in _UNARY:
-            if op == "Softplus" and A:
-                raise Unsupported(f"attributes {sorted(A)}")
-            return [self.b.apply(_UNARY[op], [self.t(ins[0])])]
-        if op == "Gelu":
-            exact_gelu_only(A.get("approximate", "none"), "Gelu")
-            return [self.b.apply("gelu", [self.t(ins[0])])]
-        if op in ("Max", "Min") and len(ins) != 2:
-            vals = [v for v in ins if v is not None]
-            acc = self.t(vals[0])
-            for v in vals[1:]:
-                acc = self.binary(_BINARY[op], acc, v)
-            return [acc]
-        if op in _BINARY:
-            if len(ins) != 2:
-                raise Unsupported(f"{len(ins)} inputs (the IR's {_BINARY[op]} takes 2)")
-            return [self.binary(_BINARY[op], ins[0], ins[1])]
-        if op == "MatMul":
-            a, b = self.aligned(ins[0], ins[1], matmul=True)
-            return [self.b.apply("matmul", [a, b])]
-        if op == "Gemm":
-            return [self.gemm(ins, A)]
-        if op == "Reciprocal":
-            x = self.t(ins[0])
-            return [self.b.apply("div", [self.materialize(PendingConst(np.float64(1.0), "one")), x])]
-        if op == "Expand":
-            return [self.expand(ins)]
-        if op in ("Softmax", "LogSoftmax"):
-            return [self.softmax(op, self.t(ins[0]), A)]
-        if op == "LayerNormalization":
-            r = self.layernorm(ins, A, node)
-            return r if isinstance(r, list) else [r]
-        if op == "BatchNormalization":
-            return [self.batchnorm(ins, A, node, env)]
-        if op == "Conv":
-            return [self.with_channels_first(self.t(ins[0]), lambda v: self.conv(
-                [v] + ins[1:], A, env, node), "Conv")]
-        if op in ("MaxPool", "AveragePool"):
-            return [self.with_channels_first(self.t(ins[0]),
-                                             lambda v: self.pool(op, v, A, node), op)]
-        if op == "Concat":
-            return [self.b.concat([self.t(v) for v in ins], A["axis"])]
-        if op in ("ReduceSum", "ReduceMean"):
-            return [self.reduce(op, ins, A, env)]
-        if op == "Transpose":
-            x = self.t(ins[0])
-            r = self.b.rank(x)
-            return [self.b.permute(x, A.get("perm", range(r - 1, -1, -1)))]
-        if op == "Reshape":
-            try:
-                return [self.reshape(ins, A, node, env)]
-            except Unsupported:
-                if not (isinstance(ins[0], Batched) and ins[0].nb):
-                    raise
-                return moved(self, node, ins, A)   # merges/moves the batch axis: a layout
-        if op == "Cast":
-            # to a float type: the IR value is already a real number, evaluated in the
-            # context's own format (a float32 model's float32 casts are no-ops there)
-            if A.get("to") not in (1, 11):
-                raise Unsupported(f"Cast to {self.onnx.TensorProto.DataType.Name(A.get('to'))} "
-                                  f"of a tensor (the IR's values are real numbers)")
-            return [ins[0]]
-        if op == "Flatten":
-            x = self.t(ins[0])
-            s = self.b.shape(x.id)
-            r = len(s) + x.nb
-            a = int(A.get("axis", 1))
-            a = a + r if a < 0 else a
-            if x.nb and a == x.nb and r > x.nb:     # [N, prod(rest)]: per-example flatten
-                return [self.b.apply("flatten", [x], start_axis=0, end_axis=-1)]
-            if x.nb == 0:
-                lead = int(np.prod(s[:a], dtype=np.int64))
-                return [self.b.apply("reshape", [x], shape=[lead, int(np.prod(s[a:], dtype=np.int64))])]
-            raise Unsupported(f"Flatten(axis={A.get('axis', 1)}) merges batch axes with "
-                              f"per-example axes")
-        raise Unsupported("no IR mapping")
+        if not extra or node.op_type in _ALL_OUTPUTS:
+            return
+        if node.op_type not in _MULTI_OUTPUT:
+            raise Unsupported(f"{len(node.output)} outputs (only the first is mapped)")
+        used = [o for o in extra if o in self.used]
+        if used:
+            raise Unsupported(f"outputs {used} are used (only the first output, "
+                              f"{node.output[0]!r}, is mapped)")
+
+    def const_in(self, node, ins, k, what):
+        """Input ``k`` of ``node`` as a constant array (Unsupported naming it otherwise)."""
+        v = ins[k]
+        if not isinstance(v, PendingConst):
+            raise Unsupported(f"{what} ({node.input[k]!r}) must be an initializer or Constant")
+        return v.value
 
     def aligned(self, a, b, matmul=False):
         """Operands as nodes; a constant of higher rank than the batched operand's
@@ -594,7 +509,7 @@ class _OnnxConverter:
         inv = self.b.apply("div", [one, self.b.apply("sqrt", [self.b.apply("add", [var, eps])])])
         return [y, mean, inv]
 
-    def batchnorm(self, ins, A, node, env):
+    def batchnorm(self, ins, A, node):
         x = self.t(ins[0])
         if int(A.get("training_mode", 0)):
             raise Unsupported("training_mode=1 (batch statistics)")
@@ -604,7 +519,7 @@ class _OnnxConverter:
             raise Unsupported("spatial=0")
         vals = {}
         for key, i in (("gamma", 1), ("beta", 2), ("mean", 3), ("var", 4)):
-            vals[key] = np.asarray(self.const_of(env, node.input[i], key), np.float64).reshape(-1)
+            vals[key] = np.asarray(self.const_in(node, ins, i, key), np.float64).reshape(-1)
         vals["eps"] = np.float64(np.float32(A.get("epsilon", 1e-5)))
         return self.b.apply("batchnorm_eval", [x], params=vals, axis=self.b.axis(1, x))
 
@@ -631,9 +546,9 @@ class _OnnxConverter:
         except Exception as exc:
             raise Unsupported(f"IR rule rejects it: {exc}") from None
 
-    def conv(self, ins, A, env, node):
+    def conv(self, ins, A, node):
         x = self.t(ins[0])
-        w = np.asarray(self.const_of(env, node.input[1], "weight W"), np.float64)
+        w = np.asarray(self.const_in(node, ins, 1, "weight W"), np.float64)
         d = w.ndim - 2
         op = {1: "conv1d", 2: "conv2d", 3: "conv3d"}.get(d)
         if op is None or op not in OPS:
@@ -641,7 +556,7 @@ class _OnnxConverter:
         k = [int(t) for t in A.get("kernel_shape", w.shape[2:])]
         params = {"weight": w}
         if len(ins) > 2 and ins[2] is not None:
-            params["bias"] = np.asarray(self.const_of(env, node.input[2], "bias B"), np.float64)
+            params["bias"] = np.asarray(self.const_in(node, ins, 2, "bias B"), np.float64)
         attrs = dict(kernel_size=k, out_channels=int(w.shape[0]), groups=int(A.get("group", 1)),
                      **self._window(A, d))
         out = self._ir_shape(op, self.b.shape(x.id), attrs)
@@ -663,7 +578,7 @@ class _OnnxConverter:
         self._ir_shape(irop, self.b.shape(x.id), attrs)
         return self.b.apply(irop, [x], **attrs)
 
-    def reduce(self, op, ins, A, env):
+    def reduce(self, op, ins, A):
         x = self.t(ins[0])
         axes_input_opset = 13 if op == "ReduceSum" else 18
         if self.opset >= axes_input_opset and len(ins) > 1 and ins[1] is not None:
@@ -696,7 +611,7 @@ class _OnnxConverter:
             out.append(int(t))
         return out
 
-    def reshape(self, ins, A, node, env):
+    def reshape(self, ins, A):
         x = self.t(ins[0])
         if not isinstance(ins[1], PendingConst):
             raise Unsupported("shape input computed at run time (Shape/Gather/...); the IR "
@@ -721,3 +636,170 @@ class _OnnxConverter:
         if not allowzero and any(t == 0 and x.nb + i >= len(full_in) for i, t in enumerate(rest)):
             raise Unsupported(f"shape {target}: 0 copies an axis beyond the input's rank")
         return self.b.apply("reshape", [x], shape=per)
+
+
+# ---------------------------------------------------------------- the converter table
+# One entry per ONNX op: ``f(conv, node, ins, A) -> list of output values`` (the shape of
+# :data:`.onnx_ops.CONVERTERS`, whose network ops are merged in below).
+def _constant(conv, node, ins, A):
+    if "value" in A:
+        return [PendingConst(conv.nh.to_array(A["value"]), node.output[0])]
+    for key, dt in (("value_float", np.float32), ("value_floats", np.float32),
+                    ("value_int", np.int64), ("value_ints", np.int64)):
+        if key in A:
+            return [PendingConst(np.asarray(A[key], dtype=dt), node.output[0])]
+    raise Unsupported(f"Constant with attributes {sorted(A)} (value, value_float(s), "
+                      f"value_int(s) are read)")
+
+
+def _identity(conv, node, ins, A):
+    return [ins[0]]
+
+
+def _dropout(conv, node, ins, A):
+    if len(node.input) > 2 and node.input[2]:
+        if bool(np.asarray(conv.const_in(node, ins, 2, "training_mode"))):
+            raise Unsupported("Dropout with training_mode=true")
+    if len(node.output) > 1 and node.output[1] in conv.used:
+        # inference: the mask keeps every entry (all true), a constant per example
+        x = conv.t(ins[0])
+        ones = conv.materialize(PendingConst(np.ones(conv.b.shape(x.id)), "mask"))
+        return [ins[0], Batched(ones.id, x.nb)]
+    return [ins[0]]
+
+
+def _unary(irop, attributes=True):
+    """An elementwise ONNX op that is one IR op; ``attributes=False``: the ONNX op's
+    optional attributes change the function, so any given one is refused."""
+    def f(conv, node, ins, A):
+        if A and not attributes:
+            raise Unsupported(f"attributes {sorted(A)}")
+        return [conv.b.apply(irop, [conv.t(ins[0])])]
+    return f
+
+
+def _gelu(conv, node, ins, A):
+    exact_gelu_only(A.get("approximate", "none"), "Gelu")
+    return [conv.b.apply("gelu", [conv.t(ins[0])])]
+
+
+def _binary(irop, variadic=False):
+    """A two-operand ONNX op that is one IR op; ``variadic``: ONNX allows any number of
+    inputs, folded left to right (one rounding per pair, as a sequential reduction)."""
+    def f(conv, node, ins, A):
+        if variadic and len(ins) != 2:
+            vals = [v for v in ins if v is not None]
+            acc = conv.t(vals[0])
+            for v in vals[1:]:
+                acc = conv.binary(irop, acc, v)
+            return [acc]
+        if len(ins) != 2:
+            raise Unsupported(f"{len(ins)} inputs (the IR's {irop} takes 2)")
+        return [conv.binary(irop, ins[0], ins[1])]
+    return f
+
+
+def _matmul(conv, node, ins, A):
+    a, b = conv.aligned(ins[0], ins[1], matmul=True)
+    return [conv.b.apply("matmul", [a, b])]
+
+
+def _gemm(conv, node, ins, A):
+    return [conv.gemm(ins, A)]
+
+
+def _reciprocal(conv, node, ins, A):
+    x = conv.t(ins[0])
+    return [conv.b.apply("div", [conv.materialize(PendingConst(np.float64(1.0), "one")), x])]
+
+
+def _expand(conv, node, ins, A):
+    return [conv.expand(ins)]
+
+
+def _softmax(conv, node, ins, A):
+    return [conv.softmax(node.op_type, conv.t(ins[0]), A)]
+
+
+def _layernorm(conv, node, ins, A):
+    r = conv.layernorm(ins, A, node)
+    return r if isinstance(r, list) else [r]
+
+
+def _batchnorm(conv, node, ins, A):
+    return [conv.batchnorm(ins, A, node)]
+
+
+def _conv(conv, node, ins, A):
+    return [conv.with_channels_first(conv.t(ins[0]),
+                                     lambda v: conv.conv([v] + ins[1:], A, node), "Conv")]
+
+
+def _pool(conv, node, ins, A):
+    op = node.op_type
+    return [conv.with_channels_first(conv.t(ins[0]), lambda v: conv.pool(op, v, A, node), op)]
+
+
+def _concat(conv, node, ins, A):
+    return [conv.b.concat([conv.t(v) for v in ins], A["axis"])]
+
+
+def _reduce(conv, node, ins, A):
+    return [conv.reduce(node.op_type, ins, A)]
+
+
+def _transpose(conv, node, ins, A):
+    x = conv.t(ins[0])
+    r = conv.b.rank(x)
+    return [conv.b.permute(x, A.get("perm", range(r - 1, -1, -1)))]
+
+
+def _reshape(conv, node, ins, A):
+    try:
+        return [conv.reshape(ins, A)]
+    except Unsupported:
+        if not (isinstance(ins[0], Batched) and ins[0].nb):
+            raise
+        return moved(conv, node, ins, A)   # merges/moves the batch axis: a layout
+
+
+def _cast(conv, node, ins, A):
+    # to a float type: the IR value is already a real number, evaluated in the context's
+    # own format (a float32 model's float32 casts are no-ops there)
+    if A.get("to") not in (1, 11):
+        raise Unsupported(f"Cast to {conv.onnx.TensorProto.DataType.Name(A.get('to'))} "
+                          f"of a tensor (the IR's values are real numbers)")
+    return [ins[0]]
+
+
+def _flatten(conv, node, ins, A):
+    x = conv.t(ins[0])
+    s = conv.b.shape(x.id)
+    r = len(s) + x.nb
+    a = int(A.get("axis", 1))
+    a = a + r if a < 0 else a
+    if x.nb and a == x.nb and r > x.nb:     # [N, prod(rest)]: per-example flatten
+        return [conv.b.apply("flatten", [x], start_axis=0, end_axis=-1)]
+    if x.nb == 0:
+        lead = int(np.prod(s[:a], dtype=np.int64))
+        return [conv.b.apply("reshape", [x], shape=[lead, int(np.prod(s[a:], dtype=np.int64))])]
+    raise Unsupported(f"Flatten(axis={A.get('axis', 1)}) merges batch axes with "
+                      f"per-example axes")
+
+
+_CORE = {
+    "Gemm": _gemm, "MatMul": _matmul,
+    **{op: _binary(ir, variadic=op in ("Max", "Min")) for op, ir in _BINARY.items()},
+    **{op: _unary(ir, attributes=op != "Softplus") for op, ir in _UNARY.items()},
+    "Gelu": _gelu, "Softmax": _softmax, "LogSoftmax": _softmax,
+    "LayerNormalization": _layernorm, "BatchNormalization": _batchnorm, "Conv": _conv,
+    "MaxPool": _pool, "AveragePool": _pool, "Concat": _concat,
+    "ReduceSum": _reduce, "ReduceMean": _reduce, "Transpose": _transpose,
+    "Reshape": _reshape, "Flatten": _flatten, "Identity": _identity, "Dropout": _dropout,
+    "Constant": _constant, "Reciprocal": _reciprocal, "Expand": _expand, "Cast": _cast,
+}
+#: ONNX op -> converter: the core ops above, then the network ops of :mod:`.onnx_ops`
+#: whose IR ops exist (those take precedence: their Gelu also maps approximate='tanh')
+CONVERTERS = {**_CORE, **_network_converters()}
+#: the ONNX ops the importer claims (tests run ONNX's own cases of each)
+SUPPORTED = tuple(op for op in CONVERTERS if op not in _PASSED_THROUGH) + _FOLDED_ONLY

@@ -13,8 +13,11 @@ batch of at least 2 examples: with a batch of 1 a reshape that moves the batch a
 be told from one that keeps it.  Shape arithmetic (``x.view(x.size(0), -1)``) is read from
 the propagated shapes, so the graph is specialised to the example's per-example shape.
 
-Every FX node that cannot be mapped is listed in ONE :class:`UnsupportedOpsError` with its
-FX name, kind and target.  Numerical notes on the mapping:
+Mapping is a table lookup: ``_tables`` gives each FX target (function by identity, method
+by name, module by class) a canonical name, :data:`FUNCTION_RULES`/:data:`MODULE_RULES`
+give each name one rule ``f(conv, n, env, m=None) -> value``, and the network rules of
+:mod:`.torch_fx_ops` take precedence for the targets they map.  Every FX node that cannot
+be mapped is listed in ONE :class:`UnsupportedOpsError` with its FX name, kind and target.  Numerical notes on the mapping:
 
 * ``Softplus(beta, threshold)``: the IR's softplus is log(1 + e^x) everywhere; torch
   switches to ``x`` when ``beta*x > threshold`` (20).  Above the switch the two functions
@@ -223,8 +226,13 @@ class _TorchConverter:
         self.b = IRBuilder(len(batch))
         self.names: dict = {}
         self.ignored: list = []
-        self.fn, self.methods, self.modules = _tables(torch)
-        self.xfn, self.xmethods, self.xmodules = network_tables(torch)
+        fn, methods, modules = _tables(torch)
+        xfn, xmethods, xmodules = network_tables(torch)
+        # FX target -> rule; the network ops' rules take precedence (their GELU also maps
+        # approximate='tanh', their Conv/pool modules every dimension)
+        self.fn = {**{t: FUNCTION_RULES[k] for t, k in fn.items()}, **xfn}
+        self.methods = {**{t: FUNCTION_RULES[k] for t, k in methods.items()}, **xmethods}
+        self.modules = {**{t: MODULE_RULES[k] for t, k in modules.items()}, **xmodules}
 
     # ---------------------------------------------------------------- node loop
     def run(self) -> TorchImport:
@@ -271,26 +279,19 @@ class _TorchConverter:
         return str(t)
 
     def key(self, n):
-        if n.op == "placeholder":
-            return "placeholder"
-        if n.op == "get_attr":
-            return "get_attr"
+        """The rule that maps FX node ``n`` (``f(conv, n, env, m=None) -> value``), looked
+        up by node kind and target; None when there is none."""
+        if n.op in NODE_RULES:
+            return NODE_RULES[n.op]
         if n.op == "call_function":
             try:
-                if n.target in self.xfn:
-                    return ("network", self.xfn[n.target])
                 return self.fn.get(n.target)
-            except TypeError:
+            except TypeError:          # an unhashable target
                 return None
         if n.op == "call_method":
-            if n.target in self.xmethods:
-                return ("network", self.xmethods[n.target])
             return self.methods.get(n.target)
         if n.op == "call_module":
-            t = type(self.gm.get_submodule(n.target))
-            if t in self.xmodules:
-                return ("network", self.xmodules[t])
-            return self.modules.get(t)
+            return self.modules.get(type(self.gm.get_submodule(n.target)))
         return None
 
     # ---------------------------------------------------------------- helpers
@@ -359,101 +360,14 @@ class _TorchConverter:
         return a
 
     # ---------------------------------------------------------------- converters
-    def convert(self, n, key, env):
-        torch = self.torch
-        if key == "placeholder":
-            s = self.meta_shape(n)
-            if s[:self.nb] != self.batch:
-                raise Unsupported(f"input shape {fmt_shape(s)} does not start with the first "
-                                  f"input's batch axes {fmt_shape(self.batch)}")
-            return Batched(self.b.add("input", [], out_shape=s[self.nb:]), self.nb)
-        if key == "get_attr":
-            obj = self.gm
-            for part in n.target.split("."):
-                obj = getattr(obj, part)
-            if not isinstance(obj, torch.Tensor):
-                raise Unsupported("get_attr of a non-tensor")
-            return PendingConst(obj, n.target)
-        if isinstance(key, tuple):
-            m = self.gm.get_submodule(n.target) if n.op == "call_module" else None
-            return key[1](self, n, env, m)
-        if n.op == "call_module":
-            return self.module(n, key, env)
-        return self.function(n, key, env)
+    def convert(self, n, rule, env):
+        m = self.gm.get_submodule(n.target) if n.op == "call_module" else None
+        return rule(self, n, env, m)
 
-    def _no_extra(self, n, allowed):
+    def no_extra(self, n, allowed):
         bad = {k: v for k, v in n.kwargs.items() if k not in allowed}
         if bad:
             raise Unsupported(f"unsupported keyword arguments {bad}")
-
-    def module(self, n, key, env):
-        m = self.gm.get_submodule(n.target)
-        x = self.tensor(self.val(n.args[0], env))
-        pre = n.target + "."
-        if key in ("relu", "tanh", "sigmoid"):
-            return self.emit(n, key, [x])
-        if key == "identity":
-            return x
-        if key == "GELU":
-            exact_gelu_only(m.approximate, "GELU")
-            return self.emit(n, "gelu", [x])
-        if key == "Softplus":
-            return self.softplus(n, x, m.beta, m.threshold)
-        if key in ("Softmax", "LogSoftmax"):
-            if m.dim is None:
-                raise Unsupported("dim=None (implicit dim) is ambiguous; give dim")
-            op = "softmax" if key == "Softmax" else "log_softmax"
-            return self.emit(n, op, [x], axis=self.axis(m.dim, x))
-        if key == "Flatten":
-            return self.flatten(n, x, m.start_dim, m.end_dim)
-        if key == "Linear":
-            params = self.module_params(pre, W=("weight", m.weight), b=("bias", m.bias))
-            return self.emit(n, "linear", [x], params=params)
-        if key == "Conv2d":
-            if m.padding_mode != "zeros":
-                raise Unsupported(f"padding_mode={m.padding_mode!r} (the IR pads with zeros)")
-            pad = m.padding
-            if isinstance(pad, str):
-                if pad == "valid":
-                    pad = (0, 0)
-                else:   # 'same' with stride 1: torch pads (d*(k-1))//2 before, rest after
-                    tot = [d * (k - 1) for d, k in zip(m.dilation, m.kernel_size)]
-                    if any(t % 2 for t in tot):
-                        raise Unsupported("padding='same' with an even kernel extent pads "
-                                          "asymmetrically; the IR pads symmetrically")
-                    pad = tuple(t // 2 for t in tot)
-            params = self.module_params(pre, weight=("weight", m.weight),
-                                        bias=("bias", m.bias))
-            return self.emit(n, "conv2d", [x], params=params, kernel_size=list(m.kernel_size),
-                             out_channels=m.out_channels, stride=list(m.stride),
-                             padding=list(pad), dilation=list(m.dilation), groups=m.groups)
-        if key == "BatchNorm":
-            if m.training:
-                raise Unsupported("BatchNorm in training mode (batch statistics); call "
-                                  "module.eval() first")
-            if m.running_mean is None:
-                raise Unsupported("BatchNorm without running statistics "
-                                  "(track_running_stats=False)")
-            params = self.module_params(pre, mean=("running_mean", m.running_mean),
-                                        var=("running_var", m.running_var),
-                                        gamma=("weight", m.weight), beta=("bias", m.bias))
-            params["eps"] = np.float64(m.eps)
-            if getattr(m, "num_batches_tracked", None) is not None:
-                self.ignored.append(pre + "num_batches_tracked")
-            return self.emit(n, "batchnorm_eval", [x], params=params, axis=self.axis(1, x))
-        if key == "LayerNorm":
-            k = len(m.normalized_shape)
-            rank = self.b.rank(x)
-            params = self.module_params(pre, gamma=("weight", m.weight), beta=("bias", m.bias))
-            params["eps"] = np.float64(m.eps)
-            return self.emit(n, "layernorm", [x], params=params, axis=self.axis(rank - k, x))
-        if key in ("MaxPool2d", "AvgPool2d"):
-            return self.pool(n, x, key, m.kernel_size, m.stride, m.padding,
-                             getattr(m, "dilation", 1), m.ceil_mode,
-                             getattr(m, "return_indices", False),
-                             getattr(m, "count_include_pad", True),
-                             getattr(m, "divisor_override", None))
-        raise Unsupported("no IR mapping")
 
     def module_params(self, prefix: str, **fields) -> dict:
         """Payload of the node about to be added: ``field=(attribute, tensor)`` for each
@@ -502,164 +416,11 @@ class _TorchConverter:
                               "full window)")
         return self.emit(n, "avg_pool2d", [x], **attrs)
 
-    def function(self, n, key, env):
-        if key in ("add", "sub", "mul", "div", "floordiv", "mod", "pow") and len(n.args) == 2:
-            a, b = self.val(n.args[0], env), self.val(n.args[1], env)
-            if all(isinstance(t, (_Int, int, float)) and not isinstance(t, bool) for t in (a, b)):
-                return _int_arith(key, a, b)        # shape arithmetic: d // heads, ...
-        if key in ("getattr", "getitem"):
-            obj = self.val(n.args[0], env)
-            if key == "getattr":
-                if isinstance(obj, (Batched, PendingConst)) and n.args[1] == "shape":
-                    return self._shape_of(obj)
-                raise Unsupported(f"getattr {n.args[1]!r} of a tensor")
-            if isinstance(obj, _ShapeTuple):
-                return obj.dims[n.args[1]] if isinstance(n.args[1], int) else \
-                    _ShapeTuple(obj.dims[n.args[1]])
-            if isinstance(obj, tuple) and isinstance(n.args[1], int):   # chunk/split/MHA
-                return obj[n.args[1]]
-            if isinstance(obj, (Batched, PendingConst)) and "slice" in OPS:
-                idx = self.val(n.args[1], env)
-                return getitem_tensor(self, n, self.tensor(obj), idx)
-            raise Unsupported("indexing/slicing a tensor (no gather op in the IR)")
-        if key == "size":
-            obj = self.val(n.args[0], env)
-            st = self._shape_of(obj)
-            d = self.arg(n, env, 1, "dim")
-            return st if d is None else st.dims[d]
-        if key == "identity":
-            if n.kwargs.get("training", n.args[2] if len(n.args) > 2 else True) and \
-                    n.op == "call_function":
-                raise Unsupported("dropout with training=True")
-            return self.tensor(self.val(n.args[0], env))
-        if key in ("relu", "tanh", "sigmoid", "exp", "log", "abs", "sqrt", "sin", "cos", "neg",
-                   "detach"):
-            self._no_extra(n, ("inplace",))
-            return self.emit(n, key, [self.tensor(self.val(n.args[0], env))])
-        if key == "gelu":
-            exact_gelu_only(self.arg(n, env, 1, "approximate", "none"), "gelu")
-            return self.emit(n, "gelu", [self.tensor(self.val(n.args[0], env))])
-        if key == "softplus":
-            return self.softplus(n, self.tensor(self.val(n.args[0], env)),
-                                 self.arg(n, env, 1, "beta", 1), self.arg(n, env, 2, "threshold", 20))
-        if key in ("add", "sub", "mul", "div", "matmul", "max", "min"):
-            a, b = self.val(n.args[0], env), self.val(n.args[1] if len(n.args) > 1
-                                                      else n.kwargs["other"], env)
-            alpha = n.kwargs.get("alpha", 1)
-            if alpha != 1:
-                raise Unsupported(f"alpha={alpha} (compose it with a mul)")
-            if n.kwargs.get("rounding_mode") is not None:
-                raise Unsupported(f"rounding_mode={n.kwargs['rounding_mode']!r}")
-            return self.emit(n, key, [self.tensor(a), self.tensor(b)])
-        if key == "pow":
-            x, e = self.val(n.args[0], env), self.val(n.args[1], env)
-            if e == 2:
-                t = self.tensor(x)
-                return self.emit(n, "mul", [t, t])
-            if e == 0.5:
-                return self.emit(n, "sqrt", [self.tensor(x)])
-            if "pow" not in OPS:
-                raise Unsupported(f"pow with exponent {e!r} (only 2 and 0.5 map to IR ops)")
-            return self.emit(n, "pow", [self.tensor(x), self.tensor(e)])
-        if key in ("sum", "mean"):
-            x = self.tensor(self.val(n.args[0], env))
-            dim = self.arg(n, env, 1, "dim")
-            keep = bool(self.arg(n, env, 2, "keepdim", False))
-            if n.kwargs.get("dtype") is not None:
-                raise Unsupported("dtype= conversion")
-            if dim is None or (isinstance(dim, (list, tuple)) and len(dim) == 0):
-                if x.nb:         # before ShapeProp's shape check, which would fail first
-                    raise Unsupported("reduces over all axes, batch axes included (give dim=)")
-                dims = None
-            else:
-                dims = [_plain(d) for d in (dim if isinstance(dim, (list, tuple)) else [dim])]
-            return self.b.reduce("reduce_sum" if key == "sum" else "reduce_mean", x, dims, keep,
-                                 out_shape=self.out(n, x.nb))
-        if key in ("softmax", "log_softmax"):
-            x = self.tensor(self.val(n.args[0], env))
-            dim = self.arg(n, env, 1, "dim")
-            if n.kwargs.get("dtype") is not None:
-                raise Unsupported("dtype= conversion")
-            if dim is None:
-                raise Unsupported("dim=None (implicit dim) is ambiguous; give dim")
-            return self.emit(n, key, [x], axis=self.axis(dim, x))
-        if key == "cat":
-            parts = [self.tensor(t) for t in self.val(n.args[0], env)]
-            dim = _plain(self.arg(n, env, 1, "dim", 0))
-            return self.b.concat(parts, dim, out_shape=self.out(n, max(p.nb for p in parts)))
-        if key == "flatten":
-            x = self.tensor(self.val(n.args[0], env))
-            return self.flatten(n, x, self.arg(n, env, 1, "start_dim", 0),
-                                self.arg(n, env, 2, "end_dim", -1))
-        if key in ("reshape", "squeeze", "unsqueeze"):
-            x = self.tensor(self.val(n.args[0], env))
-            if key != "reshape" and x.nb:
-                d = self.arg(n, env, 1, "dim")
-                if d is None:
-                    raise Unsupported("squeeze() of all axes may drop a batch axis; give dim")
-                rank = self.b.rank(x) + (1 if key == "unsqueeze" else 0)
-                for dd in (d if isinstance(d, (list, tuple)) else [d]):
-                    if key == "squeeze":
-                        self.axis(dd, x)
-                    else:
-                        _check_unsq(dd, rank, x.nb)
-            # the per-example target is the propagated result shape without batch axes
-            # (a batch-preserving row-major reshape acts on each example's block alone)
-            s = self.out(n, x.nb)
-            return self.emit(n, "reshape", [x], shape=list(s))
-        if key in ("permute", "transpose"):
-            x = self.tensor(self.val(n.args[0], env))
-            rank = self.b.rank(x)
-            if key == "permute":
-                dims = [self.val(t, env) for t in n.args[1:]] or list(n.kwargs.get("dims", ()))
-                if len(dims) == 1 and isinstance(dims[0], (list, tuple)):
-                    dims = list(dims[0])
-                dims = [d + rank if d < 0 else d for d in dims]
-            else:
-                if len(n.args) == 1:           # .t()
-                    d0, d1 = (0, 1) if rank == 2 else (0, 0)
-                else:
-                    d0, d1 = self.arg(n, env, 1, "dim0"), self.arg(n, env, 2, "dim1")
-                d0, d1 = (d0 + rank if d0 < 0 else d0), (d1 + rank if d1 < 0 else d1)
-                dims = list(range(rank))
-                dims[d0], dims[d1] = dims[d1], dims[d0]
-            if sorted(dims) != list(range(rank)):
-                raise Unsupported(f"dims {dims} are not a permutation of {rank} axes")
-            return self.b.permute(x, dims, out_shape=self.out(n, x.nb))
-        if key == "linear":
-            x = self.tensor(self.val(n.args[0], env))
-            w = self.arg(n, env, 1, "weight")
-            bias = self.arg(n, env, 2, "bias")
-            if not isinstance(w, PendingConst) or not (bias is None or isinstance(bias, PendingConst)):
-                raise Unsupported("F.linear with a computed weight (give module tensors)")
-            i = len(self.b.nodes)
-            params = {"W": _np(w.value)}
-            self._name(w, i, "W")
-            if bias is not None:
-                params["b"] = _np(bias.value)
-                self._name(bias, i, "b")
-            return self.emit(n, "linear", [x], params=params)
-        if key in ("max_pool2d", "avg_pool2d"):
-            x = self.tensor(self.val(n.args[0], env))
-            k = self.arg(n, env, 1, "kernel_size")
-            stride = self.arg(n, env, 2, "stride")
-            pad = self.arg(n, env, 3, "padding", 0)
-            if key == "max_pool2d":
-                return self.pool(n, x, "MaxPool2d", k, stride, pad,
-                                 self.arg(n, env, 4, "dilation", 1),
-                                 self.arg(n, env, 5, "ceil_mode", False),
-                                 self.arg(n, env, 6, "return_indices", False), True, None)
-            return self.pool(n, x, "AvgPool2d", k, stride, pad, 1,
-                             self.arg(n, env, 4, "ceil_mode", False), False,
-                             self.arg(n, env, 5, "count_include_pad", True),
-                             self.arg(n, env, 6, "divisor_override"))
-        raise Unsupported("no IR mapping")
-
-    def _name(self, p: PendingConst, node_id, param):
+    def record_name(self, p: PendingConst, node_id, param):
         if p.name in self._state_keys():
             self.names[p.name] = (node_id, param)
 
-    def _shape_of(self, obj):
+    def shape_tuple(self, obj):
         if isinstance(obj, PendingConst):
             return _ShapeTuple(tuple(_Int(int(d)) for d in obj.value.shape))
         s = self.b.shape(obj.id)
@@ -688,3 +449,375 @@ def _check_unsq(d, rank, nb):
     dd = d + rank if d < 0 else d
     if dd < nb:
         raise Unsupported(f"dim={d} inserts an axis before a batch axis")
+
+
+# ------------------------------------------------------------------ the rule tables
+# One rule per canonical op name (``_tables`` maps FX targets to these names):
+# ``f(conv, n, env, m=None) -> value``, the shape of :mod:`.torch_fx_ops`'s mappings.
+def _x(conv, n, env):
+    """The first argument as a tensor."""
+    return conv.tensor(conv.val(n.args[0], env))
+
+
+def _placeholder(conv, n, env, m=None):
+    s = conv.meta_shape(n)
+    if s[:conv.nb] != conv.batch:
+        raise Unsupported(f"input shape {fmt_shape(s)} does not start with the first "
+                          f"input's batch axes {fmt_shape(conv.batch)}")
+    return Batched(conv.b.add("input", [], out_shape=s[conv.nb:]), conv.nb)
+
+
+def _get_attr(conv, n, env, m=None):
+    obj = conv.gm
+    for part in n.target.split("."):
+        obj = getattr(obj, part)
+    if not isinstance(obj, conv.torch.Tensor):
+        raise Unsupported("get_attr of a non-tensor")
+    return PendingConst(obj, n.target)
+
+
+NODE_RULES = {"placeholder": _placeholder, "get_attr": _get_attr}
+
+
+# ---------------------------------------------------- functions and methods
+def _shape_arith(key, tensor_rule):
+    """``key`` on two sizes read off shapes (``d // heads``) is Python arithmetic; on
+    tensors it is ``tensor_rule``."""
+    def f(conv, n, env, m=None):
+        if len(n.args) == 2:
+            a, b = conv.val(n.args[0], env), conv.val(n.args[1], env)
+            if all(isinstance(t, (_Int, int, float)) and not isinstance(t, bool) for t in (a, b)):
+                return _int_arith(key, a, b)
+        return tensor_rule(conv, n, env, m)
+    return f
+
+
+def _no_tensor_mapping(key):
+    def f(conv, n, env, m=None):
+        raise Unsupported(f"no IR mapping for {key} of tensors")
+    return f
+
+
+def _getattr(conv, n, env, m=None):
+    obj = conv.val(n.args[0], env)
+    if isinstance(obj, (Batched, PendingConst)) and n.args[1] == "shape":
+        return conv.shape_tuple(obj)
+    raise Unsupported(f"getattr {n.args[1]!r} of a tensor")
+
+
+def _getitem(conv, n, env, m=None):
+    obj = conv.val(n.args[0], env)
+    if isinstance(obj, _ShapeTuple):
+        return obj.dims[n.args[1]] if isinstance(n.args[1], int) else \
+            _ShapeTuple(obj.dims[n.args[1]])
+    if isinstance(obj, tuple) and isinstance(n.args[1], int):   # chunk/split/MHA
+        return obj[n.args[1]]
+    if isinstance(obj, (Batched, PendingConst)) and "slice" in OPS:
+        idx = conv.val(n.args[1], env)
+        return getitem_tensor(conv, n, conv.tensor(obj), idx)
+    raise Unsupported("indexing/slicing a tensor (no gather op in the IR)")
+
+
+def _size(conv, n, env, m=None):
+    st = conv.shape_tuple(conv.val(n.args[0], env))
+    d = conv.arg(n, env, 1, "dim")
+    return st if d is None else st.dims[d]
+
+
+def _identity(conv, n, env, m=None):
+    if n.kwargs.get("training", n.args[2] if len(n.args) > 2 else True) and \
+            n.op == "call_function":
+        raise Unsupported("dropout with training=True")
+    return _x(conv, n, env)
+
+
+def _unary(key):
+    def f(conv, n, env, m=None):
+        conv.no_extra(n, ("inplace",))
+        return conv.emit(n, key, [_x(conv, n, env)])
+    return f
+
+
+def _gelu(conv, n, env, m=None):
+    exact_gelu_only(conv.arg(n, env, 1, "approximate", "none"), "gelu")
+    return conv.emit(n, "gelu", [_x(conv, n, env)])
+
+
+def _softplus(conv, n, env, m=None):
+    return conv.softplus(n, _x(conv, n, env), conv.arg(n, env, 1, "beta", 1),
+                         conv.arg(n, env, 2, "threshold", 20))
+
+
+def _binary(key):
+    def f(conv, n, env, m=None):
+        a = conv.val(n.args[0], env)
+        b = conv.val(n.args[1] if len(n.args) > 1 else n.kwargs["other"], env)
+        alpha = n.kwargs.get("alpha", 1)
+        if alpha != 1:
+            raise Unsupported(f"alpha={alpha} (compose it with a mul)")
+        if n.kwargs.get("rounding_mode") is not None:
+            raise Unsupported(f"rounding_mode={n.kwargs['rounding_mode']!r}")
+        return conv.emit(n, key, [conv.tensor(a), conv.tensor(b)])
+    return f
+
+
+def _pow(conv, n, env, m=None):
+    x, e = conv.val(n.args[0], env), conv.val(n.args[1], env)
+    if e == 2:
+        t = conv.tensor(x)
+        return conv.emit(n, "mul", [t, t])
+    if e == 0.5:
+        return conv.emit(n, "sqrt", [conv.tensor(x)])
+    if "pow" not in OPS:
+        raise Unsupported(f"pow with exponent {e!r} (only 2 and 0.5 map to IR ops)")
+    return conv.emit(n, "pow", [conv.tensor(x), conv.tensor(e)])
+
+
+def _reduce(irop):
+    def f(conv, n, env, m=None):
+        x = _x(conv, n, env)
+        dim = conv.arg(n, env, 1, "dim")
+        keep = bool(conv.arg(n, env, 2, "keepdim", False))
+        if n.kwargs.get("dtype") is not None:
+            raise Unsupported("dtype= conversion")
+        if dim is None or (isinstance(dim, (list, tuple)) and len(dim) == 0):
+            if x.nb:         # before ShapeProp's shape check, which would fail first
+                raise Unsupported("reduces over all axes, batch axes included (give dim=)")
+            dims = None
+        else:
+            dims = [_plain(d) for d in (dim if isinstance(dim, (list, tuple)) else [dim])]
+        return conv.b.reduce(irop, x, dims, keep, out_shape=conv.out(n, x.nb))
+    return f
+
+
+def _softmax(key):
+    def f(conv, n, env, m=None):
+        x = _x(conv, n, env)
+        dim = conv.arg(n, env, 1, "dim")
+        if n.kwargs.get("dtype") is not None:
+            raise Unsupported("dtype= conversion")
+        if dim is None:
+            raise Unsupported("dim=None (implicit dim) is ambiguous; give dim")
+        return conv.emit(n, key, [x], axis=conv.axis(dim, x))
+    return f
+
+
+def _cat(conv, n, env, m=None):
+    parts = [conv.tensor(t) for t in conv.val(n.args[0], env)]
+    dim = _plain(conv.arg(n, env, 1, "dim", 0))
+    return conv.b.concat(parts, dim, out_shape=conv.out(n, max(p.nb for p in parts)))
+
+
+def _flatten(conv, n, env, m=None):
+    return conv.flatten(n, _x(conv, n, env), conv.arg(n, env, 1, "start_dim", 0),
+                        conv.arg(n, env, 2, "end_dim", -1))
+
+
+def _reshape(key):
+    """reshape, squeeze, unsqueeze: the IR reshape to the propagated result shape."""
+    def f(conv, n, env, m=None):
+        x = _x(conv, n, env)
+        if key != "reshape" and x.nb:
+            d = conv.arg(n, env, 1, "dim")
+            if d is None:
+                raise Unsupported("squeeze() of all axes may drop a batch axis; give dim")
+            rank = conv.b.rank(x) + (1 if key == "unsqueeze" else 0)
+            for dd in (d if isinstance(d, (list, tuple)) else [d]):
+                if key == "squeeze":
+                    conv.axis(dd, x)
+                else:
+                    _check_unsq(dd, rank, x.nb)
+        # the per-example target is the propagated result shape without batch axes
+        # (a batch-preserving row-major reshape acts on each example's block alone)
+        s = conv.out(n, x.nb)
+        return conv.emit(n, "reshape", [x], shape=list(s))
+    return f
+
+
+def _permute_dims(conv, n, env, rank):
+    dims = [conv.val(t, env) for t in n.args[1:]] or list(n.kwargs.get("dims", ()))
+    if len(dims) == 1 and isinstance(dims[0], (list, tuple)):
+        dims = list(dims[0])
+    return [d + rank if d < 0 else d for d in dims]
+
+
+def _transpose_dims(conv, n, env, rank):
+    if len(n.args) == 1:           # .t()
+        d0, d1 = (0, 1) if rank == 2 else (0, 0)
+    else:
+        d0, d1 = conv.arg(n, env, 1, "dim0"), conv.arg(n, env, 2, "dim1")
+    d0, d1 = (d0 + rank if d0 < 0 else d0), (d1 + rank if d1 < 0 else d1)
+    dims = list(range(rank))
+    dims[d0], dims[d1] = dims[d1], dims[d0]
+    return dims
+
+
+def _permute(dims_of):
+    def f(conv, n, env, m=None):
+        x = _x(conv, n, env)
+        rank = conv.b.rank(x)
+        dims = dims_of(conv, n, env, rank)
+        if sorted(dims) != list(range(rank)):
+            raise Unsupported(f"dims {dims} are not a permutation of {rank} axes")
+        return conv.b.permute(x, dims, out_shape=conv.out(n, x.nb))
+    return f
+
+
+def _linear(conv, n, env, m=None):
+    x = _x(conv, n, env)
+    w = conv.arg(n, env, 1, "weight")
+    bias = conv.arg(n, env, 2, "bias")
+    if not isinstance(w, PendingConst) or not (bias is None or isinstance(bias, PendingConst)):
+        raise Unsupported("F.linear with a computed weight (give module tensors)")
+    i = len(conv.b.nodes)
+    params = {"W": _np(w.value)}
+    conv.record_name(w, i, "W")
+    if bias is not None:
+        params["b"] = _np(bias.value)
+        conv.record_name(bias, i, "b")
+    return conv.emit(n, "linear", [x], params=params)
+
+
+def _max_pool2d(conv, n, env, m=None):
+    return conv.pool(n, _x(conv, n, env), "MaxPool2d", conv.arg(n, env, 1, "kernel_size"),
+                     conv.arg(n, env, 2, "stride"), conv.arg(n, env, 3, "padding", 0),
+                     conv.arg(n, env, 4, "dilation", 1),
+                     conv.arg(n, env, 5, "ceil_mode", False),
+                     conv.arg(n, env, 6, "return_indices", False), True, None)
+
+
+def _avg_pool2d(conv, n, env, m=None):
+    return conv.pool(n, _x(conv, n, env), "AvgPool2d", conv.arg(n, env, 1, "kernel_size"),
+                     conv.arg(n, env, 2, "stride"), conv.arg(n, env, 3, "padding", 0), 1,
+                     conv.arg(n, env, 4, "ceil_mode", False), False,
+                     conv.arg(n, env, 5, "count_include_pad", True),
+                     conv.arg(n, env, 6, "divisor_override"))
+
+
+#: canonical function/method name -> rule
+FUNCTION_RULES = {
+    **{k: _unary(k) for k in ("relu", "tanh", "sigmoid", "exp", "log", "abs", "sqrt", "sin",
+                              "cos", "neg", "detach")},
+    **{k: _shape_arith(k, _binary(k)) for k in ("add", "sub", "mul", "div")},
+    **{k: _binary(k) for k in ("matmul", "max", "min")},
+    **{k: _shape_arith(k, _no_tensor_mapping(k)) for k in ("floordiv", "mod")},
+    "pow": _shape_arith("pow", _pow),
+    "getattr": _getattr, "getitem": _getitem, "size": _size, "identity": _identity,
+    "gelu": _gelu, "softplus": _softplus,
+    "sum": _reduce("reduce_sum"), "mean": _reduce("reduce_mean"),
+    "softmax": _softmax("softmax"), "log_softmax": _softmax("log_softmax"),
+    "cat": _cat, "flatten": _flatten,
+    **{k: _reshape(k) for k in ("reshape", "squeeze", "unsqueeze")},
+    "permute": _permute(_permute_dims), "transpose": _permute(_transpose_dims),
+    "linear": _linear, "max_pool2d": _max_pool2d, "avg_pool2d": _avg_pool2d,
+}
+
+
+# ------------------------------------------------------------------------- modules
+def _m_activation(key):
+    def f(conv, n, env, m):
+        return conv.emit(n, key, [_x(conv, n, env)])
+    return f
+
+
+def _m_identity(conv, n, env, m):
+    return _x(conv, n, env)
+
+
+def _m_gelu(conv, n, env, m):
+    x = _x(conv, n, env)
+    exact_gelu_only(m.approximate, "GELU")
+    return conv.emit(n, "gelu", [x])
+
+
+def _m_softplus(conv, n, env, m):
+    return conv.softplus(n, _x(conv, n, env), m.beta, m.threshold)
+
+
+def _m_softmax(irop):
+    def f(conv, n, env, m):
+        x = _x(conv, n, env)
+        if m.dim is None:
+            raise Unsupported("dim=None (implicit dim) is ambiguous; give dim")
+        return conv.emit(n, irop, [x], axis=conv.axis(m.dim, x))
+    return f
+
+
+def _m_flatten(conv, n, env, m):
+    return conv.flatten(n, _x(conv, n, env), m.start_dim, m.end_dim)
+
+
+def _m_linear(conv, n, env, m):
+    x = _x(conv, n, env)
+    params = conv.module_params(n.target + ".", W=("weight", m.weight), b=("bias", m.bias))
+    return conv.emit(n, "linear", [x], params=params)
+
+
+def _m_conv2d(conv, n, env, m):
+    x = _x(conv, n, env)
+    if m.padding_mode != "zeros":
+        raise Unsupported(f"padding_mode={m.padding_mode!r} (the IR pads with zeros)")
+    pad = m.padding
+    if isinstance(pad, str):
+        if pad == "valid":
+            pad = (0, 0)
+        else:   # 'same' with stride 1: torch pads (d*(k-1))//2 before, rest after
+            tot = [d * (k - 1) for d, k in zip(m.dilation, m.kernel_size)]
+            if any(t % 2 for t in tot):
+                raise Unsupported("padding='same' with an even kernel extent pads "
+                                  "asymmetrically; the IR pads symmetrically")
+            pad = tuple(t // 2 for t in tot)
+    params = conv.module_params(n.target + ".", weight=("weight", m.weight),
+                                bias=("bias", m.bias))
+    return conv.emit(n, "conv2d", [x], params=params, kernel_size=list(m.kernel_size),
+                     out_channels=m.out_channels, stride=list(m.stride),
+                     padding=list(pad), dilation=list(m.dilation), groups=m.groups)
+
+
+def _m_batchnorm(conv, n, env, m):
+    x = _x(conv, n, env)
+    pre = n.target + "."
+    if m.training:
+        raise Unsupported("BatchNorm in training mode (batch statistics); call "
+                          "module.eval() first")
+    if m.running_mean is None:
+        raise Unsupported("BatchNorm without running statistics "
+                          "(track_running_stats=False)")
+    params = conv.module_params(pre, mean=("running_mean", m.running_mean),
+                                var=("running_var", m.running_var),
+                                gamma=("weight", m.weight), beta=("bias", m.bias))
+    params["eps"] = np.float64(m.eps)
+    if getattr(m, "num_batches_tracked", None) is not None:
+        conv.ignored.append(pre + "num_batches_tracked")
+    return conv.emit(n, "batchnorm_eval", [x], params=params, axis=conv.axis(1, x))
+
+
+def _m_layernorm(conv, n, env, m):
+    x = _x(conv, n, env)
+    k = len(m.normalized_shape)
+    rank = conv.b.rank(x)
+    params = conv.module_params(n.target + ".", gamma=("weight", m.weight),
+                                beta=("bias", m.bias))
+    params["eps"] = np.float64(m.eps)
+    return conv.emit(n, "layernorm", [x], params=params, axis=conv.axis(rank - k, x))
+
+
+def _m_pool(key):
+    def f(conv, n, env, m):
+        return conv.pool(n, _x(conv, n, env), key, m.kernel_size, m.stride, m.padding,
+                         getattr(m, "dilation", 1), m.ceil_mode,
+                         getattr(m, "return_indices", False),
+                         getattr(m, "count_include_pad", True),
+                         getattr(m, "divisor_override", None))
+    return f
+
+
+#: canonical module name -> rule
+MODULE_RULES = {
+    **{k: _m_activation(k) for k in ("relu", "tanh", "sigmoid")},
+    "identity": _m_identity, "GELU": _m_gelu, "Softplus": _m_softplus,
+    "Softmax": _m_softmax("softmax"), "LogSoftmax": _m_softmax("log_softmax"),
+    "Flatten": _m_flatten, "Linear": _m_linear, "Conv2d": _m_conv2d,
+    "BatchNorm": _m_batchnorm, "LayerNorm": _m_layernorm,
+    "MaxPool2d": _m_pool("MaxPool2d"), "AvgPool2d": _m_pool("AvgPool2d"),
+}

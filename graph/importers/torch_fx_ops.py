@@ -4,8 +4,9 @@ pooling to 1 (global pools), amax/amin/prod, tensor indexing (``x[..., :8]``, in
 ``None``), ``chunk``/``split``, and ``nn.MultiheadAttention`` composed per example.
 
 Each mapping is ``f(conv, n, env, m=None) -> value`` where ``conv`` is the converter of
-:mod:`.torch_fx`; tables :data:`FUNCTIONS`, :data:`METHODS` and :data:`MODULES` give the
-key for each FX target.  A mapping is listed only while its IR ops exist in the op table.
+:mod:`.torch_fx`; :func:`tables` gives the mapping of each FX target (functions, methods,
+modules), which the converter merges over its own core rules.  A mapping is listed only
+while its IR ops exist in the op table.
 """
 from __future__ import annotations
 

@@ -12,16 +12,15 @@ Each document is read into steps, in the order they appear:
   gets a fresh namespace: snippets are self-contained.
 ``text`` and ``json`` blocks are not run.  A document's steps share one scratch folder in
 which ``tests/data`` is the repository's, so a file a step uses must be made by an earlier
-step of the same document.  README's steps run in the default selection, except the
-heavy ones (the full report, all of FPBench, the CUDA simulator), which run under
-``-m slow``; the docs' steps run in the default selection too, each document in its own
-test, with their heavy steps under ``-m slow``.
+step of the same document.  Each document is one test in the default selection (about
+15 s for the README, 35 s for all of them on a loaded machine); the heavy commands (the
+full report, all of FPBench, the CUDA simulator) need only the repository's data and run
+once each, on their own, under ``-m slow``.
 """
 from __future__ import annotations
 
 import doctest
 import glob
-import os
 import re
 import shlex
 import traceback
@@ -192,23 +191,32 @@ def _run_document(path: Path, steps: list[Step], tmp_path, monkeypatch, capsys):
             _run_python(step, path, where)
 
 
-def _documents(heavy: bool):
+def _documents():
     return [pytest.param(p, id=p.name) for p in DOCUMENTS
-            if any(s.heavy == heavy for s in STEPS[p.name])]
+            if any(not s.heavy for s in STEPS[p.name])]
 
 
-@pytest.mark.parametrize("path", _documents(heavy=False))
+@pytest.mark.parametrize("path", _documents())
 def test_document_runs_as_pasted(path, tmp_path, monkeypatch, capsys):
     steps = [s for s in STEPS[path.name] if not s.heavy]
     _run_document(path, steps, tmp_path, monkeypatch, capsys)
 
 
+def _heavy_commands():
+    """Each heavy command once (README repeats some of the docs'), with where it is."""
+    seen = {}
+    for p in DOCUMENTS:
+        for s in STEPS[p.name]:
+            if s.heavy and s.text not in seen:
+                seen[s.text] = (p, s)
+    return [pytest.param(p, s, id=f"{p.name}:{s.line}") for p, s in seen.values()]
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("path", _documents(heavy=True))
-def test_document_heavy_commands_run(path, tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize("path, step", _heavy_commands())
+def test_document_heavy_commands_run(path, step, tmp_path, monkeypatch, capsys):
     """The heavy commands need only the repository's data, so they run on their own."""
-    steps = [s for s in STEPS[path.name] if s.heavy]
-    _run_document(path, steps, tmp_path, monkeypatch, capsys)
+    _run_document(path, [step], tmp_path, monkeypatch, capsys)
 
 
 def test_quick_start_is_two_commands_and_ci_runs_the_second():

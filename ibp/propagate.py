@@ -26,7 +26,8 @@ def interval_context(ctx):
 
 
 def run_ibp(graph, payload, box: Box, ctx="interval:binary32") -> list[Optional[Box]]:
-    """One :class:`Box` (or ``None`` where no bound could be derived) per node.
+    """One :class:`Box` (or ``None`` where no bound could be derived) per node, each
+    carrying both guarantees (``real`` and ``execution``, see :mod:`ibp.box`).
 
     ``box`` bounds the graph input; it may carry leading batch axes, in which case one
     call bounds every box of the batch.
@@ -36,10 +37,14 @@ def run_ibp(graph, payload, box: Box, ctx="interval:binary32") -> list[Optional[
     ictx = interval_context(ctx)
     if not isinstance(box, Box):
         raise IBPError(f"run_ibp: expected a Box for the input, got {type(box).__name__}")
+    from scalarlab.graph.interval_rules import guarantees
     x = box.to_interval(ictx)
     values = denote_all(graph, payload, x, ictx, partial=True,
                         kernels=_dense_relu_kernels(graph, ictx))
-    return [None if v is None else Box._of_result(v) for v in values]
+    # every rule the fold runs is execution-sound (graph/interval_rules.py); an input box
+    # is a set of inputs (the point runs convert the same inputs), so its own flag is moot
+    g = guarantees(ictx)
+    return [None if v is None else Box._of_result(v, g) for v in values]
 
 
 def _dense_relu_kernels(graph, ictx) -> dict:
@@ -52,6 +57,13 @@ def _dense_relu_kernels(graph, ictx) -> dict:
     anything else runs the op table's rule.  The boxes are bitwise those of the plain
     fold (tested)."""
     if not hasattr(ictx, "affine_relu"):
+        return {}
+    from scalarlab.graph.interval_rules import point_rounding
+    pr = point_rounding(ictx)
+    if not (pr.kind == "exact" or pr.mirrored_dot):
+        # the linear rule adds the point dot product's rounding bound to the affine box
+        # (graph/interval_rules.dot_rule), so its relu can no longer come from the fused
+        # pass: the fold runs the op table's rules
         return {}
     from scalarlab.graph.fold import rule_for
     from scalarlab.graph.optable import OPS

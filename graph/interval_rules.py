@@ -310,9 +310,19 @@ def guarantees(ctx) -> tuple:
     return (REAL, EXECUTION)
 
 
+_CONSTANTS: dict = {}
+
+
 def _k(ctx, q) -> Interval:
-    """An enclosure of the exact constant ``q`` (a Fraction) in ``ctx``."""
-    return ctx.convert(Fraction(q))
+    """An enclosure of the exact constant ``q`` (a Fraction) in ``ctx`` (cached: the
+    bounds use a few constants per context, and interval values are never mutated)."""
+    key = (ctx.name, Fraction(q))
+    v = _CONSTANTS.get(key)
+    if v is None:
+        if len(_CONSTANTS) > 4096:
+            _CONSTANTS.clear()
+        v = _CONSTANTS[key] = ctx.convert(key[1])
+    return v
 
 
 def _up(v: Interval) -> Interval:
@@ -625,9 +635,19 @@ def _dot_count(name):
     return count
 
 
+def _magnitude(ctx, a) -> Interval:
+    """max(|lo|, |hi|) as a point interval (exact: abs of a float is exact)."""
+    if not isinstance(a, Interval):
+        a = ctx.convert(a)
+    lo, hi = np.asarray(a.lo), np.asarray(a.hi)
+    if lo.dtype == object or hi.dtype == object:
+        return _up(ctx.abs(a))
+    m = np.abs(lo) if a.lo is a.hi else np.maximum(np.abs(lo), np.abs(hi))
+    return Interval(m, m)
+
+
 def _magnitudes(ctx, args):
-    return [_up(ctx.abs(a)) if isinstance(a, Interval) else _up(ctx.abs(ctx.convert(a)))
-            for a in args]
+    return [_magnitude(ctx, a) for a in args]
 
 
 class _EndpointProducts:

@@ -703,15 +703,30 @@ def _whole_line(ctx, y):
 
 # Sums in a point context whose order is not sequential (float64's numpy sums are
 # pairwise): the same gamma_n bound on the magnitudes, n = summed entries per output.
-def reduction_rule(forward):
+def _window_count(attrs) -> int:
+    """Entries one average-pooling window sums (its kernel volume)."""
+    k = attrs["kernel_size"]
+    n = 1
+    for v in (k if isinstance(k, (list, tuple)) else [k]):
+        n *= int(v)
+    return n
+
+
+def reduction_rule(forward, count=None):
+    """Interval rule of a summing op: the forward box, plus (for a point context whose
+    sums are not sequential) gamma_n of the magnitudes; ``count(attrs)`` = entries per
+    output (default: input size over output size), plus one for a division."""
     def rule(ctx, args, attrs, nb):
         y = forward(ctx, args, attrs, nb)
         pr = point_rounding(ctx)
         if pr.kind == "exact" or pr.sequential:
             return y
-        size_in = int(np.prod(ctx.shape(args[0])[nb:], dtype=np.int64))
-        size_out = int(np.prod(ctx.shape(y)[nb:], dtype=np.int64))
-        n = max(size_in // max(size_out, 1), 1) + 1
+        if count is not None:
+            n = count(attrs) + 1
+        else:
+            size_in = int(np.prod(ctx.shape(args[0])[nb:], dtype=np.int64))
+            size_out = int(np.prod(ctx.shape(y)[nb:], dtype=np.int64))
+            n = max(size_in // max(size_out, 1), 1) + 1
         g = pr.gamma(n)
         if g is None:
             return _whole_line(ctx, y)
@@ -746,6 +761,8 @@ RULES = {
     **{name: lambda rec: reduction_rule(rec.forward)
        for name in ("sum", "reduce_sum", "reduce_mean", "global_avg_pool",
                     "reduce_sum_square")},
+    **{name: lambda rec: reduction_rule(rec.forward, _window_count)
+       for name in ("avg_pool1d", "avg_pool2d", "avg_pool3d")},
 }
 
 

@@ -98,7 +98,8 @@ def test_every_interval_rule_is_tested_here():
         # execution bounds of dot products and (float64's pairwise) sums:
         # tests/graph/test_graph_interval_rules_execution.py
         "linear", "matmul", "conv1d", "conv2d", "conv3d",
-        "sum", "reduce_sum", "reduce_mean", "global_avg_pool", "reduce_sum_square"}
+        "sum", "reduce_sum", "reduce_mean", "global_avg_pool", "reduce_sum_square",
+        "avg_pool1d", "avg_pool2d", "avg_pool3d"}
 
 
 @pytest.mark.parametrize("cname", CONTEXTS)

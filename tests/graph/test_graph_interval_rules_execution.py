@@ -140,6 +140,19 @@ def test_float64_pairwise_sums_are_held(fmt):
     assert np.all((box.hi - seq.hi) <= 1.01 * g * np.sum(np.abs(x), axis=1))
 
 
+def test_float64_average_pooling_is_held():
+    """avg_pool's window sums are float64's pairwise sums too (kernel 50, stride 10)."""
+    pctx, ictx = scalars.get("float64"), scalars.get("interval:float64")
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((8, 2, 300)) * 10.0 ** rng.integers(-8, 8, (8, 2, 300))
+    attrs = full_attrs(OPS["avg_pool1d"], {"kernel_size": [50], "stride": [10]})
+    box = OPS["avg_pool1d"].interval(ictx, [ictx.make(x, x)], attrs, 1)
+    plain = OPS["avg_pool1d"].forward(ictx, [ictx.make(x, x)], attrs, 1)
+    v = np.asarray(OPS["avg_pool1d"].forward(pctx, [x], attrs, 1))
+    assert np.all((box.lo <= v) & (v <= box.hi))
+    assert np.all(box.lo <= plain.lo) and np.all(plain.hi <= box.hi)
+
+
 def test_point_rounding_of_each_base():
     """u, eta and the order flags of the bases the bounds read."""
     pr = R.point_rounding(scalars.get("interval:bfloat16"))

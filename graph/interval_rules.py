@@ -43,6 +43,7 @@ import mpmath
 import numpy as np
 
 from scalarlab.scalars.errors import ContextError
+from scalarlab.scalars.f64_matmul import product as f64_product
 from scalarlab.scalars.interval import Interval
 
 from .axes import norm_axis
@@ -675,7 +676,7 @@ class _EndpointProducts:
 COARSE_U = Fraction(1, 2 ** 12)
 
 
-def dot_rule(forward, count):
+def dot_rule(forward, count, fast_dense=False):
     """Interval rule of a dot-product op: the forward rule's box plus the point sum's
     gamma_n bound (none where the interval context mirrors the point one, mpmath; the
     mirrored endpoint products for coarse formats with sequential sums)."""
@@ -690,10 +691,65 @@ def dot_rule(forward, count):
         g = pr.gamma(n)
         if g is None:       # n u >= 1/2: no a-priori bound, the whole line
             return _whole_line(ctx, y)
+        fast = _dense_extra(ctx, pr, args, g, n) if fast_dense else None
+        if fast is not None:
+            return _widen_by(ctx, y, fast)
         mag = forward(ctx, _magnitudes(ctx, args), attrs, nb)
         extra = ctx.add(ctx.mul(_k(ctx, g), _up(mag)), _k(ctx, n * pr.eta))
         return _widen(ctx, y, ctx.zeros(()), _up(extra))
     return rule
+
+
+#: float64 roundings in _dense_extra's few steps after the product: (1 + 2^-53)^8 < 1 + 2^-49
+_F64_STEPS = 1.0 + 2.0 ** -49
+
+
+def _dense_extra(ctx, pr, args, g, n):
+    """For ``linear`` over float endpoints with point W and b: gamma_n (M |W|^T + |b|) +
+    n eta (M = max(|lo|, |hi|)) as a float64 upper bound, from ONE float64 product (the
+    interval machinery's magnitude product costs several passes).  fl(M |W|^T) of
+    non-negative terms in any order is within gamma_k of the exact sum (k = in features,
+    float64's gamma, plus k 2^-1074 of underflow), so dividing by (1 - gamma_k) bounds it
+    from above; the few steps after it round to nearest, each at most 2^-53 relative,
+    covered by _F64_STEPS, and 2^-1070 covers their underflows.  None where the operands
+    are not plain float64 arrays (the general path then runs)."""
+    x, W, b = args[:3]
+    if not (isinstance(x, Interval) and isinstance(W, Interval) and isinstance(b, Interval)):
+        return None
+    if W.lo is not W.hi and not np.array_equal(W.lo, W.hi):
+        return None
+    arrs = (x.lo, x.hi, W.lo, b.lo, b.hi)
+    if not all(isinstance(a, np.ndarray) and a.dtype == np.float64 for a in arrs):
+        return None
+    k = int(W.lo.shape[-1])
+    gk = k * 2.0 ** -53 / (1 - k * 2.0 ** -53 * _F64_STEPS)
+    if not gk < 0.5:
+        return None
+    with np.errstate(all="ignore"):
+        m = np.abs(x.lo) if x.lo is x.hi else np.maximum(np.abs(x.lo), np.abs(x.hi))
+        p = f64_product(m, np.abs(W.lo).T)      # any order: the bound holds for all
+        s = (p + k * 2.0 ** -1074) / (1 - gk) + np.maximum(np.abs(b.lo), np.abs(b.hi))
+        e = (s * float(g) + float(n * pr.eta)) * (_F64_STEPS * (1 + 2.0 ** -52)) \
+            + 2.0 ** -1070
+    # float(g), float(n eta): round-to-nearest conversions of exact rationals, within
+    # 2^-53 relative (one of the steps above)
+    return e
+
+
+def _widen_by(ctx, y, e):
+    """[lo - e, hi + e] rounded outward (e a float64 array of upper bounds)."""
+    e = np.where(np.isnan(e), np.inf, e)         # inf * 0 in the magnitudes: no bound
+    if getattr(ctx, "fmt", None) is None and ctx.ends.kind == "float":     # float64 ends
+        with np.errstate(all="ignore"):
+            # RN(lo - e) is within half an ulp of lo - e: one step down is below it
+            lo = np.nextafter(np.asarray(y.lo) - e, -np.inf)
+            hi = np.nextafter(np.asarray(y.hi) + e, np.inf)
+        lo = np.where(np.isnan(lo), -np.inf, lo)
+        hi = np.where(np.isnan(hi), np.inf, hi)
+        return Interval(lo, hi)
+    eb = ctx.make(e, e)
+    return Interval(ctx.sub(_point(y.lo), _point(eb.hi)).lo,
+                    ctx.add(_point(y.hi), _point(eb.hi)).hi)
 
 
 def _whole_line(ctx, y):
@@ -756,8 +812,9 @@ RULES = {
     **{name: (lambda name: lambda rec: execution_sound(
         rec.interval, rec.forward, _activation_bound(name), name in _FUNCS))(name)
        for name in ("silu", "mish", "gelu_tanh", "hardswish")},
+    "linear": lambda rec: dot_rule(rec.forward, _dot_count("linear"), fast_dense=True),
     **{name: (lambda name: lambda rec: dot_rule(rec.forward, _dot_count(name)))(name)
-       for name in ("linear", "matmul", "conv1d", "conv2d", "conv3d")},
+       for name in ("matmul", "conv1d", "conv2d", "conv3d")},
     **{name: lambda rec: reduction_rule(rec.forward)
        for name in ("sum", "reduce_sum", "reduce_mean", "global_avg_pool",
                     "reduce_sum_square")},

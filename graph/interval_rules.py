@@ -24,10 +24,14 @@ Dot products (linear, matmul, conv) and, for float64's native sums, reductions a
 the interval context by a different algorithm than in the point context (midpoint-radius
 products, sequential sums), so their rules add the gamma_n bound of the point sum.
 
+Dot products of coarse formats (binary16, bfloat16, fp8) with sequential point sums take
+the interval context's endpoint products instead, which mirror the point ones.
+
 The rules are attached to the op records by :func:`attach` (called once, from
 ``graph.optable`` after every op family registered), so the op families stay unchanged.
-Attaching a rule to a new op is one line in :data:`RULES`, e.g. for a SiLU record
-``"silu": lambda rec: unimodal_rule(rec.forward, SILU_MINIMUM)``.
+Attaching a rule to a new op is one line in :data:`RULES`, wrapped by
+:func:`execution_sound` with the bound of the op's point evaluation (a real-only rule
+would break the execution guarantee every IBP box claims).
 
 max/min pooling and ``max``/``min`` need no rule: the interval context's ``amax``,
 ``maximum`` and ``minimum`` are endpointwise and exact.  Division of independent operands
@@ -359,7 +363,7 @@ def _clamp(ctx, box: Interval, lo=None, hi=None) -> Interval:
     return Interval(out_lo, out_hi)
 
 
-def execution_sound(real, forward, bound, uses_functions=False):
+def execution_sound(real, forward, bound):
     """Wrap a ``real``-sound rule so that its box is ``execution``-sound too.
 
     ``bound(ctx, pr, args, attrs, nb, box) -> box'`` widens the real box by the a-priori
@@ -801,16 +805,15 @@ def real_rule(rec):
 # ------------------------------------------------------------------------------ attaching
 #: op name -> factory(record) -> interval rule.  softmax and the activations of
 #: ops_activation keep their real-sound rules in their records; attach wraps them.
-_FUNCS = ("gelu", "silu", "mish", "gelu_tanh", "softmax", "log_softmax")
 RULES = {
     "log_softmax": lambda rec: execution_sound(log_softmax_rule(rec.forward), rec.forward,
-                                               _log_softmax_bound, True),
+                                               _log_softmax_bound),
     "layernorm": lambda rec: layernorm_execution_rule(rec.forward),
     "gelu": lambda rec: execution_sound(unimodal_rule(rec.forward, GELU_MINIMUM),
-                                        rec.forward, _activation_bound("gelu"), True),
-    "softmax": lambda rec: execution_sound(rec.interval, rec.forward, _softmax_bound, True),
+                                        rec.forward, _activation_bound("gelu")),
+    "softmax": lambda rec: execution_sound(rec.interval, rec.forward, _softmax_bound),
     **{name: (lambda name: lambda rec: execution_sound(
-        rec.interval, rec.forward, _activation_bound(name), name in _FUNCS))(name)
+        rec.interval, rec.forward, _activation_bound(name)))(name)
        for name in ("silu", "mish", "gelu_tanh", "hardswish")},
     "linear": lambda rec: dot_rule(rec.forward, _dot_count("linear"), fast_dense=True),
     **{name: (lambda name: lambda rec: dot_rule(rec.forward, _dot_count(name)))(name)

@@ -44,6 +44,26 @@ def test_ibp_boxes_carry_both_guarantees(ctx):
     assert any(b is not None for b in boxes)
 
 
+def test_run_ibp_real_guarantee_is_tighter_and_says_so():
+    """guarantee="real": the rules without the point-evaluation bound, the products as
+    they are; every box claims real only and lies inside the execution box."""
+    g, p, c = _softmax_graph()
+    box = Box.from_center_radius(c, 0.3)
+    for ctx in ("interval:bfloat16", "interval:float64"):
+        ex = run_ibp(g, p, box, ctx)
+        re = run_ibp(g, p, box, ctx, guarantee="real")
+        assert all(b.guarantee == (REAL,) for b in re)
+        for a, b in zip(re, ex):
+            assert np.all(b.lo_float() <= a.lo_float()) and np.all(a.hi_float() <= b.hi_float())
+        if ctx == "interval:bfloat16":
+            assert np.sum(re[-1].width()) < np.sum(ex[-1].width())
+        rep = check_containment(g, p, box, samples=20, point_ctx="mpmath:80",
+                                interval_ctx=ctx, boxes=re)
+        assert rep.checked_guarantee == REAL and rep.ok
+    with pytest.raises(IBPError, match="guarantee"):
+        run_ibp(g, p, box, "interval:float64", guarantee="exact")
+
+
 def _softmax_graph():
     g = Graph([Node(0, [], "input", [6]), Node(1, [0], "relu", [6]),
                Node(2, [1], OpKind("softmax", axis=0), [6])])

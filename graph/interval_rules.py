@@ -392,32 +392,44 @@ def execution_sound(real, forward, bound):
 
 
 # softmax / log_softmax, point evaluation (ops_reduce): m = amax(x) (exact), z = x - m,
-# e = exp(z), S = sum(e) (any order), y = e / S, or y = z - log(S).  With D >= x_j - m
-# >= -D (D = spread of the row's box), u the unit roundoff, (uf, ef) the error of exp:
-#   RN(x_j - m) = (x_j - m)(1 + d), so exp(z_j) = e_j exp(t u D), |t| <= 1;
-#   e^_j = e_j exp(t u D)(1 + f) + a, |f| <= uf, |a| <= ef: e^_j / e_j in [Q, P] up to a,
-#     P = exp(uD)(1 + uf), Q = exp(-uD)(1 - uf);
-#   S^ = sum e^_j (1 + s_j), |s_j| <= gamma_{n-1}; the row's maximum gives e = 1 exactly,
-#     so S >= 1 and S^ / S in [(1 - g)(Q - n ef), (1 + g)(P + n ef)];
-#   y^_i = e^_i / S^ (1 + d') + a': y^ <= y P (1 + u) / lower(S^/S) + ef (1 + u) /
-#     lower(S^/S) + eta; y^ >= y Q (1 - u) / upper(S^/S) - ef - eta.  0 <= y^ <= 1.
+# e = exp(z), S = sum(e) (any order), y = e / S, or y = z - log(S).  u is the unit
+# roundoff, (uf, ef) the error of exp; D_i >= m - x_i over the box (per coordinate: the
+# row's largest upper end minus x_i's lower end), D the row's spread:
+#   RN(x_j - m) = (x_j - m)(1 + d), so exp(z^_j) = e_j exp(t u D_j), |t| <= 1;
+#   e^_j = exp(z^_j)(1 + f) + a, |f| <= uf, |a| <= ef;
+#   the row's maximum gives z = 0 and e = 1 exactly, so S >= 1, and the other terms move S
+#   by at most sum_j e_j |exp(t u D_j) - 1| <= (n - 1) u / 2 (sup_z e^-z (e^uz - 1) =
+#   (1-u)^(1/u) u / (1-u) <= u / (e (1-u)), and e^-z (1 - e^-uz) <= u e^(u/2 - 1)) or
+#   by the factor exp(+-u D): S^ / S in [s_lo, s_hi] with
+#     s_hi = (1 + g)(min(exp(u D), 1 + (n-1) u / 2)(1 + uf) + n ef),
+#     s_lo = (1 - g)(max(exp(-u D), 1 - (n-1) u / 2)(1 - uf) - n ef), g = gamma_{n-1};
+#   y^_i = e^_i / S^ (1 + d') + a': with P_i = exp(u D_i)(1 + uf), Q_i = exp(-u D_i)(1 -
+#   uf): y^ <= y P_i (1 + u) / s_lo + ef (1 + u) / s_lo + eta, y^ >= y Q_i (1 - u) / s_hi
+#   - ef - eta, and 0 <= y^ <= 1.
 def _softmax_factors(ctx, pr, x, a, n, names):
     f = pr.func(*names)
     g = pr.gamma(max(n - 1, 0))
-    if f is None or g is None:
+    if f is None or g is None or pr.u > Fraction(1, 8):
         return None
     uf, ef = f
     one = ctx.ones(())
     U, UF = _k(ctx, pr.u), _k(ctx, uf)
+    top = ctx.amax(_point(x.hi), axis=a, keepdims=True).hi
+    d_i = _up(ctx.sub(_point(top), _point(x.lo)))                # >= m - x_i (>= 0)
+    uDi = ctx.mul(U, ctx.maximum(d_i, ctx.zeros(())))
     uD = ctx.mul(U, _row_spread(ctx, x, a))
-    P = ctx.mul(ctx.exp(uD), ctx.add(one, UF))
-    Q = ctx.mul(ctx.exp(ctx.neg(uD)), ctx.sub(one, UF))
+    P = ctx.mul(ctx.exp(uDi), ctx.add(one, UF))
+    Q = ctx.mul(ctx.exp(ctx.neg(uDi)), ctx.sub(one, UF))
+    half = _k(ctx, Fraction(max(n - 1, 0), 2) * pr.u)
+    grow = ctx.minimum(_up(ctx.exp(uD)), _up(ctx.add(one, half)))
+    shrink = ctx.maximum(Interval(ctx.exp(ctx.neg(uD)).lo, ctx.exp(ctx.neg(uD)).lo),
+                         Interval(ctx.sub(one, half).lo, ctx.sub(one, half).lo))
     G, nEF = _k(ctx, g), _k(ctx, n * ef)
-    s_lo = ctx.mul(ctx.sub(one, G), ctx.sub(Q, nEF))     # <= S^ / S
-    s_hi = ctx.mul(ctx.add(one, G), ctx.add(P, nEF))     # >= S^ / S
+    s_lo = ctx.mul(ctx.sub(one, G), ctx.sub(ctx.mul(shrink, ctx.sub(one, UF)), nEF))
+    s_hi = ctx.mul(ctx.add(one, G), ctx.add(ctx.mul(grow, ctx.add(one, UF)), nEF))
     if not np.all(np.asarray(s_lo.lo > 0)):
         return None
-    return dict(one=one, U=U, UF=UF, uD=uD, P=P, Q=Q, s_lo=s_lo, s_hi=s_hi,
+    return dict(one=one, U=U, UF=UF, uD=uDi, P=P, Q=Q, s_lo=s_lo, s_hi=s_hi,
                 EF=_k(ctx, ef), ETA=_k(ctx, pr.eta))
 
 

@@ -472,7 +472,7 @@ def _log_softmax_bound(ctx, pr, args, attrs, nb, box):
 
 # layernorm, point evaluation (ops_reduce._ln_stats): mu = sum(x) / n, d = x - mu,
 # var = sum(d^2) / n, inv = 1 / sqrt(var + eps), xhat = d inv, y = xhat gamma + beta.
-#   mu^ = mu - delta, |delta| <= e_mu = gamma_{n+1} max|x| + eta (one shift for all j);
+#   mu^ = mu - delta, |delta| <= e_mu = gamma_{n+1} mean|x| + eta (one shift for all j);
 #   d^_j = (d_j + delta)(1 + e_j), and sum_j (d_j + delta)^2 = n (var + delta^2) because
 #   sum_j d_j = 0, so var^ = (var + delta^2) (1 + t), |t| <= rho_v = (1+u)^2 (1 +
 #   gamma_{n+1}) - 1, plus (n + 1) eta of underflow;
@@ -508,7 +508,8 @@ def _layernorm_bound(ctx, pr, args, attrs, nb, box, parts):
     p = _up(ctx.mul(ctx.mul(gm, xp), u1))
     clamp = ctx.add(beta, Interval(ctx.neg(p).lo, p.hi))
     # the bound around the real box
-    m_row = _up(ctx.amax(_point(ctx.abs(x).hi), axis=axes, keepdims=True))
+    # the mean's error: gamma_{n-1} sum |x_j| for the sum, one rounding for / n
+    m_row = _up(ctx.div(ctx.sum(_up(ctx.abs(x)), axis=axes, keepdims=True), _k(ctx, n)))
     e_mu = _up(ctx.add(ctx.mul(G1, m_row), ETA))
     rho_v = ctx.sub(ctx.mul(ctx.square(u1), ctx.add(one, G1)), one)
     v_lo = ctx.maximum(_point(var.lo), ctx.zeros(()))

@@ -94,7 +94,7 @@ def build(op, seed):
     return Graph(nodes), Payload(pay), centre, radius
 
 
-BOXES_PER_CASE = 3
+BOXES_PER_CASE = 8
 
 
 def _announced_overflows(rep) -> int:
@@ -110,6 +110,7 @@ def _announced_overflows(rep) -> int:
 def test_both_guarantees_on_random_graphs(fmt):
     counts = dict(graphs=0, boxes=0, execution_points=0, real_points=0,
                   execution_violations=0, real_violations=0, unbounded=0, nan_overflows=0)
+    unbounded = []
     ictx = f"interval:{fmt}"
     for j, op in enumerate(OPS_UNDER_TEST):
         for k in range(BOXES_PER_CASE):
@@ -120,6 +121,7 @@ def test_both_guarantees_on_random_graphs(fmt):
             out = boxes[g.output]
             if out is None:                      # a rule gave up: nothing to check there
                 counts["unbounded"] += 1
+                unbounded.append(op)
             assert all(b is None or b.guarantee == ("real", "execution") for b in boxes)
             ex = check_containment(g, p, box, samples=300, point_ctx=fmt, seed=seed,
                                    boxes=boxes)
@@ -139,6 +141,6 @@ def test_both_guarantees_on_random_graphs(fmt):
             counts["real_points"] += real.checked
             counts["execution_violations"] += ex.violation_count - overflow
             counts["real_violations"] += real.violation_count
-    print(f"\nsoundness stress {fmt}: {counts}")
-    assert counts["unbounded"] <= 2
+    print(f"\nsoundness stress {fmt}: {counts} (no output box: {unbounded})")
+    assert counts["unbounded"] <= counts["graphs"] // 20
     assert counts["execution_points"] >= 300 * len(OPS_UNDER_TEST) * BOXES_PER_CASE

@@ -88,10 +88,13 @@ def networks(seed: int = 0) -> dict:
 
 
 def generic_ibp(g, payload, box, ictx):
-    """IBP with every op's forward rule (no op-specific interval rules)."""
+    """IBP with every op's forward rule (no op-specific reformulating interval rules; the
+    dot products and sums keep the rounding bound of their point evaluation, which the
+    generic fold needs to hold the point runs too: graph/interval_rules.py)."""
+    from scalarlab.graph.interval_rules import real_rule
     ictx = scalars.get(ictx)
     kernels = {n.id: (lambda args, attrs, nb, rec=OPS[n.kind.op]: rec.forward(ictx, args, attrs, nb))
-               for n in g.nodes if OPS[n.kind.op].interval is not None}
+               for n in g.nodes if real_rule(OPS[n.kind.op]) is not None}
     vals = denote_all(g, payload, box.to_interval(ictx), ictx, partial=True, kernels=kernels)
     return [None if v is None else Box.from_interval(ictx, v) for v in vals]
 

@@ -3,6 +3,14 @@
 A :class:`Box` is context-free data (two arrays of equal shape, float64 or exact objects);
 ``box.to_interval(ctx)`` turns it into an interval-context value with *outward* rounding,
 so a box given in decimals is enclosed by the endpoint format, never shrunk.
+
+Every box says what it guarantees (``guarantee``, README "Two guarantees"): ``"real"`` —
+it holds the exact real-valued result over the input box; ``"execution"`` — it also holds
+every value the lab's point context of the interval context's format computes there.
+IBP boxes (:func:`ibp.run_ibp`) carry both; a box built from bounds claims only
+``("real",)`` unless its producer says more (``Box(..., guarantee=BOTH)`` or
+:meth:`Box.with_guarantee`); an input box (:meth:`Box.from_center_radius`) is a set of
+inputs, so it carries both.
 """
 from __future__ import annotations
 
@@ -17,6 +25,10 @@ from scalarlab.scalars.directed import recycled_empty
 from scalarlab.scalars.interval import Interval
 
 from .errors import IBPError
+
+REAL = "real"
+EXECUTION = "execution"
+BOTH = (REAL, EXECUTION)
 
 
 def _as_array(x):
@@ -38,8 +50,17 @@ class Box:
     # lo/hi above are c ± r rounded OUTWARD to float64 and lo_in/hi_in rounded INWARD.  The
     # box means the exact ball; lo/hi enclose it, lo_in/hi_in lie inside it.
     ball: tuple | None = field(default=None, compare=False, repr=False)
+    # what the box holds: (REAL,) or (REAL, EXECUTION) (see the module docstring)
+    guarantee: tuple = field(default=(REAL,), compare=False)
 
     def __post_init__(self):
+        g = self.guarantee
+        items = (tuple(t.strip() for t in g.replace("+", ",").split(",") if t.strip())
+                 if isinstance(g, str) else tuple(g))
+        if not items or any(t not in BOTH for t in items) or REAL not in items:
+            raise IBPError(f"Box: guarantee must be {REAL!r} or {REAL!r} and {EXECUTION!r} "
+                           f"(an execution guarantee includes the real one), got {g!r}")
+        object.__setattr__(self, "guarantee", tuple(t for t in BOTH if t in items))
         if self.ball is not None:
             return                     # built by from_center_radius, already checked
         lo, hi = _as_array(self.lo), _as_array(self.hi)
@@ -86,7 +107,16 @@ class Box:
         r_f = np.vectorize(to_fraction, otypes=[object])(r) if r.size else r.astype(object)
         if np.any(np.vectorize(lambda t: t < 0, otypes=[bool])(r_f)):
             raise IBPError(f"Box.from_center_radius: radius must be >= 0, got {radius!r}")
-        return cls(c_f - r_f, c_f + r_f)
+        return cls(c_f - r_f, c_f + r_f, guarantee=BOTH)
+
+    @property
+    def guarantee_text(self) -> str:
+        """``"real+execution"`` or ``"real"`` (tables and reports)."""
+        return "+".join(self.guarantee)
+
+    def with_guarantee(self, guarantee) -> "Box":
+        """The same box claiming ``guarantee`` (a tuple, or text like "real+execution")."""
+        return Box(self.lo, self.hi, ball=self.ball, guarantee=guarantee)
 
     @classmethod
     def _float_ball(cls, c, r, radius) -> "Box":
@@ -123,7 +153,8 @@ class Box:
             return None                # float64 overflow: the caller takes the exact path
         lo, hi = np.broadcast_to(lo, shape), np.broadcast_to(hi, shape)
         return cls(lo, hi, ball=(np.broadcast_to(c, shape), np.broadcast_to(r, shape),
-                                 np.broadcast_to(lo_in, shape), np.broadcast_to(hi_in, shape)))
+                                 np.broadcast_to(lo_in, shape), np.broadcast_to(hi_in, shape)),
+                   guarantee=BOTH)
 
     @classmethod
     def _decimal_ball(cls, c, r) -> "Box | None":
@@ -158,7 +189,7 @@ class Box:
             lo[i], lo_in[i] = _directed_pair(cq - rq)
             hi_in[i], hi[i] = _directed_pair(cq + rq)
         rr = np.broadcast_to(np.array(rq, dtype=object), lo.shape)
-        return cls(lo, hi, ball=(cc, rr, lo_in, hi_in))
+        return cls(lo, hi, ball=(cc, rr, lo_in, hi_in), guarantee=BOTH)
 
     def exact_ends(self):
         """(lo, hi) with the exact endpoints (object arrays of Fractions for a float
@@ -207,12 +238,13 @@ class Box:
         return ctx.make(lo.lo, hi.hi)
 
     @classmethod
-    def from_interval(cls, ctx, value) -> "Box":
-        """Read an interval value back as a box (endpoints kept in the base representation)."""
-        return cls(np.asarray(value.lo), np.asarray(value.hi))
+    def from_interval(cls, ctx, value, guarantee=(REAL,)) -> "Box":
+        """Read an interval value back as a box (endpoints kept in the base representation);
+        ``guarantee``: what the producer of ``value`` proved about it."""
+        return cls(np.asarray(value.lo), np.asarray(value.hi), guarantee=guarantee)
 
     @classmethod
-    def _of_result(cls, value) -> "Box":
+    def _of_result(cls, value, guarantee=BOTH) -> "Box":
         """:meth:`from_interval` for a value an interval context computed: its ends are
         ordered by construction (every op rounds an enclosure outward, NaN becomes the
         whole line), so the order check of ``__post_init__`` (two passes over each
@@ -221,6 +253,7 @@ class Box:
         object.__setattr__(box, "lo", np.asarray(value.lo))
         object.__setattr__(box, "hi", np.asarray(value.hi))
         object.__setattr__(box, "ball", None)
+        object.__setattr__(box, "guarantee", tuple(guarantee))
         return box
 
     def lo_float(self) -> np.ndarray:
@@ -258,8 +291,9 @@ class Box:
 
     def __getitem__(self, idx) -> "Box":
         if self.ball is not None:
-            return Box(self.lo[idx], self.hi[idx], ball=tuple(a[idx] for a in self.ball))
-        return Box(self.lo[idx], self.hi[idx])
+            return Box(self.lo[idx], self.hi[idx], ball=tuple(a[idx] for a in self.ball),
+                       guarantee=self.guarantee)
+        return Box(self.lo[idx], self.hi[idx], guarantee=self.guarantee)
 
 
 def _is_float_array(a) -> bool:

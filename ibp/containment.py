@@ -4,6 +4,14 @@ This compares points with boxes; it proves nothing about the points it did not d
 Samples are deterministic (a seeded generator) and, for inputs with few coordinates,
 every vertex of the input box is checked as well, because extreme values of monotone
 compositions sit on vertices.
+
+What a check checks (:func:`checked_guarantee`): point runs in the interval context's own
+format test the ``execution`` guarantee (the boxes must hold what that point context
+computes); point runs in another, more precise context approximate the exact values, a
+sampled test of the ``real`` guarantee.  The report names it beside the guarantee each
+box claims, and counts separately the violations of boxes that claim what was checked
+(``claimed_violation_count``: a soundness bug) and of boxes that do not (a real-only box
+missing a rounded point value is no bug of the box).
 """
 from __future__ import annotations
 
@@ -17,7 +25,7 @@ from scalarlab import scalars
 from scalarlab.graph.errors import GraphError
 from scalarlab.scalars.errors import ContextError
 
-from .box import Box
+from .box import EXECUTION, REAL, Box
 from .errors import IBPError
 from .propagate import interval_context, run_ibp
 
@@ -35,11 +43,17 @@ class Violation:
     value: float
     lo: float
     hi: float
+    guarantee: str = ""         # what the box claims ("real+execution" / "real")
+    checked: str = ""           # what the point run tested ("execution" / "real")
 
     def describe(self) -> str:
-        return (f"sample {self.sample} input={_fmt_list(self.input)}: node {self.node} "
+        text = (f"sample {self.sample} input={_fmt_list(self.input)}: node {self.node} "
                 f"coordinate {list(self.index)} value {self.value!r} outside "
                 f"[{self.lo!r}, {self.hi!r}]")
+        if self.guarantee and self.checked and self.checked not in self.guarantee:
+            text += (f" (the box claims {self.guarantee} only; the {self.checked} check "
+                     "is not its claim)")
+        return text
 
 
 @dataclass
@@ -62,10 +76,18 @@ class ContainmentReport:
     failures: list = field(default_factory=list)
     outputs: Optional[np.ndarray] = None    # float64 values of the output node per sample
     output_id: int = -1
+    checked_guarantee: str = EXECUTION      # the guarantee the point runs test
+    claimed_violation_count: int = 0        # violations of boxes claiming ``checked``
 
     @property
     def checked(self) -> int:
         return self.samples + self.vertices
+
+    @property
+    def guarantee(self) -> str:
+        """What the output box claims ("real+execution", "real"; "" without a box)."""
+        b = self.boxes[self.output_id] if 0 <= self.output_id < len(self.boxes) else None
+        return "" if b is None else b.guarantee_text
 
     @property
     def ok(self) -> bool:
@@ -113,6 +135,14 @@ def box_vertices(box: Box) -> np.ndarray:
     return np.array(rows).reshape((len(rows),) + lo.shape)
 
 
+def checked_guarantee(pctx, ictx) -> str:
+    """``"execution"`` when the point context is the interval context's base (its own
+    format: the point runs are what the execution guarantee speaks of; for an exact base
+    that is the real value too), else ``"real"`` (a more precise point context samples
+    approximately exact values)."""
+    return EXECUTION if getattr(ictx, "base_name", None) == pctx.name else REAL
+
+
 def check_containment(graph, payload, box: Box, samples: int = 50, point_ctx="binary32",
                       interval_ctx=None, seed=0, vertices: bool = True,
                       boxes=None, output_id: Optional[int] = None) -> ContainmentReport:
@@ -136,9 +166,10 @@ def check_containment(graph, payload, box: Box, samples: int = 50, point_ctx="bi
     pts = sample_box(box, samples, seed)
     xs = np.concatenate([verts, pts], axis=0) if len(verts) else pts
     out_id = graph.output if output_id is None else output_id
+    checking = checked_guarantee(pctx, ictx)
     report = ContainmentReport(point_context=pctx.name, interval_context=ictx.name,
                                samples=samples, vertices=len(verts), boxes=boxes,
-                               output_id=out_id)
+                               output_id=out_id, checked_guarantee=checking)
     if len(xs) == 0:
         return report
     x_ctx = pctx.convert(xs)
@@ -168,12 +199,15 @@ def check_containment(graph, payload, box: Box, samples: int = 50, point_ctx="bi
             continue
         bad = np.argwhere(~inside)
         report.violation_count += len(bad)
+        if checking in b.guarantee:
+            report.claimed_violation_count += len(bad)
         for row in bad[: max(0, MAX_STORED_VIOLATIONS - len(report.violations))]:
             s, coord = int(row[0]), tuple(int(t) for t in row[1:])
             report.violations.append(Violation(
                 sample=int(good[s]), input=xs[good[s]].reshape(-1).tolist(), node=nid,
                 index=coord, value=_as_float(arr[(s,) + coord]),
-                lo=_as_float(b.lo[coord]), hi=_as_float(b.hi[coord])))
+                lo=_as_float(b.lo[coord]), hi=_as_float(b.hi[coord]),
+                guarantee=b.guarantee_text, checked=checking))
     if report.outputs is None and values[out_id] is not None:
         report.outputs = np.asarray(pctx.to_float64(values[out_id]), dtype=np.float64)
     return report

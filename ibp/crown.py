@@ -48,11 +48,10 @@ rule on its parents' final boxes -- for the execution guarantee widened by ``err
 where the rule encloses only the real result (sums of products: the interval products
 are midpoint-radius enclosures of the exact product; functions the point context does
 not round correctly) --, (b) CROWN's bound where the node needs one, and (c) the IBP
-box of :func:`run_ibp` (for the execution guarantee only where that box carries
-``guarantee == "execution"``).  Each holds the node's values, so the intersection does;
-disjoint boxes raise (one of them would be unsound).  For the real guarantee the box is
-thus never wider than IBP's; for the execution guarantee never wider than the
-execution-sound IBP chain (a).
+box of :func:`run_ibp` run for the same guarantee (for the execution guarantee only
+where that box says it holds the executed values, as the fold's boxes do).  Each holds
+the node's values, so the intersection does; disjoint boxes raise (one of them would be
+unsound).  So the box is never wider than IBP's box of the same guarantee.
 
 Relaxations (l < u the bounds of the input of the nonlinearity):
 
@@ -100,7 +99,7 @@ from scalarlab.scalars.errors import ContextError
 from scalarlab.scalars.functions import FUNCTIONS
 from scalarlab.scalars.interval import Interval
 
-from .box import Box
+from .box import BOTH, EXECUTION, REAL, Box
 from .crown_rounding import DOT_AFFINE, EXACT_AFFINE, PointErrors
 from .errors import IBPError
 from .propagate import interval_context
@@ -110,7 +109,7 @@ __all__ = ["run_crown", "CrownError", "METHODS", "GUARANTEES", "AFFINE_OPS", "RE
 METHODS = ("ibp", "crown", "crown-ibp")
 #: what a box holds: the exact real result over the input box, or also every result of
 #: the point context of the interval's base format (see ibp/crown_rounding.py)
-GUARANTEES = ("execution", "real")
+GUARANTEES = (EXECUTION, REAL)
 
 #: ops affine in their one input-dependent parent (the other parents are constants)
 AFFINE_OPS = frozenset({"linear", "conv1d", "conv2d", "conv3d", "avg_pool1d", "avg_pool2d",
@@ -143,7 +142,7 @@ def run_crown(graph, payload, box: Box, ctx="interval:float64", method: str = "c
     the interval's base format computes for inputs in the box (each node's a-priori
     rounding error enters the backward pass and widens the rule boxes that enclose only
     the real result); ``"real"``: the exact real-valued results only.  Boxes record it
-    in ``guarantee`` where :class:`Box` has that field.
+    in ``guarantee`` (``("real", "execution")`` or ``("real",)``).
 
     ``box`` bounds the graph's one input; with leading batch axes each box of the batch
     is bounded separately (CROWN is per example).  ``method="ibp"`` returns
@@ -163,7 +162,7 @@ def run_crown(graph, payload, box: Box, ctx="interval:float64", method: str = "c
     if not isinstance(box, Box):
         raise IBPError(f"run_crown: expected a Box for the input, got {type(box).__name__}")
     if method == "ibp":
-        return run_ibp(graph, payload, box, ictx)
+        return run_ibp(graph, payload, box, ictx, guarantee=guarantee)
     ensure_valid(graph)
     payload = as_payload(payload)
     check_payload(graph, payload)
@@ -178,15 +177,11 @@ def run_crown(graph, payload, box: Box, ctx="interval:float64", method: str = "c
                          f"node's shape {list(in_shape)} (leading batch axes allowed)")
     out = graph.output if output_id is None else int(output_id)
     errs = PointErrors(ictx) if guarantee == "execution" else None
-    if errs is not None and "guarantee" not in getattr(Box, "__dataclass_fields__", {}):
-        # for the execution guarantee an IBP box is used only where it says it holds the
-        # executed values (the fold's midpoint-radius products enclose the real product
-        # only); CROWN keeps its own execution-sound chain of rule boxes instead
-        ibp = [None] * len(graph.nodes)
-    else:
-        ibp = run_ibp(graph, payload, box, ictx)      # the whole batch in one fold
-        if errs is not None:
-            ibp = [b if getattr(b, "guarantee", None) == "execution" else None for b in ibp]
+    # the whole batch in one fold; for the execution guarantee an IBP box is used only
+    # where it says it holds the executed values (the fold's boxes carry both today)
+    ibp = run_ibp(graph, payload, box, ictx, guarantee=guarantee)
+    if errs is not None:
+        ibp = [b if b is not None and EXECUTION in b.guarantee else None for b in ibp]
     if nb:
         per = [_crown_one(graph, payload, box[idx], ictx, method, out,
                           [None if b is None else b[idx] for b in ibp], errs)
@@ -201,9 +196,8 @@ def run_crown(graph, payload, box: Box, ctx="interval:float64", method: str = "c
 
 
 def _tag(box: Box, guarantee: str) -> Box:
-    """Record the guarantee on the box where Box carries one (a ``guarantee`` field)."""
-    if "guarantee" in getattr(Box, "__dataclass_fields__", {}):
-        object.__setattr__(box, "guarantee", guarantee)
+    """Record the guarantee on the box (an execution box holds the real result too)."""
+    object.__setattr__(box, "guarantee", BOTH if guarantee == EXECUTION else (REAL,))
     return box
 
 

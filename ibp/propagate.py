@@ -13,7 +13,7 @@ from typing import Optional
 
 from scalarlab import scalars
 
-from .box import Box
+from .box import EXECUTION, REAL, Box
 from .errors import IBPError
 
 
@@ -25,21 +25,59 @@ def interval_context(ctx):
     return c
 
 
-def run_ibp(graph, payload, box: Box, ctx="interval:binary32") -> list[Optional[Box]]:
+def run_ibp(graph, payload, box: Box, ctx="interval:binary32",
+            guarantee: str = EXECUTION) -> list[Optional[Box]]:
     """One :class:`Box` (or ``None`` where no bound could be derived) per node.
 
     ``box`` bounds the graph input; it may carry leading batch axes, in which case one
-    call bounds every box of the batch.
+    call bounds every box of the batch.  ``guarantee`` (see :mod:`ibp.box`):
+    ``"execution"`` (default) — every box holds the exact real result and every value
+    the point context of ``ctx``'s format computes (the op table's interval rules,
+    graph/interval_rules.py); ``"real"`` — the real result only: the per-op rules
+    without their point-evaluation bound and the interval products as they are
+    (tighter, and dense -> relu pairs take the fused pass); the boxes say which.
     """
     from scalarlab.graph import denote_all
 
     ictx = interval_context(ctx)
     if not isinstance(box, Box):
         raise IBPError(f"run_ibp: expected a Box for the input, got {type(box).__name__}")
+    if guarantee not in (REAL, EXECUTION):
+        raise IBPError(f"run_ibp: guarantee must be {REAL!r} or {EXECUTION!r}, got "
+                       f"{guarantee!r}")
+    from scalarlab.graph.interval_rules import guarantees, point_rounding
     x = box.to_interval(ictx)
-    values = denote_all(graph, payload, x, ictx, partial=True,
-                        kernels=_dense_relu_kernels(graph, ictx))
-    return [None if v is None else Box._of_result(v) for v in values]
+    pr = point_rounding(ictx)
+    if guarantee == EXECUTION and not (pr.kind == "exact" or pr.mirrored_dot):
+        # the linear rule adds the point dot product's rounding bound to the affine box
+        # (graph/interval_rules.dot_rule), so its relu can no longer come from the fused
+        # pass: the fold runs the op table's rules
+        kernels = {}
+    else:
+        kernels = _dense_relu_kernels(graph, ictx)
+    if guarantee == REAL:
+        kernels = {**_real_rule_kernels(graph, ictx), **kernels}
+    values = denote_all(graph, payload, x, ictx, partial=True, kernels=kernels)
+    # every rule the fold runs is execution-sound (graph/interval_rules.py); an input box
+    # is a set of inputs (the point runs convert the same inputs), so its own flag is moot
+    g = guarantees(ictx) if guarantee == EXECUTION else (REAL,)
+    return [None if v is None else Box._of_result(v, g) for v in values]
+
+
+def _real_rule_kernels(graph, ictx) -> dict:
+    """Kernels running each op's ``real``-sound rule: a reformulating rule without its
+    point-evaluation bound, the forward rule for the dot products and sums."""
+    from scalarlab.graph.interval_rules import real_rule
+    from scalarlab.graph.optable import OPS
+
+    kernels = {}
+    for node in graph.nodes:
+        rec = OPS[node.kind.op]
+        if rec.interval is None or node.kind.op == "input":
+            continue
+        f = real_rule(rec) or rec.forward
+        kernels[node.id] = (lambda args, attrs, nb, f=f: f(ictx, args, attrs, nb))
+    return kernels
 
 
 def _dense_relu_kernels(graph, ictx) -> dict:
@@ -50,7 +88,9 @@ def _dense_relu_kernels(graph, ictx) -> dict:
     that very result, and a ``linear`` node reading it passes the operand pass on.  No
     code runs between these nodes but the fold's own ops, which do not mutate values;
     anything else runs the op table's rule.  The boxes are bitwise those of the plain
-    fold (tested)."""
+    fold without the linear rule's execution bound (tested): :func:`run_ibp` uses them
+    for the ``real`` guarantee, and for ``execution`` where the interval product mirrors
+    the point one (no bound to add)."""
     if not hasattr(ictx, "affine_relu"):
         return {}
     from scalarlab.graph.fold import rule_for

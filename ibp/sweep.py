@@ -8,7 +8,12 @@ was checked there), the output box width, the sampled output range and
 ``tightness = sampled width / box width`` (1 would mean the box is attained).  ``methods``
 selects the bounding method per row (``ibp``, ``crown``, ``crown-ibp``: see
 :mod:`ibp.crown`); ``width_vs_ibp`` is the row's output box width over the IBP row's width
-for the same radius, context and sample count (when IBP is among the methods).  For a
+for the same radius, context and sample count (when IBP is among the methods).
+``guarantee`` says what the row's output box claims (``real+execution`` for IBP, see
+:mod:`ibp.box`), ``checked`` which guarantee the point runs test (``execution``: the
+point context is the interval context's own format), and ``claimed_violations`` counts
+the violations of boxes that claim the checked guarantee (each one a soundness bug; a
+violation of a ``real``-only box by a rounded point run is not).  For a
 vector output, widths are maxima over coordinates, ``sampled_lo``/``sampled_hi`` span all
 coordinates and tightness is the mean of the per-coordinate ratios.
 """
@@ -30,7 +35,8 @@ from .propagate import run_ibp
 DEFAULT_SHARD = 2000
 COLUMNS = ["radius", "context", "interval_context", "samples", "vertices", "violations",
            "failures", "unbounded", "box_lo", "box_hi", "box_width", "sampled_lo", "sampled_hi",
-           "sampled_width", "tightness", "first_counterexample", "method", "width_vs_ibp"]
+           "sampled_width", "tightness", "first_counterexample", "method", "width_vs_ibp",
+           "guarantee", "checked", "claimed_violations"]
 
 
 @dataclass(frozen=True)
@@ -78,7 +84,9 @@ def _run_shard(graph, payload, center, output_id, shard: _Shard):
     return {"row": shard.row, "checked": rep.samples, "vertices": rep.vertices,
             "violations": rep.violation_count, "failures": len(rep.failures),
             "unbounded": len(rep.unbounded), "sampled_lo": lo, "sampled_hi": hi,
-            "first": rep.first_counterexample(), "box": boxes[output_id]}
+            "first": rep.first_counterexample(), "box": boxes[output_id],
+            "guarantee": rep.guarantee, "checked": rep.checked_guarantee,
+            "claimed": rep.claimed_violation_count}
 
 
 def sweep(graph, payload, center, radii: Sequence, contexts: Sequence[str],
@@ -189,6 +197,9 @@ def _combine(rows, results) -> pd.DataFrame:
             "sampled_width": sampled_width, "tightness": tight,
             "first_counterexample": firsts[0] if firsts else "",
             "method": method, "width_vs_ibp": float("nan"),
+            "guarantee": parts[0]["guarantee"] if parts else "",
+            "checked": parts[0]["checked"] if parts else "",
+            "claimed_violations": sum(p["claimed"] for p in parts),
         })
     ibp_width = {(q["radius"], q["context"], q["samples"]): q["box_width"]
                  for q in records if q["method"] == "ibp"}

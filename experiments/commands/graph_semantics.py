@@ -98,14 +98,17 @@ def run(args) -> int:
                 "vertices": rep.vertices}
         rows = [{"node": i, "center_value": np.asarray(pctx.to_float64(v)).tolist(),
                  "lo": None if b is None else np.asarray(b.lo_float()).tolist(),
-                 "hi": None if b is None else np.asarray(b.hi_float()).tolist()}
+                 "hi": None if b is None else np.asarray(b.hi_float()).tolist(),
+                 "guarantee": None if b is None else b.guarantee_text}
                 for i, (v, b) in enumerate(zip(center_vals, boxes))]
         summary = {"samples": rep.samples, "vertices": rep.vertices,
                    "violations": rep.violation_count, "failures": len(rep.failures),
                    "unbounded": rep.unbounded, "ok": rep.ok and not nothing,
                    "first_counterexample": rep.first_counterexample(),
                    "nothing_checked": nothing,
-                   "method": args.method, "output_width": widths}
+                   "method": args.method, "output_width": widths,
+                   "guarantee": rep.guarantee, "checked": rep.checked_guarantee,
+                   "claimed_violations": rep.claimed_violation_count}
         outputs.print_document(outputs.document("graph-semantics", meta, rows=rows,
                                                 summary=summary))
         for why in nothing:
@@ -132,11 +135,16 @@ def run(args) -> int:
         return f"{m} {w:.6g} ({w / base:.3f} of ibp)" if base else f"{m} {w:.6g}"
     print(f"bounding method: {args.method}; output width by method: "
           + ", ".join(_shown(m, w) for m, w in widths.items()))
+    print(f"guarantee: the {args.method} boxes claim {rep.guarantee or 'nothing'} "
+          f"(real: the exact real result; execution: also what {pctx.name} computes); "
+          f"the point runs in {pctx.name} check {rep.checked_guarantee}")
     print(f"samples checked: {rep.samples} random + {rep.vertices} box vertices "
           f"(seed {args.seed})")
     if not rep.ok:
         print(f"counterexample: {rep.first_counterexample()}")
-        print(f"{rep.violation_count} violation(s), {len(rep.failures)} evaluation failure(s)")
+        print(f"{rep.violation_count} violation(s) ({rep.claimed_violation_count} of boxes "
+              f"claiming {rep.checked_guarantee}), {len(rep.failures)} evaluation "
+              f"failure(s)")
     elif not nothing:
         print(f"all {rep.checked} samples inside")
     for why in nothing:

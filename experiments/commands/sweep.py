@@ -187,7 +187,11 @@ def run(args) -> int:
                           f"local dask, {args.workers} workers" if args.workers else "serial"),
             "columns": "sampled_lo/sampled_hi span all output coordinates; box_width and "
                        "sampled_width are maxima of per-coordinate widths (for a scalar "
-                       "output sampled_width = sampled_hi - sampled_lo)"}
+                       "output sampled_width = sampled_hi - sampled_lo); guarantee is what "
+                       "the output box claims (real: holds the exact real result; "
+                       "execution: also every value the point context of that format "
+                       "computes), checked the guarantee the point runs test, "
+                       "claimed_violations the violations of boxes claiming it"}
     if args.out:
         tables.write_table(args.out, "sweep", meta, df,
                            title=f"scalarlab sweep: {case.name}")
@@ -200,6 +204,10 @@ def run(args) -> int:
         for _, row in df[df["violations"] > 0].iterrows():
             print(f"counterexample (radius {row['radius']!r}, {row['context']}): "
                   f"{row['first_counterexample']}")
+        checks = sorted({(r["method"], r["guarantee"], r["checked"])
+                         for _, r in df.iterrows()})
+        print("guarantees: " + "; ".join(f"{m} boxes claim {g or 'nothing (no box)'}, "
+                                          f"point runs check {c}" for m, g, c in checks))
     if args.out:
         outputs.note(f"wrote {args.out}", to_stderr=args.json)
     status = 0

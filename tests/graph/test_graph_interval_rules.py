@@ -28,6 +28,9 @@ CONTEXTS = ["interval:binary32", "interval:float64", "interval:mpmath:60"]
 # outward roundings of the endpoint format (exp, sub, n - 1 additions, div)
 SLACK = {"interval:binary32": 2.0 ** -19, "interval:float64": 2.0 ** -47,
          "interval:mpmath:60": 2.0 ** -52}
+# ... and beyond it for the execution-sound box: the point softmax's own error bound too
+EXEC_SLACK = {"interval:binary32": 2.0 ** -17, "interval:float64": 2.0 ** -43,
+              "interval:mpmath:60": 2.0 ** -50}
 
 
 def softmax_exact(row):
@@ -91,7 +94,12 @@ def test_every_interval_rule_is_tested_here():
     assert {name for name, rec in OPS.items() if rec.interval is not None} == {
         "softmax",
         "log_softmax", "layernorm", "gelu",             # test_graph_interval_rules_ops.py
-        "silu", "mish", "gelu_tanh", "hardswish"}       # tests/graph/test_graph_activations.py
+        "silu", "mish", "gelu_tanh", "hardswish",       # tests/graph/test_graph_activations.py
+        # execution bounds of dot products and (float64's pairwise) sums:
+        # tests/graph/test_graph_interval_rules_execution.py
+        "linear", "matmul", "conv1d", "conv2d", "conv3d",
+        "sum", "reduce_sum", "reduce_mean", "global_avg_pool", "reduce_sum_square",
+        "avg_pool1d", "avg_pool2d", "avg_pool3d"}
 
 
 @pytest.mark.parametrize("cname", CONTEXTS)
@@ -113,11 +121,20 @@ def test_softmax_interval_rule_is_sound_and_tight(cname, case):
     assert np.all(glo >= _mpf_array(generic.lo)) and np.all(ghi <= _mpf_array(generic.hi))
     assert np.any(glo > _mpf_array(generic.lo)) or np.any(ghi < _mpf_array(generic.hi))
 
-    # close to the exact range: its extremes are attained at the vertices (listed first)
+    # the real-sound rule (before the point evaluation's error bound) is close to the
+    # exact range: its extremes are attained at the vertices (listed first); the
+    # execution-sound box adds the bound of binary32/float64/mpmath's own softmax
+    # (about (2 D + n + 3) u relative for a row spread D), so it gets EXEC_SLACK
+    real = OPS["softmax"].interval.real(ctx, [x], full_attrs(OPS["softmax"], {"axis": axis}), 0)
+    rlo, rhi = _mpf_array(real.lo), _mpf_array(real.hi)
+    assert np.all(glo <= rlo) and np.all(rhi <= ghi)
     n_vertices = 2 ** int(np.size(lo))
     vmin = np.min(np.stack(vals[:n_vertices]), axis=0)
     vmax = np.max(np.stack(vals[:n_vertices]), axis=0)
     slack = mpmath.mpf(SLACK[cname])
+    assert np.all(vmin - rlo <= slack * vmin), (cname, case)
+    assert np.all(rhi - vmax <= slack * vmax), (cname, case)
+    slack = mpmath.mpf(EXEC_SLACK[cname])
     assert np.all(vmin - glo <= slack * vmin), (cname, case)
     assert np.all(ghi - vmax <= slack * vmax), (cname, case)
 

@@ -809,6 +809,41 @@ def reduction_rule(forward, count=None):
     return rule
 
 
+# Scalar functions (exp, tanh, pow, ...): the generic box has the exact function's
+# directed ends, which hold a correctly rounded point result (the binary formats).  The
+# float64 context evaluates them with libm, within the function's declared ``f64_ulps``
+# (k ulps of a normal result are at most k 2^-52 of its magnitude, a subnormal one adds
+# at most the subnormal spacing), and mpmath within 4 of its ulps: the box is widened
+# by that for the execution guarantee.  An exact evaluator (``f64_ulps`` 0: floor, fmin,
+# ...) needs nothing.
+def _function_ulps(name) -> int:
+    from scalarlab.scalars.functions import FUNCTIONS
+    from scalarlab.scalars.functions2 import BINARY_FUNCTIONS
+    fn = FUNCTIONS.get(name) or BINARY_FUNCTIONS[name]
+    return int(fn.f64_ulps)
+
+
+def function_rule(forward, name):
+    """Interval rule of a scalar-function op: the forward box, widened by the point
+    context's declared evaluation error where that context does not round it
+    correctly (float64's libm, mpmath)."""
+    ulps = _function_ulps(name)
+
+    def rule(ctx, args, attrs, nb):
+        box = forward(ctx, args, attrs, nb)
+        pr = point_rounding(ctx)
+        if not ulps or pr.kind not in ("float64", "mpmath"):
+            return box
+        if pr.kind == "float64":
+            from scalarlab.scalars.functions import F64_ABS_ERR
+            rel, extra = ulps * Fraction(1, 2 ** 52), Fraction(F64_ABS_ERR) + pr.eta
+        else:
+            rel, extra = 4 * pr.u, Fraction(0)
+        return _widen(ctx, box, _k(ctx, rel), _k(ctx, extra))
+    rule.real = forward
+    return rule
+
+
 def real_rule(rec):
     """The ``real``-sound rule of a record (its own rule before the execution bound), or
     None where the interval rule is not a reformulation (dot products, reductions)."""
@@ -816,6 +851,7 @@ def real_rule(rec):
 
 
 # ------------------------------------------------------------------------------ attaching
+
 #: op name -> factory(record) -> interval rule.  softmax and the activations of
 #: ops_activation keep their real-sound rules in their records; attach wraps them.
 RULES = {
@@ -842,7 +878,15 @@ RULES = {
 def attach() -> None:
     """Set ``interval`` on the records named in :data:`RULES` (idempotent: a record whose
     rule is already one of these is left alone)."""
-    for name, make in RULES.items():
+    from scalarlab.scalars.functions import FUNCTIONS
+    from scalarlab.scalars.functions2 import BINARY_FUNCTIONS
+
+    # every op that is a scalar function of the vocabulary gets function_rule (one entry
+    # in scalars/functions*.py is still the whole recipe for a new function)
+    functions = {name: (lambda name: lambda rec: function_rule(rec.forward, name))(name)
+                 for name in OPS if (name in FUNCTIONS or name in BINARY_FUNCTIONS)
+                 and name not in RULES and OPS[name].interval is None}
+    for name, make in {**RULES, **functions}.items():
         rec = OPS[name]
         if not getattr(rec.interval, "_attached", False):
             rule = make(rec)

@@ -22,6 +22,8 @@ from scalarlab import scalars
 from scalarlab.graph import Graph, Node, OpKind, denote_all
 from scalarlab.graph.optable import OPS, full_attrs
 from scalarlab.scalars.interval import Interval
+from scalarlab.scalars.functions import FUNCTIONS
+from scalarlab.scalars.functions2 import BINARY_FUNCTIONS
 
 CONTEXTS = ["interval:binary32", "interval:float64", "interval:mpmath:60"]
 # relative slack allowed beyond the exact range: a row of n terms costs about n + 3
@@ -89,6 +91,9 @@ def _box(ctx, lo, hi):
     return ctx.make(np.array(lo, dtype=np.float64), np.array(hi, dtype=np.float64))
 
 
+FUNCTION_OPS = {name for name in OPS if name in FUNCTIONS or name in BINARY_FUNCTIONS}
+
+
 def test_every_interval_rule_is_tested_here():
     """A new ``OpRecord.interval`` needs its soundness test in this module."""
     assert {name for name, rec in OPS.items() if rec.interval is not None} == {
@@ -99,7 +104,9 @@ def test_every_interval_rule_is_tested_here():
         # tests/graph/test_graph_interval_rules_execution.py
         "linear", "matmul", "conv1d", "conv2d", "conv3d",
         "sum", "reduce_sum", "reduce_mean", "global_avg_pool", "reduce_sum_square",
-        "avg_pool1d", "avg_pool2d", "avg_pool3d"}
+        "avg_pool1d", "avg_pool2d", "avg_pool3d"} | FUNCTION_OPS
+    # the scalar functions' rule (libm's / mpmath's declared error for the execution
+    # guarantee): tests/graph/test_graph_interval_rules_functions.py
 
 
 @pytest.mark.parametrize("cname", CONTEXTS)

@@ -73,7 +73,7 @@ def robust_values(case, x, ctx, rows: int = 1):
     parts: list = []
 
     import scalarlab.graph as G
-    kernels = ieee_kernels(case.graph, ctx)
+    kernels = C.ieee_kernels(case.graph, ctx)
 
     def go(lo, hi):
         sub = C.batch_take(x, slice(lo, hi))
@@ -103,39 +103,12 @@ def robust_values(case, x, ctx, rows: int = 1):
     return out, failed
 
 
-def ieee_kernels(graph, ctx) -> dict:
-    """Per-node fold kernels giving the format's IEEE value where the op table refuses a
-    point value (``log(0)`` = -inf, ``sqrt(-1)`` = NaN): the op's own rule, and on its
-    domain error the context's method of the same name, which follows IEEE 754.
-
-    The lab's fold raises there on purpose; Herbie's counting scores what the format
-    computes, so an underflowed ``(log (* x x))`` is measured, not refused."""
-    from scalarlab.graph.fold import rule_for
-    from scalarlab.graph.optable import OPS, OpDataError
-    out = {}
-    for node in graph.nodes:
-        op = node.kind.op
-        f = getattr(ctx, op, None)
-        if op in ("input", "const") or op not in OPS or not callable(f):
-            continue
-        rule = rule_for(OPS[op], ctx)
-
-        def kernel(args, attrs, nb, _rule=rule, _f=f):
-            try:
-                return _rule(ctx, args, attrs, nb)
-            except OpDataError:
-                with np.errstate(all="ignore"):
-                    return _f(*args)
-        out[node.id] = kernel
-    return out
-
-
 def _no_input(case, ctx):
     """``robust_values`` of a graph without input nodes (one evaluation)."""
     import scalarlab.graph as G
     try:
         vals = [_split(ctx, v) for v in G.denote_all(case.graph, case.payload, None, ctx,
-                                                     kernels=ieee_kernels(case.graph, ctx))]
+                                                     kernels=C.ieee_kernels(case.graph, ctx))]
     except ScalarLabError:
         nan = (np.full(1, np.nan), np.full(1, np.nan))
         return [nan for _ in case.nodes], np.ones(1, dtype=bool)

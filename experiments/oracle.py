@@ -40,6 +40,7 @@ OK, UNSURE, INVALID = 0, 1, 2
 SETTLED, NOT_REAL, UNSETTLED, OUT_OF_RANGE = 0, 1, 2, 3
 DEFAULT_START_BITS = 128
 MAX_BITS = 1 << 14
+GIVE_UP_UNBOUNDED = 3
 
 _BOOL_OPS = {"lt", "le", "gt", "ge", "eq", "ne", "and", "or", "not", "isfinite", "isinf",
              "isnan", "isnormal", "signbit"}
@@ -164,37 +165,36 @@ def _pow(A, B, arb):
     """Real ``pow``: x > 0 any y; x = 0 with y > 0 (0) or y = 0 (1); x < 0 or a ball
     holding 0 only for an exact integer y (``x ** n`` in Arb, huge n included)."""
     n = len(A)
+    xpos = _pos(A)
     out = np.empty(n, dtype=object)
     st = np.full(n, UNSURE, dtype=np.int8)
-    xpos = _pos(A)
-    xzero = _zero(A)
-    yint, ynoint = _integer_ball(B)
-    xneg = _neg(A)
-    ypos, yneg, yzero = _pos(B), _neg(B), _zero(B)
+    if xpos.any():                  # the common case, one numpy call
+        out[xpos] = A[xpos] ** B[xpos]
+        st[xpos] = OK
+    rest = np.flatnonzero(~xpos)
+    if not len(rest):
+        return out, st
+    Ar, Br = A[rest], B[rest]
+    xzero, xneg = _zero(Ar), _neg(Ar)
+    yint, ynoint = _integer_ball(Br)
+    ypos, yneg, yzero = _pos(Br), _neg(Br), _zero(Br)
     one = arb(1)
-    for i in range(n):
-        a, b = A[i], B[i]
-        if xpos[i]:
-            out[i] = a ** b
-            st[i] = OK
-        elif yzero[i]:
+    for j, i in enumerate(rest):
+        a, b = Ar[j], Br[j]
+        out[i] = a
+        if yzero[j]:
             out[i] = one            # pow(x, 0) = 1 for every x (C and FPCore)
             st[i] = OK
-        elif yint[i]:
-            if xzero[i] and yneg[i]:
-                out[i] = a
+        elif yint[j]:
+            if xzero[j] and yneg[j]:
                 st[i] = INVALID     # 0 to a negative power: a pole
                 continue
             out[i] = a ** int(b.unique_fmpz())
             st[i] = OK
-        elif xzero[i]:
-            out[i] = a
-            st[i] = OK if ypos[i] else INVALID if yneg[i] else UNSURE
-        elif xneg[i] and ynoint[i]:
-            out[i] = a
+        elif xzero[j]:
+            st[i] = OK if ypos[j] else INVALID if yneg[j] else UNSURE
+        elif xneg[j] and ynoint[j]:
             st[i] = INVALID         # negative base, non-integer exponent
-        else:
-            out[i] = a
     return out, st
 
 
@@ -480,11 +480,12 @@ def _real(op, ps, n, arb, where):
 
 
 # ------------------------------------------------------------------------- decisions
-def round_exact(man: int, exp: int, fmt, gctx) -> float:
+def round_exact(man: int, exp: int, fmt, gctx, entered: bool = False) -> float:
     """``man * 2^exp`` rounded once (nearest-even) into ``fmt`` with gmpy2 in the format's
-    context ``gctx``.  Exponents far outside the format are decided first (no big
-    integer is ever built from them): above ``2^(emax+2)`` the value is ±inf, below a
-    quarter of the smallest subnormal it is ±0."""
+    context ``gctx`` (``entered``: the caller is already inside it).  Exponents far
+    outside the format are decided first (no big integer is ever built from them): above
+    ``2^(emax+2)`` the value is ±inf, below a quarter of the smallest subnormal it is
+    ±0."""
     import gmpy2
     if man == 0:
         return 0.0
@@ -495,10 +496,13 @@ def round_exact(man: int, exp: int, fmt, gctx) -> float:
     tiny = fmt.emin - fmt.man_bits if fmt.subnormals else fmt.emin
     if top < tiny - 1:                           # |v| < 2^(tiny-2): rounds to 0
         return -0.0 if neg else 0.0
-    q = gmpy2.mpq(man) * gmpy2.mpq(2) ** exp if exp >= 0 else gmpy2.mpq(man, 1 << -exp)
+    # an exact rational, rounded once: MPFR subnormalizes with the rounding's ternary
+    # value, so there is no double rounding below min_normal
+    q = gmpy2.mpq(man << exp) if exp >= 0 else gmpy2.mpq(man, 1 << -exp)
+    if entered:
+        return float(gmpy2.mpfr(q))
     with gmpy2.context(gctx):
-        r = gmpy2.mpfr(q)
-    return float(r)
+        return float(gmpy2.mpfr(q))
 
 
 def round_ball(ball, fmt, gctx) -> tuple:
@@ -513,6 +517,13 @@ def round_ball(ball, fmt, gctx) -> tuple:
             round_exact(int(hi[0]), int(hi[1]), fmt, gctx))
 
 
+def _bounds(ball):
+    """(man, exp) of the ball's lower and upper bounds (outward at working precision)."""
+    lo = ball.lower().man_exp()
+    hi = ball.upper().man_exp()
+    return int(lo[0]), int(lo[1]), int(hi[0]), int(hi[1])
+
+
 def _split(ball, arb):
     """(hi, lo): the ball's midpoint as a float64 double-double (±inf / 0 beyond range)."""
     m = ball.mid()
@@ -520,6 +531,10 @@ def _split(ball, arb):
     if not math.isfinite(h) or h == 0.0:
         return h, 0.0
     return h, float(m - arb(h))
+
+
+_BOUNDS = np.frompyfunc(_bounds, 1, 1)
+_MID = np.frompyfunc(lambda b: float(b.mid()), 1, 1)
 
 
 @dataclass
@@ -546,6 +561,7 @@ def reference(graph, payload, X: np.ndarray, fmt, *, start_bits=DEFAULT_START_BI
     used = np.zeros(n, dtype=np.int64)
     nodes = [(np.full(n, np.nan), np.full(n, np.nan)) for _ in graph.nodes]
     pending = np.arange(n)
+    unbounded = np.zeros(n, dtype=np.int8)
     prec = max(int(start_bits), 2 * fmt.man_bits + 16)
     while len(pending) and prec <= max_bits:
         vals, stat = evaluate(graph, payload, X[pending], prec)
@@ -553,35 +569,68 @@ def reference(graph, payload, X: np.ndarray, fmt, *, start_bits=DEFAULT_START_BI
         done = np.zeros(len(pending), dtype=bool)
         with working_precision(prec):
             _decide(pending, v, st, fmt, gctx, prec, outcome, target, used, done)
+        # An output ball without finite bounds at GIVE_UP_UNBOUNDED precisions in a row
+        # comes from Arb's exponent range (exp of 1e300, a power of such), which more
+        # precision does not extend: the sample stays unsettled without the costly rest.
+        open_ = np.flatnonzero(~done & (st == UNSURE))
+        if len(open_):
+            inf_out = open_[~_finite(v[open_])]
+            unbounded[pending[inf_out]] += 1
+            done[inf_out[unbounded[pending[inf_out]] >= GIVE_UP_UNBOUNDED]] = True
         if node_values:
             settled = np.flatnonzero(done & (outcome[pending] == SETTLED))
-            for k, (node, nv) in enumerate(zip(graph.nodes, vals)):
-                if nv.dtype == object:
-                    for j in settled:
-                        if stat[k][j] == OK:
-                            h, lo_ = _split(nv[j], arb)
-                            nodes[k][0][pending[j]] = h
-                            nodes[k][1][pending[j]] = lo_
-                else:                      # booleans: 1.0 / 0.0
-                    ok = settled[nv[settled] >= 0]
-                    nodes[k][0][pending[ok]] = nv[ok]
-                    nodes[k][1][pending[ok]] = 0.0
+            with working_precision(prec):
+                _node_values(vals, stat, settled, pending, nodes, fmt, arb)
         pending = pending[~done]
         prec *= 2
     return Reference(outcome, target, used, nodes)
 
 
+def _node_values(vals, stat, settled, pending, nodes, fmt, arb):
+    """Midpoints of every node's balls on the settled samples, as (hi, lo) float64
+    pairs; the low part only where a format narrower than binary64 needs it (its
+    correct rounding of hi + lo reads lo's sign at a tie of hi)."""
+    wide = fmt.is_binary64
+    for k, nv in enumerate(vals):
+        if nv.dtype == object:
+            sel = settled[stat[k][settled] == OK]
+            if not len(sel):
+                continue
+            if wide:
+                h = np.asarray(_MID(nv[sel]), dtype=np.float64)
+                lo = np.zeros(len(sel))
+            else:
+                pairs = [_split(b, arb) for b in nv[sel]]
+                h = np.array([p[0] for p in pairs])
+                lo = np.array([p[1] for p in pairs])
+            nodes[k][0][pending[sel]] = h
+            nodes[k][1][pending[sel]] = lo
+        else:                              # booleans: 1.0 / 0.0
+            ok = settled[nv[settled] >= 0]
+            nodes[k][0][pending[ok]] = nv[ok]
+            nodes[k][1][pending[ok]] = 0.0
+
+
 def _decide(pending, v, st, fmt, gctx, prec, outcome, target, used, done):
     """Per pending sample: not real, settled (both bounds round alike) or still open."""
-    for j in range(len(pending)):
-        i = pending[j]
-        if st[j] == INVALID:
-            outcome[i], done[j], used[i] = NOT_REAL, True, prec
-        elif st[j] == OK:
-            lo, hi = round_ball(v[j], fmt, gctx)
-            if lo == hi:              # -0 == +0: every value in the ball rounds to 0
-                done[j], used[i] = True, prec
-                if math.isinf(lo):    # finite, beyond the format: Herbie's "infinite"
-                    outcome[i] = OUT_OF_RANGE
-                else:
-                    outcome[i], target[i] = SETTLED, lo + 0.0
+    import gmpy2
+    bad = st == INVALID
+    outcome[pending[bad]] = NOT_REAL
+    used[pending[bad]] = prec
+    done[bad] = True
+    ok = np.flatnonzero(st == OK)
+    if not len(ok):
+        return
+    ends = _BOUNDS(v[ok])
+    with gmpy2.context(gctx):
+        for j, (ml, el, mh, eh) in zip(ok, ends):
+            lo = round_exact(ml, el, fmt, gctx, True)
+            if lo != round_exact(mh, eh, fmt, gctx, True):
+                continue
+            # -0 == +0: every value in the ball rounds to 0
+            i = pending[j]
+            done[j], used[i] = True, prec
+            if math.isinf(lo):        # finite, beyond the format: Herbie's "infinite"
+                outcome[i] = OUT_OF_RANGE
+            else:
+                outcome[i], target[i] = SETTLED, lo + 0.0

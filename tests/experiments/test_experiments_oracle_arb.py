@@ -9,7 +9,6 @@ import math
 from fractions import Fraction
 
 import flint
-import gmpy2
 import mpmath
 import numpy as np
 import pytest

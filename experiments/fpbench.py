@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from scalarlab import scalars
 from scalarlab.scalars.errors import ScalarLabError
 
 from . import compare as C
@@ -364,12 +365,20 @@ def load_programs(paths) -> list:
 
 def run(progs, contexts, *, samples=DEFAULT_SAMPLES, sampling="bitpattern", seed=0,
         threshold=DEFAULT_THRESHOLD_BITS, reference_bits=DEFAULT_REFERENCE_BITS, x=None,
-        quiet=True, keep_runs=False, alts=False):
-    """``(DataFrame, runs)``: one row per benchmark x context (runs kept on request)."""
-    rows, runs = [], []
-    jobs = [(p, c) for p in progs for c in contexts]
+        quiet=True, keep_runs=False, alts=False, scheduler=None, connect_timeout=10.0):
+    """``(DataFrame, runs)``: one row per benchmark x context (runs kept on request).
+
+    ``scheduler``: a Dask scheduler address; each benchmark x context is then one task on
+    its workers (the FPCore file's text travels, the worker translates it again), and the
+    rows come back in the local order.  Every task seeds its own generator, so the table
+    equals the local run's.  Runs are not kept in that mode."""
     opts = dict(samples=samples, sampling=sampling, seed=seed, threshold=threshold,
                 reference_bits=reference_bits, x=x, alts=alts)
+    if scheduler:
+        rows = _run_dask(progs, contexts, opts, scheduler, connect_timeout, quiet)
+        return pd.DataFrame(rows, columns=list(ROW_COLUMNS)), []
+    rows, runs = [], []
+    jobs = [(p, c) for p in progs for c in contexts]
     for prog, ctx in progress(jobs, total=len(jobs), desc="fpbench", quiet=quiet):
         for r in guarded_runs(prog, ctx, **opts):
             rows.append(r.row)
@@ -377,6 +386,49 @@ def run(progs, contexts, *, samples=DEFAULT_SAMPLES, sampling="bitpattern", seed
                 runs.append(r)
     df = pd.DataFrame(rows, columns=list(ROW_COLUMNS))
     return df, runs
+
+
+def _remote_rows(text, source, index, ctx_name, opts) -> list:
+    """A Dask task: the rows of FPCore ``index`` of ``text`` in one context."""
+    from scalarlab.graph.importers.fpcore import read_fpcore
+    prog = read_fpcore(text, source=source)[index]
+    return [r.row for r in guarded_runs(prog, scalars.get(ctx_name), **opts)]
+
+
+def _run_dask(progs, contexts, opts, scheduler, connect_timeout, quiet) -> list:
+    """Rows of every benchmark x context computed on the workers of ``scheduler``."""
+    try:
+        from dask.distributed import Client, as_completed
+    except ImportError as exc:                       # pragma: no cover - a test extra
+        raise C.ExperimentError(f"--scheduler needs dask.distributed: {exc}") from None
+    try:
+        client = Client(scheduler, timeout=f"{connect_timeout}s")
+    except (OSError, TimeoutError) as exc:
+        raise C.ExperimentError(f"--scheduler {scheduler}: cannot connect: {exc}") from None
+    try:
+        texts = {}
+        for p in progs:
+            if p.source not in texts:
+                texts[p.source] = _source_text(p.source)
+        docs = {src: client.scatter(t, broadcast=True) for src, t in texts.items()}
+        futures = [client.submit(_remote_rows, docs[p.source], p.source, p.index, c.name,
+                                 opts, pure=False)
+                   for p in progs for c in contexts]
+        bar = progress(as_completed(futures), total=len(futures), desc="fpbench",
+                       quiet=quiet)
+        for _ in bar:
+            pass
+        return [row for part in client.gather(futures) for row in part]
+    finally:
+        client.close()
+
+
+def _source_text(source) -> str:
+    try:
+        with open(source) as fh:
+            return fh.read()
+    except OSError as exc:
+        raise C.ExperimentError(f"FPCore file {source}: cannot read: {exc}") from None
 
 
 def guarded_runs(prog, ctx, *, alts=False, **opts) -> list:

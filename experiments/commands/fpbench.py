@@ -8,6 +8,7 @@ from .. import compare as C
 from .. import fpbench as F
 from .. import outputs
 from .. import tables
+from .sweep import scheduler_address
 
 NAME = "fpbench"
 HELP = ("rounding error of FPCore benchmarks: per benchmark x context mean/max bits of error "
@@ -45,6 +46,11 @@ def add_arguments(p) -> None:
     p.add_argument("--alts", action="store_true",
                    help="also measure each benchmark's :alt forms on the original's samples "
                         "(one row each after the original's, column variant = 'alt N')")
+    p.add_argument("--scheduler", type=scheduler_address, default=None, metavar="ADDRESS",
+                   help="run each benchmark x context as a task on an existing Dask "
+                        "scheduler tcp://HOST:PORT (same table as the local run)")
+    p.add_argument("--connect-timeout", type=T.real(0, 3600, lo_open=True), default=10.0,
+                   metavar="SEC", help="seconds to wait for the Dask scheduler")
     p.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
     p.add_argument("--out", type=outputs.output_file(".csv", ".md", ".json"), default=None,
                    metavar="FILE",
@@ -87,11 +93,13 @@ def run(args) -> int:
     df, _ = F.run(progs, contexts, samples=args.samples, sampling=args.sampling,
                   seed=args.seed, threshold=args.threshold,
                   reference_bits=args.reference_bits, x=x, quiet=args.quiet,
-                  alts=args.alts)
+                  alts=args.alts, scheduler=args.scheduler,
+                  connect_timeout=args.connect_timeout)
     meta = {"files": list(args.files), "benchmarks": len(progs),
             "contexts": [c.name for c in contexts], "samples": args.samples,
             "sampling": "file " + args.input_file if x is not None else args.sampling,
             "seed": args.seed, "threshold_bits": args.threshold,
+            "execution": (f"dask scheduler {args.scheduler}" if args.scheduler else "local"),
             "reference": f"Arb balls from {args.reference_bits} bits, doubled per undecided "
                          f"sample up to {max(F.MAX_ORACLE_BITS, args.reference_bits)}; a "
                          f"sample counts when its ball lies inside one rounding interval of "

@@ -583,6 +583,14 @@ def reference(graph, payload, X: np.ndarray, fmt, *, start_bits=DEFAULT_START_BI
                 _node_values(vals, stat, settled, pending, nodes, fmt, arb)
         pending = pending[~done]
         prec *= 2
+    # MPFR knows only IEEE overflow: the format's own rule (E4M3FN's NaN above 464,
+    # saturation) is applied by round_to_format, exact on the format's finite values
+    ok = np.flatnonzero(outcome == SETTLED)
+    if len(ok):
+        target[ok] = formats.round_to_format(target[ok], fmt, "nearest_even")
+        gone = ok[~np.isfinite(target[ok])]
+        outcome[gone] = OUT_OF_RANGE
+        target[gone] = np.nan
     return Reference(outcome, target, used, nodes)
 
 

@@ -247,3 +247,14 @@ def test_fewer_samples_than_asked_warn_from_the_command(tmp_path, capsys):
     row, = json.loads(cap.out)["rows"]
     assert rc == 0 and 0 < row["samples"] < row["asked"] == 50
     assert f"warning: few in binary16: {row['samples']} of 50 samples" in cap.err
+
+
+def test_targets_follow_the_formats_own_overflow_rule():
+    """MPFR overflows only to inf; E4M3FN has NaN above 464 and no inf, binary16 inf."""
+    prog = _prog("(FPCore (x) (* x 1))")
+    X = np.array([[440.0], [470.0], [65504.0], [1e5]])
+    r = O.reference(prog.graph, prog.payload, X, formats.get("e4m3"))
+    assert list(r.outcome) == [O.SETTLED] + [O.OUT_OF_RANGE] * 3 and r.target[0] == 448.0
+    r = O.reference(prog.graph, prog.payload, X, B16)
+    assert list(r.outcome) == [O.SETTLED] * 3 + [O.OUT_OF_RANGE]
+    assert list(r.target[:3]) == [440.0, 470.0, 65504.0]

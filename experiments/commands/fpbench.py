@@ -12,8 +12,9 @@ from .sweep import scheduler_address
 
 NAME = "fpbench"
 HELP = ("rounding error of FPCore benchmarks: per benchmark x context mean/max bits of error "
-        "against the MPFR oracle, max ULPs, %% samples over 1 bit, where error starts, "
-        "precondition rejections and skip reasons")
+        "against a proven Arb oracle (Herbie's counting: NaN/inf outputs score the format's "
+        "width), max ULPs, %% samples over 1 bit, where error starts, invalid and unsettled "
+        "samples, precondition rejections and skip reasons")
 
 
 def add_arguments(p) -> None:
@@ -36,8 +37,8 @@ def add_arguments(p) -> None:
                         f"(default {F.DEFAULT_THRESHOLD_BITS:g})")
     p.add_argument("--reference-bits", type=T.integer(53, 100000),
                    default=F.DEFAULT_REFERENCE_BITS, metavar="P",
-                   help="oracle base precision in bits (raised per sample; default "
-                        f"{F.DEFAULT_REFERENCE_BITS})")
+                   help="the Arb oracle's starting precision in bits (doubled per undecided "
+                        f"sample up to {F.MAX_ORACLE_BITS}; default {F.DEFAULT_REFERENCE_BITS})")
     p.add_argument("--only", default=None, metavar="NAME",
                    help="run only the benchmarks whose :name contains NAME")
     p.add_argument("--input-file", type=T.npy_file, default=None, metavar="X.npy",

@@ -284,12 +284,13 @@ def evaluate_split(case: GraphCase, x, ctx, *, quiet=True, desc=None, partial=Fa
     n = batch_size(x)
     step = _chunk_size(ctx)
     parts: list = [[] for _ in case.nodes]
+    kernels = ieee_kernels(case.graph, ctx)
     starts = range(0, n, step)
     bar = progress(starts, total=len(starts), desc=desc or ctx.name,
                    quiet=quiet or len(starts) < 2)
     for s in bar:
         values = G.denote_all(case.graph, case.payload, batch_take(x, slice(s, s + step)), ctx,
-                              partial=partial)
+                              partial=partial, kernels=kernels)
         for i, v in enumerate(values):
             if v is None or parts[i] is None:
                 parts[i] = None
@@ -298,6 +299,37 @@ def evaluate_split(case: GraphCase, x, ctx, *, quiet=True, desc=None, partial=Fa
     return [None if p is None else p[0] if len(p) == 1 else
             (np.concatenate([h for h, _ in p]), np.concatenate([lo for _, lo in p]))
             for p in parts]
+
+
+def ieee_kernels(graph, ctx) -> dict:
+    """Per-node fold kernels giving the format's IEEE value where the op table refuses a
+    point value (``log(0)`` = -inf, ``sqrt(-1)`` = NaN): the op's own rule, and on its
+    domain error the context's method of the same name, which follows IEEE 754.
+
+    The lab's fold raises there on purpose; Herbie's counting scores what the format
+    computes on a sample whose exact value is finite, so an underflowed ``(log (* x x))``
+    is measured, not refused.  Only binary-format contexts get them (an oracle's refusal
+    means the exact value is not real)."""
+    from scalarlab.graph.fold import rule_for
+    from scalarlab.graph.optable import OPS, OpDataError
+    out = {}
+    if metrics.format_of(ctx) is None or ctx.is_interval or ctx.is_dual:
+        return out
+    for node in graph.nodes:
+        op = node.kind.op
+        f = getattr(ctx, op, None)
+        if op in ("input", "const") or op not in OPS or not callable(f):
+            continue
+        rule = rule_for(OPS[op], ctx)
+
+        def kernel(args, attrs, nb, _rule=rule, _f=f):
+            try:
+                return _rule(ctx, args, attrs, nb)
+            except OpDataError:
+                with np.errstate(all="ignore"):
+                    return _f(*args)
+        out[node.id] = kernel
+    return out
 
 
 def failure_reason(case: GraphCase, x, ctx) -> str:

@@ -6,24 +6,23 @@ and every context the experiment
 1. samples the arguments *in the context's format* from the precondition
    (:mod:`experiments.sampling`: per-argument boxes, bit patterns or uniform, rejection
    for the rest of ``:pre``);
-2. drops samples on which the program has no real finite value, as Herbie does: a float64
-   pre-pass discards samples where some node is NaN (a domain error the context would
-   refuse), then the oracle discards samples where the exact program fails (domain) or
-   its value rounded into the format is not finite; more samples are drawn to replace
-   them (the ``invalid`` column counts them);
-3. evaluates the oracle: mpmath at a precision chosen per sample (``--reference-bits``
-   plus twice the largest binary exponent of its arguments, so sums like ``(x + 1) - x``
-   or ``exp(x) - 1`` keep every bit at huge or tiny ``x``), checked Ziv-style at twice
-   that precision: a sample is accepted when both precisions round to the same format
-   value at EVERY node, else it is redone at doubled precision (up to
-   ``MAX_ORACLE_BITS``; still undecided samples are dropped and counted as invalid);
-4. evaluates the graph in the context (a sample the context cannot compute -- e.g. the
-   square root of a value rounding made negative -- counts as the worst error: bits =
-   the format's width, as Herbie scores a NaN) and measures, per sample, the ULP distance
-   of the output to the oracle correctly rounded into the format and
-   ``bits = log2(1 + ULPs)`` (:mod:`experiments.metrics`);
-5. finds the first node (in node order = evaluation order) whose max bits of error
-   exceed ``--threshold``.
+2. decides each sample's exact output with the proven oracle (:mod:`experiments.oracle`:
+   Arb balls at ``--reference-bits``, doubled per undecided sample up to
+   ``MAX_ORACLE_BITS``).  Herbie's sample semantics: a sample whose exact value is not a
+   real number (a domain error: ``log`` of a value <= 0, ``0/0``, ...) or is finite but
+   beyond the format's range (Herbie's "infinite" points) is ``invalid``; a sample whose
+   ball never fits inside one rounding interval of the format is ``unsettled``; both are
+   replaced by new draws and never scored.  Every other sample counts, whatever the
+   format computes there;
+3. evaluates the graph in the context and measures, per sample, the ULP distance of the
+   output to the exact value correctly rounded into the format and
+   ``bits = log2(1 + ULPs)`` (:mod:`experiments.metrics`).  A NaN or an infinity the exact
+   value does not round to, or a sample the context refuses (the square root of a value
+   rounding made negative), scores the format's width in bits, the most an ordinal
+   distance can give (Herbie scores a NaN so); the ``nonfinite`` column counts them;
+4. finds the first node (in node order = evaluation order) whose max bits of error
+   exceed ``--threshold``; per-node references are the balls' midpoints (within the
+   ball's radius of the exact value; only the output is proven correctly rounded).
 """
 from __future__ import annotations
 
@@ -39,102 +38,24 @@ from scalarlab.scalars.errors import ScalarLabError
 
 from . import compare as C
 from . import metrics
+from . import oracle as O
 from . import sampling as S
 from .tables import progress
 
 DEFAULT_CONTEXTS = ("binary64", "binary32")
 DEFAULT_SAMPLES = 256
-DEFAULT_REFERENCE_BITS = 256
+DEFAULT_REFERENCE_BITS = 128
 MAX_ORACLE_BITS = 1 << 14
 DEFAULT_THRESHOLD_BITS = 2.0
 #: Rounds of drawing (each sized by the valid fraction so far) before giving up with
 #: fewer samples than asked (the ``samples`` column then says how many).
 MAX_ROUNDS = 6
 
-ROW_COLUMNS = ("file", "benchmark", "index", "arguments", "precision", "domain", "context",
-               "format", "sampling", "samples", "drawn", "rejected_pre", "invalid",
-               "mean_bits", "max_bits", "max_ulps", "pct_over_1bit", "context_failures",
-               "divergence_node", "divergence_op", "divergence_expr", "divergence_bits",
-               "skip", "pre")
-
-
-# ---------------------------------------------------------------------- float64 pre-pass
-def _np_table():
-    import math as m
-    vec = lambda f: np.vectorize(f, otypes=[np.float64])  # noqa: E731
-
-    def safe(f):
-        def g(x):
-            try:
-                return f(x)
-            except (ValueError, OverflowError):
-                return math.nan
-        return vec(g)
-
-    def rem(a, b):
-        with np.errstate(all="ignore"):
-            return a - b * np.round(a / b)
-    return {
-        "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide,
-        "neg": np.negative, "abs": np.abs, "sqrt": np.sqrt, "exp": np.exp, "log": np.log,
-        "sin": np.sin, "cos": np.cos, "tan": np.tan, "atan": np.arctan, "tanh": np.tanh,
-        "asin": np.arcsin, "acos": np.arccos, "sinh": np.sinh, "cosh": np.cosh,
-        "asinh": np.arcsinh, "acosh": np.arccosh, "atanh": np.arctanh, "exp2": np.exp2,
-        "expm1": np.expm1, "log10": np.log10, "log2": np.log2, "log1p": np.log1p,
-        "cbrt": np.cbrt, "pow": np.power, "hypot": np.hypot, "atan2": np.arctan2,
-        "fmod": np.fmod, "remainder": rem, "fmax": np.fmax, "fmin": np.fmin,
-        "max": np.maximum, "min": np.minimum,
-        "fdim": lambda a, b: np.where(a > b, a - b, 0.0), "copysign": np.copysign,
-        "ceil": np.ceil, "floor": np.floor, "trunc": np.trunc, "round": safe(round),
-        "nearbyint": np.rint, "fma": lambda a, b, c: a * b + c,
-        "erf": safe(m.erf), "erfc": safe(m.erfc), "tgamma": safe(m.gamma),
-        "lgamma": safe(m.lgamma),
-        "lt": lambda a, b: (a < b) * 1.0, "le": lambda a, b: (a <= b) * 1.0,
-        "gt": lambda a, b: (a > b) * 1.0, "ge": lambda a, b: (a >= b) * 1.0,
-        "eq": lambda a, b: (a == b) * 1.0, "ne": lambda a, b: (a != b) * 1.0,
-        "and": lambda a, b: ((a != 0) & (b != 0)) * 1.0,
-        "or": lambda a, b: ((a != 0) | (b != 0)) * 1.0, "not": lambda a: (a == 0) * 1.0,
-        "select": lambda c, a, b: np.where(c != 0, a, b),
-        "isfinite": lambda a: np.isfinite(a) * 1.0, "isinf": lambda a: np.isinf(a) * 1.0,
-        "isnan": lambda a: np.isnan(a) * 1.0, "signbit": lambda a: np.signbit(a) * 1.0,
-    }
-
-
-_NP = None
-
-
-def float64_nan_mask(graph, payload, X: np.ndarray) -> np.ndarray:
-    """Per sample: does some node of the graph evaluate to NaN in plain float64?
-
-    A cheap screen for samples outside the program's domain (sqrt of a negative, log of
-    a negative, ...): the lab's point contexts refuse such a value for the whole batch,
-    so these samples are dropped before the exact evaluations.  Ops without a numpy
-    counterpart are not screened (the exact evaluation still catches them).
-    """
-    global _NP
-    if _NP is None:
-        _NP = _np_table()
-    n = len(X)
-    vals = [None] * len(graph.nodes)
-    bad = np.zeros(n, dtype=bool)
-    with np.errstate(all="ignore"):
-        for node in graph.nodes:
-            op = node.kind.op
-            if op == "input":
-                v = X[:, node.id]
-            elif op == "const":
-                raw = payload.get(node.id)["value"]
-                v = np.full(n, float(scalars.get("float64").convert(raw)))
-            else:
-                f = _NP.get(op)
-                args = [vals[p] for p in node.parents]
-                if f is None or any(a is None for a in args):
-                    vals[node.id] = None
-                    continue
-                v = np.asarray(f(*args), dtype=np.float64)
-            vals[node.id] = v
-            bad |= np.isnan(v)
-    return bad
+ROW_COLUMNS = ("file", "benchmark", "index", "variant", "arguments", "precision", "domain",
+               "context", "format", "sampling", "samples", "asked", "drawn", "rejected_pre",
+               "invalid", "unsettled", "mean_bits", "max_bits", "max_ulps", "pct_over_1bit",
+               "nonfinite", "context_failures", "oracle_bits", "divergence_node",
+               "divergence_op", "divergence_expr", "divergence_bits", "skip", "pre")
 
 
 # ----------------------------------------------------------------------- robust folds
@@ -153,11 +74,13 @@ def robust_values(case, x, ctx, rows: int = 1):
     parts: list = []
 
     import scalarlab.graph as G
+    kernels = C.ieee_kernels(case.graph, ctx)
 
     def go(lo, hi):
         sub = C.batch_take(x, slice(lo, hi))
         try:
-            vals = [_split(ctx, v) for v in G.denote_all(case.graph, case.payload, sub, ctx)]
+            vals = [_split(ctx, v) for v in G.denote_all(case.graph, case.payload, sub, ctx,
+                                                         kernels=kernels)]
         except ScalarLabError:
             if hi - lo == 1:
                 failed[lo] = True
@@ -185,7 +108,8 @@ def _no_input(case, ctx):
     """``robust_values`` of a graph without input nodes (one evaluation)."""
     import scalarlab.graph as G
     try:
-        vals = [_split(ctx, v) for v in G.denote_all(case.graph, case.payload, None, ctx)]
+        vals = [_split(ctx, v) for v in G.denote_all(case.graph, case.payload, None, ctx,
+                                                     kernels=C.ieee_kernels(case.graph, ctx))]
     except ScalarLabError:
         nan = (np.full(1, np.nan), np.full(1, np.nan))
         return [nan for _ in case.nodes], np.ones(1, dtype=bool)
@@ -212,50 +136,6 @@ def _split(ctx, v):
     return metrics.exact_split(flat.reshape(arr.shape))
 
 
-def _rounded(v, fmt):
-    return metrics.correctly_rounded(v[0], v[1], fmt)
-
-
-def _same(a, b):
-    return (a == b) | (np.isnan(a) & np.isnan(b))
-
-
-def oracle_values(case, X: np.ndarray, fmt, base_bits=DEFAULT_REFERENCE_BITS):
-    """``(values, ok, bits)``: per node the exact value as (hi, lo) for every sample,
-    the mask of samples the oracle decided (program defined, both precisions agree at
-    every node after rounding into ``fmt``), and the precision used per sample."""
-    n = len(X)
-    with np.errstate(all="ignore"):
-        _, e = np.frexp(np.where(X == 0, 1.0, X))
-    span = np.max(np.abs(e), axis=1) if X.shape[1] else np.zeros(n, dtype=int)
-    need = base_bits + 2 * span
-    prec = np.full(n, base_bits, dtype=np.int64)
-    while np.any(prec < need):
-        prec = np.where(prec < need, 2 * prec, prec)
-    values = [(np.full(n, np.nan), np.full(n, np.nan)) for _ in case.nodes]
-    ok = np.zeros(n, dtype=bool)
-    pending = np.ones(n, dtype=bool)
-    while np.any(pending):
-        p = int(np.min(prec[pending]))
-        if p > MAX_ORACLE_BITS:
-            break
-        sel = np.flatnonzero(pending & (prec == p))
-        xs = S.split_columns(case, X[sel])
-        a, fa = robust_values(case, xs, scalars.get(f"mpmath:{p}"), len(sel))
-        b, fb = robust_values(case, xs, scalars.get(f"mpmath:{2 * p}"), len(sel))
-        agree = ~fa & ~fb
-        for va, vb in zip(a, b):
-            agree &= _same(_rounded(va, fmt), _rounded(vb, fmt))
-        both_fail = fa & fb
-        for k, vb in enumerate(b):
-            values[k][0][sel[agree]] = vb[0][agree]
-            values[k][1][sel[agree]] = vb[1][agree]
-        ok[sel[agree]] = True
-        pending[sel[agree | both_fail]] = False
-        prec[sel] = 2 * p
-    return values, ok, prec
-
-
 # ----------------------------------------------------------------------------- results
 @dataclass
 class BenchmarkRun:
@@ -265,19 +145,40 @@ class BenchmarkRun:
     ulps: np.ndarray = None          # per sample, output
     bits: np.ndarray = None
     node_max_bits: list = field(default_factory=list)
+    target: np.ndarray = None        # per sample: the exact output rounded into the format
+    values: np.ndarray = None        # per sample: the context's output
 
 
-def _base_row(prog, ctx, fmt, sampling):
+def _base_row(prog, ctx, fmt, sampling, samples=0):
     props = prog.properties
     return {"file": os.path.basename(prog.source), "benchmark": prog.name,
-            "index": prog.index, "arguments": " ".join(prog.arguments),
+            "index": prog.index, "variant": "", "arguments": " ".join(prog.arguments),
             "precision": prog.precision, "domain": props.get("fpbench-domain", ""),
             "context": ctx.name, "format": fmt.name, "sampling": sampling,
-            "samples": 0, "drawn": 0, "rejected_pre": 0, "invalid": 0,
-            "mean_bits": math.nan, "max_bits": math.nan, "max_ulps": math.nan,
-            "pct_over_1bit": math.nan, "context_failures": 0, "divergence_node": None,
+            "samples": 0, "asked": samples, "drawn": 0, "rejected_pre": 0, "invalid": 0,
+            "unsettled": 0, "mean_bits": math.nan, "max_bits": math.nan,
+            "max_ulps": math.nan, "pct_over_1bit": math.nan, "nonfinite": 0,
+            "context_failures": 0, "oracle_bits": 0, "divergence_node": None,
             "divergence_op": "", "divergence_expr": "", "divergence_bits": math.nan,
             "skip": prog.skip or "", "pre": props.get("pre", "")}
+
+
+def _take(ref: O.Reference, keep) -> O.Reference:
+    return O.Reference(ref.outcome[keep], ref.target[keep], ref.bits[keep],
+                       [(h[keep], lo[keep]) for h, lo in ref.nodes])
+
+
+def _concat(refs) -> O.Reference:
+    return O.Reference(np.concatenate([r.outcome for r in refs]),
+                       np.concatenate([r.target for r in refs]),
+                       np.concatenate([r.bits for r in refs]),
+                       [(np.concatenate([r.nodes[k][0] for r in refs]),
+                         np.concatenate([r.nodes[k][1] for r in refs]))
+                        for k in range(len(refs[0].nodes))])
+
+
+def _not_real(outcome) -> np.ndarray:
+    return (outcome == O.NOT_REAL) | (outcome == O.OUT_OF_RANGE)
 
 
 def run_benchmark(prog, ctx, *, samples=DEFAULT_SAMPLES, sampling="bitpattern", seed=0,
@@ -286,97 +187,150 @@ def run_benchmark(prog, ctx, *, samples=DEFAULT_SAMPLES, sampling="bitpattern", 
     """Measure one translated FPCore in one binary context (see the module docstring).
 
     ``x``: an ``(N, k)`` array of samples to use instead of sampling (values are rounded
-    into the format by the context; the precondition is not applied)."""
+    into the format by the context; the precondition is not applied, samples without a
+    settled real value are counted, not replaced)."""
     fmt = metrics.format_of(ctx)
-    row = _base_row(prog, ctx, fmt, sampling if x is None else "file")
+    row = _base_row(prog, ctx, fmt, sampling if x is None else "file",
+                    samples if x is None else len(x))
     if prog.graph is None:
         return BenchmarkRun(row)
-    case = C.GraphCase(prog.name, prog.graph, prog.payload)
     k = len(prog.arguments)
     if k == 0:
         samples = 1                  # no arguments: one evaluation is the whole story
-    width = fmt.exp_bits + fmt.man_bits + 1
+        row["asked"] = 1 if x is None else row["asked"]
     if x is not None:
         X = np.asarray(x, dtype=np.float64).reshape(len(x), k)
         from scalarlab.scalars import formats
         X = formats.round_to_format(X, fmt, "nearest_even")
-        fx, ok, _ = _screen(case, prog, X, fmt, reference_bits)
-        row.update(drawn=len(X), invalid=int(np.count_nonzero(~ok)))
-        X, vals = X[ok], [(h[ok], lo[ok]) for h, lo in fx]
+        ref = _oracle(prog, X, fmt, reference_bits)
+        ok = ref.outcome == O.SETTLED
+        row.update(drawn=len(X), invalid=int(np.count_nonzero(_not_real(ref.outcome))),
+                   unsettled=int(np.count_nonzero(ref.outcome == O.UNSETTLED)))
+        X, ref = X[ok], _take(ref, ok)
     else:
+        got = _draw(prog, fmt, samples, sampling, seed, reference_bits, row)
+        if got is None:
+            return BenchmarkRun(row)
+        X, ref = got
+    return _score(prog, ctx, fmt, X, ref, threshold, row)
+
+
+def _oracle(prog, X, fmt, reference_bits) -> O.Reference:
+    return O.reference(prog.graph, prog.payload, X, fmt, start_bits=reference_bits,
+                       max_bits=max(MAX_ORACLE_BITS, reference_bits))
+
+
+def _draw(prog, fmt, samples, sampling, seed, reference_bits, row):
+    """``(X, reference)`` of up to ``samples`` settled samples drawn from the
+    precondition (more rounds replace the invalid and unsettled ones), or None with
+    ``row["skip"]`` set."""
+    try:
+        bounds, residual = prog.boxes()
+        regions = S.regions_from_bounds(bounds, prog.arguments)
+    except ScalarLabError as exc:
+        row["skip"] = f"precondition: {exc}"
+        return None
+    rng = np.random.default_rng(seed)
+    got_x, got_r = [], []
+    invalid = unsettled = drawn = rejected = have = rounds = 0
+    while have < samples and rounds < MAX_ROUNDS:
+        rounds += 1
+        # draw enough for the valid fraction seen so far (the oracle drops the rest)
+        rate = max(have / max(drawn - rejected, 1), 0.05) if rounds > 1 else 1.0
+        want = min(int(math.ceil((samples - have) / rate * 1.1)) + 4, 20 * samples)
         try:
-            bounds, residual = prog.boxes()
-            regions = S.regions_from_bounds(bounds, prog.arguments)
+            smp = S.sample(regions, prog.arguments, residual, fmt, want, rng, sampling)
         except ScalarLabError as exc:
-            row["skip"] = f"precondition: {exc}"
-            return BenchmarkRun(row)
-        rng = np.random.default_rng(seed)
-        got_x, got_v, invalid, drawn, rejected = [], [], 0, 0, 0
-        have, rounds = 0, 0
-        while have < samples and rounds < MAX_ROUNDS:
-            rounds += 1
-            # draw enough for the valid fraction seen so far (the screen drops the rest)
-            rate = max(have / max(drawn - rejected, 1), 0.05) if rounds > 1 else 1.0
-            want = min(int(math.ceil((samples - have) / rate * 1.1)) + 4, 20 * samples)
-            try:
-                smp = S.sample(regions, prog.arguments, residual, fmt, want, rng, sampling)
-            except ScalarLabError as exc:
-                row["skip"] = f"sampling: {exc}"
-                return BenchmarkRun(row)
-            if not len(smp.x):
-                drawn += smp.drawn
-                rejected += smp.rejected
-                break
-            fx, ok, _ = _screen(case, prog, smp.x, fmt, reference_bits)
-            pos = np.flatnonzero(ok)
-            if len(pos) > samples - have:
-                # the round overshot: count the draws up to the last sample kept only
-                cut = int(pos[samples - have - 1]) + 1
-                ok = ok[:cut]
-                fx = [(h[:cut], lo[:cut]) for h, lo in fx]
-                smp.x = smp.x[:cut]
-                drawn += int(smp.draw_index[cut - 1])
-                rejected += int(smp.draw_index[cut - 1]) - cut
-            else:
-                drawn += smp.drawn
-                rejected += smp.rejected
-            invalid += int(np.count_nonzero(~ok))
-            got_x.append(smp.x[ok])
-            got_v.append([(h[ok], lo[ok]) for h, lo in fx])
-            have += int(np.count_nonzero(ok))
-        row.update(drawn=drawn, rejected_pre=rejected, invalid=invalid)
-        if not have:
-            row["skip"] = (f"no valid sample: of {drawn} drawn, {rejected} failed the "
-                           f"precondition and {invalid} had no finite real value in "
-                           f"{fmt.name}"
-                           + ("" if sampling != "bitpattern" or not rejected else
-                              " (bit patterns crowd near 0; try --sampling box)"))
-            return BenchmarkRun(row)
-        X = np.concatenate(got_x)[:samples]
-        vals = [(np.concatenate([g[j][0] for g in got_v])[:samples],
-                 np.concatenate([g[j][1] for g in got_v])[:samples])
-                for j in range(len(case.nodes))]
+            row["skip"] = f"sampling: {exc}"
+            return None
+        if not len(smp.x):
+            drawn += smp.drawn
+            rejected += smp.rejected
+            break
+        ref = _oracle(prog, smp.x, fmt, reference_bits)
+        ok = ref.outcome == O.SETTLED
+        pos = np.flatnonzero(ok)
+        xs = smp.x
+        if len(pos) > samples - have:
+            # the round overshot: count the draws up to the last sample kept only
+            cut = int(pos[samples - have - 1]) + 1
+            ok, xs, ref = ok[:cut], xs[:cut], _take(ref, slice(0, cut))
+            drawn += int(smp.draw_index[cut - 1])
+            rejected += int(smp.draw_index[cut - 1]) - cut
+        else:
+            drawn += smp.drawn
+            rejected += smp.rejected
+        invalid += int(np.count_nonzero(_not_real(ref.outcome)))
+        open_ = int(np.count_nonzero(ref.outcome == O.UNSETTLED))
+        unsettled += open_
+        got_x.append(xs[ok])
+        got_r.append(_take(ref, ok))
+        have += int(np.count_nonzero(ok))
+        if open_ and not ok.any():
+            break                    # nothing settles at the precision cap: stop drawing
+    row.update(drawn=drawn, rejected_pre=rejected, invalid=invalid, unsettled=unsettled)
+    if not have:
+        why = [f"{rejected} failed the precondition"] if rejected else []
+        if invalid:
+            why.append(f"{invalid} had no finite real value in {fmt.name}")
+        if unsettled:
+            why.append(f"{unsettled} stayed unsettled at {MAX_ORACLE_BITS} bits")
+        row["skip"] = (f"no valid sample: of {drawn} drawn, " + ", ".join(why or ["none"])
+                       + ("" if sampling != "bitpattern" or not rejected else
+                          " (bit patterns crowd near 0; try --sampling box)"))
+        return None
+    return np.concatenate(got_x)[:samples], _take(_concat(got_r), slice(0, samples))
+
+
+def output_errors(values, failed, target, fmt):
+    """``(ulps, bits)`` per sample of the context's output against the settled target.
+
+    Herbie's counting: the exact value is finite and settled inside the format's range,
+    so a NaN, an infinity, or a sample the context could not evaluate scores the
+    format's width in bits (about what an ordinal distance to NaN gives)."""
+    from scalarlab.scalars import formats
+    width = fmt.exp_bits + fmt.man_bits + 1
+    v = np.asarray(values, dtype=np.float64)
+    bad = failed | ~np.isfinite(v)
+    d = np.asarray(formats.ulp_distance(np.where(bad, 0.0, v), target, fmt),
+                   dtype=np.float64)
+    ulps = np.where(bad, np.inf, d)
+    bits = np.minimum(np.where(bad, float(width), np.log2(1.0 + d)), float(width))
+    return ulps, bits
+
+
+def _score(prog, ctx, fmt, X, ref, threshold, row) -> BenchmarkRun:
+    """The context's run on the settled samples, scored against the oracle."""
+    case = C.GraphCase(prog.name, prog.graph, prog.payload)
+    width = fmt.exp_bits + fmt.man_bits + 1
     n = len(X)
     row["samples"] = n
     if n == 0:
         row["skip"] = "no valid sample"
         return BenchmarkRun(row, X)
+    row["oracle_bits"] = int(np.max(ref.bits))
     mine, failed = robust_values(case, S.split_columns(case, X), ctx, n)
     node_max = []
-    out_ulps = out_bits = None
-    for node, (vh, vl), (rh, rl) in zip(case.nodes, mine, vals):
-        e = metrics.entry_errors(vh, np.zeros_like(vh), rh, rl, fmt)
-        b = np.minimum(e.bits, width)
-        # a sample the context could not evaluate has no per-node values: it counts at
-        # the output only (as the worst error), the node figures are over the others
-        node_max.append(float(np.max(b[~failed])) if np.any(~failed) else float(width))
+    out_ulps = out_bits = out_v = None
+    for node, (vh, vl), (rh, rl) in zip(case.nodes, mine, ref.nodes):
         if node.id == case.output_id:
-            out_ulps = np.where(failed, np.inf, e.ulps)
-            out_bits = np.where(failed, float(width), b)
+            out_v = vh
+            out_ulps, b = output_errors(vh, failed, ref.target, fmt)
+            out_bits = b
+            keep = ~failed
+        else:
+            e = metrics.entry_errors(vh, np.zeros_like(vh), rh, rl, fmt)
+            b = np.minimum(e.bits, width)
+            # a node without a real value on a sample (a branch the sample does not
+            # take, an undecided condition) has no figure there; a sample the context
+            # could not evaluate counts at the output only
+            keep = ~failed & ~np.isnan(rh)
+        node_max.append(float(np.max(b[keep])) if np.any(keep) else 0.0)
     first = metrics.first_divergence(node_max, threshold)
     row.update(mean_bits=float(np.mean(out_bits)), max_bits=float(np.max(out_bits)),
                max_ulps=float(np.max(out_ulps)),
                pct_over_1bit=100.0 * float(np.mean(out_bits > 1.0)),
+               nonfinite=int(np.count_nonzero(failed | ~np.isfinite(out_v))),
                context_failures=int(np.count_nonzero(failed)))
     if first is not None:
         node = case.nodes[first]
@@ -384,24 +338,7 @@ def run_benchmark(prog, ctx, *, samples=DEFAULT_SAMPLES, sampling="bitpattern", 
         row.update(divergence_node=int(node.id), divergence_op=node.kind.op,
                    divergence_expr=text if len(text) <= 60 else text[:57] + "...",
                    divergence_bits=node_max[first])
-    return BenchmarkRun(row, X, out_ulps, out_bits, node_max)
-
-
-def _screen(case, prog, X, fmt, reference_bits):
-    """Oracle values of the samples and the mask of valid ones (program defined and
-    finite in the format at the output, oracle decided)."""
-    ok = ~float64_nan_mask(prog.graph, prog.payload, X)
-    vals = [(np.full(len(X), np.nan), np.full(len(X), np.nan)) for _ in case.nodes]
-    sel = np.flatnonzero(ok)
-    if len(sel):
-        v, decided, prec = oracle_values(case, X[sel], fmt, reference_bits)
-        out = _rounded(v[case.output_id], fmt)
-        good = decided & np.isfinite(out)
-        for k, (h, lo) in enumerate(v):
-            vals[k][0][sel] = h
-            vals[k][1][sel] = lo
-        ok[sel[~good]] = False
-    return vals, ok, None
+    return BenchmarkRun(row, X, out_ulps, out_bits, node_max, ref.target, out_v)
 
 
 # ------------------------------------------------------------------------------ driver
@@ -428,18 +365,106 @@ def load_programs(paths) -> list:
 
 def run(progs, contexts, *, samples=DEFAULT_SAMPLES, sampling="bitpattern", seed=0,
         threshold=DEFAULT_THRESHOLD_BITS, reference_bits=DEFAULT_REFERENCE_BITS, x=None,
-        quiet=True, keep_runs=False):
-    """``(DataFrame, runs)``: one row per benchmark x context (runs kept on request)."""
+        quiet=True, keep_runs=False, alts=False, scheduler=None, connect_timeout=10.0):
+    """``(DataFrame, runs)``: one row per benchmark x context (runs kept on request).
+
+    ``scheduler``: a Dask scheduler address; each benchmark x context is then one task on
+    its workers (the FPCore file's text travels, the worker translates it again), and the
+    rows come back in the local order.  Every task seeds its own generator, so the table
+    equals the local run's.  Runs are not kept in that mode."""
+    opts = dict(samples=samples, sampling=sampling, seed=seed, threshold=threshold,
+                reference_bits=reference_bits, x=x, alts=alts)
+    if scheduler:
+        rows = _run_dask(progs, contexts, opts, scheduler, connect_timeout, quiet)
+        return pd.DataFrame(rows, columns=list(ROW_COLUMNS)), []
     rows, runs = [], []
     jobs = [(p, c) for p in progs for c in contexts]
     for prog, ctx in progress(jobs, total=len(jobs), desc="fpbench", quiet=quiet):
-        r = run_benchmark(prog, ctx, samples=samples, sampling=sampling, seed=seed,
-                          threshold=threshold, reference_bits=reference_bits, x=x)
-        rows.append(r.row)
-        if keep_runs:
-            runs.append(r)
+        for r in guarded_runs(prog, ctx, **opts):
+            rows.append(r.row)
+            if keep_runs:
+                runs.append(r)
     df = pd.DataFrame(rows, columns=list(ROW_COLUMNS))
     return df, runs
+
+
+def _remote_rows(text, source, index, ctx_name, opts) -> list:
+    """A Dask task: the rows of FPCore ``index`` of ``text`` in one context."""
+    from scalarlab.graph.importers.fpcore import read_fpcore
+    prog = read_fpcore(text, source=source)[index]
+    return [r.row for r in guarded_runs(prog, scalars.get(ctx_name), **opts)]
+
+
+def _run_dask(progs, contexts, opts, scheduler, connect_timeout, quiet) -> list:
+    """Rows of every benchmark x context computed on the workers of ``scheduler``."""
+    try:
+        from dask.distributed import Client, as_completed
+    except ImportError as exc:                       # pragma: no cover - a test extra
+        raise C.ExperimentError(f"--scheduler needs dask.distributed: {exc}") from None
+    try:
+        client = Client(scheduler, timeout=f"{connect_timeout}s")
+    except (OSError, TimeoutError) as exc:
+        raise C.ExperimentError(f"--scheduler {scheduler}: cannot connect: {exc}") from None
+    try:
+        texts = {}
+        for p in progs:
+            if p.source not in texts:
+                texts[p.source] = _source_text(p.source)
+        docs = {src: client.scatter(t, broadcast=True) for src, t in texts.items()}
+        futures = [client.submit(_remote_rows, docs[p.source], p.source, p.index, c.name,
+                                 opts, pure=False)
+                   for p in progs for c in contexts]
+        bar = progress(as_completed(futures), total=len(futures), desc="fpbench",
+                       quiet=quiet)
+        for _ in bar:
+            pass
+        return [row for part in client.gather(futures) for row in part]
+    finally:
+        client.close()
+
+
+def _source_text(source) -> str:
+    try:
+        with open(source) as fh:
+            return fh.read()
+    except OSError as exc:
+        raise C.ExperimentError(f"FPCore file {source}: cannot read: {exc}") from None
+
+
+def guarded_runs(prog, ctx, *, alts=False, **opts) -> list:
+    """The runs of one benchmark in one context (the original, then each ``:alt`` form on
+    the original's samples when ``alts``).  Any error becomes a row whose ``skip`` names
+    it, so one failing benchmark never loses the others' results."""
+    try:
+        main = run_benchmark(prog, ctx, **opts)
+    except Exception as exc:                        # noqa: BLE001 -- reported in the row
+        row = _base_row(prog, ctx, metrics.format_of(ctx), opts.get("sampling", ""),
+                        opts.get("samples", 0))
+        row["skip"] = f"error: {type(exc).__name__}: {str(exc)[:200]}"
+        return [BenchmarkRun(row)]
+    out = [main]
+    if not alts:
+        return out
+    for j, alt in enumerate(getattr(prog, "alts", None) or []):
+        name = f"alt {j + 1}"
+        x = main.x if main.x is not None and len(main.x) else None
+        try:
+            if alt.graph is None:
+                r = BenchmarkRun(_base_row(alt, ctx, metrics.format_of(ctx), "same"))
+                r.row["skip"] = alt.skip or "not translated"
+            elif x is None:
+                r = BenchmarkRun(_base_row(alt, ctx, metrics.format_of(ctx), "same"))
+                r.row["skip"] = "the original has no sample"
+            else:
+                r = run_benchmark(alt, ctx, **{**opts, "x": x})
+                r.row["sampling"] = "same as the original"
+        except Exception as exc:                    # noqa: BLE001 -- reported in the row
+            r = BenchmarkRun(_base_row(alt, ctx, metrics.format_of(ctx), "same"))
+            r.row["skip"] = f"error: {type(exc).__name__}: {str(exc)[:200]}"
+        r.row.update(benchmark=prog.name, index=prog.index, variant=name,
+                     file=os.path.basename(prog.source))
+        out.append(r)
+    return out
 
 
 def summary_lines(df: pd.DataFrame) -> list:

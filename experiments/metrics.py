@@ -9,10 +9,13 @@ or a checked cheaper reference) entry by entry:
   value and the reference *correctly rounded to that format* (nearest-even); ``float64``
   is measured in binary64.  0 means "the context produced the best value its format
   can hold", 1 means one neighbour away, and so on (``+0`` and ``-0`` are equal);
-* bits of error ``log2(1 + ulp distance)`` (Herbie's definition).
+* bits of error ``log2(1 + ulp distance)`` (Herbie's definition), at most the format's
+  width.
 
 A NaN produced where the reference is a number (or the converse) has infinite error in
-every metric.  The reference is carried as a double-double ``(hi, lo)`` pair: ``hi`` is
+every metric but bits.  Herbie's counting: where the reference is finite, a NaN or an
+infinity from the context scores the format's width in bits (the worst possible figure,
+counted, not dropped; the ULP distance stays infinite).  The reference is carried as a double-double ``(hi, lo)`` pair: ``hi`` is
 the reference correctly rounded to float64 and ``lo`` the float64-rounded residual, so
 errors far below one float64 ulp of the value are still seen.
 """
@@ -208,7 +211,11 @@ def entry_errors(v_hi, v_lo, ref_hi, ref_lo, fmt) -> EntryErrors:
                 dtype=np.float64)
         d = np.where(both_nan, 0.0, np.where(v_nan != r_nan, np.inf, d))
         ulps = d
-        bits = np.log2(1.0 + d)                            # Herbie: bits of error
+        width = float(fmt.exp_bits + fmt.man_bits + 1)
+        worst = ~np.isfinite(v_hi) & np.isfinite(r_hi)  # NaN / inf for a finite value
+        with np.errstate(all="ignore"):
+            bits = np.minimum(np.log2(1.0 + d), width)     # Herbie: bits of error
+        bits = np.where(worst, width, bits)
     return EntryErrors(abs_err, rel, ulps, bits, int(np.count_nonzero(broken)))
 
 

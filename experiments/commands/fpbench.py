@@ -1,16 +1,20 @@
 """``scalarlab fpbench``: bits of error of FPBench benchmarks (FPCore files) per context."""
 from __future__ import annotations
 
+import sys
+
 from .. import argtypes as T
 from .. import compare as C
 from .. import fpbench as F
 from .. import outputs
 from .. import tables
+from .sweep import scheduler_address
 
 NAME = "fpbench"
 HELP = ("rounding error of FPCore benchmarks: per benchmark x context mean/max bits of error "
-        "against the MPFR oracle, max ULPs, %% samples over 1 bit, where error starts, "
-        "precondition rejections and skip reasons")
+        "against a proven Arb oracle (Herbie's counting: NaN/inf outputs score the format's "
+        "width), max ULPs, %% samples over 1 bit, where error starts, invalid and unsettled "
+        "samples, precondition rejections and skip reasons")
 
 
 def add_arguments(p) -> None:
@@ -33,18 +37,38 @@ def add_arguments(p) -> None:
                         f"(default {F.DEFAULT_THRESHOLD_BITS:g})")
     p.add_argument("--reference-bits", type=T.integer(53, 100000),
                    default=F.DEFAULT_REFERENCE_BITS, metavar="P",
-                   help="oracle base precision in bits (raised per sample; default "
-                        f"{F.DEFAULT_REFERENCE_BITS})")
+                   help="the Arb oracle's starting precision in bits (doubled per undecided "
+                        f"sample up to {F.MAX_ORACLE_BITS}; default {F.DEFAULT_REFERENCE_BITS})")
     p.add_argument("--only", default=None, metavar="NAME",
                    help="run only the benchmarks whose :name contains NAME")
     p.add_argument("--input-file", type=T.npy_file, default=None, metavar="X.npy",
                    help="samples instead of sampling: N rows x one column per argument (in "
                         "argument order); needs exactly one selected benchmark")
+    p.add_argument("--alts", action="store_true",
+                   help="also measure each benchmark's :alt forms on the original's samples "
+                        "(one row each after the original's, column variant = 'alt N')")
+    p.add_argument("--scheduler", type=scheduler_address, default=None, metavar="ADDRESS",
+                   help="run each benchmark x context as a task on an existing Dask "
+                        "scheduler tcp://HOST:PORT (same table as the local run)")
+    p.add_argument("--connect-timeout", type=T.real(0, 3600, lo_open=True), default=10.0,
+                   metavar="SEC", help="seconds to wait for the Dask scheduler")
     p.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
     p.add_argument("--out", type=outputs.output_file(".csv", ".md", ".json"), default=None,
                    metavar="FILE",
                    help="also write the table to FILE (.csv, .md or .json), atomically")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def short_lines(df) -> list:
+    """One warning per row measured on fewer samples than asked (``samples < asked``)."""
+    lines = []
+    ran = df[df["skip"] == ""]
+    for _, r in ran[ran["samples"] < ran["asked"]].iterrows():
+        alt = f" ({r['variant']})" if r["variant"] else ""
+        lines.append(f"warning: {r['benchmark']}{alt} in {r['context']}: {r['samples']} of "
+                     f"{r['asked']} samples ({r['invalid']} invalid, {r['unsettled']} "
+                     f"unsettled, {r['rejected_pre']} rejected by :pre)")
+    return lines
 
 
 def run(args) -> int:
@@ -69,24 +93,34 @@ def run(args) -> int:
             if isinstance(batch, dict) else np.asarray(batch).reshape(-1, 1)
     df, _ = F.run(progs, contexts, samples=args.samples, sampling=args.sampling,
                   seed=args.seed, threshold=args.threshold,
-                  reference_bits=args.reference_bits, x=x, quiet=args.quiet)
+                  reference_bits=args.reference_bits, x=x, quiet=args.quiet,
+                  alts=args.alts, scheduler=args.scheduler,
+                  connect_timeout=args.connect_timeout)
     meta = {"files": list(args.files), "benchmarks": len(progs),
             "contexts": [c.name for c in contexts], "samples": args.samples,
             "sampling": "file " + args.input_file if x is not None else args.sampling,
             "seed": args.seed, "threshold_bits": args.threshold,
-            "reference": f"mpmath, >= {args.reference_bits} bits per sample (+2x the largest "
-                         f"argument exponent), Ziv-checked at twice that precision",
-            "metric": "bits = log2(1 + ULPs) of the output vs the oracle correctly rounded "
-                      "into the context's format"}
+            "execution": (f"dask scheduler {args.scheduler}" if args.scheduler else "local"),
+            "reference": f"Arb balls from {args.reference_bits} bits, doubled per undecided "
+                         f"sample up to {max(F.MAX_ORACLE_BITS, args.reference_bits)}; a "
+                         f"sample counts when its ball lies inside one rounding interval of "
+                         f"the format, else it is unsettled (never scored)",
+            "metric": "bits = log2(1 + ULPs) of the output vs the exact value correctly "
+                      "rounded into the context's format; NaN/inf outputs (nonfinite) score "
+                      "the format's width (Herbie's counting)"}
     if out is not None:
         tables.write_table(out, "fpbench", meta, df, title="scalarlab fpbench")
         outputs.note(f"wrote {out}", to_stderr=args.json)
     if args.json:
+        for line in short_lines(df):
+            print(line, file=sys.stderr)
         outputs.print_document(tables.json_document("fpbench", meta, df))
         return 0 if (df["skip"] == "").any() else 1
-    view = df[["benchmark", "context", "samples", "rejected_pre", "invalid", "mean_bits",
-               "max_bits", "max_ulps", "pct_over_1bit", "divergence_node", "divergence_op",
-               "skip"]].copy()
+    cols = ["benchmark"] + (["variant"] if args.alts else []) + [
+        "context", "samples", "rejected_pre", "invalid", "unsettled", "nonfinite",
+        "mean_bits", "max_bits", "max_ulps", "pct_over_1bit", "divergence_node",
+        "divergence_op", "skip"]
+    view = df[cols].copy()
     view["benchmark"] = [b if len(b) <= 36 else b[:33] + "..." for b in view["benchmark"]]
     view["skip"] = [s if len(s) <= 40 else s[:37] + "..." for s in view["skip"]]
     view["divergence_node"] = ["" if v is None or v != v else str(int(v))
@@ -95,6 +129,8 @@ def run(args) -> int:
     print()
     for line in F.summary_lines(df):
         print(line)
+    for line in short_lines(df):
+        print(line, file=sys.stderr)
 
     # a run that measured nothing did not check anything
     return 0 if (df["skip"] == "").any() else 1

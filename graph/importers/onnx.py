@@ -20,6 +20,14 @@ in front becomes a per-example reshape.  Nodes whose inputs are all constants ar
 when that is exact (integer/boolean values, data movement); float arithmetic on constants
 stays in the graph so each context evaluates it.
 
+Concrete shapes (:mod:`.onnx_shapes`; ``shapes=``/``concrete=True``, ``--shape`` in the
+CLI, and the fallback when the per-example import refuses a model): every input dimension
+is fixed (1 for a symbolic one unless given), onnx infers every shape, ``batch_dims`` is
+0 and the model's batch axis is an axis of the example, so transformer exports (``Shape``
+of the batch, reshapes and transposes that move it, causal masks) fold to constants.
+Integer and boolean inputs (token ids) are inputs holding integers; ``Gather`` with such
+run-time indices is the IR's ``take``, which checks that they are integers in range.
+
 Mappings that compose IR ops: ``Gemm`` is ``linear`` when alpha = beta = 1, A is the
 batched input and B, C are initializers; otherwise (Transpose) -> matmul -> mul(alpha) ->
 add(mul(beta, C)).  ``Softmax``/``LogSoftmax`` before opset 13 (softmax over the flattened
@@ -49,14 +57,21 @@ _FOLDED_ONLY = ("Shape", "Size")
 _MULTI_OUTPUT = {"Dropout", "LayerNormalization", "Split"}
 _ALL_OUTPUTS = {"Dropout", "LayerNormalization", "Split"}     # extra outputs mapped too
 
+#: ONNX element types of float inputs (float, double, float16, bfloat16) and of integer
+#: and boolean inputs (token ids, positions, masks: their values are integers, which every
+#: context holds exactly up to 2^p; index-taking ops check that they are)
+_FLOAT_TYPES = (1, 11, 10, 16)
+_INTEGER_TYPES = (2, 3, 4, 5, 6, 7, 9, 12, 13)
+
 _UNARY = {"Relu": "relu", "Tanh": "tanh", "Sigmoid": "sigmoid", "Softplus": "softplus",
           "Exp": "exp", "Log": "log", "Abs": "abs", "Sqrt": "sqrt", "Neg": "neg",
           "Sin": "sin", "Cos": "cos"}
 _BINARY = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div", "Max": "max", "Min": "min"}
 
 
-def load_onnx(path_or_model, *, batch_dims=None, output=None):
-    """``(Graph, Payload)`` of an ONNX model (a path, bytes or a ModelProto)."""
+def load_onnx(path_or_model, *, batch_dims=None, output=None, shapes=None, concrete=None):
+    """``(Graph, Payload)`` of an ONNX model (a path, bytes or a ModelProto); the keywords
+    are :func:`from_onnx`'s."""
     onnx = require("onnx", "onnx")
     if isinstance(path_or_model, onnx.ModelProto):
         model = path_or_model
@@ -90,7 +105,8 @@ def load_onnx(path_or_model, *, batch_dims=None, output=None):
             except Exception as exc:
                 raise GraphError(f"cannot read the external data of ONNX model {what}: "
                                  f"{exc}") from None
-    return from_onnx(model, batch_dims=batch_dims, output=output)
+    return from_onnx(model, batch_dims=batch_dims, output=output, shapes=shapes,
+                     concrete=concrete)
 
 
 def external_data_used(model) -> bool:
@@ -131,11 +147,54 @@ def infer_batch_dims(model) -> int:
     return next(iter(found.values()), 0)
 
 
-def from_onnx(model, *, batch_dims=None, output=None):
+def from_onnx(model, *, batch_dims=None, output=None, shapes=None, concrete=None):
     """``(Graph, Payload)`` of an ``onnx.ModelProto`` (see the module docstring).
 
     ``batch_dims``: None infers the batch axes from the inputs' symbolic dimensions; an
-    int K says the first K axes of every input are batch axes."""
+    int K says the first K axes of every input are batch axes.
+
+    ``shapes`` (``{input name: tuple}``) or ``concrete=True``: concrete shapes at import
+    (:mod:`.onnx_shapes`): the inputs get those dimensions (1 for every other symbolic
+    one), every shape in the model is inferred and folded, and the model's batch axis is
+    an axis of the example.  ``concrete=None`` (the default) imports per example where
+    that works and falls back to concrete shapes where it refuses the model;
+    ``concrete=False`` never does."""
+    onnx = require("onnx", "onnx")
+    if shapes is not None or concrete:
+        if batch_dims:
+            raise GraphError(f"from_onnx: batch_dims={batch_dims} with concrete shapes (the "
+                             f"model's batch axis is an axis of the example there)")
+        from .onnx_shapes import concrete_model
+        return _from_onnx(concrete_model(model, shapes), 0, output)
+    try:
+        return _from_onnx(model, batch_dims, output)
+    except GraphError as exc:
+        if concrete is not None or batch_dims is not None or not _per_example_refusal(exc):
+            raise
+        first = exc
+    from .onnx_shapes import concrete_model
+    try:
+        return _from_onnx(concrete_model(model), 0, output)
+    except GraphError as exc:
+        # both refuse: the concrete path's reasons are what is really missing (a moved
+        # batch axis is no reason there); a plain error keeps the per-example one
+        if isinstance(exc, UnsupportedOpsError):
+            raise UnsupportedOpsError("from_onnx", exc.items) from None
+        raise first from None
+
+
+def _per_example_refusal(exc) -> bool:
+    """True for the refusals of the per-example path that concrete shapes may lift (an
+    unsupported node, a moved batch axis, a symbolic non-leading axis, an integer input)."""
+    if isinstance(exc, UnsupportedOpsError):
+        return True
+    text = str(exc)
+    return any(t in text for t in ("batch axis moved", "symbolic after the fixed axis",
+                                   "different numbers of leading", "not a float",
+                                   "must be concrete"))
+
+
+def _from_onnx(model, batch_dims, output):
     onnx = require("onnx", "onnx")
     from onnx import numpy_helper
     if batch_dims is None:
@@ -230,9 +289,10 @@ class _OnnxConverter:
         t = vi.type.tensor_type
         if not vi.type.HasField("tensor_type"):
             raise GraphError(f"from_onnx: input {vi.name!r} is not a tensor")
-        if t.elem_type not in (1, 11, 10, 16):   # float, double, float16, bfloat16
+        if t.elem_type not in _FLOAT_TYPES and t.elem_type not in _INTEGER_TYPES:
             raise GraphError(f"from_onnx: input {vi.name!r} has element type "
-                             f"{self.onnx.TensorProto.DataType.Name(t.elem_type)}, not a float")
+                             f"{self.onnx.TensorProto.DataType.Name(t.elem_type)}, not a "
+                             f"float, integer or bool")
         if not t.HasField("shape"):
             raise GraphError(f"from_onnx: input {vi.name!r} has no shape")
         dims = [d.dim_value if d.HasField("dim_value") else None for d in t.shape.dim]

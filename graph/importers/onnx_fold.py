@@ -99,7 +99,11 @@ def fold_constant(onnx, node, values, opset):
 
 
 def _ints(a):
-    return [int(t) for t in np.asarray(a).reshape(-1)]
+    flat = list(np.asarray(a).reshape(-1))
+    if any(isinstance(t, BatchDim) for t in flat):
+        raise Unsupported(f"uses the batch extent in {flat} as an index, axis or shape "
+                          f"(the IR works per example)")
+    return [int(t) for t in flat]
 
 
 def _obj(seq, shape=None):

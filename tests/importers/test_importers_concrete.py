@@ -1,0 +1,150 @@
+"""Concrete shapes at import (``--shape``, ``concrete=True``, or the fallback when the
+per-example import refuses a model), integer token-id inputs and the ``take`` op.
+
+Oracles: onnxruntime on the float32 model (binary32 within a few ulps of the output
+scale) and onnx's reference evaluator on the model widened to float64 (float64 within
+1e-12 relative)."""
+from __future__ import annotations
+
+import contextlib
+import io
+import warnings
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+import torch
+from onnx.reference import ReferenceEvaluator
+
+from scalarlab import graph, scalars
+from scalarlab.experiments.cli import main as cli_main
+from scalarlab.graph.errors import GraphError
+from scalarlab.graph.importers.onnx import from_onnx
+from scalarlab.graph.importers.onnx_shapes import parse_shape
+from scalarlab.scalars.interval import Interval
+from test_importers_zoo import widened
+
+
+class TinyDecoder(torch.nn.Module):
+    """Token ids -> embedding + positions -> causal self-attention (tril mask built from
+    the run-time length) -> logits: what GPT-style exports hold (Shape of the batch,
+    Range, Trilu/Where, Expand of booleans, reshapes that move the batch axis)."""
+
+    def __init__(self, vocab=11, d=8, heads=2):
+        super().__init__()
+        self.emb = torch.nn.Embedding(vocab, d)
+        self.pos = torch.nn.Embedding(16, d)
+        self.qkv = torch.nn.Linear(d, 3 * d)
+        self.out = torch.nn.Linear(d, vocab)
+        self.h = heads
+
+    def forward(self, ids):
+        n, t = ids.shape
+        x = self.emb(ids) + self.pos(torch.arange(t).unsqueeze(0).expand(n, t))
+        q, k, v = self.qkv(x).split(x.shape[-1], dim=-1)
+        sh = lambda z: z.view(n, t, self.h, -1).transpose(1, 2)   # noqa: E731
+        q, k, v = sh(q), sh(k), sh(v)
+        s = q @ k.transpose(-1, -2) / (q.shape[-1] ** 0.5)
+        mask = torch.tril(torch.ones(t, t, dtype=torch.bool)).expand(n, 1, t, t)
+        s = s.masked_fill(~mask, -1e4)
+        a = (s.softmax(-1) @ v).transpose(1, 2).reshape(n, t, -1)
+        return self.out(a)
+
+
+def _export(path):
+    torch.manual_seed(0)
+    m = TinyDecoder().eval()
+    ids = torch.randint(0, 11, (2, 5))
+    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+        warnings.simplefilter("ignore")
+        torch.onnx.export(m, (ids,), str(path), dynamo=False, opset_version=17,
+                          input_names=["ids"], output_names=["y"],
+                          dynamic_axes={"ids": {0: "N", 1: "T"}, "y": {0: "N", 1: "T"}})
+    return onnx.load(str(path))
+
+
+@pytest.fixture(scope="module")
+def decoder(tmp_path_factory):
+    path = tmp_path_factory.mktemp("concrete") / "decoder.onnx"
+    return path, _export(path)
+
+
+def test_parse_shape():
+    assert parse_shape("ids=1x8") == ("ids", (1, 8))
+    assert parse_shape("x=3") == ("x", (3,))
+    for bad in ("ids", "=1x2", "x=1x0", "x=1xa", "x=-1"):
+        with pytest.raises(GraphError, match="expected NAME=D1xD2"):
+            parse_shape(bad)
+
+
+@pytest.mark.parametrize("shape", [(1, 5), (2, 7)])
+def test_token_id_decoder_against_onnxruntime(decoder, shape):
+    path, m = decoder
+    with pytest.raises(GraphError):
+        from_onnx(m, concrete=False)            # the per-example path refuses it
+    g, p = from_onnx(m, shapes={"ids": shape})
+    assert g.nodes[0].out_shape == shape
+    assert "take" in [n.kind.op for n in g]
+    ids = np.random.default_rng(1).integers(0, 11, shape)
+    ref64 = ReferenceEvaluator(widened(m)).run(None, {"ids": ids})[0]
+    ref32 = ort.InferenceSession(m.SerializeToString(),
+                                 providers=["CPUExecutionProvider"]).run(None, {"ids": ids})[0]
+    y64 = np.asarray(graph.denote(g, p, ids.astype(np.float64), "float64"))
+    rel = np.linalg.norm(y64 - ref64) / np.linalg.norm(ref64)
+    assert rel <= 1e-12, rel
+    c32 = scalars.get("binary32")
+    y32 = np.asarray(c32.to_float64(graph.denote(g, p, ids.astype(np.float64), c32)))
+    ulps = np.abs(y32 - ref32).max() / np.spacing(np.float32(np.abs(ref32).max()))
+    assert ulps <= 8, ulps
+    # the lab's sample axis stays in front of the model's full shape: 3 samples at once
+    batch = np.random.default_rng(2).integers(0, 11, (3,) + shape)
+    ys = np.asarray(graph.denote(g, p, batch.astype(np.float64), "float64"))
+    for k in range(3):
+        np.testing.assert_array_equal(
+            ys[k], graph.denote(g, p, batch[k].astype(np.float64), "float64"))
+
+
+def test_default_fallback_fixes_symbolic_dimensions_at_1(decoder):
+    _, m = decoder
+    g, _ = from_onnx(m)
+    assert g.nodes[0].out_shape == (1, 1)
+
+
+def test_token_ids_must_be_integers_in_range(decoder):
+    _, m = decoder
+    g, p = from_onnx(m, shapes={"ids": (1, 3)})
+    with pytest.raises(GraphError, match=r"take: index 2.5 is not an integer in \[-11, 11\)"):
+        graph.denote(g, p, np.array([[1.0, 2.5, 3.0]]), "float64")
+    with pytest.raises(GraphError, match=r"take: index 11.0 is not an integer"):
+        graph.denote(g, p, np.array([[1.0, 11.0, 3.0]]), "float64")
+
+
+def test_take_over_an_index_box_is_the_hull_of_the_rows():
+    from scalarlab.graph.optable import OPS
+    ctx = scalars.get("interval:float64")
+    table = np.arange(12.0).reshape(4, 3) * np.array([1.0, -1.0, 0.5])
+    idx = Interval(np.array([0.5, 3.0]), np.array([2.2, 3.0]))     # {1, 2} and {3}
+    y = OPS["take"].forward(ctx, [ctx.convert(table), idx], {"axis": 0}, 0)
+    np.testing.assert_array_equal(y.lo, [np.minimum(table[1], table[2]), table[3]])
+    np.testing.assert_array_equal(y.hi, [np.maximum(table[1], table[2]), table[3]])
+    with pytest.raises(GraphError, match="holds no integer"):
+        OPS["take"].forward(ctx, [ctx.convert(table), Interval(np.array([0.2]),
+                                                               np.array([0.8]))],
+                            {"axis": 0}, 0)
+
+
+def test_cli_shape_and_input_file(decoder, tmp_path, capsys):
+    path, _ = decoder
+    out = tmp_path / "g.json"
+    assert cli_main(["import", str(path), "-o", str(out), "--shape", "ids=1x6"]) == 0
+    assert "concrete shapes: ids=1x6" in capsys.readouterr().out
+    assert graph.load(str(out))[0].nodes[0].out_shape == (1, 6)
+    np.save(tmp_path / "ids.npy", np.zeros((2, 4), dtype=np.int64))
+    assert cli_main(["import", str(path), "-o", str(out), "--input-file",
+                     str(tmp_path / "ids.npy")]) == 0
+    assert graph.load(str(out))[0].nodes[0].out_shape == (2, 4)
+    assert cli_main(["import", str(path), "-o", str(out), "--shape", "x=1x6"]) == 1
+    assert "--shape names ['x'], which are not inputs" in capsys.readouterr().err
+    assert cli_main(["import", str(path), "-o", str(out), "--shape", "ids=1x6x2"]) == 1
+    assert "declares rank 2" in capsys.readouterr().err

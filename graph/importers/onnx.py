@@ -46,6 +46,7 @@ from .interchange import (Batched, IRBuilder, PendingConst, Unsupported, Unsuppo
 from .onnx_fold import BatchDim, fold_constant, fold_symbolic, is_symbolic, shape_value
 from .onnx_layout import moved, shape_of
 from .onnx_ops import available as _network_converters
+from .onnx_ops_spatial import CONVERTERS as _SPATIAL
 
 #: mapped but not claimed: Cast to float/double passes a real value through (the IR does
 #: not model the cast's rounding, so ONNX's Cast cases are not claimed)
@@ -384,14 +385,19 @@ class _OnnxConverter:
                 raise Unsupported(f"{what} with {x.nb} batch axes (ONNX's N is one axis)")
             return fn(x)
         s = self.b.shape(x.id)
-        if not s or s[0] != 1:
-            raise Unsupported(f"{what} on an input whose leading axis is fixed at "
-                              f"{s[0] if s else None}: that axis is part of the example, and "
-                              f"the IR's {what} takes one example [C, ...]; declare the batch "
-                              f"axis symbolic or pass --batch-dims 1")
-        inner = self.b.apply("reshape", [x], shape=list(s[1:]))
-        y = fn(inner)
-        return self.b.apply("reshape", [y], shape=[1] + list(self.b.shape(y.id)))
+        if not s:
+            raise Unsupported(f"{what} on a scalar")
+        if s[0] == 1:
+            inner = self.b.apply("reshape", [x], shape=list(s[1:]))
+            y = fn(inner)
+            return self.b.apply("reshape", [y], shape=[1] + list(self.b.shape(y.id)))
+        # a fixed leading extent N > 1 (concrete shapes: the model's batch axis is an axis
+        # of the example): the op on each of the N slices, concatenated (same arithmetic)
+        parts = []
+        for n in range(s[0]):
+            xn = self.b.apply("slice", [x], starts=[n], ends=[n + 1], axes=[0])
+            parts.append(self.with_channels_first(xn, fn, what))
+        return self.b.apply("concat", parts, axis=0)
 
     # ---------------------------------------------------------------- nodes
     def node(self, node, env):
@@ -859,7 +865,8 @@ _CORE = {
     "Constant": _constant, "Reciprocal": _reciprocal, "Expand": _expand, "Cast": _cast,
 }
 #: ONNX op -> converter: the core ops above, then the network ops of :mod:`.onnx_ops`
-#: whose IR ops exist (those take precedence: their Gelu also maps approximate='tanh')
-CONVERTERS = {**_CORE, **_network_converters()}
+#: whose IR ops exist (those take precedence: their Gelu also maps approximate='tanh'),
+#: then the compositions of :mod:`.onnx_ops_spatial` (ConvTranspose, Resize, ...)
+CONVERTERS = {**_CORE, **_network_converters(), **_SPATIAL}
 #: the ONNX ops the importer claims (tests run ONNX's own cases of each)
 SUPPORTED = tuple(op for op in CONVERTERS if op not in _PASSED_THROUGH) + _FOLDED_ONLY

@@ -67,7 +67,8 @@ def shape_value(batch_axes: int, per_example, start=0, end=None):
 # ops that only move, select or retype data: folding them is exact whatever the dtype
 MOVE_OPS = {"Reshape", "Transpose", "Squeeze", "Unsqueeze", "Gather", "Slice", "Concat",
             "Identity", "Cast", "Expand", "Flatten", "Tile", "ConstantOfShape", "Shape", "Size",
-            "Range", "Split", "Equal", "Where", "Not", "And", "Or", "Less", "Greater"}
+            "Range", "Split", "Equal", "Where", "Not", "And", "Or", "Less", "Greater",
+            "LessOrEqual", "GreaterOrEqual", "Xor", "Trilu"}
 
 
 def fold_constant(onnx, node, values, opset):

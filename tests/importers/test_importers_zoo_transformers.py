@@ -1,7 +1,9 @@
 """Transformer zoo: BERT- and GPT-2-style models built from ``transformers`` configs
-(hidden 32, one or two layers, random weights) fed token ids, exported with
+(hidden 32, one or two layers, random weights) fed token ids, and a ViT on 16x16
+images (patch 4), exported with
 ``torch.onnx.export(dynamo=False, opset_version=17)`` with symbolic batch and sequence
-axes, and imported with concrete shapes (``scalarlab import --shape ids=1x8``).
+axes, and imported with concrete shapes (``scalarlab import --shape ids=1x8``; the ViT
+with the default, every symbolic dimension 1).
 
 Oracles as in the main zoo (:mod:`test_importers_zoo`): float64 against onnx's reference
 evaluator on the model widened to float64 (its Erf replaced by one in float64), within
@@ -30,14 +32,15 @@ ULPS = 8
 
 
 class _Ids(torch.nn.Module):
-    """The model's last hidden state from token ids alone."""
+    """The model's last hidden state from token ids (or pixels) alone."""
 
-    def __init__(self, m):
+    def __init__(self, m, key="input_ids"):
         super().__init__()
         self.m = m
+        self.key = key
 
     def forward(self, ids):
-        return self.m(input_ids=ids).last_hidden_state
+        return self.m(**{self.key: ids}).last_hidden_state
 
 
 def _bert(layers):
@@ -54,8 +57,17 @@ def _gpt2(layers):
                                 attn_implementation="eager"))
 
 
+def _vit(layers):
+    from transformers import ViTConfig, ViTModel
+    return ViTModel(ViTConfig(hidden_size=32, num_hidden_layers=layers, num_attention_heads=2,
+                              intermediate_size=64, image_size=16, patch_size=4,
+                              num_channels=3, attn_implementation="eager"),
+                    add_pooling_layer=False)
+
+
 MODELS = {"bert-1": (_bert, 1), "bert-2": (_bert, 2), "gpt2-1": (_gpt2, 1),
-          "gpt2-2": (_gpt2, 2)}
+          "gpt2-2": (_gpt2, 2), "vit-1": (_vit, 1)}
+PIXELS = (1, 3, 16, 16)
 
 
 def _export(name, path):
@@ -64,11 +76,13 @@ def _export(name, path):
     with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
         warnings.simplefilter("ignore")
         logging.getLogger("transformers").setLevel(logging.ERROR)
-        m = _Ids(make(layers)).eval()
-        ids = torch.randint(0, VOCAB, (2, SEQ))
+        vit = name.startswith("vit")
+        m = _Ids(make(layers), "pixel_values" if vit else "input_ids").eval()
+        ids = torch.randn(*PIXELS) if vit else torch.randint(0, VOCAB, (2, SEQ))
         torch.onnx.export(m, (ids,), str(path), dynamo=False, opset_version=17,
                           input_names=["ids"], output_names=["y"],
-                          dynamic_axes={"ids": {0: "N", 1: "T"}, "y": {0: "N", 1: "T"}})
+                          dynamic_axes={"ids": {0: "N"} if vit else {0: "N", 1: "T"},
+                                        "y": {0: "N", 1: "T"}})
 
 
 @pytest.mark.slow
@@ -80,13 +94,18 @@ def test_transformer_imports_and_agrees(name, tmp_path):
     t0 = time.perf_counter()
     from scalarlab.experiments.cli import main as cli_main
     out = tmp_path / f"{name}.json"
-    assert cli_main(["import", str(path), "-o", str(out), "--shape", f"ids=1x{SEQ}"]) == 0
+    vit = name.startswith("vit")
+    shape = ["--shape", f"ids=1x{SEQ}"] if not vit else []
+    assert cli_main(["import", str(path), "-o", str(out), *shape]) == 0
     g, p = graph.load(str(out))
     seconds = time.perf_counter() - t0
-    assert g.nodes[0].out_shape == (1, SEQ)
-    ids = np.random.default_rng(3).integers(0, VOCAB, (1, SEQ))
+    assert g.nodes[0].out_shape == (PIXELS if vit else (1, SEQ))
+    rng = np.random.default_rng(3)
+    ids = rng.standard_normal(PIXELS).astype(np.float32) if vit else \
+        rng.integers(0, VOCAB, (1, SEQ))
     ours64 = graph.denote(g, p, ids.astype(np.float64), "float64")
-    e64 = rel_norm(ours64, reference64(model, {"ids": ids}))
+    # the widened model reads float64 pixels (binary32 values); token ids stay int64
+    e64 = rel_norm(ours64, reference64(model, {"ids": ids.astype(np.float64) if vit else ids}))
     assert e64 <= REL64, (name, e64)
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     u = ulps32(graph.denote(g, p, ids.astype(np.float64), "binary32"),

@@ -832,10 +832,20 @@ def _reshape(conv, node, ins, A):
 def _cast(conv, node, ins, A):
     # to a float type: the IR value is already a real number, evaluated in the context's
     # own format (a float32 model's float32 casts are no-ops there)
-    if A.get("to") not in (1, 11):
-        raise Unsupported(f"Cast to {conv.onnx.TensorProto.DataType.Name(A.get('to'))} "
-                          f"of a tensor (the IR's values are real numbers)")
-    return [ins[0]]
+    to = A.get("to")
+    if to in (1, 11):
+        return [ins[0]]
+    x = conv.t(ins[0])
+    if to == 9:
+        # to bool: nonzero is true (1), zero false (0): exact
+        zero = conv.materialize(PendingConst(np.float64(0.0), "zero"))
+        return [conv.b.apply("ne", [x, zero])]
+    if to in _INTEGER_TYPES:
+        # to an integer type: truncation toward zero, exact in every context (values past
+        # the integer type's range are undefined in ONNX and not checked here)
+        return [conv.b.apply("trunc", [x])]
+    raise Unsupported(f"Cast to {conv.onnx.TensorProto.DataType.Name(to)} of a tensor (the "
+                      f"IR's values are real numbers in the context's format)")
 
 
 def _flatten(conv, node, ins, A):

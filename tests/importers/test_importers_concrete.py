@@ -148,3 +148,28 @@ def test_cli_shape_and_input_file(decoder, tmp_path, capsys):
     assert "--shape names ['x'], which are not inputs" in capsys.readouterr().err
     assert cli_main(["import", str(path), "-o", str(out), "--shape", "ids=1x6x2"]) == 1
     assert "declares rank 2" in capsys.readouterr().err
+
+
+def test_cast_to_int_and_bool_and_run_time_masks():
+    """Cast float -> int64 truncates toward zero, -> bool is x != 0; a comparison's mask
+    drives Where at run time: against onnxruntime, exactly (no arithmetic rounds)."""
+    from onnx import TensorProto, helper
+    F, I, B = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
+    nodes = [helper.make_node("Cast", ["x"], ["i"], to=I),
+             helper.make_node("Cast", ["i"], ["fi"], to=F),
+             helper.make_node("Cast", ["x"], ["b"], to=B),
+             helper.make_node("Cast", ["b"], ["fb"], to=F),
+             helper.make_node("Less", ["x", "zero"], ["m"]),
+             helper.make_node("Where", ["m", "fi", "fb"], ["w"]),
+             helper.make_node("Add", ["w", "fi"], ["y"])]
+    gr = helper.make_graph(nodes, "cast", [helper.make_tensor_value_info("x", F, ["N", 6])],
+                           [helper.make_tensor_value_info("y", F, None)],
+                           initializer=[onnx.numpy_helper.from_array(np.float32(0), "zero")])
+    m = helper.make_model(gr, opset_imports=[helper.make_opsetid("", 17)])
+    g, p = from_onnx(m)
+    x = np.array([[-2.75, -0.5, 0.0, 0.25, 3.5, -7.0], [1.0, -1.0, 2.5, -0.0, 9.75, -3.25]])
+    ref = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, {"x": x.astype(np.float32)})[0]
+    for ctx in ("float64", "binary32", "rational"):
+        y = scalars.get(ctx).to_float64(graph.denote(g, p, x, ctx))
+        np.testing.assert_array_equal(np.asarray(y, dtype=np.float64), ref)

@@ -173,3 +173,21 @@ def test_cast_to_int_and_bool_and_run_time_masks():
     for ctx in ("float64", "binary32", "rational"):
         y = scalars.get(ctx).to_float64(graph.denote(g, p, x, ctx))
         np.testing.assert_array_equal(np.asarray(y, dtype=np.float64), ref)
+
+
+def test_token_id_graph_exports_back_to_onnx(decoder):
+    """The imported decoder (take included) exported by ``to_onnx`` runs in onnxruntime:
+    float64 export against our float64 fold, equal to rounding of the operation order."""
+    from scalarlab.graph.exporters.onnx import to_onnx
+    _, m = decoder
+    g, p = from_onnx(m, shapes={"ids": (1, 5)})
+    back = to_onnx(g, p, dtype="float64")
+    ids = np.random.default_rng(4).integers(0, 11, (3, 1, 5)).astype(np.float64)
+    sess = ort.InferenceSession(back.SerializeToString(), providers=["CPUExecutionProvider"])
+    got = sess.run(None, {sess.get_inputs()[0].name: ids})[0]
+    ours = np.asarray(graph.denote(g, p, ids, "float64"))
+    assert rel_err(got, ours) <= 1e-13
+
+
+def rel_err(a, b):
+    return float(np.linalg.norm(np.asarray(a) - b) / np.linalg.norm(b))

@@ -46,6 +46,8 @@ from .interchange import (Batched, IRBuilder, PendingConst, Unsupported, Unsuppo
 from .onnx_fold import BatchDim, fold_constant, fold_symbolic, is_symbolic, shape_value
 from .onnx_layout import moved, shape_of
 from .onnx_ops import available as _network_converters
+from .onnx_ops_recurrent import ALL_OUTPUTS as _RECURRENT_OUTPUTS
+from .onnx_ops_recurrent import CONVERTERS as _RECURRENT
 from .onnx_ops_spatial import CONVERTERS as _SPATIAL
 
 #: mapped but not claimed: Cast to float/double passes a real value through (the IR does
@@ -56,7 +58,7 @@ _PASSED_THROUGH = {"Cast"}
 _FOLDED_ONLY = ("Shape", "Size")
 #: ops whose extra outputs may be present while unused (the first output is mapped)
 _MULTI_OUTPUT = {"Dropout", "LayerNormalization", "Split"}
-_ALL_OUTPUTS = {"Dropout", "LayerNormalization", "Split"}     # extra outputs mapped too
+_ALL_OUTPUTS = {"Dropout", "LayerNormalization", "Split", *_RECURRENT_OUTPUTS}  # extra outputs mapped
 
 #: ONNX element types of float inputs (float, double, float16, bfloat16) and of integer
 #: and boolean inputs (token ids, positions, masks: their values are integers, which every
@@ -876,7 +878,8 @@ _CORE = {
 }
 #: ONNX op -> converter: the core ops above, then the network ops of :mod:`.onnx_ops`
 #: whose IR ops exist (those take precedence: their Gelu also maps approximate='tanh'),
-#: then the compositions of :mod:`.onnx_ops_spatial` (ConvTranspose, Resize, ...)
-CONVERTERS = {**_CORE, **_network_converters(), **_SPATIAL}
+#: then the compositions of :mod:`.onnx_ops_spatial` (ConvTranspose, Resize, ...) and the
+#: unrolled recurrent layers of :mod:`.onnx_ops_recurrent`
+CONVERTERS = {**_CORE, **_network_converters(), **_SPATIAL, **_RECURRENT}
 #: the ONNX ops the importer claims (tests run ONNX's own cases of each)
 SUPPORTED = tuple(op for op in CONVERTERS if op not in _PASSED_THROUGH) + _FOLDED_ONLY

@@ -660,6 +660,13 @@ def _take_indices(ctx, v, n: int):
     ``last``.  GraphError for a value that is not an integer in range, or a box holding
     none or reaching out of range (the rows it selects would be undefined)."""
     from .errors import GraphError
+    fmt = getattr(ctx, "fmt", None)
+    if fmt is not None and n > 2 ** (fmt.man_bits + 1):
+        # the context rounded the index values when it read them: an index past 2^p may
+        # have become another index, silently
+        raise GraphError(f"take: an axis of length {n} has indices beyond "
+                         f"2^{fmt.man_bits + 1}, which the context's format "
+                         f"({getattr(fmt, 'label', None) or fmt}) does not hold exactly")
     raw = ctx.to_float64(v)
     if hasattr(raw, "lo"):
         lo = np.ceil(np.asarray(raw.lo, dtype=np.float64))

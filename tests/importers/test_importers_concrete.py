@@ -191,3 +191,18 @@ def test_token_id_graph_exports_back_to_onnx(decoder):
 
 def rel_err(a, b):
     return float(np.linalg.norm(np.asarray(a) - b) / np.linalg.norm(b))
+
+
+def test_take_refuses_a_format_that_cannot_hold_every_index():
+    """e4m3 holds integers exactly up to 16: an index into 20 rows may have been rounded
+    to another index when the context read it, so take refuses instead of guessing."""
+    from scalarlab.graph.optable import OPS
+    table = np.arange(40.0).reshape(20, 2)
+    ctx = scalars.get("e4m3")
+    with pytest.raises(GraphError, match=r"axis of length 20 has indices beyond 2\^4"):
+        OPS["take"].forward(ctx, [ctx.convert(table), ctx.convert(np.array([3.0]))],
+                            {"axis": 0}, 0)
+    small = scalars.get("e4m3")
+    y = OPS["take"].forward(small, [small.convert(table[:16]), small.convert(np.array([3.0]))],
+                            {"axis": 0}, 0)
+    np.testing.assert_array_equal(small.to_float64(y), [table[3]])

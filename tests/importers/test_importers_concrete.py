@@ -206,3 +206,35 @@ def test_take_refuses_a_format_that_cannot_hold_every_index():
     y = OPS["take"].forward(small, [small.convert(table[:16]), small.convert(np.array([3.0]))],
                             {"axis": 0}, 0)
     np.testing.assert_array_equal(small.to_float64(y), [table[3]])
+
+
+def test_from_torch_embedding_takes_token_ids():
+    """nn.Embedding through from_torch: integer example ids, the weight a const node
+    (recorded under its state_dict key), the lookup the IR's take: equal to torch."""
+    from scalarlab.graph.importers.torch_fx import from_torch
+
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.e = torch.nn.Embedding(11, 4, padding_idx=0)
+            self.lin = torch.nn.Linear(4, 2)
+
+        def forward(self, ids):
+            return self.lin(self.e(ids))
+
+    torch.manual_seed(0)
+    m = M().eval()
+    ids = torch.randint(0, 11, (3, 5))
+    torch._dynamo.mark_dynamic(ids, 0)
+    g, p = from_torch(m, ids)
+    assert [n.kind.op for n in g] == ["input", "const", "take", "linear"]
+    assert g.nodes[0].out_shape == (5,)
+    y = graph.denote(g, p, ids.numpy().astype(np.float64), "float64")
+    with torch.no_grad():
+        ref = copy_double(m)(ids).numpy()
+    np.testing.assert_array_equal(y, ref)
+
+
+def copy_double(m):
+    import copy
+    return copy.deepcopy(m).double()

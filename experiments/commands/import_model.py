@@ -45,7 +45,8 @@ def add_arguments(p) -> None:
                         "shape in the model is fixed, the model's batch axis being an axis of "
                         "the example (default: per example where that imports, else concrete "
                         "with every symbolic dimension 1)")
-    p.add_argument("--input-file", default=None, metavar="INPUTS.npz", type=T.existing_file(".npz", ".npy"),
+    p.add_argument("--input-file", default=None, metavar="INPUTS.npz",
+                   type=T.existing_file(".npz", ".npy"),
                    help="concrete shapes from sample inputs: each array's shape (an .npz "
                         "keyed by input name, or one .npy for a one-input model) is its "
                         "input's shape (default: none)")

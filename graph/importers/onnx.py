@@ -58,7 +58,8 @@ _PASSED_THROUGH = {"Cast"}
 _FOLDED_ONLY = ("Shape", "Size")
 #: ops whose extra outputs may be present while unused (the first output is mapped)
 _MULTI_OUTPUT = {"Dropout", "LayerNormalization", "Split"}
-_ALL_OUTPUTS = {"Dropout", "LayerNormalization", "Split", *_RECURRENT_OUTPUTS}  # extra outputs mapped
+#: ops whose extra outputs are mapped too
+_ALL_OUTPUTS = {"Dropout", "LayerNormalization", "Split", *_RECURRENT_OUTPUTS}
 
 #: ONNX element types of float inputs (float, double, float16, bfloat16) and of integer
 #: and boolean inputs (token ids, positions, masks: their values are integers, which every
@@ -162,7 +163,7 @@ def from_onnx(model, *, batch_dims=None, output=None, shapes=None, concrete=None
     an axis of the example.  ``concrete=None`` (the default) imports per example where
     that works and falls back to concrete shapes where it refuses the model;
     ``concrete=False`` never does."""
-    onnx = require("onnx", "onnx")
+    require("onnx", "onnx")
     if shapes is not None or concrete:
         if batch_dims:
             raise GraphError(f"from_onnx: batch_dims={batch_dims} with concrete shapes (the "

@@ -24,7 +24,7 @@ import pytest
 import torch
 
 from scalarlab import graph
-from test_importers_zoo import REL64, import_cli, reference64, ulps32, rel_norm
+from test_importers_zoo import REL64, reference64, rel_norm, ulps32
 
 SEQ = 8
 VOCAB = 50

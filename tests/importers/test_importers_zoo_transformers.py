@@ -2,8 +2,9 @@
 (hidden 32, one or two layers, random weights) fed token ids, and a ViT on 16x16
 images (patch 4), exported with
 ``torch.onnx.export(dynamo=False, opset_version=17)`` with symbolic batch and sequence
-axes, and imported with concrete shapes (``scalarlab import --shape ids=1x8``; the ViT
-with the default, every symbolic dimension 1).
+axes (and by the dynamo exporter at opset 18, static shapes), and imported with concrete
+shapes (``scalarlab import --shape ids=1x8``; the ViT with the default, every symbolic
+dimension 1).
 
 Oracles as in the main zoo (:mod:`test_importers_zoo`): float64 against onnx's reference
 evaluator on the model widened to float64 (its Erf replaced by one in float64), within
@@ -70,14 +71,22 @@ MODELS = {"bert-1": (_bert, 1), "bert-2": (_bert, 2), "gpt2-1": (_gpt2, 1),
 PIXELS = (1, 3, 16, 16)
 
 
-def _export(name, path):
+def _export(name, path, exporter="legacy"):
+    """The legacy exporter with symbolic batch and sequence axes; the dynamo exporter
+    (opset 18) at the static shape the test imports."""
     torch.manual_seed(sum(map(ord, name)))
     make, layers = MODELS[name]
     with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
         warnings.simplefilter("ignore")
         logging.getLogger("transformers").setLevel(logging.ERROR)
+        logging.getLogger("torch").setLevel(logging.ERROR)
         vit = name.startswith("vit")
         m = _Ids(make(layers), "pixel_values" if vit else "input_ids").eval()
+        if exporter == "dynamo":
+            ids = torch.randn(*PIXELS) if vit else torch.randint(0, VOCAB, (1, SEQ))
+            torch.onnx.export(m, (ids,), str(path), dynamo=True, opset_version=18,
+                              input_names=["ids"], verbose=False)
+            return
         ids = torch.randn(*PIXELS) if vit else torch.randint(0, VOCAB, (2, SEQ))
         torch.onnx.export(m, (ids,), str(path), dynamo=False, opset_version=17,
                           input_names=["ids"], output_names=["y"],
@@ -86,16 +95,17 @@ def _export(name, path):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("exporter", ["legacy", "dynamo"])
 @pytest.mark.parametrize("name", sorted(MODELS))
-def test_transformer_imports_and_agrees(name, tmp_path):
+def test_transformer_imports_and_agrees(name, exporter, tmp_path):
     path = tmp_path / f"{name}.onnx"
-    _export(name, path)
+    _export(name, path, exporter)
     model = onnx.load(str(path))
     t0 = time.perf_counter()
     from scalarlab.experiments.cli import main as cli_main
     out = tmp_path / f"{name}.json"
     vit = name.startswith("vit")
-    shape = ["--shape", f"ids=1x{SEQ}"] if not vit else []
+    shape = ["--shape", f"ids=1x{SEQ}"] if not vit and exporter == "legacy" else []
     assert cli_main(["import", str(path), "-o", str(out), *shape]) == 0
     g, p = graph.load(str(out))
     seconds = time.perf_counter() - t0
@@ -111,5 +121,5 @@ def test_transformer_imports_and_agrees(name, tmp_path):
     u = ulps32(graph.denote(g, p, ids.astype(np.float64), "binary32"),
                sess.run(None, {"ids": ids})[0])
     assert u <= ULPS, (name, u)
-    print(f"{name}: {len(model.graph.node)} ONNX nodes -> {len(g.nodes)} IR nodes, float64 "
+    print(f"{name} ({exporter}): {len(model.graph.node)} ONNX nodes -> {len(g.nodes)} IR nodes, float64 "
           f"{e64:.2e}, binary32 {u:.1f} ulps, import {seconds:.2f} s")

@@ -74,7 +74,12 @@ def run(args) -> int:
         print(graph.listing(g))
     shown = "" if shapes is None else " (concrete shapes: " + ", ".join(
         f"{k}={'x'.join(map(str, v))}" for k, v in shapes.items()) + ")"
-    print(f"wrote {args.out}: {len(g.nodes)} nodes, {len(p)} payload entries{shown}")
+    # the per-example input shapes say which import it was (a refused per-example import
+    # falls back to concrete shapes, every symbolic dimension 1)
+    ins = ", ".join("x".join(map(str, n.out_shape)) or "scalar" for n in g
+                    if n.kind.op == "input")
+    print(f"wrote {args.out}: {len(g.nodes)} nodes, {len(p)} payload entries{shown}; "
+          f"input shape {ins} per sample")
     return 0
 
 

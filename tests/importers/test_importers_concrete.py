@@ -238,3 +238,23 @@ def test_from_torch_embedding_takes_token_ids():
 def copy_double(m):
     import copy
     return copy.deepcopy(m).double()
+
+
+@pytest.mark.parametrize("dynamic", [True, False], ids=["batch-axis", "fixed"])
+def test_from_torch_groupnorm(dynamic):
+    """nn.GroupNorm through from_torch (composed: group mean, biased variance, affine),
+    with and without a batch axis: float64 against torch float64."""
+    from scalarlab.graph.importers.torch_fx import from_torch
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(6, 6), torch.nn.GroupNorm(2, 4)).eval()
+    with torch.no_grad():
+        m[1].weight.normal_()
+        m[1].bias.normal_()
+    x = torch.randn(2 if dynamic else 1, 4, 3, 6)
+    if dynamic:
+        torch._dynamo.mark_dynamic(x, 0)
+    g, p = from_torch(m, x)
+    y = graph.denote(g, p, x.numpy().astype(np.float64), "float64")
+    with torch.no_grad():
+        ref = copy_double(m)(x.double()).numpy()
+    assert rel_err(y, ref) <= 1e-15

@@ -639,6 +639,103 @@ def _where_shape(in_shapes, attrs, declared=None):
     return broadcast_shapes("where", _cond("where", attrs).shape, in_shapes[0], in_shapes[1])
 
 
+# --------------------------------------------------------------------------------- take
+# ONNX Gather whose indices are a run-time tensor (token ids into an embedding table).  The
+# indices are values of the context: integers, which every format holds exactly up to
+# 2^p, are read back through ``to_float64`` and checked (an index that is not an integer
+# in range, or an interval box of positive width, is an error naming the values: a box
+# would select several rows).  Each sample gathers with its own indices: the data is
+# flattened so that one ``ctx.take`` serves every sample (no arithmetic, nothing rounds).
+def _take_shape(in_shapes, attrs, declared=None):
+    s, ishape = tuple(in_shapes[0]), tuple(in_shapes[1])
+    if not s:
+        raise ShapeRuleError("take: data must have rank >= 1, got []")
+    a = norm_axis("take", attrs["axis"], len(s))
+    return s[:a] + ishape + s[a + 1:]
+
+
+def _take_indices(ctx, v, n: int):
+    """The index tensor as int64 arrays ``(first, last)`` (negatives count from the end):
+    equal in point contexts; an interval box covers the integers from ``first`` to
+    ``last``.  GraphError for a value that is not an integer in range, or a box holding
+    none or reaching out of range (the rows it selects would be undefined)."""
+    from .errors import GraphError
+    fmt = getattr(ctx, "fmt", None)
+    if fmt is not None and n > 2 ** (fmt.man_bits + 1):
+        # the context rounded the index values when it read them: an index past 2^p may
+        # have become another index, silently
+        raise GraphError(f"take: an axis of length {n} has indices beyond "
+                         f"2^{fmt.man_bits + 1}, which the context's format "
+                         f"({getattr(fmt, 'label', None) or fmt}) does not hold exactly")
+    raw = ctx.to_float64(v)
+    if hasattr(raw, "lo"):
+        lo = np.ceil(np.asarray(raw.lo, dtype=np.float64))
+        hi = np.floor(np.asarray(raw.hi, dtype=np.float64))
+        bad = (lo > hi) | (lo < -n) | (hi >= n) | ((lo < 0) & (hi >= 0)) | \
+            ~np.isfinite(lo) | ~np.isfinite(hi)
+        if bad.any():
+            k = int(np.flatnonzero(bad.reshape(-1))[0])
+            raise GraphError(f"take: index {k} is the box [{np.asarray(raw.lo).reshape(-1)[k]}, "
+                             f"{np.asarray(raw.hi).reshape(-1)[k]}]: it holds no integer, "
+                             f"reaches beyond [-{n}, {n}) or straddles 0 (hold indices "
+                             f"fixed: they are exact values)")
+    else:
+        lo = hi = np.asarray(getattr(raw, "primal", raw), dtype=np.float64)
+        bad = (lo != np.round(lo)) | (lo < -n) | (lo >= n) | ~np.isfinite(lo)
+        if bad.any():
+            raise GraphError(f"take: index {float(lo[bad].reshape(-1)[0])} is not an integer in "
+                             f"[-{n}, {n}) (the axis has length {n})")
+    lo, hi = lo.astype(np.int64), hi.astype(np.int64)
+    return np.where(lo < 0, lo + n, lo), np.where(hi < 0, hi + n, hi)
+
+
+def _take_flat(ctx, x, idx, a: int, nb: int):
+    """(x as [B*pre*n, post], flat row indices [B, pre, K]) for a take along per-example
+    axis ``a`` with per-sample indices ``idx`` of shape ``batch + ishape``."""
+    s = tuple(ctx.shape(x))
+    batch, per = s[:nb], s[nb:]
+    B, pre, n = _prod(batch), _prod(per[:a]), per[a]
+    post = _prod(per[a + 1:])
+    k = idx.reshape(B, 1, -1)
+    rows = (np.arange(B).reshape(B, 1, 1) * pre + np.arange(pre).reshape(1, pre, 1)) * n + k
+    return ctx.reshape(x, (B * pre * n, post)), rows.reshape(-1), B * pre * n
+
+
+def _take_forward(ctx, args, attrs, nb, data=None):
+    x = args[0] if data is None else data
+    s = tuple(ctx.shape(args[0]))
+    a = norm_axis("take", attrs["axis"], len(s) - nb)
+    ishape = tuple(ctx.shape(args[1]))[nb:]
+    first, last = _take_indices(ctx, args[1], s[nb + a])
+    flat, rows, _ = _take_flat(ctx, x, first, a, nb)
+    y = ctx.take(flat, rows, axis=0)
+    # an index box covering several rows: the hull of those rows (data movement only)
+    for j in range(1, int((last - first).max(initial=0)) + 1):
+        _, rows, _ = _take_flat(ctx, x, np.minimum(first + j, last), a, nb)
+        yj = ctx.take(flat, rows, axis=0)
+        y = type(y)(ctx.minimum(y, yj).lo, ctx.maximum(y, yj).hi)
+    return ctx.reshape(y, s[:nb + a] + ishape + s[nb + a + 1:])
+
+
+def _take_vjp(ctx, g, args, y, attrs, nb):
+    s = tuple(ctx.shape(args[0]))
+    a = norm_axis("take", attrs["axis"], len(s) - nb)
+    idx, _ = _take_indices(ctx, args[1], s[nb + a])
+    _, rows, n = _take_flat(ctx, args[0], idx, a, nb)
+    gflat = ctx.reshape(g, (rows.size, _prod(s[nb + a + 1:])))
+    return [ctx.reshape(take_adjoint(ctx, gflat, rows, n, 0), s), None]
+
+
+register(OpRecord(name="take", arity=(2, 2), shape=_take_shape, forward=_take_forward,
+                  vjp=_take_vjp,
+                  jvp=lambda ctx, args, tans, y, attrs, nb: None if tans[0] is None
+                  else _take_forward(ctx, args, attrs, nb, data=tans[0]),
+                  attrs={"axis": 0}, capsule="reference.take",
+                  doc="ONNX Gather with run-time integer indices (the second parent: token "
+                      "ids into an embedding table), per sample; the indices must be exact "
+                      "integers in range and get no cotangent"))
+
+
 def _where_aligned(ctx, args, attrs, nb):
     cond = _cond("where", attrs)
     out = _where_shape([ctx.shape(args[0])[nb:], ctx.shape(args[1])[nb:]], attrs)

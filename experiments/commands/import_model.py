@@ -1,6 +1,7 @@
 """``scalarlab import MODEL.onnx -o GRAPH.json``: an ONNX model as a scalarlab graph file."""
 from __future__ import annotations
 
+import argparse
 import json
 import os
 
@@ -9,9 +10,22 @@ from scalarlab.graph.importers.onnx import load_onnx
 
 from .. import argtypes as T
 from .. import outputs
+from scalarlab.graph.errors import GraphError
+from scalarlab.graph.importers.onnx_shapes import parse_shape
 
 NAME = "import"
 HELP = "import an ONNX model (initializers -> payload) and write a scalarlab graph file"
+
+
+def shape_spec(text: str) -> tuple:
+    """``--shape NAME=1x3x64x64``: an input's concrete dimensions (positive integers)."""
+    try:
+        return parse_shape(text)
+    except GraphError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+shape_spec.__name__ = "shape"
 
 
 def add_arguments(p) -> None:
@@ -24,6 +38,18 @@ def add_arguments(p) -> None:
                    help="leading batch axes of the model's inputs (default: inferred, the "
                         "leading symbolic dimensions such as 'N'/'batch' are batch axes and "
                         "a fixed one belongs to the example; 0: the input is one example)")
+    p.add_argument("--shape", action="append", type=shape_spec, default=None,
+                   metavar="NAME=D1xD2x...",
+                   help="concrete shapes at import: input NAME has these dimensions (repeat "
+                        "for several inputs; every other symbolic dimension is 1) and every "
+                        "shape in the model is fixed, the model's batch axis being an axis of "
+                        "the example (default: per example where that imports, else concrete "
+                        "with every symbolic dimension 1)")
+    p.add_argument("--input-file", default=None, metavar="INPUTS.npz",
+                   type=T.existing_file(".npz", ".npy"),
+                   help="concrete shapes from sample inputs: each array's shape (an .npz "
+                        "keyed by input name, or one .npy for a one-input model) is its "
+                        "input's shape (default: none)")
     p.add_argument("--output", default=None, metavar="NAME",
                    help="which model output the graph computes (needed when it has several)")
     p.add_argument("--npz", action="store_true", help="write the payload as a .npz beside the JSON")
@@ -31,7 +57,9 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    g, p = load_onnx(args.model, batch_dims=args.batch_dims, output=args.output)
+    shapes = _shapes(args)
+    g, p = load_onnx(args.model, batch_dims=args.batch_dims, output=args.output,
+                     shapes=shapes)
     # Both files are written to temporary names beside their targets and renamed.
     ref = None
     if args.npz:
@@ -44,5 +72,39 @@ def run(args) -> int:
     outputs.write_text(args.out, json.dumps(doc, indent=1) + "\n")
     if args.listing:
         print(graph.listing(g))
-    print(f"wrote {args.out}: {len(g.nodes)} nodes, {len(p)} payload entries")
+    shown = "" if shapes is None else " (concrete shapes: " + ", ".join(
+        f"{k}={'x'.join(map(str, v))}" for k, v in shapes.items()) + ")"
+    # the per-example input shapes say which import it was (a refused per-example import
+    # falls back to concrete shapes, every symbolic dimension 1)
+    ins = ", ".join("x".join(map(str, n.out_shape)) or "scalar" for n in g
+                    if n.kind.op == "input")
+    print(f"wrote {args.out}: {len(g.nodes)} nodes, {len(p)} payload entries{shown}; "
+          f"input shape {ins} per sample")
     return 0
+
+
+def _shapes(args):
+    """``{input: shape}`` from --shape and --input-file, or None (no concrete shapes)."""
+    if not args.shape and not args.input_file:
+        return None
+    shapes = {}
+    if args.input_file:
+        import numpy as np
+        try:
+            data = np.load(args.input_file, allow_pickle=False)
+        except Exception as exc:
+            raise GraphError(f"--input-file {args.input_file}: cannot read it "
+                             f"({type(exc).__name__})") from None
+        if isinstance(data, np.ndarray):
+            import onnx
+            from scalarlab.graph.importers.onnx_shapes import runtime_inputs
+            feeds = runtime_inputs(onnx.load(args.model, load_external_data=False))
+            if len(feeds) != 1:
+                raise GraphError(f"--input-file {args.input_file}: one array for a model "
+                                 f"with {len(feeds)} inputs; give an .npz keyed by input name")
+            shapes[feeds[0].name] = tuple(data.shape)
+        else:
+            shapes.update({k: tuple(data[k].shape) for k in data.files})
+    for name, shape in args.shape or []:
+        shapes[name] = shape
+    return shapes

@@ -81,6 +81,27 @@ def _gather(ex, n, attrs, off, r_in, x, base):
     return ex.emit("Gather", [x, ind], base, axis=a + off)
 
 
+def _take(ex, n, attrs, off, r_in, x, base):
+    """Gather with run-time indices: the IR's index values are reals holding integers,
+    cast to int64 (exact) for ONNX."""
+    data, idx = n.parents
+    a = norm_axis("take", attrs["axis"], r_in)
+    ind = ex.emit("Cast", [ex.name[idx]], "ids", to=7)
+    if not (ex.batched[data] and ex.batched[idx]):
+        return ex.emit("Gather", [x, ind], base, axis=a + (1 if ex.batched[data] else 0))
+    # each example its own indices: GatherND with batch_dims=1 over the taken axis moved
+    # next to the batch axis, then the result's axes put back in the IR's order
+    k = len(ex.g.nodes[idx].out_shape)
+    q = r_in - a - 1
+    front = [0, a + 1] + [i for i in range(1, r_in + 1) if i != a + 1]
+    xt = ex.emit("Transpose", [x], "take_front", perm=front)
+    ind = ex.emit("Unsqueeze", [ind, ex.ints("axes", [k + 1])], "ids_nd")
+    g = ex.emit("GatherND", [xt, ind], "take_nd", batch_dims=1)
+    back = [0] + list(range(k + 1, k + 1 + a)) + list(range(1, k + 1)) + \
+        list(range(k + 1 + a, k + 1 + a + q))
+    return ex.emit("Transpose", [g], base, perm=back)
+
+
 def _pad(ex, n, attrs, off, r_in, x, base):
     r = r_in
     axes = list(range(r)) if attrs["axes"] is None else [norm_axis("pad", a, r, "axes")
@@ -144,7 +165,7 @@ EXPORTERS = {
     "mish": _activation("Mish"),
     "gelu_tanh": _activation("Gelu", approximate="tanh"),
     "slice": _slice, "squeeze": _squeeze, "unsqueeze": _unsqueeze, "gather": _gather,
-    "pad": _pad, "expand": _expand, "tile": _tile, "where": _where,
+    "take": _take, "pad": _pad, "expand": _expand, "tile": _tile, "where": _where,
     **{op: _reduce for op in _ONNX_REDUCE},
     "global_avg_pool": _global_pool("GlobalAveragePool"),
     "global_max_pool": _global_pool("GlobalMaxPool"),

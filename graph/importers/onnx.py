@@ -20,6 +20,14 @@ in front becomes a per-example reshape.  Nodes whose inputs are all constants ar
 when that is exact (integer/boolean values, data movement); float arithmetic on constants
 stays in the graph so each context evaluates it.
 
+Concrete shapes (:mod:`.onnx_shapes`; ``shapes=``/``concrete=True``, ``--shape`` in the
+CLI, and the fallback when the per-example import refuses a model): every input dimension
+is fixed (1 for a symbolic one unless given), onnx infers every shape, ``batch_dims`` is
+0 and the model's batch axis is an axis of the example, so transformer exports (``Shape``
+of the batch, reshapes and transposes that move it, causal masks) fold to constants.
+Integer and boolean inputs (token ids) are inputs holding integers; ``Gather`` with such
+run-time indices is the IR's ``take``, which checks that they are integers in range.
+
 Mappings that compose IR ops: ``Gemm`` is ``linear`` when alpha = beta = 1, A is the
 batched input and B, C are initializers; otherwise (Transpose) -> matmul -> mul(alpha) ->
 add(mul(beta, C)).  ``Softmax``/``LogSoftmax`` before opset 13 (softmax over the flattened
@@ -38,6 +46,9 @@ from .interchange import (Batched, IRBuilder, PendingConst, Unsupported, Unsuppo
 from .onnx_fold import BatchDim, fold_constant, fold_symbolic, is_symbolic, shape_value
 from .onnx_layout import moved, shape_of
 from .onnx_ops import available as _network_converters
+from .onnx_ops_recurrent import ALL_OUTPUTS as _RECURRENT_OUTPUTS
+from .onnx_ops_recurrent import CONVERTERS as _RECURRENT
+from .onnx_ops_spatial import CONVERTERS as _SPATIAL
 
 #: mapped but not claimed: Cast to float/double passes a real value through (the IR does
 #: not model the cast's rounding, so ONNX's Cast cases are not claimed)
@@ -47,7 +58,14 @@ _PASSED_THROUGH = {"Cast"}
 _FOLDED_ONLY = ("Shape", "Size")
 #: ops whose extra outputs may be present while unused (the first output is mapped)
 _MULTI_OUTPUT = {"Dropout", "LayerNormalization", "Split"}
-_ALL_OUTPUTS = {"Dropout", "LayerNormalization", "Split"}     # extra outputs mapped too
+#: ops whose extra outputs are mapped too
+_ALL_OUTPUTS = {"Dropout", "LayerNormalization", "Split", *_RECURRENT_OUTPUTS}
+
+#: ONNX element types of float inputs (float, double, float16, bfloat16) and of integer
+#: and boolean inputs (token ids, positions, masks: their values are integers, which every
+#: context holds exactly up to 2^p; index-taking ops check that they are)
+_FLOAT_TYPES = (1, 11, 10, 16)
+_INTEGER_TYPES = (2, 3, 4, 5, 6, 7, 9, 12, 13)
 
 _UNARY = {"Relu": "relu", "Tanh": "tanh", "Sigmoid": "sigmoid", "Softplus": "softplus",
           "Exp": "exp", "Log": "log", "Abs": "abs", "Sqrt": "sqrt", "Neg": "neg",
@@ -55,8 +73,9 @@ _UNARY = {"Relu": "relu", "Tanh": "tanh", "Sigmoid": "sigmoid", "Softplus": "sof
 _BINARY = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div", "Max": "max", "Min": "min"}
 
 
-def load_onnx(path_or_model, *, batch_dims=None, output=None):
-    """``(Graph, Payload)`` of an ONNX model (a path, bytes or a ModelProto)."""
+def load_onnx(path_or_model, *, batch_dims=None, output=None, shapes=None, concrete=None):
+    """``(Graph, Payload)`` of an ONNX model (a path, bytes or a ModelProto); the keywords
+    are :func:`from_onnx`'s."""
     onnx = require("onnx", "onnx")
     if isinstance(path_or_model, onnx.ModelProto):
         model = path_or_model
@@ -90,7 +109,8 @@ def load_onnx(path_or_model, *, batch_dims=None, output=None):
             except Exception as exc:
                 raise GraphError(f"cannot read the external data of ONNX model {what}: "
                                  f"{exc}") from None
-    return from_onnx(model, batch_dims=batch_dims, output=output)
+    return from_onnx(model, batch_dims=batch_dims, output=output, shapes=shapes,
+                     concrete=concrete)
 
 
 def external_data_used(model) -> bool:
@@ -131,11 +151,54 @@ def infer_batch_dims(model) -> int:
     return next(iter(found.values()), 0)
 
 
-def from_onnx(model, *, batch_dims=None, output=None):
+def from_onnx(model, *, batch_dims=None, output=None, shapes=None, concrete=None):
     """``(Graph, Payload)`` of an ``onnx.ModelProto`` (see the module docstring).
 
     ``batch_dims``: None infers the batch axes from the inputs' symbolic dimensions; an
-    int K says the first K axes of every input are batch axes."""
+    int K says the first K axes of every input are batch axes.
+
+    ``shapes`` (``{input name: tuple}``) or ``concrete=True``: concrete shapes at import
+    (:mod:`.onnx_shapes`): the inputs get those dimensions (1 for every other symbolic
+    one), every shape in the model is inferred and folded, and the model's batch axis is
+    an axis of the example.  ``concrete=None`` (the default) imports per example where
+    that works and falls back to concrete shapes where it refuses the model;
+    ``concrete=False`` never does."""
+    require("onnx", "onnx")
+    if shapes is not None or concrete:
+        if batch_dims:
+            raise GraphError(f"from_onnx: batch_dims={batch_dims} with concrete shapes (the "
+                             f"model's batch axis is an axis of the example there)")
+        from .onnx_shapes import concrete_model
+        return _from_onnx(concrete_model(model, shapes), 0, output)
+    try:
+        return _from_onnx(model, batch_dims, output)
+    except GraphError as exc:
+        if concrete is not None or batch_dims is not None or not _per_example_refusal(exc):
+            raise
+        first = exc
+    from .onnx_shapes import concrete_model
+    try:
+        return _from_onnx(concrete_model(model), 0, output)
+    except GraphError as exc:
+        # both refuse: the concrete path's reasons are what is really missing (a moved
+        # batch axis is no reason there); a plain error keeps the per-example one
+        if isinstance(exc, UnsupportedOpsError):
+            raise UnsupportedOpsError("from_onnx", exc.items) from None
+        raise first from None
+
+
+def _per_example_refusal(exc) -> bool:
+    """True for the refusals of the per-example path that concrete shapes may lift (an
+    unsupported node, a moved batch axis, a symbolic non-leading axis, an integer input)."""
+    if isinstance(exc, UnsupportedOpsError):
+        return True
+    text = str(exc)
+    return any(t in text for t in ("batch axis moved", "symbolic after the fixed axis",
+                                   "different numbers of leading", "not a float",
+                                   "must be concrete"))
+
+
+def _from_onnx(model, batch_dims, output):
     onnx = require("onnx", "onnx")
     from onnx import numpy_helper
     if batch_dims is None:
@@ -230,9 +293,10 @@ class _OnnxConverter:
         t = vi.type.tensor_type
         if not vi.type.HasField("tensor_type"):
             raise GraphError(f"from_onnx: input {vi.name!r} is not a tensor")
-        if t.elem_type not in (1, 11, 10, 16):   # float, double, float16, bfloat16
+        if t.elem_type not in _FLOAT_TYPES and t.elem_type not in _INTEGER_TYPES:
             raise GraphError(f"from_onnx: input {vi.name!r} has element type "
-                             f"{self.onnx.TensorProto.DataType.Name(t.elem_type)}, not a float")
+                             f"{self.onnx.TensorProto.DataType.Name(t.elem_type)}, not a "
+                             f"float, integer or bool")
         if not t.HasField("shape"):
             raise GraphError(f"from_onnx: input {vi.name!r} has no shape")
         dims = [d.dim_value if d.HasField("dim_value") else None for d in t.shape.dim]
@@ -324,14 +388,19 @@ class _OnnxConverter:
                 raise Unsupported(f"{what} with {x.nb} batch axes (ONNX's N is one axis)")
             return fn(x)
         s = self.b.shape(x.id)
-        if not s or s[0] != 1:
-            raise Unsupported(f"{what} on an input whose leading axis is fixed at "
-                              f"{s[0] if s else None}: that axis is part of the example, and "
-                              f"the IR's {what} takes one example [C, ...]; declare the batch "
-                              f"axis symbolic or pass --batch-dims 1")
-        inner = self.b.apply("reshape", [x], shape=list(s[1:]))
-        y = fn(inner)
-        return self.b.apply("reshape", [y], shape=[1] + list(self.b.shape(y.id)))
+        if not s:
+            raise Unsupported(f"{what} on a scalar")
+        if s[0] == 1:
+            inner = self.b.apply("reshape", [x], shape=list(s[1:]))
+            y = fn(inner)
+            return self.b.apply("reshape", [y], shape=[1] + list(self.b.shape(y.id)))
+        # a fixed leading extent N > 1 (concrete shapes: the model's batch axis is an axis
+        # of the example): the op on each of the N slices, concatenated (same arithmetic)
+        parts = []
+        for n in range(s[0]):
+            xn = self.b.apply("slice", [x], starts=[n], ends=[n + 1], axes=[0])
+            parts.append(self.with_channels_first(xn, fn, what))
+        return self.b.apply("concat", parts, axis=0)
 
     # ---------------------------------------------------------------- nodes
     def node(self, node, env):
@@ -766,10 +835,20 @@ def _reshape(conv, node, ins, A):
 def _cast(conv, node, ins, A):
     # to a float type: the IR value is already a real number, evaluated in the context's
     # own format (a float32 model's float32 casts are no-ops there)
-    if A.get("to") not in (1, 11):
-        raise Unsupported(f"Cast to {conv.onnx.TensorProto.DataType.Name(A.get('to'))} "
-                          f"of a tensor (the IR's values are real numbers)")
-    return [ins[0]]
+    to = A.get("to")
+    if to in (1, 11):
+        return [ins[0]]
+    x = conv.t(ins[0])
+    if to == 9:
+        # to bool: nonzero is true (1), zero false (0): exact
+        zero = conv.materialize(PendingConst(np.float64(0.0), "zero"))
+        return [conv.b.apply("ne", [x, zero])]
+    if to in _INTEGER_TYPES:
+        # to an integer type: truncation toward zero, exact in every context (values past
+        # the integer type's range are undefined in ONNX and not checked here)
+        return [conv.b.apply("trunc", [x])]
+    raise Unsupported(f"Cast to {conv.onnx.TensorProto.DataType.Name(to)} of a tensor (the "
+                      f"IR's values are real numbers in the context's format)")
 
 
 def _flatten(conv, node, ins, A):
@@ -799,7 +878,9 @@ _CORE = {
     "Constant": _constant, "Reciprocal": _reciprocal, "Expand": _expand, "Cast": _cast,
 }
 #: ONNX op -> converter: the core ops above, then the network ops of :mod:`.onnx_ops`
-#: whose IR ops exist (those take precedence: their Gelu also maps approximate='tanh')
-CONVERTERS = {**_CORE, **_network_converters()}
+#: whose IR ops exist (those take precedence: their Gelu also maps approximate='tanh'),
+#: then the compositions of :mod:`.onnx_ops_spatial` (ConvTranspose, Resize, ...) and the
+#: unrolled recurrent layers of :mod:`.onnx_ops_recurrent`
+CONVERTERS = {**_CORE, **_network_converters(), **_SPATIAL, **_RECURRENT}
 #: the ONNX ops the importer claims (tests run ONNX's own cases of each)
 SUPPORTED = tuple(op for op in CONVERTERS if op not in _PASSED_THROUGH) + _FOLDED_ONLY

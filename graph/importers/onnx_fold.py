@@ -67,7 +67,8 @@ def shape_value(batch_axes: int, per_example, start=0, end=None):
 # ops that only move, select or retype data: folding them is exact whatever the dtype
 MOVE_OPS = {"Reshape", "Transpose", "Squeeze", "Unsqueeze", "Gather", "Slice", "Concat",
             "Identity", "Cast", "Expand", "Flatten", "Tile", "ConstantOfShape", "Shape", "Size",
-            "Range", "Split", "Equal", "Where", "Not", "And", "Or", "Less", "Greater"}
+            "Range", "Split", "Equal", "Where", "Not", "And", "Or", "Less", "Greater",
+            "LessOrEqual", "GreaterOrEqual", "Xor", "Trilu"}
 
 
 def fold_constant(onnx, node, values, opset):
@@ -99,7 +100,11 @@ def fold_constant(onnx, node, values, opset):
 
 
 def _ints(a):
-    return [int(t) for t in np.asarray(a).reshape(-1)]
+    flat = list(np.asarray(a).reshape(-1))
+    if any(isinstance(t, BatchDim) for t in flat):
+        raise Unsupported(f"uses the batch extent in {flat} as an index, axis or shape "
+                          f"(the IR works per example)")
+    return [int(t) for t in flat]
 
 
 def _obj(seq, shape=None):

@@ -218,6 +218,13 @@ def _unsqueeze(conv, node, ins, A):
 
 
 def _gather(conv, node, ins, A):
+    if not isinstance(ins[1], PendingConst):
+        # run-time indices (token ids into an embedding table): the IR's take
+        x, i = conv.t(ins[0]), conv.t(ins[1])
+        if i.nb and x.nb:
+            raise Unsupported("Gather from a batched tensor with batched run-time indices")
+        a = conv.b.axis(int(A.get("axis", 0)), x)
+        return [conv.b.apply("take", [x, i], axis=a)]
     x = conv.t(ins[0])
     idx = const_value(ins[1], "indices")
     if idx.dtype.kind not in "iu":
@@ -405,7 +412,7 @@ NEEDS = {
     "Selu": ("selu",), "Gelu": ("gelu", "gelu_tanh"), "Clip": ("clip",), "Pow": ("mul", "sqrt", "div"),
     "PRelu": ("leaky_relu", "relu", "min", "mul", "add"), "Softsign": ("abs", "add", "div"), "Sum": ("add",),
     "Mean": ("add", "div"), "Slice": ("slice",), "Squeeze": ("squeeze",),
-    "Unsqueeze": ("unsqueeze",), "Gather": ("gather",), "Pad": ("pad",), "Tile": ("tile",),
+    "Unsqueeze": ("unsqueeze",), "Gather": ("gather", "take"), "Pad": ("pad",), "Tile": ("tile",),
     "Where": ("where",), "Split": ("slice",), "ReduceMax": ("reduce_max",),
     "ReduceMin": ("reduce_min",), "ReduceProd": ("reduce_prod",),
     "ReduceSumSquare": ("reduce_sum_square",), "ReduceL2": ("reduce_sum_square", "sqrt"),

@@ -148,7 +148,7 @@ def _tables(torch):
                nn.Tanh: "tanh", nn.Sigmoid: "sigmoid", nn.GELU: "GELU", nn.Softplus: "Softplus",
                nn.Softmax: "Softmax", nn.LogSoftmax: "LogSoftmax", nn.Flatten: "Flatten",
                nn.MaxPool2d: "MaxPool2d", nn.AvgPool2d: "AvgPool2d", nn.Identity: "identity",
-               nn.Dropout: "identity"}
+               nn.Dropout: "identity", nn.Embedding: "Embedding", nn.GroupNorm: "GroupNorm"}
     return fn, methods, modules
 
 
@@ -186,9 +186,10 @@ def import_torch(module, example_input, *, batch_dims=None) -> TorchImport:
                          f"from dynamic axes), got {batch_dims!r}")
     examples = tuple(example_input) if isinstance(example_input, (tuple, list)) else (example_input,)
     for k, x in enumerate(examples):
-        if not isinstance(x, torch.Tensor) or not x.is_floating_point():
-            raise GraphError(f"from_torch: example input {k} must be a floating-point tensor, "
-                             f"got {type(x).__name__}")
+        # integer inputs (token ids for nn.Embedding) hold integers, exact in the IR
+        if not isinstance(x, torch.Tensor) or x.is_complex() or x.dtype == torch.bool:
+            raise GraphError(f"from_torch: example input {k} must be a floating-point or "
+                             f"integer tensor, got {type(x).__name__}")
     if batch_dims is None:
         batch_dims = dynamic_batch_dims(examples)
     for k, x in enumerate(examples):
@@ -802,6 +803,45 @@ def _m_layernorm(conv, n, env, m):
     return conv.emit(n, "layernorm", [x], params=params, axis=conv.axis(rank - k, x))
 
 
+def _m_embedding(conv, n, env, m):
+    """nn.Embedding: its weight a ``const`` node, the ids the IR's ``take`` (rows)."""
+    ids = _x(conv, n, env)
+    if m.max_norm is not None:
+        raise Unsupported("max_norm (renormalizes the looked-up rows in place)")
+    params = conv.module_params(n.target + ".", value=("weight", m.weight))
+    w = Batched(conv.b.add("const", [], out_shape=tuple(m.weight.shape), params=params), 0)
+    return conv.emit(n, "take", [w, ids], axis=0)
+
+
+def _m_groupnorm(conv, n, env, m):
+    """nn.GroupNorm: per group, ``(x - mean) / sqrt(var + eps)`` (biased variance of
+    ``x - mean``), then the per-channel affine map; composed from IR ops."""
+    x = _x(conv, n, env)
+    s = list(conv.b.shape(x.id))
+    ca = 1 - x.nb                        # the channel axis of the per-example value
+    if ca < 0 or len(s) < ca + 1:
+        raise Unsupported(f"GroupNorm of a value of per-example shape {s}")
+    G = m.num_groups
+    lead, rest = s[:ca], s[ca:]
+    size = int(np.prod(rest, dtype=np.int64))
+    v = conv.b.apply("reshape", [x], shape=lead + [G, size // G])
+    mean = conv.b.apply("reduce_mean", [v], axis=ca + 1, keepdims=True)
+    d = conv.b.apply("sub", [v, mean])
+    var = conv.b.apply("reduce_mean", [conv.b.apply("mul", [d, d])], axis=ca + 1,
+                       keepdims=True)
+    eps = conv.tensor(PendingConst(conv.torch.tensor(float(m.eps), dtype=conv.torch.float64),
+                                   "eps"))
+    y = conv.b.apply("div", [d, conv.b.apply("sqrt", [conv.b.apply("add", [var, eps])])])
+    y = conv.b.apply("reshape", [y], shape=s)
+    if m.affine:
+        tail = [1] * (len(rest) - 1)
+        for attr, op in (("weight", "mul"), ("bias", "add")):
+            p = PendingConst(getattr(m, attr).detach().reshape([-1] + tail),
+                             n.target + "." + attr)
+            y = conv.b.apply(op, [y, conv.tensor(p)])
+    return conv.emit(n, "reshape", [y], shape=s)
+
+
 def _m_pool(key):
     def f(conv, n, env, m):
         return conv.pool(n, _x(conv, n, env), key, m.kernel_size, m.stride, m.padding,
@@ -818,6 +858,7 @@ MODULE_RULES = {
     "identity": _m_identity, "GELU": _m_gelu, "Softplus": _m_softplus,
     "Softmax": _m_softmax("softmax"), "LogSoftmax": _m_softmax("log_softmax"),
     "Flatten": _m_flatten, "Linear": _m_linear, "Conv2d": _m_conv2d,
-    "BatchNorm": _m_batchnorm, "LayerNorm": _m_layernorm,
+    "BatchNorm": _m_batchnorm, "LayerNorm": _m_layernorm, "Embedding": _m_embedding,
+    "GroupNorm": _m_groupnorm,
     "MaxPool2d": _m_pool("MaxPool2d"), "AvgPool2d": _m_pool("AvgPool2d"),
 }

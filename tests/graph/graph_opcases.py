@@ -74,12 +74,14 @@ def _naive_pool(x, k, stride, pad, mode):
 
 
 def case(op, parents, ref, *, attrs=None, params=None, domain=None, exact=False,
-         smooth=True, per_sample=False, name=None):
+         smooth=True, per_sample=False, name=None, integer=()):
     """``exact``: the op is rational arithmetic (the rational context computes it exactly
-    and ``ref`` works on Fraction object arrays).  References always see one sample."""
+    and ``ref`` works on Fraction object arrays).  References always see one sample.
+    ``integer``: positions of parents holding exact integers (indices), which tests never
+    perturb (no tangent, no box around them)."""
     return dict(op=op, parents=parents, ref=ref, attrs=attrs or {}, params=params or {},
                 domain=domain or {}, exact=exact, smooth=smooth, per_sample=per_sample,
-                name=name or op)
+                name=name or op, integer=tuple(integer))
 
 
 CONV_ATTRS = dict(kernel_size=3, out_channels=4, stride=2, padding=1, dilation=1, groups=2)

@@ -113,6 +113,10 @@ def shape_cases(case):
              "indices": [[2, 0], [-1, 2]]}, exact=True),
         case("gather", [(4, 3)], lambda a: a[1], attrs={"indices": 1}, exact=True,
              name="gather-scalar"),
+        # run-time indices (token ids): the second parent holds integers in [-3, 3)
+        case("take", [(4, 3), (2, 2)], lambda a, i: a[:, np.asarray(i).astype(np.int64)],
+             attrs={"axis": 1}, exact=True, smooth=False, integer=(1,),
+             domain={1: lambda rng, shape: rng.integers(-3, 3, shape).astype(np.float64)}),
         case("pad", [(3, 4)], _pad_ref([1, 0, 2, 1], "constant", 0.5),
              attrs={"pads": [1, 0, 2, 1], "value": 0.5}, exact=True),
         case("pad", [(3, 4)], _pad_ref([2, 1, 1, 3], "reflect"),

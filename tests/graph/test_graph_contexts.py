@@ -63,13 +63,17 @@ def test_ops_enclose_point_values_over_boxes(c):
     rec = OPS[c["op"]]
     attrs = full_attrs(rec, c["attrs"])
     rad = 1e-3
-    args = [Interval(ctx.base.convert(a - rad), ctx.base.convert(a + rad)) for a in parents]
+    # integer parents (indices) are exact values: a point box, never perturbed
+    args = [ctx.convert(a) if i in c["integer"] else
+            Interval(ctx.base.convert(a - rad), ctx.base.convert(a + rad))
+            for i, a in enumerate(parents)]
     args += [ctx.convert(a) for a in params]
     y = rec.forward(ctx, args, attrs, 0)
     lo, hi = _endpoints(ctx, y)
     f64 = scalars.get("float64")
     for _ in range(20):
-        pts = [a + rng.uniform(-rad, rad, size=np.shape(a)) for a in parents]
+        pts = [a if i in c["integer"] else a + rng.uniform(-rad, rad, size=np.shape(a))
+               for i, a in enumerate(parents)]
         v = np.asarray(rec.forward(f64, pts + params, attrs, 0))
         slack = 1e-12 * (1 + np.abs(v))
         assert (lo <= v + slack).all() and (v - slack <= hi).all()

@@ -42,7 +42,8 @@ def test_jvp_and_vjp_match_central_differences(c, batch):
     raw = parents + params
     names = [None] * len(parents) + list(c["params"])
     args = [ctx.convert(a) for a in raw]
-    tans = [None if n == "eps" else ctx.convert(draw(np.shape(a), rng)) for a, n in zip(raw, names)]
+    tans = [None if n == "eps" or i in c["integer"] else ctx.convert(draw(np.shape(a), rng))
+            for i, (a, n) in enumerate(zip(raw, names))]
     rec = OPS[c["op"]]
     attrs = full_attrs(rec, c["attrs"])
     nb = len(batch)

@@ -69,12 +69,16 @@ def test_batch_dims_override_and_its_errors():
         from_onnx(m, batch_dims=-1)
     with pytest.raises(GraphError, match=r"input 'x' shape \[3, 'T'\]: axis 1 is symbolic "
                                          r"after the fixed axis 0"):
-        from_onnx(_softmax_model([3, "T"]))
+        from_onnx(_softmax_model([3, "T"]), concrete=False)
+    # by default the refused model imports with concrete shapes: T is 1, or as given
+    assert from_onnx(_softmax_model([3, "T"]))[0].nodes[0].out_shape == (3, 1)
+    assert from_onnx(_softmax_model([3, "T"]), shapes={"x": (3, 5)})[0].nodes[0].out_shape \
+        == (3, 5)
     two = _softmax_model(["N", 3])
     two.graph.input.append(helper.make_tensor_value_info("z", TensorProto.FLOAT, [5]))
     with pytest.raises(GraphError, match=r"different numbers of leading symbolic \(batch\) "
                                          r"axes: \{'x': 1, 'z': 0\}; pass batch_dims"):
-        from_onnx(two)
+        from_onnx(two, concrete=False)
 
 
 def test_cli_batch_dims_flag(tmp_path, capsys):
@@ -133,7 +137,8 @@ def test_shape_gather_concat_reshape_is_folded_to_a_reshape():
                            [helper.make_tensor_value_info("y", et, None)], initializer=inits)
     with pytest.raises(GraphError, match=r"output 'y' has its batch axis moved \(layout "
                                          r"\[b0\*e0\]\)"):
-        from_onnx(helper.make_model(gr, opset_imports=[helper.make_opsetid("", 17)]))
+        from_onnx(helper.make_model(gr, opset_imports=[helper.make_opsetid("", 17)]),
+                  concrete=False)
 
 
 # ------------------------------------------------------------------------------ errors
@@ -197,7 +202,17 @@ def test_transpose_moving_the_batch_axis_is_bookkeeping_until_an_op_mixes_exampl
                            initializer=[numpy_helper.from_array(W, "W")])
     with pytest.raises(GraphError, match=r"node 2 Softmax \(outputs s\): Softmax: source axis "
                                          r"1 holds a batch axis"):
-        from_onnx(helper.make_model(gr, opset_imports=[helper.make_opsetid("", 17)]))
+        from_onnx(helper.make_model(gr, opset_imports=[helper.make_opsetid("", 17)]),
+                  concrete=False)
+    # with concrete shapes (the default's fallback) N is an axis of the example
+    m1 = helper.make_model(gr, opset_imports=[helper.make_opsetid("", 17)])
+    g, p = from_onnx(m1, shapes={"x": (2, 5, 4)})
+    assert g.nodes[0].out_shape == (2, 5, 4)
+    np.testing.assert_allclose(graph.denote(g, p, x, "float64"), _ort(m1, x), rtol=1e-6)
+    g, p = from_onnx(m1)
+    assert g.nodes[0].out_shape == (1, 5, 4)
+    np.testing.assert_allclose(graph.denote(g, p, x[:1], "float64"), _ort(m1, x[:1]),
+                               rtol=1e-6)
 
 
 def test_torch_pow_rsqrt_chunk_and_indexing_map_to_ir_ops():

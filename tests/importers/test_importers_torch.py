@@ -280,7 +280,7 @@ def test_training_batchnorm_and_bad_arguments_are_clear_errors():
         import_torch(MLP(), torch.randn(2, 6), batch_dims=-1)
     with pytest.raises(GraphError, match="pass batch_dims=1"):
         import_torch(nn.Sequential(nn.BatchNorm1d(3)).eval(), torch.randn(3))   # BatchNorm1d needs a batch
-    with pytest.raises(GraphError, match="floating-point tensor"):
+    with pytest.raises(GraphError, match="floating-point or integer tensor"):
         import_torch(MLP(), [1.0, 2.0])
 
 

@@ -92,11 +92,14 @@ CASES = {
     "avg_pool2d": ([anyv((2, 4, 6))], {"kernel_size": 2, "stride": [2, 3]},
                    lambda x: F.avg_pool2d(x, 2, stride=(2, 3))),
 }
+CASES["take"] = ([anyv((3, 5)), lambda r: r.integers(-5, 5, (2, 3)).astype(np.float64)],
+                 {"axis": 1}, lambda x, i: x[:, i.long()])
 CASES.update(NETWORK_CASES)  # the ops of real networks (tape_cases_networks.py)
 CASES.update(FUNCTION_CASES)  # FPCore's functions and logic ops (tape_cases_functions.py)
 
 # eps is a payload parameter but not a differentiable input in torch's functional form
-NO_GRAD_ARGS = {("layernorm", 3), ("batchnorm_eval", 5)}
+# take's second argument holds integer indices: no derivative
+NO_GRAD_ARGS = {("layernorm", 3), ("batchnorm_eval", 5), ("take", 1)}
 
 DIFFERENTIABLE = sorted(n for n, r in OPS.items() if r.vjp is not None and n not in NOT_HERE)
 

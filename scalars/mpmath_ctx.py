@@ -26,6 +26,29 @@ _GUARD = 32  # extra bits for the composite functions (sigmoid, softplus)
 MAX_PREC = 1 << 20
 
 
+# Results whose binary exponent would pass 2^62 (exp of 1e19, pow(0.5, exp(1e13))) are
+# refused by name: mpmath's exponents are unbounded Python integers, and building such a
+# result asks GMP for an integer of ~2^62 bits, which aborts the whole process.
+_EXP_CAP = 62
+_GROWS = frozenset({"exp", "exp2", "expm1", "sinh", "cosh", "tgamma"})
+
+
+def _log2_mag(x_mpf) -> int:
+    """floor(log2 |x|) + 1 of a finite nonzero mpf (its exponent plus bit count)."""
+    return int(x_mpf[2]) + int(x_mpf[3])
+
+
+def _pow_too_big(x_mpf, y_mpf) -> bool:
+    """Whether |y log2|x|| may exceed 2^_EXP_CAP (x, y finite; x not 0 or +-1)."""
+    if not x_mpf[1] or not y_mpf[1]:
+        return False
+    e = _log2_mag(x_mpf)            # log2|x| lies in [e - 1, e)
+    lg = max(abs(e), abs(e - 1))
+    if lg == 0:                      # 1/2 <= |x| < 1 ... |x| < 2: |log2|x|| <= 1
+        lg = 1
+    return _log2_mag(y_mpf) + lg.bit_length() > _EXP_CAP
+
+
 class MpmathContext(ObjectArrayContext):
     """mpmath ``mpf`` at a fixed precision; ops round to nearest at PREC bits."""
 
@@ -165,6 +188,12 @@ class MpmathContext(ObjectArrayContext):
         def leaf(x, y):
             if x._mpf_ in special or y._mpf_ in special:
                 return make(libmp.from_float(float(fn.eval_f64(float(x), float(y))), p, _RND))
+            if fn.name == "pow" and _pow_too_big(x._mpf_, y._mpf_) \
+                    and abs(x) != 1 and x != 0:
+                raise ContextError(
+                    f"context {self.name}: pow: pow({mpmath.nstr(x, 8)}, "
+                    f"{mpmath.nstr(y, 8)}) has a binary exponent beyond 2^{_EXP_CAP}, "
+                    f"which this context cannot hold")
             if fn.mpmath2 is None:
                 v = fn.rational(self._to_mpq(x), self._to_mpq(y))
                 if v is None:
@@ -184,6 +213,14 @@ class MpmathContext(ObjectArrayContext):
             bad = fn.domain.outside(a)
             if bad.any():
                 raise self._first_bad(fn.name, bad, a, why=fn.domain.why)
+        if fn.name in _GROWS:
+            huge = np.asarray(np.frompyfunc(lambda x: x._mpf_[1] != 0 and x._mpf_ not in (
+                libmp.finf, libmp.fninf, libmp.fnan) and _log2_mag(x._mpf_) > _EXP_CAP,
+                1, 1)(a), dtype=bool)
+            if np.any(huge):
+                raise self._first_bad(fn.name, huge, a, why=(
+                    f"|x| >= 2^{_EXP_CAP}: the result's binary exponent is beyond what this "
+                    f"context can hold"))
         if isinstance(fn.mpmath, str):
             return self._lib(fn.name, getattr(libmp, "mpf_" + fn.mpmath), a)
         wide, p = self._wide, self.prec

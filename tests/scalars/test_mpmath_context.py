@@ -141,3 +141,25 @@ def test_format_to_float64_and_infinities():
     huge = M200.exp(M200.convert([1e10, -1e10]))
     assert list(M200.to_float64(huge)) == [np.inf, 0.0]
     assert "e+4342944819" in M200.format(huge, 3)
+
+
+def test_results_beyond_the_exponent_range_are_refused_not_aborted():
+    """pow(0.5, exp(1.26e13)) would ask GMP for an integer of ~2^45 bits (the process
+    aborts): the context refuses it by name, as it does exp of |x| >= 2^62; results
+    that fit (pow(0.5, 1e10) = 2^-1e10) are still computed."""
+    import numpy as np
+    import pytest
+    from scalarlab import scalars
+    from scalarlab.scalars.errors import ContextError
+
+    c = scalars.get("mpmath:100")
+    big = c.exp(c.convert(np.array([1.26e13])))
+    with pytest.raises(ContextError, match="pow.*beyond 2\\^62"):
+        c.pow(c.convert(np.array([0.5])), big)
+    with pytest.raises(ContextError, match="exp.*2\\^62"):
+        c.exp(c.convert(np.array([2.0 ** 70])))
+    with pytest.raises(ContextError, match="cosh"):
+        c.cosh(c.convert(np.array([-2.0 ** 63])))
+    v = c.pow(c.convert(np.array([0.5, 1.0, -1.0])), c.convert(np.array([1e10, 1e300, 2e300])))
+    import mpmath
+    assert v[0] == mpmath.ldexp(1, -10 ** 10) and v[1] == 1 and v[2] == 1

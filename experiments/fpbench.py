@@ -59,9 +59,11 @@ ROW_COLUMNS = ("file", "benchmark", "index", "variant", "arguments", "precision"
 
 
 # ----------------------------------------------------------------------- robust folds
-def robust_values(case, x, ctx, rows: int = 1):
+def robust_values(case, x, ctx, rows: int = 1, ran: list | None = None):
     """``(values, failed)``: per node (hi, lo) over all samples (NaN rows where the
     evaluation failed) and the mask of samples the context could not evaluate.
+    ``ran``: a list filled with one bool mask per node, the samples it was evaluated on
+    (a ``select`` branch runs only on the samples that take it).
 
     The fold refuses a whole batch when one sample is out of a function's domain, so a
     failing batch is bisected until the failing samples are isolated."""
@@ -79,8 +81,9 @@ def robust_values(case, x, ctx, rows: int = 1):
     def go(lo, hi):
         sub = C.batch_take(x, slice(lo, hi))
         try:
-            vals = [_split(ctx, v) for v in G.denote_all(case.graph, case.payload, sub, ctx,
-                                                         kernels=kernels)]
+            table, where = G.denote_rows(case.graph, case.payload, sub, ctx,
+                                         kernels=kernels)
+            vals = [_split(ctx, v) for v in table]
         except ScalarLabError:
             if hi - lo == 1:
                 failed[lo] = True
@@ -89,18 +92,22 @@ def robust_values(case, x, ctx, rows: int = 1):
             go(lo, mid)
             go(mid, hi)
             return
-        parts.append((lo, hi, vals))
+        parts.append((lo, hi, vals, where))
     if n:
         go(0, n)
     out = []
     for k in range(len(case.nodes)):
         hi = np.full(n, np.nan)
         lo = np.full(n, np.nan)
-        for a, b, vals in parts:
+        done = np.zeros(n, dtype=bool)
+        for a, b, vals, where in parts:
             h, low = vals[k]
             hi[a:b] = np.asarray(h).reshape(b - a, -1)[:, 0]
             lo[a:b] = np.asarray(low).reshape(b - a, -1)[:, 0]
+            done[a:b] = True if where[k] is None else np.asarray(where[k]).reshape(b - a)
         out.append((hi, lo))
+        if ran is not None:
+            ran.append(done)
     return out, failed
 
 
@@ -309,10 +316,13 @@ def _score(prog, ctx, fmt, X, ref, threshold, row) -> BenchmarkRun:
         row["skip"] = "no valid sample"
         return BenchmarkRun(row, X)
     row["oracle_bits"] = int(np.max(ref.bits))
-    mine, failed = robust_values(case, S.split_columns(case, X), ctx, n)
+    ran: list = []
+    mine, failed = robust_values(case, S.split_columns(case, X), ctx, n, ran)
     node_max = []
     out_ulps = out_bits = out_v = None
-    for node, (vh, vl), (rh, rl) in zip(case.nodes, mine, ref.nodes):
+    if len(ran) != len(case.nodes):                  # a program without arguments
+        ran = [np.ones(n, dtype=bool)] * len(case.nodes)
+    for node, (vh, vl), (rh, rl), evaluated in zip(case.nodes, mine, ref.nodes, ran):
         if node.id == case.output_id:
             out_v = vh
             out_ulps, b = output_errors(vh, failed, ref.target, fmt)
@@ -324,7 +334,7 @@ def _score(prog, ctx, fmt, X, ref, threshold, row) -> BenchmarkRun:
             # a node without a real value on a sample (a branch the sample does not
             # take, an undecided condition) has no figure there; a sample the context
             # could not evaluate counts at the output only
-            keep = ~failed & ~np.isnan(rh)
+            keep = ~failed & ~np.isnan(rh) & evaluated
         node_max.append(float(np.max(b[keep])) if np.any(keep) else 0.0)
     first = metrics.first_divergence(node_max, threshold)
     row.update(mean_bits=float(np.mean(out_bits)), max_bits=float(np.max(out_bits)),

@@ -128,6 +128,17 @@ def test_if_takes_only_the_branch_of_each_sample():
     assert list(r.target) == [2.0, 3.0, 0.0, math.sqrt(2.0)]
 
 
+def test_node_figures_skip_the_samples_a_branch_does_not_take():
+    """(- x) runs only on negative samples: its figure (and the divergence node) is not
+    made of the NaN fillers of the samples that take the other branch."""
+    prog = _prog('(FPCore (x) :name "abs-sqrt" :pre (<= -4 x 4) '
+                 '(if (< x 0) (sqrt (- x)) (sqrt x)))')
+    run = F.run_benchmark(prog, get("binary64"), samples=64, seed=1)
+    assert run.row["samples"] == 64 and run.row["max_bits"] == 0
+    assert run.row["divergence_node"] is None
+    assert max(run.node_max_bits) == 0
+
+
 def test_kahans_monster_is_unsettled_never_zero_bits():
     prog = _prog(KAHAN)
     X = np.array([[0.5], [3.0], [1e10], [0.0]])

@@ -273,12 +273,14 @@ def _chunk_size(ctx) -> int:
     return 1 << 18 if is_array_context(ctx) else 256
 
 
-def evaluate_split(case: GraphCase, x, ctx, *, quiet=True, desc=None, partial=False) -> list:
+def evaluate_split(case: GraphCase, x, ctx, *, quiet=True, desc=None, partial=False,
+                   errors: dict | None = None) -> list:
     """Evaluate all samples of ``x`` in ``ctx``; per node a double-double (hi, lo) pair.
 
     Batched: one ``denote_all`` call per chunk of samples (the whole batch when small).
     With ``partial`` a node the context cannot compute (e.g. tanh over rationals) is
-    ``None``, together with its dependents, instead of raising.
+    ``None``, together with its dependents, instead of raising; ``errors`` (a dict) then
+    receives the fold's first message per node that failed itself.
     """
     import scalarlab.graph as G
     n = batch_size(x)
@@ -289,8 +291,12 @@ def evaluate_split(case: GraphCase, x, ctx, *, quiet=True, desc=None, partial=Fa
     bar = progress(starts, total=len(starts), desc=desc or ctx.name,
                    quiet=quiet or len(starts) < 2)
     for s in bar:
+        found: dict = {}
         values = G.denote_all(case.graph, case.payload, batch_take(x, slice(s, s + step)), ctx,
-                              partial=partial, kernels=kernels)
+                              partial=partial, kernels=kernels, errors=found)
+        if errors is not None:
+            for i, msg in found.items():
+                errors.setdefault(i, msg)
         for i, v in enumerate(values):
             if v is None or parts[i] is None:
                 parts[i] = None
@@ -332,14 +338,10 @@ def ieee_kernels(graph, ctx) -> dict:
     return out
 
 
-def failure_reason(case: GraphCase, x, ctx) -> str:
-    """The error message of a full (non-partial) evaluation on the first sample."""
-    import scalarlab.graph as G
-    try:
-        G.denote_all(case.graph, case.payload, batch_take(x, slice(0, 1)), ctx)
-    except ScalarLabError as exc:
-        return str(exc)
-    return "not computable on some samples"
+def failure_reason(errors: dict) -> str:
+    """Why a context could not compute some nodes: the fold's message at the first node
+    that failed itself (``errors`` as filled by :func:`evaluate_split`)."""
+    return errors[min(errors)] if errors else "not computable on some samples"
 
 
 def split_values(ctx, v):
@@ -568,9 +570,10 @@ def compare(case: GraphCase, contexts, x, *, reference=DEFAULT_REFERENCE,
     rows = []
     verdicts = {}
     for ctx in progress(contexts, desc="contexts", quiet=quiet or len(contexts) < 2):
-        vals = evaluate_split(case, x, ctx, quiet=quiet, partial=True)
+        errors: dict = {}
+        vals = evaluate_split(case, x, ctx, quiet=quiet, partial=True, errors=errors)
         failed = [int(n.id) for n, v in zip(nodes, vals) if v is None]
-        reason = failure_reason(case, x, ctx) if failed else ""
+        reason = failure_reason(errors) if failed else ""
         fmt = metrics.format_of(ctx)
         ctx_rows = []
         for node, val, (rh, rl) in zip(nodes, vals, ref.values):

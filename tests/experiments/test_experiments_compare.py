@@ -12,6 +12,7 @@ from scalarlab import scalars
 from scalarlab.experiments import compare as C
 from scalarlab.experiments.cli import main
 from scalarlab.scalars import formats
+from scalarlab.scalars.errors import ScalarLabError
 
 
 
@@ -223,6 +224,10 @@ def test_context_that_cannot_compute_a_node(six):
     assert (rat["max_rel_err"].iloc[:5] < 1e-30).all()        # exact vs the 200-bit oracle
     assert np.isnan(rat["max_abs_err"].iloc[5]) and rat["entries"].iloc[5] == 0
     v = res.verdicts["rational"]
-    assert v["failed_nodes"] == [5] and "tanh" in v["failure"]
+    assert v["failed_nodes"] == [5]
+    # the reason is the fold's own message for the node (no second evaluation)
+    with pytest.raises(ScalarLabError) as info:
+        graph.denote_all(six.graph, six.payload, x, scalars.get("rational"))
+    assert v["failure"] == str(info.value) and "tanh 5" in v["failure"]
     assert v["text"].startswith("cannot compute node 5")
     assert res.verdicts["binary32"]["failed_nodes"] == []

@@ -19,7 +19,7 @@ import time
 sys.path = [q for q in sys.path if os.path.abspath(q or ".") != os.path.dirname(os.path.abspath(__file__))]
 
 from scalarlab import scalars
-from scalarlab.experiments import compare as C  # noqa: E402
+from scalarlab.experiments import cases as CS
 from scalarlab.experiments.gaps import gaps  # noqa: E402
 
 
@@ -33,7 +33,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     args = ap.parse_args()
-    case = C.load_case("six-node")
+    case = CS.load_case("six-node")
     ctx = scalars.get("binary32")
     n_oracle = 2_000 if args.quick else 10_000
     n_cheap = 50_000 if args.quick else 500_000

@@ -29,7 +29,7 @@ import time
 import benchlib  # noqa: E402,F401  (one thread per numeric library)
 import numpy as np  # noqa: E402
 
-from scalarlab.experiments import compare as C  # noqa: E402
+from scalarlab.experiments import cases as CS
 from scalarlab.experiments import fpbench as F  # noqa: E402
 from scalarlab.experiments import oracle as O  # noqa: E402
 from scalarlab.experiments import sampling as S  # noqa: E402
@@ -62,7 +62,7 @@ def main() -> int:
             k = len(p.arguments)
             X = S.draw([S.Region()] * k, fmt, n, rng, "bitpattern")[0] if k else \
                 np.zeros((1, 0))
-            case = C.GraphCase(p.name, p.graph, p.payload)
+            case = CS.GraphCase(p.name, p.graph, p.payload)
             _, w, c = clock(lambda: O.reference(p.graph, p.payload, X, fmt))
             tot["oracle"][0] += w
             tot["oracle"][1] += c

@@ -138,6 +138,23 @@ def context_list(text: str) -> list[str]:
 context_list.__name__ = "list of contexts"
 
 
+def contexts(text: str) -> list:
+    """Comma-separated context names resolved to the contexts themselves (once, here: the
+    command passes the objects on instead of resolving the names again)."""
+    from scalarlab import scalars
+    from scalarlab.scalars.errors import ScalarLabError
+    out = []
+    for p in name_list(text):
+        try:
+            out.append(scalars.get(p))
+        except ScalarLabError as exc:
+            _fail(str(exc))
+    return out
+
+
+contexts.__name__ = "list of contexts"
+
+
 def npy_file(text: str) -> str:
     """An existing ``.npy`` file (read later, with its shape checked against the graph)."""
     import os

@@ -36,7 +36,8 @@ import pandas as pd
 from scalarlab import scalars
 from scalarlab.scalars.errors import ScalarLabError
 
-from . import compare as C
+from . import cases as CS
+from .errors import ExperimentError
 from . import metrics
 from . import oracle as O
 from . import sampling as S
@@ -71,15 +72,15 @@ def robust_values(case, x, ctx, rows: int = 1, ran: list | None = None):
         vals, bad = _no_input(case, ctx)
         return ([(np.repeat(h, rows), np.repeat(lo, rows)) for h, lo in vals],
                 np.repeat(bad, rows))
-    n = C.batch_size(x)
+    n = CS.batch_size(x)
     failed = np.zeros(n, dtype=bool)
     parts: list = []
 
     import scalarlab.graph as G
-    kernels = C.ieee_kernels(case.graph, ctx)
+    kernels = CS.ieee_kernels(case.graph, ctx)
 
     def go(lo, hi):
-        sub = C.batch_take(x, slice(lo, hi))
+        sub = CS.batch_take(x, slice(lo, hi))
         try:
             table, where = G.denote_rows(case.graph, case.payload, sub, ctx,
                                          kernels=kernels)
@@ -116,7 +117,7 @@ def _no_input(case, ctx):
     import scalarlab.graph as G
     try:
         vals = [_split(ctx, v) for v in G.denote_all(case.graph, case.payload, None, ctx,
-                                                     kernels=C.ieee_kernels(case.graph, ctx))]
+                                                     kernels=CS.ieee_kernels(case.graph, ctx))]
     except ScalarLabError:
         nan = (np.full(1, np.nan), np.full(1, np.nan))
         return [nan for _ in case.nodes], np.ones(1, dtype=bool)
@@ -130,7 +131,7 @@ def _split(ctx, v):
     nearest-even value in every format the lab has), so the exact split stays cheap."""
     arr = np.asarray(v)
     if arr.dtype != object:
-        return C.split_values(ctx, arr)
+        return CS.split_values(ctx, arr)
     flat = arr.reshape(-1).copy()
     for i, t in enumerate(flat):
         m = getattr(t, "_mpf_", None)
@@ -308,7 +309,7 @@ def output_errors(values, failed, target, fmt):
 
 def _score(prog, ctx, fmt, X, ref, threshold, row) -> BenchmarkRun:
     """The context's run on the settled samples, scored against the oracle."""
-    case = C.GraphCase(prog.name, prog.graph, prog.payload)
+    case = CS.GraphCase(prog.name, prog.graph, prog.payload)
     width = fmt.exp_bits + fmt.man_bits + 1
     n = len(X)
     row["samples"] = n
@@ -353,11 +354,11 @@ def _score(prog, ctx, fmt, X, ref, threshold, row) -> BenchmarkRun:
 
 # ------------------------------------------------------------------------------ driver
 def parse_contexts(spec) -> list:
-    ctxs = C.parse_contexts(spec)
+    ctxs = CS.parse_contexts(spec)
     for c in ctxs:
         if metrics.format_of(c) is None:
-            raise C.ExperimentError(f"--contexts: {c.name} has no binary format; fpbench "
-                                    f"measures ULPs and bits of error in a format")
+            raise ExperimentError(f"--contexts: {c.name} has no binary format; fpbench "
+                                  f"measures ULPs and bits of error in a format")
     return ctxs
 
 
@@ -366,7 +367,7 @@ def load_programs(paths) -> list:
     from scalarlab.graph.importers.fpcore import read_fpcore
     for p in paths:
         if not os.path.isfile(p):
-            raise C.ExperimentError(f"FPCore file {p}: no such file")
+            raise ExperimentError(f"FPCore file {p}: no such file")
     progs = []
     for p in paths:
         progs.extend(read_fpcore(p))
@@ -410,11 +411,11 @@ def _run_dask(progs, contexts, opts, scheduler, connect_timeout, quiet) -> list:
     try:
         from dask.distributed import Client, as_completed
     except ImportError as exc:                       # pragma: no cover - a test extra
-        raise C.ExperimentError(f"--scheduler needs dask.distributed: {exc}") from None
+        raise ExperimentError(f"--scheduler needs dask.distributed: {exc}") from None
     try:
         client = Client(scheduler, timeout=f"{connect_timeout}s")
     except (OSError, TimeoutError) as exc:
-        raise C.ExperimentError(f"--scheduler {scheduler}: cannot connect: {exc}") from None
+        raise ExperimentError(f"--scheduler {scheduler}: cannot connect: {exc}") from None
     try:
         texts = {}
         for p in progs:
@@ -438,7 +439,7 @@ def _source_text(source) -> str:
         with open(source) as fh:
             return fh.read()
     except OSError as exc:
-        raise C.ExperimentError(f"FPCore file {source}: cannot read: {exc}") from None
+        raise ExperimentError(f"FPCore file {source}: cannot read: {exc}") from None
 
 
 def guarded_runs(prog, ctx, *, alts=False, **opts) -> list:

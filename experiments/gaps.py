@@ -20,7 +20,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from . import compare as C
+from . import cases as CS
+from . import reference as RF
+from .errors import ExperimentError
 from . import metrics
 
 SAMPLINGS = ("box", "bitpattern")
@@ -32,8 +34,8 @@ SUMMARY_COLUMNS = ("graph", "node", "context", "format", "reduction", "reference
 def _fmt_of(ctx):
     fmt = metrics.format_of(ctx)
     if fmt is None:
-        raise C.ExperimentError(f"--context {ctx.name}: gaps are measured in ULPs of the "
-                                f"context's binary format, and {ctx.name} has none")
+        raise ExperimentError(f"--context {ctx.name}: gaps are measured in ULPs of the "
+                              f"context's binary format, and {ctx.name} has none")
     return fmt
 
 
@@ -63,37 +65,37 @@ def sample_inputs(center, radius: float, n: int, seed: int, fmt, sampling: str):
     """``n`` inputs of ``fmt`` inside the box of ``radius`` around ``center`` (seeded)."""
     from scalarlab.scalars import formats
     if sampling not in SAMPLINGS:
-        raise C.ExperimentError(f"--sampling {sampling!r}: choose one of {', '.join(SAMPLINGS)}")
+        raise ExperimentError(f"--sampling {sampling!r}: choose one of {', '.join(SAMPLINGS)}")
     if sampling == "box":
-        x = C.box_samples(center, radius, n, seed)
-        return C.batch_map(x, lambda a: formats.round_to_format(a, fmt, "nearest_even"))
+        x = CS.box_samples(center, radius, n, seed)
+        return CS.batch_map(x, lambda a: formats.round_to_format(a, fmt, "nearest_even"))
     if n < 1:
-        raise C.ExperimentError(f"--samples must be >= 1, got {n}")
+        raise ExperimentError(f"--samples must be >= 1, got {n}")
     if not np.isfinite(radius) or radius < 0:
-        raise C.ExperimentError(f"--radius must be a finite number >= 0, got {radius}")
+        raise ExperimentError(f"--radius must be a finite number >= 0, got {radius}")
     rng = np.random.default_rng(seed)
 
     def draw(center_arr):
-        c = C.as_float64(center_arr)[0]
+        c = CS.as_float64(center_arr)[0]
         lo = formats.round_to_format(c - radius, fmt, "up")      # box rounded inward
         hi = formats.round_to_format(c + radius, fmt, "down")
         empty = lo > hi
         if np.any(empty):
             i = int(np.argwhere(empty.reshape(-1))[0][0])
-            raise C.ExperimentError(f"--radius {radius:g}: the box around input entry {i} "
-                                    f"({c.reshape(-1)[i]!r}) holds no {fmt.name} value")
+            raise ExperimentError(f"--radius {radius:g}: the box around input entry {i} "
+                                  f"({c.reshape(-1)[i]!r}) holds no {fmt.name} value")
         olo, ohi = ordinals(lo, fmt), ordinals(hi, fmt)
         k = rng.integers(olo, ohi, size=(n, *c.shape), endpoint=True)
         return from_ordinals(k, fmt)
-    return C.batch_map(center, draw)
+    return CS.batch_map(center, draw)
 
 
 @dataclass
 class GapsResult:
-    case: C.GraphCase
+    case: CS.GraphCase
     ctx: object
     fmt: object
-    reference: C.Reference
+    reference: RF.Reference
     sampling: str
     samples: int
     radius: float
@@ -107,7 +109,7 @@ class GapsResult:
 
     def meta(self) -> dict:
         return {"graph": self.case.name, "node": self.node, "context": self.ctx.name,
-                "format": self.fmt.name, "reduction": C.reduction_label(self.ctx),
+                "format": self.fmt.name, "reduction": CS.reduction_label(self.ctx),
                 "reference": self.reference.label, "reference_context": self.reference.name,
                 "sampling": self.sampling, "samples": self.samples, "radius": self.radius,
                 "center": self.center_desc, "seed": self.seed}
@@ -132,36 +134,36 @@ def distribution_row(values: np.ndarray) -> dict:
                 "p99": float(pct[2]), "p99.9": float(pct[3]), "max": float(np.max(v))}
 
 
-def gaps(case: C.GraphCase, ctx, *, samples=2000, sampling="box", radius=0.05, seed=0,
-         center=None, reference=C.DEFAULT_REFERENCE, node=None, quiet=True,
-         oracle_limit=C.DEFAULT_ORACLE_LIMIT, check_samples=C.DEFAULT_CHECK_SAMPLES,
+def gaps(case: CS.GraphCase, ctx, *, samples=2000, sampling="box", radius=0.05, seed=0,
+         center=None, reference=RF.DEFAULT_REFERENCE, node=None, quiet=True,
+         oracle_limit=RF.DEFAULT_ORACLE_LIMIT, check_samples=RF.DEFAULT_CHECK_SAMPLES,
          center_desc=None, x=None) -> GapsResult:
     """Sample, evaluate in ``ctx`` and the reference, and summarise the output gap.
 
     ``x``: a ready batch of samples (``--input-file``/``--box``, several inputs allowed)
     instead of the box around ``center``; it is rounded into the format first."""
-    C.check_point_context(ctx, "--context")
+    CS.check_point_context(ctx, "--context")
     fmt = _fmt_of(ctx)
     if x is not None:
         from scalarlab.scalars import formats
-        x = C.batch_map(x, lambda a: formats.round_to_format(np.asarray(a, dtype=np.float64),
-                                                             fmt, "nearest_even"))
-        samples, radius = C.batch_size(x), float("nan")    # no radius: the batch is given
+        x = CS.batch_map(x, lambda a: formats.round_to_format(np.asarray(a, dtype=np.float64),
+                                                              fmt, "nearest_even"))
+        samples, radius = CS.batch_size(x), float("nan")    # no radius: the batch is given
     else:
         if center is None:
-            center = C.center_of(case, None)
+            center = CS.center_of(case, None)
             center_desc = "x0"
         x = sample_inputs(center, radius, samples, seed, fmt, sampling)
     node = case.output_id if node is None else int(node)
     if not 0 <= node < len(case.nodes):
-        raise C.ExperimentError(f"--node {node}: graph {case.name} has nodes 0..{len(case.nodes) - 1}")
-    ref = C.compute_reference(case, x, reference, [ctx], oracle_limit=oracle_limit,
-                              check_samples=check_samples, seed=seed, quiet=quiet, nodes=[node])
-    vals = C.evaluate_split(case, x, ctx, quiet=quiet)
+        raise ExperimentError(f"--node {node}: graph {case.name} has nodes 0..{len(case.nodes) - 1}")
+    ref = RF.compute_reference(case, x, reference, [ctx], oracle_limit=oracle_limit,
+                               check_samples=check_samples, seed=seed, quiet=quiet, nodes=[node])
+    vals = CS.evaluate_split(case, x, ctx, quiet=quiet)
     (vh, vl), (rh, rl) = vals[node], ref.values[node]
     e = metrics.entry_errors(vh, vl, rh, rl, fmt)
     base = {"graph": case.name, "node": node, "context": ctx.name, "format": fmt.name,
-            "reduction": C.reduction_label(ctx), "reference": ref.name, "sampling": sampling,
+            "reduction": CS.reduction_label(ctx), "reference": ref.name, "sampling": sampling,
             "samples": int(samples), "entries": int(e.ulps.size)}
     rows = [{**base, "metric": "ulps", **distribution_row(e.ulps)},
             {**base, "metric": "bits", **distribution_row(e.bits)},
@@ -175,9 +177,9 @@ def gaps(case: C.GraphCase, ctx, *, samples=2000, sampling="box", radius=0.05, s
 def header_lines(res: GapsResult) -> list[str]:
     return [
         f"scalarlab gaps: graph {res.case.name}, node {res.node} "
-        f"({C.node_op(res.case.nodes[res.node])})",
+        f"({CS.node_op(res.case.nodes[res.node])})",
         f"  context    : {res.ctx.name} (format {res.fmt.name}, reduction "
-        f"{C.reduction_label(res.ctx)})",
+        f"{CS.reduction_label(res.ctx)})",
         f"  reference  : {res.reference.label}",
         (f"  sampling   : {res.center_desc}" if res.radius != res.radius else
          f"  sampling   : {res.sampling}, {res.samples} inputs of {res.fmt.name} in the l-inf box "

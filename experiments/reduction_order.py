@@ -29,7 +29,9 @@ import pandas as pd
 from scalarlab import scalars
 from scalarlab.scalars.float64 import Float64Context
 
-from . import compare as C
+from . import cases as CS
+from . import reference as RF
+from .errors import ExperimentError
 from . import metrics
 
 ORDERS = ("sequential", "pairwise", "fma", "native")
@@ -130,7 +132,7 @@ def order_contexts(fmt_name: str) -> tuple[dict, dict]:
 
 @dataclass
 class ReductionOrderResult:
-    case: C.GraphCase
+    case: CS.GraphCase
     reference: str
     samples: int
     input_desc: str
@@ -145,27 +147,28 @@ class ReductionOrderResult:
                 "missing": self.missing}
 
 
-def reduction_order(case: C.GraphCase, x, *, formats=DEFAULT_FORMATS, reference=C.DEFAULT_REFERENCE,
-                    input_desc="", quiet=True, oracle_limit=C.DEFAULT_ORACLE_LIMIT,
-                    check_samples=C.DEFAULT_CHECK_SAMPLES, seed=0) -> ReductionOrderResult:
+def reduction_order(case: CS.GraphCase, x, *, formats=DEFAULT_FORMATS,
+                    reference=RF.DEFAULT_REFERENCE, input_desc="", quiet=True,
+                    oracle_limit=RF.DEFAULT_ORACLE_LIMIT,
+                    check_samples=RF.DEFAULT_CHECK_SAMPLES, seed=0) -> ReductionOrderResult:
     """Evaluate ``case`` on ``x`` under every order of every format and tabulate ULP gaps."""
     per_fmt = {}
     missing = {}
     for f in formats:
         ctxs, miss = order_contexts(f)
         if "sequential" not in ctxs:
-            raise C.ExperimentError(f"reduction-order: no sequential {f} context is registered "
-                                    f"(scalars.names() = {', '.join(scalars.names())})")
+            raise ExperimentError(f"reduction-order: no sequential {f} context is registered "
+                                  f"(scalars.names() = {', '.join(scalars.names())})")
         per_fmt[f] = ctxs
         missing[f] = miss
     all_ctx = [c for d in per_fmt.values() for c in d.values()]
-    ref = C.compute_reference(case, x, reference, all_ctx, oracle_limit=oracle_limit,
-                              check_samples=check_samples, seed=seed, quiet=quiet)
+    ref = RF.compute_reference(case, x, reference, all_ctx, oracle_limit=oracle_limit,
+                               check_samples=check_samples, seed=seed, quiet=quiet)
     rows = []
     nodes = case.nodes
     for f, ctxs in per_fmt.items():
         fmt = metrics.format_of(ctxs["sequential"])
-        vals = {o: C.evaluate_split(case, x, c, quiet=quiet, desc=f"{f} {o}")
+        vals = {o: CS.evaluate_split(case, x, c, quiet=quiet, desc=f"{f} {o}")
                 for o, c in ctxs.items()}
         for i, node in enumerate(nodes):
             seq_hi, _ = vals["sequential"][i]
@@ -176,8 +179,8 @@ def reduction_order(case: C.GraphCase, x, *, formats=DEFAULT_FORMATS, reference=
                 vs_ref = metrics.entry_errors(vh, vl, rh, rl, fmt)
                 rows.append({
                     "graph": case.name, "format": fmt.name, "order": o, "context": c.name,
-                    "node": int(node.id), "op": C.node_op(node), "shape": C.node_shape(node),
-                    "samples": C.batch_size(x), "entries": int(vs_seq.ulps.size),
+                    "node": int(node.id), "op": CS.node_op(node), "shape": CS.node_shape(node),
+                    "samples": CS.batch_size(x), "entries": int(vs_seq.ulps.size),
                     "max_ulps_vs_sequential": metrics._max(vs_seq.ulps),
                     "mean_ulps_vs_sequential": metrics._mean(vs_seq.ulps),
                     "frac_differs": float(np.mean(vs_seq.ulps != 0)) if vs_seq.ulps.size else 0.0,
@@ -185,7 +188,7 @@ def reduction_order(case: C.GraphCase, x, *, formats=DEFAULT_FORMATS, reference=
                     "mean_ulps_vs_reference": metrics._mean(vs_ref.ulps),
                     "max_bits_vs_reference": metrics._max(vs_ref.bits)})
     df = pd.DataFrame(rows, columns=list(ROW_COLUMNS))
-    return ReductionOrderResult(case, ref.label, C.batch_size(x), input_desc, df, per_fmt, missing)
+    return ReductionOrderResult(case, ref.label, CS.batch_size(x), input_desc, df, per_fmt, missing)
 
 
 def pivot(res: ReductionOrderResult, fmt_name: str) -> pd.DataFrame:
@@ -219,7 +222,7 @@ def plot(res: ReductionOrderResult, path):
             ax.bar(s["node"] + (j - (len(orders) - 1) / 2) * width,
                    np.nan_to_num(s["max_ulps_vs_reference"], posinf=0.0), width, label=o)
         ax.set_xticks([int(n.id) for n in nodes])
-        ax.set_xticklabels([f"{int(n.id)} {C.node_op(n)}" for n in nodes], fontsize=7)
+        ax.set_xticklabels([f"{int(n.id)} {CS.node_op(n)}" for n in nodes], fontsize=7)
         # symlog: 0 stays at 0 and 1 ULP stays visible next to 1000 ULP
         ax.set_yscale("symlog", linthresh=1.0)
         top = np.nan_to_num(sub["max_ulps_vs_reference"].to_numpy(dtype=float), nan=0.0,

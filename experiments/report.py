@@ -20,7 +20,11 @@ import pandas as pd
 
 from scalarlab import scalars
 
+from . import cases as CS
 from . import compare as C
+from . import compare_table as TB
+from . import reference as RF
+from .errors import ExperimentError
 from . import gaps as G
 from . import outputs
 from . import reduction_order as R
@@ -78,11 +82,11 @@ def write_report(directory, *, samples: int = 1000, gap_samples: int = 2000, see
     empty: no section).
     """
     outputs.check_output_dir(directory)
-    main_case = C.load_case(graph)
-    main_center = C.center_of(main_case, center)
-    if isinstance(main_center, dict) or C.batch_size(main_center) != 1:
-        raise C.ExperimentError(f"report: graph {main_case.name} needs one input node and one "
-                                "centre for the sampled sections")
+    main_case = CS.load_case(graph)
+    main_center = CS.center_of(main_case, center)
+    if isinstance(main_center, dict) or CS.batch_size(main_center) != 1:
+        raise ExperimentError(f"report: graph {main_case.name} needs one input node and one "
+                              "centre for the sampled sections")
     with outputs.atomic_directory(directory) as work:
         rep = _build(Report(Path(work)), samples=samples, gap_samples=gap_samples, seed=seed,
                      quiet=quiet, graphs=graphs, six=main_case, center=main_center,
@@ -97,17 +101,17 @@ def _build(rep: Report, *, samples, gap_samples, seed, quiet, graphs, six, cente
     label = six.name
     meta = outputs.run_meta()
     meta["graph"] = outputs.graph_meta(spec, six.graph, six.payload)
-    contexts = C.parse_contexts(list(C.DEFAULT_CONTEXTS))
+    contexts = CS.parse_contexts(list(C.DEFAULT_CONTEXTS))
     rep.add("# scalarlab report\n\n"
-            f"Reference: the `{C.DEFAULT_REFERENCE}` oracle unless a section says otherwise. "
+            f"Reference: the `{RF.DEFAULT_REFERENCE}` oracle unless a section says otherwise. "
             "ULP = ordinal distance between a context's value and the reference correctly "
             "rounded into that context's format; bits of error = log2(1 + ULP) (Herbie). "
             f"Seeds: {seed}. Contexts and their reduction orders: "
-            + ", ".join(f"`{c.name}` ({C.reduction_label(c)})" for c in contexts) + ".\n\n"
+            + ", ".join(f"`{c.name}` ({CS.reduction_label(c)})" for c in contexts) + ".\n\n"
             + tables.markdown_meta({"versions": meta["versions"], "command": meta["command"],
                                     "sampled graph": meta["graph"],
                                     "centre": ", ".join(str(v) for v in
-                                                        C.as_float64(center).reshape(-1)),
+                                                        CS.as_float64(center).reshape(-1)),
                                     "samples": samples, "gap samples": gap_samples}))
 
     names = builtin_graphs() if graphs is None else list(graphs)
@@ -115,7 +119,7 @@ def _build(rep: Report, *, samples, gap_samples, seed, quiet, graphs, six, cente
     # 1. every built-in graph at its own input
     rep.add("## 1. Discrepancy tables at the built-in inputs")
     for name in names:
-        case = C.load_case(name)
+        case = CS.load_case(name)
         if case.x0 is None and name != spec:
             rep.add(f"### {name}\n\n(no built-in input: skipped; give it as --graph with "
                     "--input)")
@@ -123,24 +127,24 @@ def _build(rep: Report, *, samples, gap_samples, seed, quiet, graphs, six, cente
             continue
         # the sampled graph is tabulated at the report's centre (its x0 or --input)
         x, where = (center, "the report's centre") if name == spec else \
-            (C.center_of(case, None), "built-in x0")
+            (CS.center_of(case, None), "built-in x0")
         res = C.compare(case, contexts, x, input_desc=where, quiet=True, seed=seed)
         rep.add(f"### {name}\n\n" + tables.markdown_meta(
             {"reference": res.reference.label, "input": where}))
         rep.table(f"compare_{_safe(name)}", res.rows, COMPARE_VIEW)
         rep.add("\n".join(f"- **{v['context']}**: {v['text']}" for v in res.verdicts.values()))
-        rep.image(f"compare_{_safe(name)}", lambda p, r=res: C.plot_bits(r, p))
+        rep.image(f"compare_{_safe(name)}", lambda p, r=res: TB.plot_bits(r, p))
         steps.update(1)
 
     # 2. sampled compare
-    x = C.box_samples(center, 0.05, samples, seed)
+    x = CS.box_samples(center, 0.05, samples, seed)
     desc = f"{samples} samples uniform in the l-inf box of radius 0.05 around x0 (seed {seed})"
     res = C.compare(six, contexts, x, input_desc=desc, quiet=quiet, seed=seed)
     rep.add(f"## 2. {label} over {samples} sampled inputs\n\n"
             + tables.markdown_meta({"reference": res.reference.label, "input": desc}))
     rep.table(f"compare_{_safe(label)}_sampled", res.rows, COMPARE_VIEW)
     rep.add("\n".join(f"- **{v['context']}**: {v['text']}" for v in res.verdicts.values()))
-    rep.image(f"compare_{_safe(label)}_sampled", lambda p: C.plot_bits(res, p))
+    rep.image(f"compare_{_safe(label)}_sampled", lambda p: TB.plot_bits(res, p))
     steps.update(1)
 
     # 3. gaps
@@ -159,7 +163,7 @@ def _build(rep: Report, *, samples, gap_samples, seed, quiet, graphs, six, cente
                                      "p90", "p99", "p99.9", "max"])
 
     # 4. reduction orders
-    xr = C.box_samples(center, 0.05, samples, seed)
+    xr = CS.box_samples(center, 0.05, samples, seed)
     ro = R.reduction_order(six, xr, input_desc=desc, quiet=quiet, seed=seed)
     rep.add(f"## 4. Reduction orders on {label} ({samples} samples)\n\n"
             + tables.markdown_meta({"reference": ro.reference,

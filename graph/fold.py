@@ -91,13 +91,16 @@ def rule_for(rec, ctx):
 
 
 def denote_all(g: Graph, payload, x, ctx, *, partial: bool = False, kernels=None,
-               label: str = "IR eval", _need=None) -> list:
+               label: str = "IR eval", errors: dict | None = None, _need=None) -> list:
     """The value table: one context value per node (``None`` for skipped/failed nodes).
 
     ``x``: the input value (anything ``ctx.convert`` accepts, or already a ``ctx`` value),
     optionally with leading batch axes; a dict ``{input_id: value}`` for several inputs.
     ``partial=True``: a ContextError (or domain error) at a node yields ``None`` for it and
     every dependent instead of raising — IBP reads that as "no bound".
+    ``errors``: with ``partial``, a dict the fold fills with ``{node_id: message}`` for
+    every node that failed itself (not its dependents): the message the non-partial
+    fold would have raised there, so a caller can say why without evaluating again.
     ``kernels``: the per-node kernel hook, ``{node_id: f(args, attrs, nb) -> value}``; a
     node listed there runs its kernel instead of the op table's rule (the kernel planner's
     bound plan), every other node runs the op table.  An error a kernel raises keeps its
@@ -108,19 +111,20 @@ def denote_all(g: Graph, payload, x, ctx, *, partial: bool = False, kernels=None
     on holds no value: NaN (the whole line over intervals, a float NaN in the object
     arrays of contexts that hold no NaN).
     """
-    return _fold(g, payload, x, ctx, partial, kernels, label, _need)[0]
+    return _fold(g, payload, x, ctx, partial, kernels, label, _need, errors)[0]
 
 
 def denote_rows(g: Graph, payload, x, ctx, *, partial: bool = False, kernels=None,
-                label: str = "IR eval") -> tuple:
+                label: str = "IR eval", errors: dict | None = None) -> tuple:
     """``(values, rows)``: :func:`denote_all`'s table and, per node, the batch rows it
     was evaluated on -- ``None`` for every row, else a bool array over the batch axes
     (shape ``()`` without batch axes).  Only graphs with ``select`` have nodes evaluated
     on fewer rows: a branch runs on the rows whose condition takes it (both where an
     interval condition is undecided), so a guarded domain error never reaches a row that
     does not take it.  Per-node statistics read ``rows`` to skip the rows without value.
+    ``errors``: as for :func:`denote_all`.
     """
-    return _fold(g, payload, x, ctx, partial, kernels, label, None)
+    return _fold(g, payload, x, ctx, partial, kernels, label, None, errors)
 
 
 _GUARDED: set = set()
@@ -135,7 +139,7 @@ def _guarded_ops() -> set:
     return _GUARDED
 
 
-def _fold(g: Graph, payload, x, ctx, partial, kernels, label, _need):
+def _fold(g: Graph, payload, x, ctx, partial, kernels, label, _need, errors=None):
     ctx = scalars.get(ctx)
     ensure_valid(g)
     payload = as_payload(payload)
@@ -170,7 +174,8 @@ def _fold(g: Graph, payload, x, ctx, partial, kernels, label, _need):
 
     guarded = _guarded_ops()
     if any(n.kind.op in guarded for n in g.nodes):
-        return _Masked(g, payload, ctx, vals, batch, partial, kernels, label, _need).run()
+        return _Masked(g, payload, ctx, vals, batch, partial, kernels, label, _need,
+                       errors).run()
 
     failed = [False] * len(g.nodes)
     any_failed = False
@@ -186,28 +191,40 @@ def _fold(g: Graph, payload, x, ctx, partial, kernels, label, _need):
                       kernels, partial)
         except _NodeError as exc:
             raise exc.cls(f"{label}: {node.kind.op} {i}: {exc.args[0]}") from exc.cause
-        if y is _FAILED:
+        if isinstance(y, _Failed):
             failed[i] = any_failed = True
+            if errors is not None:
+                errors.setdefault(i, f"{label}: {node.kind.op} {i}: {y.msg}")
             continue
         vals[i] = y
     return vals, [None] * len(g.nodes)
 
 
-_FAILED = object()
+class _Failed:
+    """A node the context could not compute under ``partial``; ``msg`` says why (the
+    message the non-partial fold raises, without the node's name)."""
+
+    __slots__ = ("msg",)
+
+    def __init__(self, msg: str):
+        self.msg = msg
 
 
 def _run(g, payload, ctx, node, parent_vals, nb, batch, kernels, label, partial, note=None):
     """One node's value over ``nb`` batch axes ``batch`` (``parent_vals``: its parents'
     values in order), its errors wrapped with the node (``note()``, when given, is added
-    to the node's name); ``_FAILED`` when ``partial`` and the context could not compute
-    it."""
+    to the node's name); a ``_Failed`` when ``partial`` and the context could not compute
+    it, its message then carrying the node as an error would."""
     i = node.id
     op = node.kind.op
     try:
-        return _rule(g, payload, ctx, node, parent_vals, nb, batch, kernels, partial)
+        y = _rule(g, payload, ctx, node, parent_vals, nb, batch, kernels, partial)
     except _NodeError as exc:
         where = f"{label}: {op} {i}{note() if note is not None else ''}"
         raise exc.cls(f"{where}: {exc.args[0]}") from exc.cause
+    if isinstance(y, _Failed):
+        y.msg = f"{label}: {op} {i}{note() if note is not None else ''}: {y.msg}"
+    return y
 
 
 class _NodeError(Exception):
@@ -232,11 +249,11 @@ def _rule(g, payload, ctx, node, parent_vals, nb, batch, kernels, partial):
                                      tuple(batch) + tuple(node.out_shape))
     except OpDataError as exc:
         if partial:
-            return _FAILED
+            return _Failed(str(exc))
         raise _NodeError(GraphError, str(exc)) from None
     except ContextError as exc:
         if partial:
-            return _FAILED
+            return _Failed(str(exc))
         raise _NodeError(ContextError, str(exc)) from None
     except GraphError as exc:
         raise _NodeError(GraphError, str(exc)) from None
@@ -366,11 +383,13 @@ class _Masked:
     rows in a later round is evaluated on the new rows and merged.
     """
 
-    def __init__(self, g, payload, ctx, vals, batch, partial, kernels, label, need):
+    def __init__(self, g, payload, ctx, vals, batch, partial, kernels, label, need,
+                 errors=None):
         self.g, self.payload, self.ctx = g, payload, ctx
         self.vals, self.batch, self.nb = vals, tuple(batch), len(batch)
         self.B = int(np.prod(batch, dtype=np.int64)) if batch else 1
         self.partial, self.kernels, self.label = partial, kernels, label
+        self.errors = errors                  # node id -> first failure message
         n = len(g.nodes)
         self.need = need
         self.done: list = [True if v is not None else None for v in vals]
@@ -461,12 +480,14 @@ class _Masked:
             try:
                 masks = OPS[node.kind.op].guarded(self.ctx, cond, nb)
             except (ContextError, GraphError) as exc:   # e.g. no order (complex)
+                note = "" if idx is None else self._rows_note(idx)
+                msg = f"{self.label}: {node.kind.op} {i}{note}: condition: {exc}"
                 if self.partial and isinstance(exc, ContextError):
                     self.failed[i] = True
+                    if self.errors is not None:
+                        self.errors.setdefault(i, msg)
                     return [None] * k
-                note = "" if idx is None else self._rows_note(idx)
-                raise type(exc)(f"{self.label}: {node.kind.op} {i}{note}: condition: "
-                                f"{exc}") from None
+                raise type(exc)(msg) from None
             for m, got in zip(entry[1], masks):
                 got = np.reshape(np.asarray(got, dtype=bool), -1)
                 if idx is None:
@@ -566,8 +587,10 @@ class _Masked:
                 continue
             y = self._evaluate(node, S, req)
             progressed = True
-            if y is _FAILED:
+            if isinstance(y, _Failed):
                 self.failed[i] = True
+                if self.errors is not None:
+                    self.errors.setdefault(i, y.msg)
                 continue
             self._store(i, y, S, None if S is True else self._idx(S))
         return progressed, blocked

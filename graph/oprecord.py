@@ -66,6 +66,11 @@ Facts read by other parts of the lab:
   summation order; the planner reports the context's reduction order for its capsule.
 * ``dot``: those sums are dot products (multiply-add), so a context whose dot products
   use fma (``ctx.fma_dot``) rounds once per multiply-add; the planner reports ``+fma``.
+* ``affine``: the op is an affine map of one parent while its other parents, payload
+  and attributes are fixed -- ``"any"``: of whichever single parent varies (linear,
+  convolutions, average pools, shape ops, sums, add/sub/mul, matmul); ``"first"``: only
+  of its first parent (div: ``a / c``); ``None``: not affine.  CROWN crosses such a node
+  with the exact linear form it reads off the forward rule.
 * ``doc``: one line saying what the op computes (shown by the DOT printer).
 """
 from __future__ import annotations
@@ -98,6 +103,7 @@ class OpRecord:
     dot: bool = False                 # ... and the sums are dot products (fma matters)
     interval: Optional[Callable] = None   # tighter, test-proved interval rule (see above)
     guarded: Optional[Callable] = None    # rows on which each non-first arg is read (select)
+    affine: Optional[str] = None      # "any" / "first": affine in one varying parent (above)
     doc: str = ""
 
 
@@ -111,6 +117,9 @@ def register(rec: OpRecord) -> OpRecord:
         raise ValueError(f"op {rec.name!r} registered twice")
     if rec.dot and not rec.reduces:
         raise ValueError(f"op {rec.name!r}: dot=True needs reduces=True (a dot product sums)")
+    if rec.affine not in (None, "any", "first"):
+        raise ValueError(f"op {rec.name!r}: affine must be None, 'any' or 'first', "
+                         f"got {rec.affine!r}")
     OPS[rec.name] = rec
     return rec
 

@@ -304,6 +304,7 @@ def _conv_record(d):
                "dilation": 1, "groups": 1, "auto_pad": "NOTSET"},
         params=("weight", "bias"), param_shapes=params, param_defaults={"bias": "zeros"},
         capsule=f"reference.{op}", reduces=True, dot=True,
+        affine="any",
         doc=f"{d}-d convolution (cross-correlation, as torch) of {_SHAPE_NAMES[d]}, payload "
             f"weight [O, C/groups, kernel..], bias [O]; zero padding (symmetric, asymmetric "
             f"or auto_pad), dilation, groups"))
@@ -441,6 +442,7 @@ def _pool_record(d, avg):
         register(OpRecord(
             name=op, arity=(1, 1), shape=shape, forward=avg_forward, vjp=avg_vjp,
             jvp=avg_jvp, attrs=_pool_attrs(True), capsule=f"reference.{op}", reduces=True,
+            affine="any",
             doc=f"mean over {d}-d windows of {_SHAPE_NAMES[d]} (stride defaults to the "
                 f"kernel); zero padding counted unless count_include_pad=false; ceil_mode, "
                 f"dilation, asymmetric or auto padding"))

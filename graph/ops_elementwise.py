@@ -67,7 +67,7 @@ def _over_duals(forward, jvp):
     return run
 
 
-def _binary(name, f, da, db, jvp, *, doc=""):
+def _binary(name, f, da, db, jvp, *, doc="", affine=None):
     """Record for ``f(a, b)``; ``da(ctx, g, a, b, y)``/``db`` give unreduced cotangents."""
     def forward(ctx, args, attrs, nb):
         a, b = _aligned(ctx, args[0], args[1], nb)
@@ -91,7 +91,8 @@ def _binary(name, f, da, db, jvp, *, doc=""):
 
     return register(OpRecord(name=name, arity=(2, 2), shape=_binary_shape(name),
                              forward=_over_duals(forward, jvp_rule), vjp=vjp, jvp=jvp_rule,
-                             capsule=f"reference.{name}", elementwise=True, doc=doc))
+                             capsule=f"reference.{name}", elementwise=True, affine=affine,
+                             doc=doc))
 
 
 def _mul_opt(ctx, t, v):
@@ -100,15 +101,15 @@ def _mul_opt(ctx, t, v):
 
 _binary("add", lambda c, a, b: c.add(a, b),
         lambda c, g, a, b, y: g, lambda c, g, a, b, y: g,
-        lambda c, a, b, ta, tb, y: add_opt(c, ta, tb), doc="a + b")
+        lambda c, a, b, ta, tb, y: add_opt(c, ta, tb), doc="a + b", affine="any")
 _binary("sub", lambda c, a, b: c.sub(a, b),
         lambda c, g, a, b, y: g, lambda c, g, a, b, y: c.neg(g),
         lambda c, a, b, ta, tb, y: (c.neg(tb) if ta is None else ta if tb is None
-                                    else c.sub(ta, tb)), doc="a - b")
+                                    else c.sub(ta, tb)), doc="a - b", affine="any")
 _binary("mul", lambda c, a, b: c.mul(a, b),
         lambda c, g, a, b, y: c.mul(g, b), lambda c, g, a, b, y: c.mul(g, a),
         lambda c, a, b, ta, tb, y: add_opt(c, _mul_opt(c, ta, b), _mul_opt(c, tb, a)),
-        doc="a * b")
+        doc="a * b", affine="any")
 
 
 def _div_jvp(c, a, b, ta, tb, y):
@@ -119,7 +120,8 @@ def _div_jvp(c, a, b, ta, tb, y):
 
 _binary("div", lambda c, a, b: c.div(a, b),
         lambda c, g, a, b, y: c.div(g, b),
-        lambda c, g, a, b, y: c.neg(c.div(c.mul(g, y), b)), _div_jvp, doc="a / b")
+        lambda c, g, a, b, y: c.neg(c.div(c.mul(g, y), b)), _div_jvp, doc="a / b",
+        affine="first")
 
 
 def _minmax(name, f, first_wins):
@@ -318,7 +320,7 @@ def _neg_record():
 
     register(OpRecord(name="neg", arity=(1, 1), shape=_same_shape,
                       forward=_over_duals(forward, jvp), vjp=vjp, jvp=jvp, capsule="reference.neg", elementwise=True,
-                      monotone="decreasing", doc="-x"))
+                      monotone="decreasing", affine="any", doc="-x"))
 
 
 _neg_record()

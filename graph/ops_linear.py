@@ -94,6 +94,7 @@ def _matmul_jvp(ctx, args, tans, y, attrs, nb):
 register(OpRecord(name="matmul", arity=(2, 2), shape=_matmul_shape, forward=_matmul_forward,
                   vjp=_matmul_vjp, jvp=_matmul_jvp, capsule="reference.matmul",
                   reduces=True, dot=True,
+                  affine="any",
                   doc="numpy.matmul of two parent values (per-example shapes)"))
 
 
@@ -182,4 +183,5 @@ register(OpRecord(name="linear", arity=(1, 1), shape=_linear_shape, forward=_lin
                   params=("W", "b"), param_shapes=_linear_params,
                   param_defaults={"b": "zeros"}, check_payload=_linear_check,
                   capsule="reference.linear", reduces=True, dot=True,
+                  affine="any",
                   doc="y = x W^T + b, payload W [out, in], b [out] (PyTorch nn.Linear)"))

@@ -65,6 +65,7 @@ register(OpRecord(
     forward=lambda ctx, args, attrs, nb: _sum_all(ctx, args[0], nb), vjp=_sum_vjp,
     jvp=lambda ctx, args, tans, y, attrs, nb: None if tans[0] is None else _sum_all(ctx, tans[0], nb),
     capsule="reference.reduce_sum", reduces=True,
+    affine="any",
     doc="sum of all per-example entries -> shape []"))
 
 
@@ -106,6 +107,7 @@ def _axis_red(op, mean):
     register(OpRecord(name=op, arity=(1, 1), shape=_axis_red_shape(op), forward=forward,
                       vjp=vjp, jvp=jvp, attrs={"axis": REQUIRED, "keepdims": False},
                       capsule=f"reference.{op}", reduces=True,
+                      affine="any",
                       doc=f"{'mean' if mean else 'sum'} over per-example axis (int or list)"))
 
 
@@ -358,6 +360,7 @@ register(OpRecord(
     params=("mean", "var", "gamma", "beta", "eps"), param_shapes=_bn_params,
     param_defaults={"gamma": "ones", "beta": "zeros", "eps": LAYERNORM_EPS},
     capsule="reference.batchnorm_eval",
+    affine="any",
     doc="eval-mode BatchNorm on a per-example channel axis (default 0 of [C, ...]): "
         "(x - mean)/sqrt(var + eps) * gamma + beta"))
 
@@ -623,6 +626,7 @@ register(OpRecord(name="global_avg_pool", arity=(1, 1), shape=_global_shape("glo
                   jvp=lambda ctx, args, tans, y, attrs, nb: None if tans[0] is None
                   else _gap_forward(ctx, [tans[0]], attrs, nb),
                   capsule="reference.global_avg_pool", reduces=True,
+                  affine="any",
                   doc="mean over the spatial axes of [C, spatial...] -> [C, 1, ...] (ONNX "
                       "GlobalAveragePool, torch AdaptiveAvgPool to 1)"))
 

@@ -40,7 +40,7 @@ register(OpRecord(
     forward=lambda ctx, args, attrs, nb: args[0],
     vjp=lambda ctx, g, args, y, attrs, nb: [None],
     jvp=lambda ctx, args, tans, y, attrs, nb: None,
-    capsule=None, doc="identity forward, no derivative (stop-gradient)"))
+    capsule=None, affine="any", doc="identity forward, no derivative (stop-gradient)"))
 
 
 def _prod(s) -> int:
@@ -89,6 +89,7 @@ def _reshape_to(shape_rule):
 f, v, j = _reshape_to(_reshape_shape)
 register(OpRecord(name="reshape", arity=(1, 1), shape=_reshape_shape, forward=f, vjp=v, jvp=j,
                   attrs={"shape": REQUIRED}, capsule="reference.reshape",
+                  affine="any",
                   doc="per-example reshape (row-major), one -1 allowed"))
 
 
@@ -107,6 +108,7 @@ def _flatten_shape(in_shapes, attrs, declared=None):
 f, v, j = _reshape_to(_flatten_shape)
 register(OpRecord(name="flatten", arity=(1, 1), shape=_flatten_shape, forward=f, vjp=v, jvp=j,
                   attrs={"start_axis": 0, "end_axis": -1}, capsule="reference.reshape",
+                  affine="any",
                   doc="merge per-example axes start_axis..end_axis (torch.flatten)"))
 
 
@@ -145,6 +147,7 @@ register(OpRecord(name="permute", arity=(1, 1), shape=_permute_shape, forward=_p
                   jvp=lambda ctx, args, tans, y, attrs, nb: None if tans[0] is None
                   else _permute_forward(ctx, [tans[0]], attrs, nb),
                   attrs={"perm": REQUIRED}, capsule="reference.permute",
+                  affine="any",
                   doc="per-example axis permutation (torch.permute)"))
 
 
@@ -219,6 +222,7 @@ register(OpRecord(name="broadcast_to", arity=(1, 1), shape=_bcast_shape, forward
                   jvp=lambda ctx, args, tans, y, attrs, nb: None if tans[0] is None
                   else _bcast_forward(ctx, [tans[0]], attrs, nb),
                   attrs={"shape": REQUIRED}, capsule="reference.broadcast_to",
+                  affine="any",
                   doc="numpy broadcasting of the per-example value to shape"))
 
 
@@ -324,6 +328,7 @@ register(OpRecord(name="slice", arity=(1, 1), shape=_slice_shape,
                   else _slice_apply(ctx, tans[0], attrs, nb),
                   attrs={"starts": REQUIRED, "ends": REQUIRED, "axes": None, "steps": None},
                   capsule="reference.slice",
+                  affine="any",
                   doc="ONNX Slice on per-example axes (negative indices, clamping, steps)"))
 
 
@@ -393,7 +398,7 @@ for _name, _rule, _attrs, _doc in (
          "insert per-example axes of length 1 (axes index the output, as ONNX)")):
     f, v, j = _reshape_to(_rule)
     register(OpRecord(name=_name, arity=(1, 1), shape=_rule, forward=f, vjp=v, jvp=j,
-                      attrs=_attrs, capsule=f"reference.{_name}", doc=_doc))
+                      attrs=_attrs, capsule=f"reference.{_name}", affine="any", doc=_doc))
 
 
 # ------------------------------------------------------------------------------- gather
@@ -446,6 +451,7 @@ register(OpRecord(name="gather", arity=(1, 1), shape=_gather_shape,
                   jvp=lambda ctx, args, tans, y, attrs, nb: None if tans[0] is None
                   else _gather_apply(ctx, tans[0], attrs, nb),
                   attrs={"indices": REQUIRED, "axis": 0}, capsule="reference.gather",
+                  affine="any",
                   doc="ONNX Gather with constant indices (any shape, negatives allowed) "
                       "along a per-example axis; repeated indices add their cotangents"))
 
@@ -551,6 +557,7 @@ register(OpRecord(name="pad", arity=(1, 1), shape=_pad_shape,
                   else _pad_apply(ctx, tans[0], attrs, nb, None),
                   attrs={"pads": REQUIRED, "mode": "constant", "value": 0, "axes": None},
                   capsule="reference.pad",
+                  affine="any",
                   doc="ONNX Pad (pads = begins then ends; constant value / reflect / edge / "
                       "wrap; negative pads crop) on per-example axes"))
 
@@ -574,6 +581,7 @@ register(OpRecord(name="expand", arity=(1, 1), shape=_expand_shape, forward=_exp
                   jvp=lambda ctx, args, tans, y, attrs, nb: None if tans[0] is None
                   else _expand_forward(ctx, [tans[0]], attrs, nb),
                   attrs={"shape": REQUIRED}, capsule="reference.expand",
+                  affine="any",
                   doc="ONNX Expand: numpy broadcasting of the per-example value with shape "
                       "(either side may be 1)"))
 
@@ -619,6 +627,7 @@ register(OpRecord(name="tile", arity=(1, 1), shape=_tile_shape, forward=_tile_fo
                   jvp=lambda ctx, args, tans, y, attrs, nb: None if tans[0] is None
                   else _tile_forward(ctx, [tans[0]], attrs, nb),
                   attrs={"repeats": REQUIRED}, capsule="reference.tile",
+                  affine="any",
                   doc="ONNX Tile: repeat the per-example value repeats[i] times along axis i"))
 
 

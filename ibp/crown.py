@@ -111,13 +111,9 @@ METHODS = ("ibp", "crown", "crown-ibp")
 #: the point context of the interval's base format (see ibp/crown_rounding.py)
 GUARANTEES = (EXECUTION, REAL)
 
-#: ops affine in their one input-dependent parent (the other parents are constants)
-AFFINE_OPS = frozenset({"linear", "conv1d", "conv2d", "conv3d", "avg_pool1d", "avg_pool2d",
-                        "avg_pool3d", "global_avg_pool", "matmul", "flatten", "reshape",
-                        "permute", "squeeze", "unsqueeze", "expand", "tile", "slice",
-                        "gather", "pad", "sum", "reduce_sum", "reduce_mean",
-                        "batchnorm_eval", "neg", "broadcast_to", "detach", "add", "sub",
-                        "mul", "div"})
+#: ops affine in their one input-dependent parent (the other parents are constants): read
+#: from the op records' ``affine`` fact (graph/oprecord.py), listed here for readers
+AFFINE_OPS = frozenset(name for name, rec in OPS.items() if rec.affine is not None)
 #: elementwise nonlinearities with a linear relaxation here
 RELAXED_OPS = frozenset({"relu", "tanh", "sigmoid", "max_pool2d"})
 
@@ -347,7 +343,8 @@ def _kind(graph, node, dep, execution=False):
     if op in ("add", "sub") and len(var) == 2 and all(
             tuple(graph.nodes[p].out_shape) == tuple(node.out_shape) for p in var):
         return "sum2"
-    if op in AFFINE_OPS and len(var) == 1 and not (op == "div" and node.parents[0] != var[0]):
+    affine = OPS[op].affine if op in OPS else None
+    if len(var) == 1 and (affine == "any" or (affine == "first" and node.parents[0] == var[0])):
         if execution and op not in DOT_AFFINE and op not in EXACT_AFFINE:
             return None              # no rounding-error bound for its evaluation here
         return "affine"

@@ -4,7 +4,8 @@ from __future__ import annotations
 import sys
 
 from .. import argtypes as T
-from .. import compare as C
+from .. import cases as CS
+from ..errors import ExperimentError
 from .. import fpbench as F
 from .. import outputs
 from .. import tables
@@ -78,14 +79,14 @@ def run(args) -> int:
     if args.only is not None:
         progs = [p for p in progs if args.only in p.name]
         if not progs:
-            raise C.ExperimentError(f"--only {args.only!r}: no benchmark name contains it")
+            raise ExperimentError(f"--only {args.only!r}: no benchmark name contains it")
     x = None
     if args.input_file is not None:
         runnable = [p for p in progs if p.graph is not None]
         if len(progs) != 1 or not runnable:
-            raise C.ExperimentError(f"--input-file needs exactly one translatable benchmark "
-                                    f"(select it with --only); {len(progs)} selected")
-        case = C.GraphCase(progs[0].name, progs[0].graph, progs[0].payload)
+            raise ExperimentError(f"--input-file needs exactly one translatable benchmark "
+                                  f"(select it with --only); {len(progs)} selected")
+        case = CS.GraphCase(progs[0].name, progs[0].graph, progs[0].payload)
         from .. import sampling as S
         batch, _ = S.load_input_file(args.input_file, case)
         import numpy as np

@@ -4,10 +4,11 @@ from __future__ import annotations
 from scalarlab import scalars
 
 from .. import argtypes as T
-from .. import compare as C
+from .. import cases as CS
+from ..errors import ExperimentError
 from .. import gaps as G
 from .. import tables
-from .compare import add_output_arguments, add_reference_arguments, run_meta
+from ..command_args import add_output_arguments, add_reference_arguments, run_meta
 
 NAME = "gaps"
 HELP = ("distribution of a context's output rounding gap over sampled inputs: percentiles, "
@@ -39,11 +40,11 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    case = C.load_case(args.graph)
+    case = CS.load_case(args.graph)
     ctx = scalars.get(args.context)
     from .. import sampling
     if args.input_file is not None or args.box is not None:
-        C.check_point_context(ctx, "--context")
+        CS.check_point_context(ctx, "--context")
         got = sampling.batch_from_flags(case, args, fmt=G._fmt_of(ctx), sampling=args.sampling)
         res = G.gaps(case, ctx, x=got[0], sampling=args.sampling if args.box else "file",
                      seed=args.seed, reference=args.reference, node=args.node,
@@ -51,9 +52,9 @@ def run(args) -> int:
                      check_samples=args.check_samples, center_desc=got[1])
         return _report(args, case, ctx, res, None,
                        "--box" if args.box is not None else "--input-file")
-    center = C.center_of(case, args.input)
-    if C.batch_size(center) != 1:
-        raise C.ExperimentError("--input must be a single centre input for gaps")
+    center = CS.center_of(case, args.input)
+    if CS.batch_size(center) != 1:
+        raise ExperimentError("--input must be a single centre input for gaps")
     res = G.gaps(case, ctx, samples=args.samples, sampling=args.sampling, radius=args.radius,
                  seed=args.seed, center=center, reference=args.reference, node=args.node,
                  quiet=args.quiet, oracle_limit=args.oracle_limit,

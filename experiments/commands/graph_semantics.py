@@ -49,9 +49,9 @@ def _box_spec(args, payload):
     """``(case, graph, payload, centre, radius)``: as sweep boxes its graphs (several input
     nodes packed into one vector in node-id order; --box gives per-entry half-widths)."""
     import argparse
-    from .. import compare as C
+    from .. import cases as CS
     from .sweep import _box_of
-    case = C.load_case(args.graph)
+    case = CS.load_case(args.graph)
     ns = argparse.Namespace(input=args.input, input_file=None, box=args.box,
                             radii=[args.radius])
     g, payload, x0, radii = _box_of(case, case.payload if payload is None else payload, ns)

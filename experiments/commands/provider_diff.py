@@ -24,8 +24,9 @@ from scalarlab.graph.payload import as_payload
 
 from .. import outputs
 from .. import tables
-from ..compare import ExperimentError, center_of, load_case, node_shape
-from .compare import add_graph_and_input_arguments, batch_from_args, run_meta
+from ..cases import center_of, load_case, node_shape
+from ..errors import ExperimentError
+from ..command_args import add_graph_and_input_arguments, batch_from_args, run_meta
 
 NAME = "provider-diff"
 HELP = ("per node ULP gap between the numba-cuda kernels and the binary32 reference "

@@ -4,11 +4,11 @@ from __future__ import annotations
 import argparse
 
 from .. import argtypes as T
-from .. import compare as C
+from .. import cases as CS
 from .. import reduction_order as R
 from .. import tables
-from .compare import (add_graph_and_input_arguments, add_output_arguments,
-                      add_reference_arguments, batch_from_args, run_meta)
+from ..command_args import (add_graph_and_input_arguments, add_output_arguments,
+                            add_reference_arguments, batch_from_args, run_meta)
 
 
 def format_list(text: str) -> list[str]:
@@ -56,13 +56,13 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    case = C.load_case(args.graph)
+    case = CS.load_case(args.graph)
     fmts = list(args.formats)
     x, desc = batch_from_args(case, args)
     res = R.reduction_order(case, x, formats=fmts, reference=args.reference, input_desc=desc,
                             quiet=args.quiet, oracle_limit=args.oracle_limit,
                             check_samples=args.check_samples, seed=args.seed)
-    meta = {**res.meta(), **run_meta(args, case, C.center_of(case, args.input))}
+    meta = {**res.meta(), **run_meta(args, case, CS.center_of(case, args.input))}
     notes = tables.write_outputs(args, "reduction-order", meta, res.rows,
                                  plot=lambda path: R.plot(res, path),
                                  title=f"scalarlab reduction-order: {case.name}")

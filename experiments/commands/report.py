@@ -38,7 +38,7 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    from ..compare import ExperimentError
+    from ..errors import ExperimentError
     graphs = None
     known = R.builtin_graphs()
     if args.graphs is not None:

@@ -84,37 +84,38 @@ def _box_of(case, payload, args):
     --box (per-entry half-widths), --input/--input-file or the graph's x0.  A graph with
     several input nodes is boxed as one vector of their entries in node-id order
     (:func:`experiments.sampling.pack_inputs`)."""
-    from .. import compare as C
+    from .. import cases as CS
+    from ..errors import ExperimentError
     from .. import sampling
     ids = case.input_ids()
     if args.box is not None or len(ids) > 1:
         x0 = case.x0
         if args.input is None and args.input_file is None and args.box is None and x0 is None:
-            raise C.ExperimentError(f"graph {case.name} has no built-in input; give --input "
-                                    "or --box")
+            raise ExperimentError(f"graph {case.name} has no built-in input; give --input "
+                                  "or --box")
         g, payload, default_x, box = sampling.prepare_sweep(case.graph, payload, x0, args)
         if box is not None:
             return g, payload, box[0], [box[1]]
         shape = tuple(g.nodes[0].out_shape)
         spec = args.input if args.input is not None else args.input_file
         if spec is not None:
-            x = C.parse_input(spec, shape)
-            if C.batch_size(x) != 1:
-                raise C.ExperimentError(f"--input holds {C.batch_size(x)} inputs; sweep "
-                                        "needs one centre")
+            x = CS.parse_input(spec, shape)
+            if CS.batch_size(x) != 1:
+                raise ExperimentError(f"--input holds {CS.batch_size(x)} inputs; sweep "
+                                      "needs one centre")
             return g, payload, x[0], list(args.radii)
         return g, payload, np.asarray(default_x, dtype=object).reshape(shape), list(args.radii)
     spec = args.input if args.input is not None else args.input_file
-    x = C.center_of(case, spec)
-    if C.batch_size(x) != 1:
-        raise C.ExperimentError(f"--input holds {C.batch_size(x)} inputs; sweep needs one "
-                                "centre")
+    x = CS.center_of(case, spec)
+    if CS.batch_size(x) != 1:
+        raise ExperimentError(f"--input holds {CS.batch_size(x)} inputs; sweep needs one "
+                              "centre")
     return case.graph, payload, x[0], list(args.radii)
 
 
 def _run_sweep(g, payload, center, radii, args, progress):
     from scalarlab.ibp import sweep
-    from ..compare import ExperimentError
+    from ..errors import ExperimentError
     kw = dict(seed=args.seed, shard_size=args.shard_size, workers=args.workers,
               scheduler=args.scheduler, progress=progress, methods=list(args.method))
     if not (args.workers or args.scheduler):
@@ -150,11 +151,11 @@ def unchecked_rows(df) -> list[str]:
 
 
 def run(args) -> int:
-    from .. import compare as C
+    from .. import cases as CS
     from .. import tables
     from scalarlab.graph.fileformat import load_npz
 
-    case = C.load_case(args.graph)
+    case = CS.load_case(args.graph)
     g, payload = case.graph, case.payload
     if args.payload:
         payload = load_npz(args.payload)

@@ -94,7 +94,7 @@ def test_runtime_errors_are_one_line_exit_1(tmp_path, nan_graph, capsys):
     np.save(strings, np.array(["a", "b", "c", "d"]))
     port = _free_port()
     cases = [
-        (["compare", "--input", str(strings), "--quiet"], "array of <U1 values"),
+        (["compare", "--input", str(strings), "--quiet"], "dtype <U1 is not a real number type"),
         (["sweep", "--scheduler", f"tcp://127.0.0.1:{port}", "--connect-timeout", "0.5",
           "--samples", "5", "--radii", "0.1", "--contexts", "binary32", "--quiet"],
          "Dask cluster not reachable"),

@@ -9,9 +9,13 @@ import pytest
 
 from scalarlab import graph
 from scalarlab import scalars
+from scalarlab.experiments import cases as CS
 from scalarlab.experiments import compare as C
+from scalarlab.experiments import compare_table as TB
 from scalarlab.experiments.cli import main
+from scalarlab.experiments.errors import ExperimentError
 from scalarlab.scalars import formats
+from scalarlab.scalars.errors import ScalarLabError
 
 
 
@@ -47,13 +51,13 @@ def _ord_by_bits(x, fmt_name):
 
 @pytest.fixture(scope="module")
 def six():
-    return C.load_case("six-node")
+    return CS.load_case("six-node")
 
 
 @pytest.fixture(scope="module")
 def sampled_result(six):
-    x = C.box_samples(C.center_of(six, None), 0.05, 40, seed=5)
-    ctxs = C.parse_contexts("float64,binary32,bfloat16,binary16")
+    x = CS.box_samples(CS.center_of(six, None), 0.05, 40, seed=5)
+    ctxs = CS.parse_contexts("float64,binary32,bfloat16,binary16")
     return x, C.compare(six, ctxs, x, reference="mpmath:200", threshold=2.0)
 
 
@@ -100,7 +104,7 @@ def test_default_run_at_x0_header_and_seed_values(six, capsys):
     assert [v.split()[0] for v in verdicts] == ["float64", "binary32", "bfloat16", "binary16", "e4m3"]
     # The six-node MLP at x0: node 4 = 0.027720, node 5 = 0.027713 to 6 decimals (exact
     # value of node 4: 0.02772; float64 and binary32 both print these digits).
-    x0 = C.center_of(six, None)
+    x0 = CS.center_of(six, None)
     for name in ("float64", "binary32"):
         vals = graph.denote_all(six.graph, six.payload, x0, scalars.get(name))
         assert f"{float(np.asarray(vals[4]).reshape(-1)[0]):.6f}" == "0.027720"
@@ -123,9 +127,9 @@ TWO_M30 = "0.000000000931322574615478515625"          # 2^-30, exactly
 def test_divergence_at_known_node(tmp_path, cancel_graph):
     assert Fraction(TWO_M30) == Fraction(1, 2 ** 30)
     path = _cancel_graph(tmp_path, cancel_graph)
-    case = C.load_case(str(path))
-    x = C.parse_input(f"1,{TWO_M30}", case.input_shape())
-    res = C.compare(case, C.parse_contexts("binary32,float64"), x, threshold=2.0)
+    case = CS.load_case(str(path))
+    x = CS.parse_input(f"1,{TWO_M30}", case.input_shape())
+    res = C.compare(case, CS.parse_contexts("binary32,float64"), x, threshold=2.0)
     b32 = res.rows[res.rows["context"] == "binary32"]
     assert list(b32["max_ulps"])[:2] == [0.0, 0.0]
     assert list(b32["divergence_start"]) == [False, False, True]
@@ -148,13 +152,13 @@ def test_cli_files_round_trip_and_plot(tmp_path, capsys, cancel_graph):
     doc = json.loads(capsys.readouterr().out)
     assert main(base + ["--out", str(md)]) == 0
     df = pd.read_csv(csv)
-    assert list(df.columns) == list(C.ROW_COLUMNS)
+    assert list(df.columns) == list(TB.ROW_COLUMNS)
     assert len(df) == 6 and set(df["context"]) == {"binary32", "bfloat16"}
     filedoc = json.loads(js.read_text())
     assert filedoc["format"] == "scalarlab-compare" and filedoc["version"] == 1
     assert filedoc["rows"] == doc["rows"]
     back = pd.DataFrame(filedoc["rows"])
-    assert list(back.columns) == list(C.ROW_COLUMNS)
+    assert list(back.columns) == list(TB.ROW_COLUMNS)
     assert np.array_equal(back["max_ulps"].astype(float), df["max_ulps"])
     assert back["divergence_start"].tolist() == df["divergence_start"].tolist()
     assert [v["divergence_node"] for v in filedoc["verdicts"]] == [2, 2]
@@ -166,8 +170,8 @@ def test_cli_files_round_trip_and_plot(tmp_path, capsys, cancel_graph):
 
 
 def test_cheap_reference_only_after_check(six):
-    x = C.box_samples(C.center_of(six, None), 0.05, 120, seed=2)
-    ctxs = C.parse_contexts("binary16,bfloat16")
+    x = CS.box_samples(CS.center_of(six, None), 0.05, 120, seed=2)
+    ctxs = CS.parse_contexts("binary16,bfloat16")
     res = C.compare(six, ctxs, x, oracle_limit=100, check_samples=32)
     assert res.reference.name == "float64"
     assert "checked against mpmath:200 on 32 samples" in res.reference.label
@@ -177,7 +181,7 @@ def test_cheap_reference_only_after_check(six):
     cols = ["max_ulps", "mean_ulps", "max_bits"]
     assert np.allclose(res.rows[cols].to_numpy(), oracle.rows[cols].to_numpy())
     # float64 as a compared context: a float64 reference is refused, with the reason
-    res = C.compare(six, C.parse_contexts("float64,binary16"), x, oracle_limit=100)
+    res = C.compare(six, CS.parse_contexts("float64,binary16"), x, oracle_limit=100)
     assert res.reference.name == "mpmath:200" and "too precise" in res.reference.label
 
 
@@ -216,13 +220,54 @@ def test_argparse_errors_exit_2(capsys):
 
 def test_context_that_cannot_compute_a_node(six):
     """rational is exact up to the sum and refuses tanh: figures stop there, honestly."""
-    x = C.center_of(six, None)
-    res = C.compare(six, C.parse_contexts("rational,binary32"), x)
+    x = CS.center_of(six, None)
+    res = C.compare(six, CS.parse_contexts("rational,binary32"), x)
     rat = res.rows[res.rows["context"] == "rational"]
     assert list(rat["evaluated"]) == [True] * 5 + [False]
     assert (rat["max_rel_err"].iloc[:5] < 1e-30).all()        # exact vs the 200-bit oracle
     assert np.isnan(rat["max_abs_err"].iloc[5]) and rat["entries"].iloc[5] == 0
     v = res.verdicts["rational"]
-    assert v["failed_nodes"] == [5] and "tanh" in v["failure"]
+    assert v["failed_nodes"] == [5]
+    # the reason is the fold's own message for the node (no second evaluation)
+    with pytest.raises(ScalarLabError) as info:
+        graph.denote_all(six.graph, six.payload, x, scalars.get("rational"))
+    assert v["failure"] == str(info.value) and "tanh 5" in v["failure"]
     assert v["text"].startswith("cannot compute node 5")
     assert res.verdicts["binary32"]["failed_nodes"] == []
+
+
+def test_input_npy_goes_through_the_one_reader(tmp_path):
+    """``--input x.npy`` is read by npy_input.read_npy: a bool mask is refused (as
+    --input-file refuses it), integers within 2^53 and a batch of rows are read exactly,
+    and a 0-d file is one input of a scalar input node."""
+    mask = tmp_path / "mask.npy"
+    np.save(mask, np.array([[True, False, True, False]]))
+    with pytest.raises(ExperimentError, match="dtype bool holds truth values"):
+        CS.parse_input(str(mask), (4,))
+    ints = tmp_path / "ints.npy"
+    np.save(ints, np.array([[1, -2, 3, 2 ** 53]], dtype=np.int64))
+    x = CS.parse_input(str(ints), (4,))
+    assert x.dtype == np.float64 and x.tolist() == [[1.0, -2.0, 3.0, 2.0 ** 53]]
+    one = tmp_path / "one.npy"
+    np.save(one, np.array([0.25, 0.5, -1.0, 3.0]))
+    assert CS.parse_input(str(one), (4,)).shape == (1, 4)
+    scalar = tmp_path / "scalar.npy"
+    np.save(scalar, np.array(0.75))
+    assert CS.parse_input(str(scalar), ()).tolist() == [0.75]
+    with pytest.raises(ExperimentError, match="0-d array"):
+        CS.parse_input(str(scalar), (4,))
+    nan = tmp_path / "nan.npy"
+    np.save(nan, np.array([0.25, np.nan, -1.0, 3.0]))
+    with pytest.raises(ExperimentError, match=r"entry \[1\] is nan"):
+        CS.parse_input(str(nan), (4,))
+
+
+def test_contexts_flag_is_resolved_once_to_context_objects():
+    """The CLI's --contexts type hands the command the contexts themselves; parse_contexts
+    takes them as they are (and still refuses a non-point context, naming the flag)."""
+    from scalarlab.experiments import argtypes as T
+    got = T.contexts("binary32,float64")
+    assert got == [scalars.get("binary32"), scalars.get("float64")]
+    assert CS.parse_contexts(got) == got
+    with pytest.raises(ExperimentError, match="--contexts: context .* interval"):
+        CS.parse_contexts(T.contexts("binary32,interval:float64"))

@@ -208,7 +208,7 @@ def test_residual_precondition_is_checked_exactly():
 
 def test_pack_inputs_evaluates_bit_identically():
     from scalarlab import graph
-    from scalarlab.experiments.compare import GraphCase
+    from scalarlab.experiments.cases import GraphCase
     prog, = read_fpcore("(FPCore (x y z) (/ (+ x (* y z)) (- z 3)))")
     g, p = S.pack_inputs(prog.graph, prog.payload)
     assert [n.op for n in g.nodes if n.op == "input"] == ["input"]

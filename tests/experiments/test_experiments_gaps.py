@@ -9,7 +9,7 @@ import pytest
 
 from scalarlab import graph
 from scalarlab import scalars
-from scalarlab.experiments import compare as C
+from scalarlab.experiments import cases as CS
 from scalarlab.experiments import gaps as G
 from scalarlab.experiments.cli import main
 from scalarlab.scalars import formats
@@ -68,10 +68,10 @@ def test_bitpattern_sampling_reaches_tiny_values():
 
 
 def test_distribution_recomputed_independently():
-    case = C.load_case("six-node")
+    case = CS.load_case("six-node")
     ctx = scalars.get("binary16")
     res = G.gaps(case, ctx, samples=150, sampling="box", radius=0.05, seed=3)
-    x = G.sample_inputs(C.center_of(case, None), 0.05, 150, 3, formats.get("binary16"), "box")
+    x = G.sample_inputs(CS.center_of(case, None), 0.05, 150, 3, formats.get("binary16"), "box")
     v = np.asarray(graph.denote(case.graph, case.payload, x, ctx), dtype=np.float64)
     r = graph.denote(case.graph, case.payload, x, scalars.get("mpmath:200"))
     cr = np.array([formats.round_fraction(_exact(t), formats.get("binary16")) for t in r])
@@ -122,7 +122,7 @@ def test_gaps_user_errors(argv, msg, status, capsys):
 
 
 def test_checked_float64_reference_gives_the_oracles_gaps():
-    case = C.load_case("six-node")
+    case = CS.load_case("six-node")
     ctx = scalars.get("bfloat16")
     cheap = G.gaps(case, ctx, samples=600, seed=9, oracle_limit=500, check_samples=64)
     oracle = G.gaps(case, ctx, samples=600, seed=9)

@@ -7,7 +7,7 @@ import json
 import gmpy2
 import numpy as np
 
-from scalarlab.experiments import compare as C
+from scalarlab.experiments import reference as RF
 from scalarlab.experiments.cli import main
 
 
@@ -28,8 +28,8 @@ def test_tiny_input_raises_the_oracle_and_the_gap_is_seen(tmp_path, capsys):
 
 
 def test_ordinary_inputs_keep_the_asked_precision():
-    oracle = C.scalars.get("mpmath:200")
-    got, note = C._oracle_for_inputs(oracle, np.array([[0.3, -2.0, 1e9]]))
+    oracle = RF.scalars.get("mpmath:200")
+    got, note = RF._oracle_for_inputs(oracle, np.array([[0.3, -2.0, 1e9]]))
     assert got is oracle and note == ""
-    got, note = C._oracle_for_inputs(oracle, {0: np.array([[1e-100]])})
-    assert got.name == f"mpmath:{C.ORACLE_EXPONENT_GUARD + 2 * 332}" and "raised" in note
+    got, note = RF._oracle_for_inputs(oracle, {0: np.array([[1e-100]])})
+    assert got.name == f"mpmath:{RF.ORACLE_EXPONENT_GUARD + 2 * 332}" and "raised" in note

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from scalarlab import graph
-from scalarlab.experiments import compare as C
+from scalarlab.experiments import cases as CS
 from scalarlab.experiments import reduction_order as R
 from scalarlab.experiments.cli import main
 from scalarlab.scalars import formats
@@ -48,8 +48,8 @@ def test_native_context_is_float64_kernels_rounded_once():
 
 
 def test_gaps_between_orders_recomputed_from_bit_patterns():
-    case = C.load_case("six-node")
-    x = C.box_samples(C.center_of(case, None), 0.05, 60, seed=4)
+    case = CS.load_case("six-node")
+    x = CS.box_samples(CS.center_of(case, None), 0.05, 60, seed=4)
     res = R.reduction_order(case, x, formats=["binary32"])
     ctxs, _ = R.order_contexts("binary32")
     seq = graph.denote_all(case.graph, case.payload, x, ctxs["sequential"])

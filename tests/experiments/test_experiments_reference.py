@@ -13,18 +13,21 @@ import pytest
 
 from scalarlab import graph
 from scalarlab import scalars
+from scalarlab.experiments import cases as CS
 from scalarlab.experiments import compare as C
+from scalarlab.experiments import reference as RF
+from scalarlab.experiments.errors import ExperimentError
 
 
 def _elapsed_case(cancel_graph):
     """x = (t0, dt) -> [t0 + dt, t0] -> (t0 + dt) - t0: the exact result is dt."""
-    return C.GraphCase("elapsed", *cancel_graph)
+    return CS.GraphCase("elapsed", *cancel_graph)
 
 
 def _pixels_case():
     """Four pixel intensities through relu: the exact output is the input."""
     g = graph.Graph([graph.Node(0, [], "input", [4]), graph.Node(1, [0], "relu", [4])])
-    return C.GraphCase("pixels", g, graph.Payload({}))
+    return CS.GraphCase("pixels", g, graph.Payload({}))
 
 
 def _e4m3_midpoints() -> set:
@@ -46,9 +49,9 @@ def test_float64_fails_the_check_on_cancellation(cancel_graph):
     t0 = 1.7e9 + rng.uniform(0.0, 1e6, n)
     dt = rng.uniform(1e-3, 2e-3, n)
     x = np.stack([t0, dt], axis=1)
-    ref = C.compute_reference(_elapsed_case(cancel_graph), x, "mpmath:200",
-                              C.parse_contexts("binary16,bfloat16"),
-                              oracle_limit=100, check_samples=32)
+    ref = RF.compute_reference(_elapsed_case(cancel_graph), x, "mpmath:200",
+                               CS.parse_contexts("binary16,bfloat16"),
+                               oracle_limit=100, check_samples=32)
     assert ref.name == "mpmath:200" and ref.check == {}
     head, why = ref.label.split("; ", 1)
     assert head == "mpmath:200 (oracle, all samples)"
@@ -63,7 +66,7 @@ def test_float64_fails_the_check_on_cancellation(cancel_graph):
         assert exact == Fraction(dt[k])
         assert Fraction(float(hi[k, 0])) + Fraction(float(lo[k, 0])) == exact
     # ... which float64 does not give: the check was right to refuse it.
-    f64 = C.evaluate_split(_elapsed_case(cancel_graph), x, scalars.get("float64"))[2][0]
+    f64 = CS.evaluate_split(_elapsed_case(cancel_graph), x, scalars.get("float64"))[2][0]
     assert np.count_nonzero(f64[:, 0] != dt) > n // 2
 
 
@@ -74,11 +77,11 @@ def test_float64_declined_when_many_samples_sit_on_a_rounding_boundary():
     rng = np.random.default_rng(3)
     n = 400
     x = rng.integers(0, 256, size=(n, 4)).astype(np.float64)
-    ref = C.compute_reference(_pixels_case(), x, "mpmath:200", C.parse_contexts("e4m3"),
-                              oracle_limit=100, check_samples=32)
+    ref = RF.compute_reference(_pixels_case(), x, "mpmath:200", CS.parse_contexts("e4m3"),
+                               oracle_limit=100, check_samples=32)
     mids = _e4m3_midpoints()
     k = sum(any(Fraction(v) in mids for v in row) for row in x)
-    assert k > max(C.BOUNDARY_REDO_MIN, n // C.BOUNDARY_REDO_DIVISOR)
+    assert k > max(RF.BOUNDARY_REDO_MIN, n // RF.BOUNDARY_REDO_DIVISOR)
     assert ref.name == "mpmath:200"
     assert ref.label == (f"mpmath:200 (oracle, all samples); float64 reference not used: "
                          f"{k} of {n} samples lie within its error of a rounding boundary")
@@ -98,8 +101,8 @@ def test_few_boundary_samples_are_redone_in_the_oracle():
     on_boundary = [7, 50, 51, 120, 299]
     for j, i in enumerate(on_boundary):
         x[i, j % 4] = mids[3 * j]
-    ref = C.compute_reference(_pixels_case(), x, "mpmath:200", C.parse_contexts("e4m3"),
-                              oracle_limit=100, check_samples=32)
+    ref = RF.compute_reference(_pixels_case(), x, "mpmath:200", CS.parse_contexts("e4m3"),
+                               oracle_limit=100, check_samples=32)
     assert ref.name == "float64"
     assert ref.check["rounding_mismatches"] == 0 and ref.check["max_rel_dev"] == 0.0
     assert ref.check["near_boundary_in_oracle"] == len(on_boundary)
@@ -114,15 +117,15 @@ def test_few_boundary_samples_are_redone_in_the_oracle():
 def test_shortcut_not_tried_for_array_oracles_or_wide_formats():
     x = np.random.default_rng(5).uniform(0, 1, size=(150, 4))
     # A binary reference the user asked for is as cheap as float64: no shortcut, no reason.
-    ref = C.compute_reference(_pixels_case(), x, "binary32", C.parse_contexts("e4m3"),
-                              oracle_limit=100)
+    ref = RF.compute_reference(_pixels_case(), x, "binary32", CS.parse_contexts("e4m3"),
+                               oracle_limit=100)
     assert ref.label == "binary32 (requested reference, not an oracle, all samples)"
-    ref = C.compute_reference(_pixels_case(), x, "float64", C.parse_contexts("e4m3"),
-                              oracle_limit=100)
+    ref = RF.compute_reference(_pixels_case(), x, "float64", CS.parse_contexts("e4m3"),
+                               oracle_limit=100)
     assert ref.name == "float64" and ref.label.startswith("float64 (requested reference")
     # binary32 has 24 significand bits (allowed), binary64 53 (refused).
-    ref = C.compute_reference(_pixels_case(), x, "mpmath:200",
-                              C.parse_contexts("binary32,binary64"), oracle_limit=100)
+    ref = RF.compute_reference(_pixels_case(), x, "mpmath:200",
+                               CS.parse_contexts("binary32,binary64"), oracle_limit=100)
     assert ref.label.endswith("float64 reference not allowed: binary64 too precise for a "
                               "float64 reference")
 
@@ -131,8 +134,8 @@ def test_shortcut_not_tried_for_array_oracles_or_wide_formats():
                                         ("dual:float64", "a dual"),
                                         ("complex128", "a complex")])
 def test_point_contexts_only(name, what):
-    with pytest.raises(C.ExperimentError, match=f"context {name} is {what} context"):
-        C.parse_contexts(name)
+    with pytest.raises(ExperimentError, match=f"context {name} is {what} context"):
+        CS.parse_contexts(name)
 
 
 @pytest.fixture(params=["fmt as registered", "fmt = binary64"])
@@ -150,15 +153,15 @@ def float64_ctx(request, monkeypatch):
 def test_float64_is_binary64_hardware_either_way(float64_ctx):
     from scalarlab.experiments import metrics
     assert metrics.is_binary64(metrics.format_of(float64_ctx))
-    assert C.is_array_context(float64_ctx) and C._chunk_size(float64_ctx) == 1 << 18
-    assert C._chunk_size(scalars.get("mpmath:200")) == 256
+    assert CS.is_array_context(float64_ctx) and CS._chunk_size(float64_ctx) == 1 << 18
+    assert CS._chunk_size(scalars.get("mpmath:200")) == 256
     x = np.random.default_rng(6).uniform(0, 1, size=(150, 4))
     # float64 as a compared context is too precise for the float64 shortcut ...
-    ref = C.compute_reference(_pixels_case(), x, "mpmath:200", [float64_ctx], oracle_limit=100)
+    ref = RF.compute_reference(_pixels_case(), x, "mpmath:200", [float64_ctx], oracle_limit=100)
     assert ref.name == "mpmath:200" and "float64 too precise" in ref.label
     # ... and as the reference it is no oracle, and never replaced by itself.
-    ref = C.compute_reference(_pixels_case(), x, "float64", [scalars.get("e4m3")],
-                              oracle_limit=100)
+    ref = RF.compute_reference(_pixels_case(), x, "float64", [scalars.get("e4m3")],
+                               oracle_limit=100)
     assert ref.label == "float64 (requested reference, not an oracle, all samples)"
     res = C.compare(_pixels_case(), [float64_ctx, scalars.get("binary64")], x[:3])
     assert list(res.rows["format"]) == ["binary64"] * 4

@@ -5,14 +5,15 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from scalarlab.experiments import compare as C
+from scalarlab.experiments import cases as CS
 from scalarlab.experiments import sampling as S
+from scalarlab.experiments.npy_input import read_npy
 from scalarlab.graph.importers.fpcore import read_fpcore
 
 
 def _case(args="x y"):
     p, = read_fpcore(f"(FPCore ({args}) (+ {args}))")
-    return C.GraphCase("t", p.graph, p.payload)
+    return CS.GraphCase("t", p.graph, p.payload)
 
 
 def _save(tmp_path, arr, name="a.npy"):
@@ -26,7 +27,7 @@ def test_float_and_integer_arrays_are_read_exactly(tmp_path):
                 np.array([[0.1, -2.5]], dtype=np.float32),
                 np.array([[1, -2], [2 ** 53, 7]], dtype=np.int64),
                 np.array([[1, 2]], dtype=np.uint8)):
-        got = S.read_npy(_save(tmp_path, arr), "--input-file")
+        got = read_npy(_save(tmp_path, arr), "--input-file")
         assert got.dtype == np.float64 and got.shape == arr.shape
         assert [Fraction(float(v)) for v in got.ravel()] == \
             [Fraction(int(v)) if arr.dtype.kind in "iu" else Fraction(float(v))
@@ -51,24 +52,24 @@ def test_float_and_integer_arrays_are_read_exactly(tmp_path):
 def test_refused_arrays_say_why(tmp_path, arr, message):
     f = _save(tmp_path, arr)
     with pytest.raises(S.ExperimentError, match=f"--input-file {f}: {message}"):
-        S.read_npy(f, "--input-file")
+        read_npy(f, "--input-file")
     with pytest.raises(S.ExperimentError, match=message):
         S.load_input_file(f, _case())
 
 
 def test_unreadable_files(tmp_path):
     with pytest.raises(S.ExperimentError, match="no such file"):
-        S.read_npy(str(tmp_path / "none.npy"), "--input-file")
+        read_npy(str(tmp_path / "none.npy"), "--input-file")
     with pytest.raises(S.ExperimentError, match="expected a .npy file"):
-        S.read_npy(str(tmp_path / "x.csv"), "--input-file")
+        read_npy(str(tmp_path / "x.csv"), "--input-file")
     bad = tmp_path / "bad.npy"
     bad.write_bytes(b"not numpy")
     with pytest.raises(S.ExperimentError, match="not a readable .npy array"):
-        S.read_npy(str(bad), "--input-file")
+        read_npy(str(bad), "--input-file")
     obj = tmp_path / "obj.npy"
     np.save(obj, np.array([[Fraction(1, 3)]], dtype=object), allow_pickle=True)
     with pytest.raises(S.ExperimentError, match="not a readable .npy array"):
-        S.read_npy(str(obj), "--input-file")
+        read_npy(str(obj), "--input-file")
     with pytest.raises(S.ExperimentError, match=r"array shape \[2, 3\]; expected \[N, 2\]"):
         S.load_input_file(_save(tmp_path, np.ones((2, 3))), _case())
 

@@ -262,9 +262,11 @@ def test_guarded_log_and_a_node_shared_with_an_unguarded_consumer():
             as info:
         graph.denote_all(g2, p2, xs, b32)
     assert "through a select" not in str(info.value)       # it runs on every row
-    vals = graph.denote_all(g2, p2, xs, b32, partial=True)
+    errors: dict = {}
+    vals = graph.denote_all(g2, p2, xs, b32, partial=True, errors=errors)
     assert vals[ids2[lg]] is None and vals[len(e.ops) - 1] is None
     assert vals[ids2[sel]] is None                         # a dependent of the failed node
+    assert errors == {ids2[lg]: str(info.value)}           # only the node that failed
 
 
 def test_error_on_a_row_that_takes_the_branch_names_node_and_rows():
@@ -280,8 +282,13 @@ def test_error_on_a_row_that_takes_the_branch_names_node_and_rows():
         graph.denote(g, p, np.array(-4.0), "float64")          # single sample: raises too
     assert float(graph.denote(g, p, np.array(4.0), "float64")) == 4.0
     # partial: the node and its dependents are None, the condition is computed
-    vals = graph.denote_all(g, p, np.array([1.0, -4.0]), "binary32", partial=True)
+    errors: dict = {}
+    vals = graph.denote_all(g, p, np.array([1.0, -4.0]), "binary32", partial=True,
+                            errors=errors)
     assert vals[ids[s]] is None and vals[g.output] is None and vals[ids[3]] is not None
+    assert list(errors) == [ids[s]]
+    assert errors[ids[s]].startswith(f"IR eval: sqrt {ids[s]} (on the 1 batch rows that "
+                                      f"reach it through a select: 1;")
     vals = graph.denote_all(g, p, np.array([1.0, 4.0]), "binary32", partial=True)
     assert vals[g.output].tolist() == [1.0, 4.0]
 

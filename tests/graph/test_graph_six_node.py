@@ -150,8 +150,13 @@ def test_rational_is_exact_up_to_tanh_which_raises(six):
     ctx = scalars.get("rational")
     with pytest.raises(scalars.ContextError, match="tanh 5"):
         graph.denote_all(g, p, x, ctx)
-    vals = graph.denote_all(g, p, x, ctx, partial=True)
+    errors: dict = {}
+    vals = graph.denote_all(g, p, x, ctx, partial=True, errors=errors)
     assert vals[5] is None
+    # the fold says why, with the message the non-partial fold raises (one failed node)
+    with pytest.raises(scalars.ContextError) as info:
+        graph.denote_all(g, p, x, ctx)
+    assert errors == {5: str(info.value)}
     for got, want in zip(vals[:5], _exact_table()):
         assert [to_fraction(t) for t in np.asarray(got, dtype=object).reshape(-1)] == want
     assert to_fraction(np.asarray(vals[4]).item()) == Fraction(693, 25000)

@@ -263,8 +263,8 @@ def _infinite(ctx, v) -> np.ndarray:
 
 def _min_normal(ctx) -> float:
     fmt = ctx.fmt
-    if fmt is None and ctx.is_interval and getattr(ctx.ends, "kind", "") == "float":
-        fmt = ctx.ends.grid
+    if fmt is None and ctx.is_interval:
+        fmt = ctx.endpoint_format
     return 0.0 if fmt is None else float(fmt.min_normal)
 
 

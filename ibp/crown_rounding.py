@@ -74,7 +74,7 @@ class PointErrors:
 
     def __init__(self, ictx):
         self.ictx = ictx
-        kind = ictx.ends.kind
+        kind = ictx.endpoint_kind
         self.exact = kind == "rational"
         #: dot products in a binary format, sequential left to right (not pairwise, not
         #: float64's native order): the running-error bound of linear applies

@@ -57,6 +57,10 @@ class Context:
     ``reduction``          ``"sequential"``, ``"pairwise"`` or ``"native"``
     ``fma_dot``            dot products round once per multiply-add (fma) instead of twice
     ``kind``               short family label used in listings
+    ``exact_strings``      ``exact_string(v)`` gives each entry's exact text
+    ``mp``                 the ``mpmath.MPContext`` of an mpmath-valued context, else ``None``
+
+    Interval contexts add ``endpoint_kind``, ``endpoint_format`` and ``float64_endpoints``.
     """
 
     name: str = "?"
@@ -68,6 +72,8 @@ class Context:
     correctly_rounded: frozenset = frozenset()
     reduction: str = "native"
     fma_dot: bool = False
+    exact_strings: bool = False
+    mp = None
     description: str = ""
 
     # ------------------------------------------------------------------ helpers

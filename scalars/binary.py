@@ -88,6 +88,7 @@ class BinaryContext(ArrayShapeOps):
     """
 
     kind = "binary"
+    exact_strings = True
     storage = "float64"
 
     def __new__(cls, fmt=None, **kwargs):

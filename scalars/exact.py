@@ -398,6 +398,7 @@ class RationalContext(ObjectArrayContext):
     name = "rational"
     kind = "exact"
     exact = True
+    exact_strings = True
     reduction = "sequential"
     leaf_type = MPQ
     leaf_label = "gmpy2.mpq"

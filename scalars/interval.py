@@ -528,6 +528,24 @@ class IntervalContext(Context):
                 f"binary format (binary32, bfloat16, binary16, e4m3, binary(E,M), ...), "
                 f"rational or mpmath:PREC ({exc})") from None
 
+    # ------------------------------------------------------- declared capabilities
+    @property
+    def endpoint_kind(self) -> str:
+        """How endpoints are stored: ``"float"`` (float64 arrays on a binary grid),
+        ``"rational"`` (gmpy2 mpq) or ``"mpmath"`` (mpf)."""
+        return self.ends.kind
+
+    @property
+    def endpoint_format(self):
+        """The :class:`Format` grid of float endpoints (binary64 for float64), else None."""
+        return self.ends.grid if self.ends.kind == "float" else None
+
+    @property
+    def float64_endpoints(self) -> bool:
+        """Endpoints are hardware float64 (base float64): an outward-rounded float64 pair
+        is already a value of this context."""
+        return self.ends.kind == "float" and self.fmt is None
+
     def supports(self, op: str) -> bool:
         """less/argmax never; functions over rational endpoints only at rational points."""
         if op in ("less", "argmax"):

@@ -229,7 +229,7 @@ def _binder(capsule: Capsule, graph_op: str, ctx):
 
 
 def _interval_binder(capsule: Capsule, graph_op: str, ctx, what: str):
-    from scalarlab.scalars.interval import Interval
+    from scalarlab.scalars.values import Interval
     from . import host
 
     def ends(v, name):

@@ -48,7 +48,7 @@ import numpy as np
 
 from scalarlab.scalars.errors import ContextError
 from scalarlab.scalars.f64_matmul import product as f64_product
-from scalarlab.scalars.interval import Interval
+from scalarlab.scalars.values import Interval
 
 from .axes import norm_axis
 from .oprecord import OPS

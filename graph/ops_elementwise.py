@@ -15,7 +15,8 @@ from __future__ import annotations
 import mpmath
 import numpy as np
 
-from scalarlab.scalars.dual import Dual, max_weight
+from scalarlab.scalars.dual import max_weight
+from scalarlab.scalars.values import Dual
 from scalarlab.scalars.errors import ContextError
 from scalarlab.scalars.functions import FUNCTIONS
 from scalarlab.scalars.functions2 import BINARY_FUNCTIONS

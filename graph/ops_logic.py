@@ -27,8 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from scalarlab.scalars.errors import ContextError
-from scalarlab.scalars.dual import Dual
-from scalarlab.scalars.interval import Interval
+from scalarlab.scalars.values import Dual, Interval
 
 from .axes import align, broadcast_shapes, unbroadcast
 from .oprecord import OpRecord, register

@@ -22,7 +22,7 @@ import numpy as np
 from scalarlab.scalars.base import to_fraction
 from scalarlab.scalars.errors import ContextError
 from scalarlab.scalars.directed import recycled_empty
-from scalarlab.scalars.interval import Interval
+from scalarlab.scalars.values import Interval
 
 from .errors import IBPError
 

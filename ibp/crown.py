@@ -97,7 +97,7 @@ from scalarlab.graph.fold import node_args, rule_for
 from scalarlab.graph.optable import OPS, OpDataError
 from scalarlab.scalars.errors import ContextError
 from scalarlab.scalars.functions import FUNCTIONS
-from scalarlab.scalars.interval import Interval
+from scalarlab.scalars.values import Interval
 
 from .box import BOTH, EXECUTION, REAL, Box
 from .crown_rounding import DOT_AFFINE, EXACT_AFFINE, PointErrors

@@ -47,7 +47,7 @@ import math
 import numpy as np
 
 from scalarlab.scalars.functions import F64_ABS_ERR, FUNCTIONS
-from scalarlab.scalars.interval import Interval
+from scalarlab.scalars.values import Interval
 
 __all__ = ["PointErrors", "EXACT_AFFINE", "DOT_AFFINE", "BN_ROUNDINGS"]
 

@@ -10,8 +10,8 @@ Value representations (``ctx.shape(v)`` works on all of them):
 * float64, binary formats: ``numpy.ndarray`` of float64 (binary-format entries are exactly
   representable in the format); complex128: complex ndarray.
 * rational (gmpy2 ``mpq``), mpmath (``mpf``), fp32-real (``mpfr``): ``ndarray(dtype=object)``.
-* intervals: :class:`scalars.interval.Interval` ``(lo, hi)`` of base-context arrays.
-* duals: :class:`scalars.dual.Dual` ``(primal, tangent)`` of base-context arrays.
+* intervals: :class:`scalars.values.Interval` ``(lo, hi)`` of base-context arrays.
+* duals: :class:`scalars.values.Dual` ``(primal, tangent)`` of base-context arrays.
 
 Scalars are 0-d arrays (shape ``()``).  Broadcasting follows numpy's rules; a shape that
 does not broadcast is a :class:`ContextError` naming the op, the context and both shapes.

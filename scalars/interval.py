@@ -53,26 +53,10 @@ from .errors import ContextError
 from .f64_matmul import product as _product
 from .formats import Format, binary64
 from .functions import FUNCTIONS
+from .values import Interval  # also importable from here, as before
 
 _TWO_PI_SAFE = 7.0        # an interval at least this wide (> 2 pi) covers a whole period
 _HUGE_PHASE = 2.0 ** 40   # beyond this, extrema are located by MPFR argument reduction
-
-
-class Interval:
-    """A box ``[lo, hi]`` elementwise: ``lo`` and ``hi`` are base-context arrays."""
-
-    __slots__ = ("lo", "hi")
-
-    def __init__(self, lo, hi):
-        self.lo = lo
-        self.hi = hi
-
-    @property
-    def shape(self) -> tuple:
-        return tuple(np.shape(self.lo))
-
-    def __repr__(self) -> str:
-        return f"Interval(lo={self.lo!r}, hi={self.hi!r})"
 
 
 def _obj(r) -> np.ndarray:

@@ -21,7 +21,7 @@ import pytest
 from scalarlab import scalars
 from scalarlab.graph import Graph, Node, OpKind, denote_all
 from scalarlab.graph.optable import OPS, full_attrs
-from scalarlab.scalars.interval import Interval
+from scalarlab.scalars.values import Interval
 from scalarlab.scalars.functions import FUNCTIONS
 from scalarlab.scalars.functions2 import BINARY_FUNCTIONS
 

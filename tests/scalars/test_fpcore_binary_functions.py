@@ -20,7 +20,7 @@ from scalarlab import graph, scalars
 from scalarlab.graph.optable import OPS
 from scalarlab.scalars import formats
 from scalarlab.scalars.base import to_fraction
-from scalarlab.scalars.interval import Interval
+from scalarlab.scalars.values import Interval
 from scalarlab.tape import TapeBuilder, backward
 
 NAMES = ["pow", "atan2", "hypot", "fmod", "remainder", "fmax", "fmin", "fdim", "copysign"]

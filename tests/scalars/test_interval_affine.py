@@ -20,7 +20,7 @@ from scalarlab.graph.optable import OPS
 from scalarlab.ibp import Box, check_containment, run_ibp
 from scalarlab.scalars import dot_enclosure
 from scalarlab.scalars import interval_affine as IA
-from scalarlab.scalars.interval import Interval
+from scalarlab.scalars.values import Interval
 
 F64 = "interval:float64"
 

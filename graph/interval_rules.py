@@ -818,7 +818,7 @@ def reduction_rule(forward, count=None):
 # ...) needs nothing.
 def _function_ulps(name) -> int:
     from scalarlab.scalars.functions import FUNCTIONS
-    from scalarlab.scalars.functions2 import BINARY_FUNCTIONS
+    from scalarlab.scalars.functions_binary import BINARY_FUNCTIONS
     fn = FUNCTIONS.get(name) or BINARY_FUNCTIONS[name]
     return int(fn.f64_ulps)
 
@@ -879,7 +879,7 @@ def attach() -> None:
     """Set ``interval`` on the records named in :data:`RULES` (idempotent: a record whose
     rule is already one of these is left alone)."""
     from scalarlab.scalars.functions import FUNCTIONS
-    from scalarlab.scalars.functions2 import BINARY_FUNCTIONS
+    from scalarlab.scalars.functions_binary import BINARY_FUNCTIONS
 
     # every op that is a scalar function of the vocabulary gets function_rule (one entry
     # in scalars/functions*.py is still the whole recipe for a new function)

@@ -25,7 +25,7 @@ import numpy as np
 
 from .errors import ContextError
 from .functions import FUNCTIONS
-from .functions2 import BINARY_FUNCTIONS
+from .functions_binary import BINARY_FUNCTIONS
 
 # Every method name of the vocabulary, grouped as DESIGN.md lists them.  Tests iterate
 # over these; ``Context.supports(op)`` answers whether a context can do one honestly.
@@ -33,7 +33,7 @@ ELEMENTWISE_BINARY = ("add", "sub", "mul", "div", "maximum", "minimum")
 # The functions (exp, log, ...) are declared once in scalars.functions.
 TRANSCENDENTAL = tuple(FUNCTIONS)
 ELEMENTWISE_UNARY = ("neg", "abs", "sqrt", "square", *TRANSCENDENTAL)
-# The binary functions (pow, atan2, ...) are declared once in scalars.functions2.
+# The binary functions (pow, atan2, ...) are declared once in scalars.functions_binary.
 BINARY_TRANSCENDENTAL = tuple(BINARY_FUNCTIONS)
 VOCABULARY = (
     "convert", "to_float64", "format", "zeros", "ones", "full",
@@ -133,7 +133,7 @@ class Context:
     # below, calling this hook with the function's entry.  A context family implements
     # the hook once, reading the entry (float64 evaluator, MPFR, derivative, ...).
     def _function(self, fn, a): raise self.unsupported(fn.name)
-    # Likewise the binary functions of scalars.functions2 (pow, atan2, ...): the hook
+    # Likewise the binary functions of scalars.functions_binary (pow, atan2, ...): the hook
     # ``_function2(fn, a, b)`` (numpy broadcasting of a and b).
     def _function2(self, fn, a, b): raise self.unsupported(fn.name)
 
@@ -180,7 +180,7 @@ def _function2_method(fn):
     def method(self, a, b):
         return self._function2(fn, a, b)
     method.__name__ = method.__qualname__ = fn.name
-    method.__doc__ = f"{fn.doc} (elementwise, broadcasting; declared in scalars.functions2)"
+    method.__doc__ = f"{fn.doc} (elementwise, broadcasting; declared in scalars.functions_binary)"
     return method
 
 

@@ -24,7 +24,7 @@ from .arrayshape import ArrayShapeOps
 from .base import as_object_array, check_broadcast
 from .errors import ContextError
 from .functions import FUNCTIONS
-from .functions2 import BINARY_FUNCTIONS
+from .functions_binary import BINARY_FUNCTIONS
 
 MPQ = type(gmpy2.mpq(0))
 MPZ = type(gmpy2.mpz(0))
@@ -184,7 +184,7 @@ class ObjectArrayContext(ArrayShapeOps):
         return str(t)
 
     def _function2(self, fn, a, b):
-        """pow, atan2, ... (scalars.functions2): the domain check (a ContextError naming
+        """pow, atan2, ... (scalars.functions_binary): the domain check (a ContextError naming
         op, context and both values), then the subclass's ``_function2_leaf`` per entry."""
         op = fn.name
         a = self._arr(a, op); b = self._arr(b, op)

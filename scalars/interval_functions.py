@@ -1,6 +1,7 @@
 """The elementwise functions of the interval contexts (exp, log, sin, ..., the
 two-argument functions, heaviside, sign): a mixin of
-:class:`scalars.interval.IntervalContext`, written against its plumbing (``_iv``, ``_box``, ``ends``).
+:class:`scalars.interval.IntervalContext`, written against its plumbing (``_iv``,
+``_box``, ``ends``).
 """
 from __future__ import annotations
 
@@ -81,7 +82,7 @@ class IntervalFunctions:
         return self._box(lo, hi)
 
     def _function2(self, fn, a, b):
-        """pow, hypot, fmax, fmin, copysign (scalars.functions2): the rules of
+        """pow, hypot, fmax, fmin, copysign (scalars.functions_binary): the rules of
         scalars.function_intervals; atan2, fmod, remainder raise a ContextError."""
         a, b, shape = self._pair(a, b, fn.name)
         return FI.binary_interval(self, fn, a, b, shape)

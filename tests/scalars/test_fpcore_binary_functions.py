@@ -1,4 +1,4 @@
-"""The binary functions of scalars.functions2 (pow atan2 hypot fmod remainder fmax fmin
+"""The binary functions of scalars.functions_binary (pow atan2 hypot fmod remainder fmax fmin
 fdim copysign): correctly rounded in the binary formats against MPFR in matching contexts
 (every pair of e4m3 values, sampled binary16/binary32/binary64, C's special cases),
 fp32-real and mpmath, exact rational values and refusals, interval rules sound on sampled

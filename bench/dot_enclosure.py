@@ -14,7 +14,7 @@ import time
 import numpy as np
 
 from scalarlab import scalars
-from scalarlab.scalars.interval import Interval
+from scalarlab.scalars.values import Interval
 
 
 def best(fn, k=3):

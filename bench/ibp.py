@@ -34,7 +34,7 @@ from scalarlab.graph import denote_all, examples  # noqa: E402
 from scalarlab.graph.optable import OPS  # noqa: E402
 from scalarlab.ibp import Box, check_containment, run_ibp  # noqa: E402
 from scalarlab.ibp import propagate  # noqa: E402
-from scalarlab.scalars import interval as interval_mod  # noqa: E402
+from scalarlab.scalars import interval_linalg as interval_mod  # noqa: E402
 
 
 def best_of(fn, repeat=3):

@@ -146,12 +146,12 @@ def _binder(capsule: Capsule, graph_op: str, ctx):
 
     what = f"{capsule.name} (op {graph_op})"
     is_interval = capsule.fmt == INTERVAL_FMT
-    if is_interval != bool(getattr(ctx, "is_interval", False)):
+    if is_interval != bool(ctx.is_interval):
         raise PlanError(f"bind: {capsule.name} computes in {capsule.fmt}, the run's context is "
                         f"{ctx.name}")
     if is_interval:
         return _interval_binder(capsule, graph_op, ctx, what)
-    fma = bool(getattr(ctx, "fma_dot", False))
+    fma = bool(ctx.fma_dot)
     bop = capsule.op
 
     if bop == "linear":
@@ -229,7 +229,7 @@ def _binder(capsule: Capsule, graph_op: str, ctx):
 
 
 def _interval_binder(capsule: Capsule, graph_op: str, ctx, what: str):
-    from scalarlab.scalars.interval import Interval
+    from scalarlab.scalars.values import Interval
     from . import host
 
     def ends(v, name):

@@ -141,7 +141,7 @@ def format_of(ctx):
     are nevertheless float64 arrays computed natively is hardware float64: its format is
     binary64 (object-valued contexts -- mpmath, rationals, fp32-real -- have none).
     """
-    fmt = getattr(ctx, "fmt", None)
+    fmt = ctx.fmt
     if fmt is not None:
         return fmt
     if ctx.is_interval or ctx.is_dual or ctx.reduction != "native":

@@ -105,7 +105,7 @@ def order_contexts(fmt_name: str) -> tuple[dict, dict]:
             ctx = scalars.get(name)
         except scalars.ContextError:
             continue
-        if ctx.is_interval or ctx.is_dual or getattr(ctx, "fmt", None) != fmt:
+        if ctx.is_interval or ctx.is_dual or ctx.fmt != fmt:
             continue
         for order, (red, fma) in want.items():
             if order not in found and ctx.reduction == red and bool(ctx.fma_dot) == fma:
@@ -121,7 +121,7 @@ def order_contexts(fmt_name: str) -> tuple[dict, dict]:
         except scalars.ContextError:
             continue
         red, fma = want[order]
-        if getattr(ctx, "fmt", None) == fmt and ctx.reduction == red and bool(ctx.fma_dot) == fma:
+        if ctx.fmt == fmt and ctx.reduction == red and bool(ctx.fma_dot) == fma:
             found[order] = ctx
     found["native"] = WideAccumulationContext(fmt)
     missing = {o: f"no registered {fmt.name} context with reduction={want[o][0]}"

@@ -19,9 +19,8 @@ from __future__ import annotations
 import numpy as np
 
 from scalarlab import scalars
-from scalarlab.scalars.dual import Dual
 from scalarlab.scalars.errors import ContextError, ScalarLabError
-from scalarlab.scalars.interval import Interval
+from scalarlab.scalars.values import Dual, Interval
 
 from .errors import GraphError
 from .node import Graph, fmt_shape

@@ -48,7 +48,7 @@ import numpy as np
 
 from scalarlab.scalars.errors import ContextError
 from scalarlab.scalars.f64_matmul import product as f64_product
-from scalarlab.scalars.interval import Interval
+from scalarlab.scalars.values import Interval
 
 from .axes import norm_axis
 from .oprecord import OPS
@@ -286,8 +286,8 @@ def point_rounding(ctx) -> PointRounding:
     pr = _POINT_ROUNDING.get(ctx.name)
     if pr is not None:
         return pr
-    kind_of_ends = ctx.ends.kind
-    if kind_of_ends == "rational" or getattr(ctx, "exact", False):
+    kind_of_ends = ctx.endpoint_kind
+    if kind_of_ends == "rational" or ctx.exact:
         pr = PointRounding(ctx.base_name, "exact", Fraction(0), Fraction(0), True, True)
     elif kind_of_ends == "mpmath":
         prec = int(ctx.base.prec)
@@ -295,7 +295,7 @@ def point_rounding(ctx) -> PointRounding:
                            True, True)
     else:
         base = ctx.base
-        seq = getattr(base, "reduction", "") == "sequential"
+        seq = base.reduction == "sequential"
         if ctx.fmt is None:                         # hardware float64
             pr = PointRounding(base.name, "float64", Fraction(1, 2 ** 53),
                                Fraction(2) ** -1074, seq, False)
@@ -304,7 +304,7 @@ def point_rounding(ctx) -> PointRounding:
             eta = Fraction(fmt.min_subnormal if fmt.subnormals else fmt.min_normal)
             pr = PointRounding(base.name, "binary", Fraction(1, 2 ** (fmt.man_bits + 1)),
                                eta, seq, False,
-                               frozenset(getattr(base, "correctly_rounded", ())))
+                               frozenset(base.correctly_rounded))
     _POINT_ROUNDING[ctx.name] = pr
     return pr
 
@@ -756,7 +756,7 @@ def _dense_extra(ctx, pr, args, g, n):
 def _widen_by(ctx, y, e):
     """[lo - e, hi + e] rounded outward (e a float64 array of upper bounds)."""
     e = np.where(np.isnan(e), np.inf, e)         # inf * 0 in the magnitudes: no bound
-    if getattr(ctx, "fmt", None) is None and ctx.ends.kind == "float":     # float64 ends
+    if ctx.float64_endpoints:                                               # float64 ends
         with np.errstate(all="ignore"):
             # RN(lo - e) is within half an ulp of lo - e: one step down is below it
             lo = np.nextafter(np.asarray(y.lo) - e, -np.inf)
@@ -818,7 +818,7 @@ def reduction_rule(forward, count=None):
 # ...) needs nothing.
 def _function_ulps(name) -> int:
     from scalarlab.scalars.functions import FUNCTIONS
-    from scalarlab.scalars.functions2 import BINARY_FUNCTIONS
+    from scalarlab.scalars.functions_binary import BINARY_FUNCTIONS
     fn = FUNCTIONS.get(name) or BINARY_FUNCTIONS[name]
     return int(fn.f64_ulps)
 
@@ -879,7 +879,7 @@ def attach() -> None:
     """Set ``interval`` on the records named in :data:`RULES` (idempotent: a record whose
     rule is already one of these is left alone)."""
     from scalarlab.scalars.functions import FUNCTIONS
-    from scalarlab.scalars.functions2 import BINARY_FUNCTIONS
+    from scalarlab.scalars.functions_binary import BINARY_FUNCTIONS
 
     # every op that is a scalar function of the vocabulary gets function_rule (one entry
     # in scalars/functions*.py is still the whole recipe for a new function)

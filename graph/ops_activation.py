@@ -35,7 +35,7 @@ from fractions import Fraction
 import mpmath
 import numpy as np
 
-from scalarlab.scalars.interval import Interval
+from scalarlab.scalars.values import Interval
 
 from .axes import is_int
 from .errors import ShapeRuleError

@@ -15,10 +15,11 @@ from __future__ import annotations
 import mpmath
 import numpy as np
 
-from scalarlab.scalars.dual import Dual, max_weight
+from scalarlab.scalars.dual import max_weight
+from scalarlab.scalars.values import Dual
 from scalarlab.scalars.errors import ContextError
 from scalarlab.scalars.functions import FUNCTIONS
-from scalarlab.scalars.functions2 import BINARY_FUNCTIONS
+from scalarlab.scalars.functions_binary import BINARY_FUNCTIONS
 
 from .axes import add_opt, align, broadcast_shapes, unbroadcast
 from .errors import OpDataError
@@ -203,7 +204,7 @@ def check_domain2(ctx, a, b, op: str, fn) -> None:
 
 
 def _function2_record(fn):
-    """The record of a binary function (scalars.functions2): a broadcasting binary op
+    """The record of a binary function (scalars.functions_binary): a broadcasting binary op
     like add; forward ctx.<name> after the domain check, VJP/JVP from the partials."""
     name = fn.name
 

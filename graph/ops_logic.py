@@ -27,8 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from scalarlab.scalars.errors import ContextError
-from scalarlab.scalars.dual import Dual
-from scalarlab.scalars.interval import Interval
+from scalarlab.scalars.values import Dual, Interval
 
 from .axes import align, broadcast_shapes, unbroadcast
 from .oprecord import OpRecord, register
@@ -263,8 +262,8 @@ def _infinite(ctx, v) -> np.ndarray:
 
 def _min_normal(ctx) -> float:
     fmt = ctx.fmt
-    if fmt is None and ctx.is_interval and getattr(ctx.ends, "kind", "") == "float":
-        fmt = ctx.ends.grid
+    if fmt is None and ctx.is_interval:
+        fmt = ctx.endpoint_format
     return 0.0 if fmt is None else float(fmt.min_normal)
 
 

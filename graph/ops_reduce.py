@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from scalarlab.scalars.interval import Interval
+from scalarlab.scalars.values import Interval
 
 from .axes import add_opt, norm_axes, norm_axis
 from .errors import ShapeRuleError

@@ -669,7 +669,7 @@ def _take_indices(ctx, v, n: int):
     ``last``.  GraphError for a value that is not an integer in range, or a box holding
     none or reaching out of range (the rows it selects would be undefined)."""
     from .errors import GraphError
-    fmt = getattr(ctx, "fmt", None)
+    fmt = ctx.fmt
     if fmt is not None and n > 2 ** (fmt.man_bits + 1):
         # the context rounded the index values when it read them: an index past 2^p may
         # have become another index, silently

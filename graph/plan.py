@@ -72,8 +72,8 @@ class Capsule:
         context's dot products round once per multiply-add)."""
         if self.reduction != "context":
             return self.reduction
-        red = str(getattr(ctx, "reduction", "native"))
-        if is_dot(self.op) and getattr(ctx, "fma_dot", False):
+        red = str(ctx.reduction)
+        if is_dot(self.op) and ctx.fma_dot:
             red += "+fma"
         return red
 

@@ -22,7 +22,7 @@ import numpy as np
 from scalarlab.scalars.base import to_fraction
 from scalarlab.scalars.errors import ContextError
 from scalarlab.scalars.directed import recycled_empty
-from scalarlab.scalars.interval import Interval
+from scalarlab.scalars.values import Interval
 
 from .errors import IBPError
 
@@ -210,10 +210,10 @@ class Box:
 
     def to_interval(self, ctx):
         """This box as a value of interval context ``ctx``, endpoints rounded outward."""
-        if not getattr(ctx, "is_interval", False):
+        if not ctx.is_interval:
             raise IBPError(f"Box.to_interval: context {ctx.name} is not an interval context")
         if self.ball is not None:
-            if getattr(ctx, "base_name", "") == "float64":
+            if ctx.float64_endpoints:
                 # the outward float64 ends are the endpoints: ordered, NaN-free and on the
                 # grid by construction, so make's checks are skipped (private copies)
                 # (read-only contiguous ends, as from_center_radius makes for float
@@ -228,7 +228,7 @@ class Box:
                         t = c
                     ends.append(t)
                 return Interval(ends[0], ends[1])
-            if getattr(ctx, "fmt", None) is not None:
+            if ctx.fmt is not None:
                 # float base: the outward float64 ends, rounded outward again (= once)
                 return ctx.make(np.ascontiguousarray(self.lo), np.ascontiguousarray(self.hi))
             lo_x, hi_x = self.exact_ends()          # exact bases get the exact ball

@@ -97,7 +97,7 @@ from scalarlab.graph.fold import node_args, rule_for
 from scalarlab.graph.optable import OPS, OpDataError
 from scalarlab.scalars.errors import ContextError
 from scalarlab.scalars.functions import FUNCTIONS
-from scalarlab.scalars.interval import Interval
+from scalarlab.scalars.values import Interval
 
 from .box import BOTH, EXECUTION, REAL, Box
 from .crown_rounding import DOT_AFFINE, EXACT_AFFINE, PointErrors
@@ -299,7 +299,7 @@ class _State:
         # for a narrower binary base (bfloat16's 8 bits would round every product of the
         # backward pass), the base itself otherwise (mpmath, rational, float64)
         self.wctx = ictx
-        if ictx.ends.kind == "float" and ictx.fmt is not None and ictx.fmt.precision < 53 \
+        if ictx.endpoint_kind == "float" and ictx.fmt is not None and ictx.fmt.precision < 53 \
                 and ictx.fmt.exp_bits <= 11:
             from scalarlab import scalars
             self.wctx = scalars.get("interval:float64")
@@ -576,7 +576,7 @@ def _scale_columns(ictx, pos, neg, al, au) -> Interval:
     encloses the exact value also under underflow (the error of a rounded subnormal
     result is at most half of the smallest subnormal) and overflow (inf stays inf).
     Other slopes, and bases other than float/binary, use the context's product."""
-    if (ictx.ends.kind != "float" or np.any(np.less(al.lo, 0)) or np.any(np.less(au.lo, 0))):
+    if (ictx.endpoint_kind != "float" or np.any(np.less(al.lo, 0)) or np.any(np.less(au.lo, 0))):
         return ictx.add(ictx.mul(pos, al), ictx.mul(neg, au))
     dn = lambda v: np.nextafter(v, -np.inf)      # noqa: E731
     up = lambda v: np.nextafter(v, np.inf)       # noqa: E731

@@ -47,7 +47,7 @@ import math
 import numpy as np
 
 from scalarlab.scalars.functions import F64_ABS_ERR, FUNCTIONS
-from scalarlab.scalars.interval import Interval
+from scalarlab.scalars.values import Interval
 
 __all__ = ["PointErrors", "EXACT_AFFINE", "DOT_AFFINE", "BN_ROUNDINGS"]
 
@@ -74,7 +74,7 @@ class PointErrors:
 
     def __init__(self, ictx):
         self.ictx = ictx
-        kind = ictx.ends.kind
+        kind = ictx.endpoint_kind
         self.exact = kind == "rational"
         #: dot products in a binary format, sequential left to right (not pairwise, not
         #: float64's native order): the running-error bound of linear applies

@@ -10,8 +10,8 @@ Value representations (``ctx.shape(v)`` works on all of them):
 * float64, binary formats: ``numpy.ndarray`` of float64 (binary-format entries are exactly
   representable in the format); complex128: complex ndarray.
 * rational (gmpy2 ``mpq``), mpmath (``mpf``), fp32-real (``mpfr``): ``ndarray(dtype=object)``.
-* intervals: :class:`scalars.interval.Interval` ``(lo, hi)`` of base-context arrays.
-* duals: :class:`scalars.dual.Dual` ``(primal, tangent)`` of base-context arrays.
+* intervals: :class:`scalars.values.Interval` ``(lo, hi)`` of base-context arrays.
+* duals: :class:`scalars.values.Dual` ``(primal, tangent)`` of base-context arrays.
 
 Scalars are 0-d arrays (shape ``()``).  Broadcasting follows numpy's rules; a shape that
 does not broadcast is a :class:`ContextError` naming the op, the context and both shapes.
@@ -25,7 +25,7 @@ import numpy as np
 
 from .errors import ContextError
 from .functions import FUNCTIONS
-from .functions2 import BINARY_FUNCTIONS
+from .functions_binary import BINARY_FUNCTIONS
 
 # Every method name of the vocabulary, grouped as DESIGN.md lists them.  Tests iterate
 # over these; ``Context.supports(op)`` answers whether a context can do one honestly.
@@ -33,7 +33,7 @@ ELEMENTWISE_BINARY = ("add", "sub", "mul", "div", "maximum", "minimum")
 # The functions (exp, log, ...) are declared once in scalars.functions.
 TRANSCENDENTAL = tuple(FUNCTIONS)
 ELEMENTWISE_UNARY = ("neg", "abs", "sqrt", "square", *TRANSCENDENTAL)
-# The binary functions (pow, atan2, ...) are declared once in scalars.functions2.
+# The binary functions (pow, atan2, ...) are declared once in scalars.functions_binary.
 BINARY_TRANSCENDENTAL = tuple(BINARY_FUNCTIONS)
 VOCABULARY = (
     "convert", "to_float64", "format", "zeros", "ones", "full",
@@ -57,6 +57,10 @@ class Context:
     ``reduction``          ``"sequential"``, ``"pairwise"`` or ``"native"``
     ``fma_dot``            dot products round once per multiply-add (fma) instead of twice
     ``kind``               short family label used in listings
+    ``exact_strings``      ``exact_string(v)`` gives each entry's exact text
+    ``mp``                 the ``mpmath.MPContext`` of an mpmath-valued context, else ``None``
+
+    Interval contexts add ``endpoint_kind``, ``endpoint_format`` and ``float64_endpoints``.
     """
 
     name: str = "?"
@@ -68,6 +72,8 @@ class Context:
     correctly_rounded: frozenset = frozenset()
     reduction: str = "native"
     fma_dot: bool = False
+    exact_strings: bool = False
+    mp = None
     description: str = ""
 
     # ------------------------------------------------------------------ helpers
@@ -127,7 +133,7 @@ class Context:
     # below, calling this hook with the function's entry.  A context family implements
     # the hook once, reading the entry (float64 evaluator, MPFR, derivative, ...).
     def _function(self, fn, a): raise self.unsupported(fn.name)
-    # Likewise the binary functions of scalars.functions2 (pow, atan2, ...): the hook
+    # Likewise the binary functions of scalars.functions_binary (pow, atan2, ...): the hook
     # ``_function2(fn, a, b)`` (numpy broadcasting of a and b).
     def _function2(self, fn, a, b): raise self.unsupported(fn.name)
 
@@ -174,7 +180,7 @@ def _function2_method(fn):
     def method(self, a, b):
         return self._function2(fn, a, b)
     method.__name__ = method.__qualname__ = fn.name
-    method.__doc__ = f"{fn.doc} (elementwise, broadcasting; declared in scalars.functions2)"
+    method.__doc__ = f"{fn.doc} (elementwise, broadcasting; declared in scalars.functions_binary)"
     return method
 
 

@@ -47,7 +47,7 @@ from .base import check_broadcast
 from .binary32_store import Float32Storage
 from .errors import ContextError, FormatError
 from .functions import F64_ABS_ERR, FUNCTIONS
-from .functions2 import BINARY_FUNCTIONS
+from .functions_binary import BINARY_FUNCTIONS
 
 NAMED_FORMATS = tuple(formats.NAMED)   # one context per named Format
 REDUCTIONS = ("sequential", "pairwise")
@@ -88,6 +88,7 @@ class BinaryContext(ArrayShapeOps):
     """
 
     kind = "binary"
+    exact_strings = True
     storage = "float64"
 
     def __new__(cls, fmt=None, **kwargs):
@@ -329,7 +330,7 @@ class BinaryContext(ArrayShapeOps):
         return out.reshape(shape)
 
     def _function2(self, fn, a, b):
-        """pow, atan2, ... (scalars.functions2): an exact function's float64 value is the
+        """pow, atan2, ... (scalars.functions_binary): an exact function's float64 value is the
         real result, rounded once onto the format; the others as _function (the float64
         evaluator where its bound cannot straddle a rounding boundary, MPFR elsewhere)."""
         shape, (x, y) = self._operands(fn.name, a, b)

@@ -61,14 +61,14 @@ def settle(op, fmt, args, idx: np.ndarray) -> np.ndarray:
     """Correctly rounded ``op`` of the flat float64 operand arrays ``args`` at positions
     ``idx`` (1-d int array), computed in MPFR; returns float64 values for those positions.
     ``op`` is an arithmetic name (``"add"`` ... ``"fma"``), a ScalarFunction or a
-    BinaryFunction (scalars.functions2; two operand arrays).
+    BinaryFunction (scalars.functions_binary; two operand arrays).
     """
     fmt = formats.get(fmt)
     fctx = formats.gmpy2_context(fmt, "nearest_even")
     out = np.empty(idx.size, dtype=np.float64)
     cols = [np.asarray(a, dtype=np.float64)[idx].tolist() for a in args]
     name = op if isinstance(op, str) else op.mpfr
-    if name is None and getattr(op, "mpfr2", None) is not None:   # scalars.functions2
+    if name is None and getattr(op, "mpfr2", None) is not None:   # scalars.functions_binary
         fn = op.mpfr_in(fctx)
         out[:] = np.fromiter(map(float, map(fn, *cols)), np.float64, idx.size)
     elif name is not None:

@@ -31,24 +31,7 @@ def max_weight(ctx, a, b):
     return ctx.add(ha, ctx.mul(half, ctx.sub(ctx.sub(ctx.ones(()), ha), hb)))
 from .base import Context, check_broadcast
 from .errors import ContextError
-
-
-class Dual:
-    """``primal + tangent * eps`` (eps^2 = 0), both base-context arrays of one shape."""
-
-    __slots__ = ("primal", "tangent")
-
-    def __init__(self, primal, tangent):
-        self.primal = primal
-        self.tangent = tangent
-
-    @property
-    def shape(self) -> tuple:
-        s = getattr(self.primal, "shape", None)
-        return tuple(s) if s is not None else tuple(np.shape(self.primal))
-
-    def __repr__(self) -> str:
-        return f"Dual(primal={self.primal!r}, tangent={self.tangent!r})"
+from .values import Dual  # also importable from here, as before
 
 
 class DualContext(Context):

@@ -145,7 +145,7 @@ class Float64Context(ArrayShapeOps):
         return fn.eval_f64(self._arr(a, fn.name))
 
     def _function2(self, fn, a, b):
-        """pow, atan2, ...: the float64 evaluator of scalars.functions2 (C's semantics)."""
+        """pow, atan2, ...: the float64 evaluator of scalars.functions_binary (C's semantics)."""
         a = self._arr(a, fn.name); b = self._arr(b, fn.name)
         check_broadcast(self, fn.name, a.shape, b.shape)
         return fn.eval_f64(a, b)

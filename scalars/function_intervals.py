@@ -153,7 +153,7 @@ def _piecewise(ctx, fn, a):
 
 
 # ====================================================================== binary
-# The interval rules of scalars.functions2, by the entry's ``interval`` name.  Endpoint
+# The interval rules of scalars.functions_binary, by the entry's ``interval`` name.  Endpoint
 # values f(x, y) are rounded down and up by MPFR directly (:func:`_dir2`): exactly
 # directed on a binary grid (float64 included) and at mpmath's precision, exact over
 # rational endpoints (or the rational context's ContextError).

@@ -27,8 +27,8 @@ from .base import Context
 from .errors import ContextError
 
 # The context modules, in the order their names are listed by names().
-CONTEXT_MODULES = ("float64", "binary", "exact", "mpmath_ctx", "complex128", "interval",
-                   "dual")
+CONTEXT_MODULES = ("float64", "binary", "exact", "fp32_real", "mpmath_ctx", "complex128",
+                   "interval", "dual")
 
 _NAMED: dict[str, Callable[..., Context]] = {}
 _FAMILIES: list[tuple[re.Pattern, Callable[..., Context], str]] = []

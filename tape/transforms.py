@@ -24,7 +24,7 @@ list/tuple/dict of values, and results come back in the same structure.
 from __future__ import annotations
 
 from scalarlab import scalars
-from scalarlab.scalars.dual import Dual
+from scalarlab.scalars.values import Dual
 
 from .backward import backward
 from .values import to_context, value_shape

@@ -29,7 +29,7 @@ from scalarlab import scalars
 from scalarlab.graph.errors import GraphError
 from scalarlab.graph.fold import guarded_schedule
 from scalarlab.graph.optable import get_op
-from scalarlab.scalars.dual import Dual
+from scalarlab.scalars.values import Dual
 from scalarlab.scalars.errors import ContextError
 
 from .backward import Gradients, backward

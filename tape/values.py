@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from scalarlab.scalars.dual import Dual
+from scalarlab.scalars.values import Dual
 from scalarlab.scalars.errors import ContextError
 
 from .errors import TapeError

@@ -76,7 +76,7 @@ class Rules:
 KERNELS = ("errors", "eft", "rounding_kernels", "formats", "directed", "binary_kernels",
            "binary32_hw", "binary32_matmul", "binary32_pairwise", "f64_matmul",
            "grid_kernels", "interval_kernels", "interval_affine", "f64_endpoint_kernels",
-           "dot_enclosure", "correct_rounding", "kernels", "functions", "functions2",
+           "dot_enclosure", "correct_rounding", "kernels", "functions", "functions_binary",
            "function_endpoints", "function_intervals")
 
 RULES = Rules(

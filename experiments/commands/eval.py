@@ -90,12 +90,12 @@ def exact_strings(ctx, v) -> list:
     shape = tuple(ctx.shape(v))
     n = int(np.prod(shape)) if shape else 1
     flat = ctx.reshape(v, (n,))
-    if hasattr(ctx, "exact_string"):
+    if ctx.exact_strings:
         s = ctx.exact_string(flat).strip()
         parts = [t.strip() for t in s[1:-1].split(",")] if s.startswith("[") else [s]
         if len(parts) == n:
             return parts
-    if hasattr(ctx, "mp") and isinstance(flat, np.ndarray) and flat.dtype == object:
+    if ctx.mp is not None and isinstance(flat, np.ndarray) and flat.dtype == object:
         # repr_dps(prec) digits read back to the same mpf: the full precision, no more
         from mpmath.libmp import repr_dps
         return [ctx.mp.nstr(t, repr_dps(ctx.mp.prec), strip_zeros=False) for t in flat]

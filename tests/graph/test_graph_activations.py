@@ -14,7 +14,7 @@ from scalarlab import graph, scalars
 from scalarlab.graph import Graph, Node, OpKind, Payload
 from scalarlab.graph.optable import OPS, full_attrs
 from scalarlab.scalars.base import to_fraction
-from scalarlab.scalars.interval import Interval
+from scalarlab.scalars.values import Interval
 
 # inputs across every kink (-3, 0, 3, 6), binary32 numbers
 X = np.concatenate([np.linspace(-8, 8, 161), [-3.0, 3.0, 6.0, 0.0, -0.0, 1e-30, -1e-30]])

@@ -10,8 +10,7 @@ from scalarlab import graph
 from scalarlab import scalars
 from scalarlab.graph import Graph, Node, Payload, examples
 from scalarlab.graph.optable import OPS, full_attrs
-from scalarlab.scalars.dual import Dual
-from scalarlab.scalars.interval import Interval
+from scalarlab.scalars.values import Dual, Interval
 
 from graph_opcases import CASES, draw, make_args
 

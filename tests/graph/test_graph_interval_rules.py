@@ -21,9 +21,9 @@ import pytest
 from scalarlab import scalars
 from scalarlab.graph import Graph, Node, OpKind, denote_all
 from scalarlab.graph.optable import OPS, full_attrs
-from scalarlab.scalars.interval import Interval
+from scalarlab.scalars.values import Interval
 from scalarlab.scalars.functions import FUNCTIONS
-from scalarlab.scalars.functions2 import BINARY_FUNCTIONS
+from scalarlab.scalars.functions_binary import BINARY_FUNCTIONS
 
 CONTEXTS = ["interval:binary32", "interval:float64", "interval:mpmath:60"]
 # relative slack allowed beyond the exact range: a row of n terms costs about n + 3

@@ -29,7 +29,7 @@ from scalarlab.graph import Graph, Node, OpKind, Payload
 from scalarlab.graph import interval_rules as R
 from scalarlab.graph.optable import OPS, full_attrs
 from scalarlab.ibp import Box, check_containment, run_ibp
-from scalarlab.scalars.interval import Interval
+from scalarlab.scalars.values import Interval
 
 FORMATS = ["float64", "binary32", "bfloat16", "binary16"]
 REFORMULATED = ["softmax", "log_softmax", "layernorm", "gelu", "silu", "mish", "gelu_tanh",

@@ -13,7 +13,7 @@ from scalarlab.graph import Graph, Node, denote_all
 from scalarlab.graph.interval_rules import real_rule
 from scalarlab.graph.optable import OPS
 from scalarlab.scalars.functions import FUNCTIONS
-from scalarlab.scalars.functions2 import BINARY_FUNCTIONS
+from scalarlab.scalars.functions_binary import BINARY_FUNCTIONS
 
 UNARY = sorted(n for n in OPS if n in FUNCTIONS)
 BINARY = sorted(n for n in OPS if n in BINARY_FUNCTIONS)

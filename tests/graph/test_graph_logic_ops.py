@@ -12,8 +12,7 @@ from scalarlab.graph import Graph, Node, OpKind, Payload
 from scalarlab.graph.optable import OPS
 from scalarlab.scalars import formats
 from scalarlab.scalars.base import to_fraction
-from scalarlab.scalars.dual import Dual
-from scalarlab.scalars.interval import Interval
+from scalarlab.scalars.values import Dual, Interval
 
 NAN, INF = np.nan, np.inf
 # (a, b, lt, le, gt, ge, eq, ne) -- IEEE 754: NaN unordered, -0 == +0

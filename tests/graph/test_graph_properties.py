@@ -229,7 +229,7 @@ def test_valid_random_graphs_batched_equals_per_sample_and_boxes_enclose(gp, see
             assert np.array_equal(tb[k], ts)
     # the same graph over a box around sample 0 encloses the float64 values at points
     ictx = scalars.get("interval:float64")
-    from scalarlab.scalars.interval import Interval
+    from scalarlab.scalars.values import Interval
     boxes = graph.denote_all(g, payload, Interval(xs[0] - 1e-3, xs[0] + 1e-3), ictx, partial=True)
     pts = xs[0] + rng.uniform(-1e-3, 1e-3, size=(8, 2, 3))
     for v, b in zip(graph.denote_all(g, payload, pts, "float64"), boxes):

@@ -11,7 +11,7 @@ import torch
 from scalarlab import scalars
 from scalarlab.graph.optable import OPS, full_attrs
 from scalarlab.scalars.base import to_fraction
-from scalarlab.scalars.interval import Interval
+from scalarlab.scalars.values import Interval
 from scalarlab.tape import TapeBuilder, backward
 
 

@@ -18,7 +18,7 @@ from scalarlab import graph, scalars
 from scalarlab.graph import Graph, Node, OpKind, Payload
 from scalarlab.scalars import formats
 from scalarlab.scalars.base import to_fraction
-from scalarlab.scalars.dual import Dual
+from scalarlab.scalars.values import Dual
 from scalarlab.scalars.errors import ScalarLabError
 from scalarlab.graph.errors import GraphError
 

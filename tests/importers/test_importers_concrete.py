@@ -22,7 +22,7 @@ from scalarlab.experiments.cli import main as cli_main
 from scalarlab.graph.errors import GraphError
 from scalarlab.graph.importers.onnx import from_onnx
 from scalarlab.graph.importers.onnx_shapes import parse_shape
-from scalarlab.scalars.interval import Interval
+from scalarlab.scalars.values import Interval
 from test_importers_zoo import widened
 
 

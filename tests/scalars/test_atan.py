@@ -12,7 +12,7 @@ import pytest
 from scalarlab import graph, scalars
 from scalarlab.graph.optable import OPS
 from scalarlab.scalars import formats
-from scalarlab.scalars.dual import Dual
+from scalarlab.scalars.values import Dual
 from scalarlab.scalars.functions import FUNCTIONS
 
 B32 = dict(precision=24, emin=-148, emax=128, subnormalize=True)

@@ -9,7 +9,7 @@ import pytest
 
 from scalarlab import scalars
 from scalarlab.scalars import dot_enclosure as DE
-from scalarlab.scalars.interval import Interval
+from scalarlab.scalars.values import Interval
 
 pytestmark = pytest.mark.skipif(not DE.AVAILABLE, reason="long double is not x87 extended")
 

@@ -7,7 +7,7 @@ import pytest
 
 from scalarlab import scalars
 from scalarlab.graph.optable import OPS
-from scalarlab.scalars.dual import Dual
+from scalarlab.scalars.values import Dual
 
 BASES = ["float64", "binary32", "rational", "mpmath:80"]
 

@@ -11,7 +11,7 @@ import pytest
 
 from scalarlab import scalars
 from scalarlab.scalars import ContextError
-from scalarlab.scalars.dual import Dual
+from scalarlab.scalars.values import Dual
 
 _MP = mpmath.MPContext()
 _MP.prec = 300

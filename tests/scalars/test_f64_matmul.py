@@ -274,7 +274,7 @@ def test_interval_midpoint_radius_products_use_the_chain(monkeypatch):
     def spy(a, b, out=None):
         calls.append(a.shape + b.shape)
         return real(a, b, out)
-    import scalarlab.scalars.interval as I
+    import scalarlab.scalars.interval_linalg as I
     import scalarlab.scalars.interval_affine as IA
     monkeypatch.setattr(I, "_product", spy)
     monkeypatch.setattr(IA, "_product", spy)

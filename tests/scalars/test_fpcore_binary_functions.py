@@ -1,4 +1,4 @@
-"""The binary functions of scalars.functions2 (pow atan2 hypot fmod remainder fmax fmin
+"""The binary functions of scalars.functions_binary (pow atan2 hypot fmod remainder fmax fmin
 fdim copysign): correctly rounded in the binary formats against MPFR in matching contexts
 (every pair of e4m3 values, sampled binary16/binary32/binary64, C's special cases),
 fp32-real and mpmath, exact rational values and refusals, interval rules sound on sampled
@@ -20,7 +20,7 @@ from scalarlab import graph, scalars
 from scalarlab.graph.optable import OPS
 from scalarlab.scalars import formats
 from scalarlab.scalars.base import to_fraction
-from scalarlab.scalars.interval import Interval
+from scalarlab.scalars.values import Interval
 from scalarlab.tape import TapeBuilder, backward
 
 NAMES = ["pow", "atan2", "hypot", "fmod", "remainder", "fmax", "fmin", "fdim", "copysign"]

@@ -397,7 +397,7 @@ def test_interval_float64_boxes_are_sound(name):
 def test_second_derivatives_through_nested_duals():
     """dual:dual:float64 carries second derivatives of the new functions (the Hessian-
     vector products of the tape run over duals) -- except tgamma/lgamma, which refuse."""
-    from scalarlab.scalars.dual import Dual
+    from scalarlab.scalars.values import Dual
     dd = scalars.get("dual:dual:float64")
     x = Dual(Dual(np.array([0.7]), np.array([1.0])), Dual(np.array([1.0]), np.array([0.0])))
     mp = mpmath.MPContext()

@@ -20,7 +20,7 @@ from scalarlab.graph.optable import OPS
 from scalarlab.ibp import Box, check_containment, run_ibp
 from scalarlab.scalars import dot_enclosure
 from scalarlab.scalars import interval_affine as IA
-from scalarlab.scalars.interval import Interval
+from scalarlab.scalars.values import Interval
 
 F64 = "interval:float64"
 
@@ -171,7 +171,7 @@ def _unfused_ibp(monkeypatch, g, p, box, ctx):
     switched off."""
     with monkeypatch.context() as m:
         m.setitem(OPS, "linear", dataclasses.replace(OPS["linear"], interval=None))
-        m.setattr("scalarlab.scalars.interval._relu_fast", lambda a, b: None)
+        m.setattr("scalarlab.scalars.interval_linalg._relu_fast", lambda a, b: None)
         m.setattr("scalarlab.ibp.propagate._dense_relu_kernels", lambda g, c: {})
         return run_ibp(g, p, box, ctx, guarantee="real")
 

@@ -10,7 +10,7 @@ import pytest
 
 from scalarlab import scalars
 from scalarlab.scalars import ContextError
-from scalarlab.scalars.interval import Interval
+from scalarlab.scalars.values import Interval
 
 BASES = ["float64", "binary32", "bfloat16", "binary16", "rational", "mpmath:200"]
 FLOAT_BASES = ["float64", "binary32", "bfloat16", "binary16"]

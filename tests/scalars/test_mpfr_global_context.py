@@ -33,7 +33,7 @@ from scalarlab.scalars import correct_rounding as CR
 from scalarlab.scalars import formats
 from scalarlab.scalars import function_endpoints as FE
 from scalarlab.scalars.functions import FUNCTIONS
-from scalarlab.scalars.functions2 import BINARY_FUNCTIONS
+from scalarlab.scalars.functions_binary import BINARY_FUNCTIONS
 
 
 @contextlib.contextmanager

@@ -3,7 +3,7 @@
 Side by side in one process, single-threaded, interleaved (ours, peer, ours, peer, ...),
 best of k.  ``ratio`` = peer time / our time (1.0: as fast as numpy float32; the floor of
 issue 16 for add and mul is 0.8).  Also shown: the emulated path (float64 op + one
-rounding, scalars.binary_kernels) that the hardware path replaced, as a ratio to ours.
+rounding, scalars.kernels.binary_format) that the hardware path replaced, as a ratio to ours.
 
 The context stores binary32 values as float32 arrays, so ours and numpy run on the SAME
 float32 arrays (12 bytes moved per element each).  Timings are process CPU seconds (a

@@ -5,7 +5,7 @@ rounding per product and per addition), ``binary32+fma`` (one rounding per multi
 and ``binary32/pairwise``, against the same forward in numpy float32 (BLAS, its own
 summation order), side by side in one process, single-threaded, interleaved, best of k.
 ``ratio`` = fold time / numpy time (floor of issue 16: <= 4 for each of the three folds;
-the pairwise one runs :mod:`scalars.binary32_pairwise`).
+the pairwise one runs :mod:`scalars.kernels.binary32_pairwise`).
 Wall and process-CPU times are both shown: on a shared machine CPU time is the steadier.
 
 Usage: python bench/binary32_fold.py [--repeats K] [--batch B]

@@ -15,7 +15,7 @@ import time
 
 import numpy as np
 
-from scalarlab.scalars import function_endpoints as FE
+from scalarlab.scalars.kernels import function_endpoints as FE
 from scalarlab.scalars.functions import FUNCTIONS
 
 

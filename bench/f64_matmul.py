@@ -1,4 +1,4 @@
-"""Benchmark: the float64 context's sequential-fma matmul (scalars/f64_matmul.py) against
+"""Benchmark: the float64 context's sequential-fma matmul (scalars/kernels/f64_matmul.py) against
 numpy (OpenBLAS) and torch (MKL) float64, one thread each, interleaved in one process, best
 of k; GFLOP/s (2MNK / wall) and the ratios ours/numpy and ours/torch (time, < 1 = faster).
 
@@ -36,7 +36,7 @@ def cases(rng):
 
 def main(argv=None) -> int:
     import torch
-    from scalarlab.scalars.f64_matmul import matmul_f64
+    from scalarlab.scalars.kernels.f64_matmul import matmul_f64
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=30)
     ap.add_argument("--cpu", action="store_true", help="rank by process CPU time, not wall")

@@ -28,7 +28,7 @@ def _threads_from_argv(default: int = 1) -> int:
 # Both engines get the same number of BLAS threads (default 1: spinning BLAS threads on a
 # shared machine make multi-threaded timings meaningless).  Must be set before numpy loads.
 if __name__ == "__main__":
-    # (NUMBA_NUM_THREADS: the float64 context's matmul threads, scalars/f64_matmul.py)
+    # (NUMBA_NUM_THREADS: the float64 context's matmul threads, scalars/kernels/f64_matmul.py)
     for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
                 "NUMBA_NUM_THREADS"):
         os.environ[var] = str(_threads_from_argv())

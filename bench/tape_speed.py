@@ -3,7 +3,7 @@ PyTorch CPU in the same process: float64 vs torch float64 (issue 16 floor <= 1.1
 binary32 (exact sequential rounding) vs torch float32 (floor <= 2.5).  Interleaved, best
 of k, 1 BLAS thread for both; process CPU times beside wall (shared machine).  Also the
 BLAS part alone: numpy's, torch's and the float64 context's own (blocked fma chains,
-scalars/f64_matmul.py) float64 GEMMs on the two large products of the step.
+scalars/kernels/f64_matmul.py) float64 GEMMs on the two large products of the step.
 
 Usage: python bench/tape_speed.py [--repeats K]
 """
@@ -53,7 +53,7 @@ def main(argv=None) -> int:
               f"ms, ratio {w0 / w1:.2f} (CPU {c0 / c1:.2f}); floor <= {floor:g}: "
               f"{'PASS' if c0 / c1 <= floor else 'FAIL'} (CPU); loss {float(lv):.6g} "
               f"vs {float(tv.detach()):.6g}")
-    from scalarlab.scalars.f64_matmul import matmul_f64
+    from scalarlab.scalars.kernels.f64_matmul import matmul_f64
     g = rng.standard_normal((128, 256))
     W = p64[0]
     tx, tW, tg = (torch.tensor(v) for v in (x, W, g))
@@ -62,7 +62,7 @@ def main(argv=None) -> int:
                                 lambda: (matmul_f64(x, W.T), matmul_f64(g.T, x))],
                                args.repeats)
     print(f"BLAS alone (float64 x@W1.T and g.T@x): numpy {a * 1e3:.2f} ms, torch "
-          f"{b * 1e3:.2f} ms, ours (blocked fma chains, scalars/f64_matmul.py, what the float64 "
+          f"{b * 1e3:.2f} ms, ours (blocked fma chains, scalars/kernels/f64_matmul.py, what the float64 "
           f"context runs) {c * 1e3:.2f} ms; ratios numpy/torch {a / b:.2f}, ours/torch "
           f"{c / b:.2f}, ours/numpy {c / a:.2f}")
     return 0

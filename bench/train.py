@@ -23,7 +23,7 @@ from pathlib import Path
 
 # One BLAS thread on both sides: CPU time then measures work, not idle spinning threads
 # (set before numpy is imported; torch gets torch.set_num_threads(1)); Numba's thread
-# count is the float64 matmul chain's (scalars/f64_matmul.py).
+# count is the float64 matmul chain's (scalars/kernels/f64_matmul.py).
 for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 

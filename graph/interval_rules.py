@@ -47,7 +47,7 @@ import mpmath
 import numpy as np
 
 from scalarlab.scalars.errors import ContextError
-from scalarlab.scalars.f64_matmul import product as f64_product
+from scalarlab.scalars.kernels.f64_matmul import product as f64_product
 from scalarlab.scalars.values import Interval
 
 from .axes import norm_axis

@@ -21,7 +21,7 @@ import numpy as np
 
 from scalarlab.scalars.base import to_fraction
 from scalarlab.scalars.errors import ContextError
-from scalarlab.scalars.directed import recycled_empty
+from scalarlab.scalars.kernels.directed import recycled_empty
 from scalarlab.scalars.values import Interval
 
 from .errors import IBPError

@@ -8,19 +8,19 @@ operation (+ - * / sqrt fma, the functions of :mod:`scalars.functions`, convert)
 the correctly rounded (nearest-even) result of the exact operation on those values, with
 the format's overflow, subnormals and NaN rules (:mod:`scalars.formats`).  How:
 
-* + - * / sqrt fma run in Numba kernels (:mod:`scalars.binary_kernels`): float64 and one
+* + - * / sqrt fma run in Numba kernels (:mod:`scalars.kernels.binary_format`): float64 and one
   rounding where the 2p+2 rule makes that exact, error-free transformations elsewhere;
   the IEEE binary64 format is the hardware itself.
 * functions (exp, log, ...): the entry's float64 evaluator, trusted to
   ``FAST_PATH_MARGIN`` times its declared ulps bound (2^-45 relative for 4 ulps); where
   that interval straddles a rounding boundary MPFR settles the element
-  (:mod:`scalars.correct_rounding`).  binary64 itself goes to MPFR for every element
+  (:mod:`scalars.kernels.correct_rounding`).  binary64 itself goes to MPFR for every element
   (correct, about a microsecond per element).
 * sum and matmul have an order.  Context names say which:
 
   ``<fmt>``            sequential, left to right, one rounding per product and per addition
   ``<fmt>+fma``        sequential, one rounding per multiply-add (fused dot products)
-  ``<fmt>/pairwise``   the pairwise tree of :func:`scalars.binary_kernels.sum_pairwise`:
+  ``<fmt>/pairwise``   the pairwise tree of :func:`scalars.kernels.binary_format.sum_pairwise`:
                        level by level, adjacent pairs (0,1), (2,3), ... added with one
                        rounding each, an odd last entry carried up unchanged
 
@@ -36,11 +36,11 @@ from fractions import Fraction
 
 import numpy as np
 
-from . import binary32_hw as H
-from . import binary32_matmul as BM
-from . import binary32_pairwise as PW
-from . import binary_kernels as K
-from . import correct_rounding
+from .kernels import binary32_hw as H
+from .kernels import binary32_matmul as BM
+from .kernels import binary32_pairwise as PW
+from .kernels import binary_format as K
+from .kernels import correct_rounding
 from . import formats
 from .arrayshape import ArrayShapeOps
 from .base import check_broadcast
@@ -493,7 +493,7 @@ class BinaryContext(ArrayShapeOps):
         pairwise = self.reduction == "pairwise"
         if a32 is not None:
             # binary32 in hardware float32: the same IEEE rounding, vector registers,
-            # blocked (scalars.binary32_matmul); same order as the emulation.
+            # blocked (scalars.kernels.binary32_matmul); same order as the emulation.
             a3 = a32[None, :] if a32.ndim == 1 else a32
             b3 = b32[:, None] if b32.ndim == 1 else b32
             if a3.shape[:-2] != batch:
@@ -503,7 +503,7 @@ class BinaryContext(ArrayShapeOps):
             o = np.empty((nb, M, N), dtype=np.float32)     # binary32 storage is float32
             b3 = b3.reshape(nb, Kb, N)
             bt = np.swapaxes(b3, 1, 2)
-            if pairwise:         # scalars.binary32_pairwise: the same tree per output
+            if pairwise:         # scalars.kernels.binary32_pairwise: the same tree per output
                 tr = not b3.flags.c_contiguous and bt.flags.c_contiguous
                 PW.matmul32_pairwise(_c3(a3.reshape(nb, M, Ka)), bt if tr else _c3(b3), o, tr)
             elif not b3.flags.c_contiguous and bt.flags.c_contiguous:

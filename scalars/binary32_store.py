@@ -6,7 +6,7 @@ A float32 array *is* an array of binary32 values, bit for bit, so the ``binary32
 :mod:`scalars.binary`).  That halves the memory traffic of every operation against float64
 storage and lets ``+ - * / sqrt fma`` run on the float32 hardware with no conversions:
 IEEE binary32 arithmetic rounds to nearest-even with gradual underflow and overflow to
-inf, which is the context's rounding exactly (:mod:`scalars.binary32_hw`).
+inf, which is the context's rounding exactly (:mod:`scalars.kernels.binary32_hw`).
 
 The boundary:
 
@@ -19,7 +19,7 @@ The boundary:
 
 Flush-to-zero: a library in the process may set FTZ/DAZ (``torch.set_flush_denormal``).
 Then float32 hardware would flush subnormals, and even the float32 <-> float64 casts
-would; so every fast path first asks :func:`scalars.binary32_hw.ftz` (one float32 scalar
+would; so every fast path first asks :func:`scalars.kernels.binary32_hw.ftz` (one float32 scalar
 product), and when it is on the operation takes the emulated float64 path of
 :class:`scalars.binary.BinaryContext` on operands widened bit by bit, its result narrowed
 bit by bit (``widen_bits``/``narrow_bits``): the same values, slower.
@@ -34,7 +34,7 @@ import math
 
 import numpy as np
 
-from . import binary32_hw as H
+from .kernels import binary32_hw as H
 from .base import check_broadcast
 from .errors import ContextError
 

@@ -3,7 +3,7 @@
 This context makes no rounding promise beyond IEEE's for + - * / sqrt (numpy's ufuncs);
 ``exp`` and friends come from libm (faithful, not guaranteed correctly rounded), sums use
 numpy's pairwise summation; matmul is fma chains over k blocks of 256 added in order
-above a size threshold (:mod:`scalars.f64_matmul`, reproducible bit for bit) and numpy's
+above a size threshold (:mod:`scalars.kernels.f64_matmul`, reproducible bit for bit) and numpy's
 BLAS below it (order unspecified): ``reduction="native"``.
 """
 from __future__ import annotations
@@ -14,11 +14,11 @@ import numpy as np
 
 from .arrayshape import ArrayShapeOps
 from .base import as_object_array, check_broadcast, to_fraction
-from .eft import fma_f64
+from .kernels.eft import fma_f64
 from .errors import ContextError
-from .f64_matmul import product as f64_product
+from .kernels.f64_matmul import product as f64_product
 from .formats import binary64
-from .kernels import heaviside_f64, mul_heaviside_f64
+from .kernels.f64_libm import heaviside_f64, mul_heaviside_f64
 
 
 def _exact_to_float64(x) -> float:
@@ -54,7 +54,7 @@ def float64_array(x, ctx_name: str = "float64") -> np.ndarray:
 
 
 # The fused multiply-add is the hardware operation itself (``llvm.fma.f64``: the FMA
-# instruction, or libm's correctly rounded fma), as a numpy ufunc: scalars.eft.fma_f64.
+# instruction, or libm's correctly rounded fma), as a numpy ufunc: scalars.kernels.eft.fma_f64.
 
 class Float64Context(ArrayShapeOps):
     name = "float64"
@@ -65,7 +65,7 @@ class Float64Context(ArrayShapeOps):
     reduction = "native"
     correctly_rounded = frozenset({"add", "sub", "mul", "div", "sqrt", "neg", "abs",
                                    "square", "fma", "maximum", "minimum"})
-    # matmul in scalars.f64_matmul's fixed order (False: numpy's BLAS, for a subclass whose
+    # matmul in scalars.kernels.f64_matmul's fixed order (False: numpy's BLAS, for a subclass whose
     # meaning is BLAS's products, e.g. experiments' per-op rounding study)
     fixed_order_matmul = True
     description = ("hardware IEEE binary64 via numpy/libm (sums in native order; matmul: fma "
@@ -128,7 +128,7 @@ class Float64Context(ArrayShapeOps):
     def minimum(self, a, b): return self._bin("minimum", np.minimum, a, b)
 
     def fma(self, a, b, c):
-        """a*b + c with ONE rounding (IEEE fusedMultiplyAdd), vectorised (scalars.eft)."""
+        """a*b + c with ONE rounding (IEEE fusedMultiplyAdd), vectorised (scalars.kernels.eft)."""
         a = self._arr(a, "fma"); b = self._arr(b, "fma"); c = self._arr(c, "fma")
         check_broadcast(self, "fma", a.shape, b.shape, c.shape)
         with np.errstate(all="ignore"):
@@ -198,7 +198,7 @@ class Float64Context(ArrayShapeOps):
     def matmul(self, a, b):
         """``a @ b``.  With ``fixed_order_matmul`` (this class), products of at least
         ``f64_matmul.MIN_FLOPS`` multiply-adds (and M, N >= 8) are fma chains over k blocks
-        of 256 added in order (:mod:`scalars.f64_matmul`: bit-reproducible,
+        of 256 added in order (:mod:`scalars.kernels.f64_matmul`: bit-reproducible,
         oracle-checkable); smaller ones, and contexts without it, get numpy's BLAS."""
         a = self._arr(a, "matmul"); b = self._arr(b, "matmul")
         mm = f64_product if self.fixed_order_matmul else np.matmul

@@ -50,7 +50,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from . import rounding_kernels as _k
+from .kernels import rounding as _k
 from .errors import ContextError, FormatError
 
 MODES = ("nearest_even", "nearest_away", "toward_zero", "down", "up", "odd", "stochastic")
@@ -180,7 +180,7 @@ class Format:
     @functools.cached_property
     def spec(self) -> tuple:
         """The constants of nearest-even rounding onto this format, as the tuple the Numba
-        kernels of :mod:`scalars.binary_kernels` take (one compiled signature for every
+        kernels of :mod:`scalars.kernels.binary_format` take (one compiled signature for every
         format).  Derived from the fields above, computed once per Format object:
 
         ``(p53m, sub_shift, eminb, ecapb, maxf, ovf, mn, k53, cmax, csub)``: 53 - p; the

@@ -12,7 +12,7 @@ from __future__ import annotations
 import gmpy2
 import numpy as np
 
-from . import correct_rounding
+from .kernels import correct_rounding
 from .base import check_broadcast
 from .errors import ContextError
 from .exact import _F64, MPFR, ObjectArrayContext, _mpq_leaf, _object_result

@@ -10,11 +10,11 @@ else in the package names these functions one by one; everything is derived from
 * every context gets its method (``ctx.exp(x)``) generated in :mod:`scalars.base`; each
   context family implements one ``_function(fn, x)`` that reads the entry:
   binary formats: the float64 evaluator, a check that its error bound cannot straddle a
-  rounding boundary, MPFR (``mpfr``/``bounds``) for the rest (:mod:`scalars.correct_rounding`);
+  rounding boundary, MPFR (``mpfr``/``bounds``) for the rest (:mod:`scalars.kernels.correct_rounding`);
   fp32-real: MPFR; mpmath: ``mpmath``; float64: ``f64``; complex128: ``complex``;
   rational: the exact ``rational_points`` or a ContextError naming op and context;
   intervals: ``monotone``/``periodic`` and ``domain`` decide which endpoints to round, and
-  :mod:`scalars.function_endpoints` rounds them (exactly directed for binary formats);
+  :mod:`scalars.kernels.function_endpoints` rounds them (exactly directed for binary formats);
   duals: ``derivative``;
 * the graph op record (:mod:`graph.ops_elementwise`): forward ``ctx.<name>``, JVP and VJP
   from ``derivative``, the ``monotone`` flag, the domain check.
@@ -184,7 +184,7 @@ def _softplus64(x):
 
 
 def _erf64(x):
-    from .kernels import erf_f64        # numpy has no erf; libm's, vectorised by numba
+    from .kernels.f64_libm import erf_f64        # numpy has no erf; libm's, vectorised by numba
     x = np.asarray(x, dtype=np.float64)
     return np.reshape(erf_f64(np.ascontiguousarray(x)), x.shape)
 
@@ -347,7 +347,7 @@ _ENTRIES = (
 
 # ============================================================ piecewise functions
 # The functions FPCore adds (exp2 ... lgamma, the rounding functions).  Their interval
-# rule is the generic one of scalars.function_intervals (``pieces=True``): f is continuous
+# rule is the generic one of scalars.kernels.function_intervals (``pieces=True``): f is continuous
 # and monotone between the points of ``critical`` on the (interval) domain, so over
 # [a, b] it ranges between the smallest and largest of f(a), f(b), the limits at open
 # domain ends touched, and the critical values inside.  Fields:
@@ -420,19 +420,19 @@ def _round_half_away64(x):
 
 
 def _erfc64(x):
-    from .kernels import erfc_f64
+    from .kernels.f64_libm import erfc_f64
     x = np.asarray(x, dtype=np.float64)
     return np.reshape(erfc_f64(np.ascontiguousarray(x)), x.shape)
 
 
 def _gamma64(x):
-    from .kernels import gamma_f64
+    from .kernels.f64_libm import gamma_f64
     x = np.asarray(x, dtype=np.float64)
     return np.reshape(gamma_f64(np.ascontiguousarray(x)), x.shape)
 
 
 def _lgamma64(x):
-    from .kernels import lgamma_f64
+    from .kernels.f64_libm import lgamma_f64
     x = np.asarray(x, dtype=np.float64)
     return np.reshape(lgamma_f64(np.ascontiguousarray(x)), x.shape)
 

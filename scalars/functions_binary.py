@@ -10,11 +10,11 @@ A :class:`BinaryFunction` is the two-argument counterpart of
   binary formats: ``exact`` functions (fmod remainder fmax fmin copysign: the float64
   result is exact) rounded once onto the format; the others from the float64 evaluator
   within ``FAST_PATH_MARGIN`` times ``f64_ulps`` and MPFR (``mpfr``/``mpfr2``) near
-  rounding boundaries (:mod:`scalars.correct_rounding`); fp32-real: MPFR; float64:
+  rounding boundaries (:mod:`scalars.kernels.correct_rounding`); fp32-real: MPFR; float64:
   ``f64``; mpmath: ``mpmath2`` at PREC+32 bits rounded once, exact functions from their
   exact value; rational: ``rational`` or a ContextError naming op and context;
   complex128: ``complex``; duals: ``partials``; intervals: the rule named by ``interval``
-  in :mod:`scalars.function_intervals` (a ContextError naming op and context when None);
+  in :mod:`scalars.kernels.function_intervals` (a ContextError naming op and context when None);
 * the graph op record (:mod:`graph.ops_elementwise`): a broadcasting binary op like
   ``add`` with forward ``ctx.<name>``, VJP/JVP from ``partials``, the ``domain`` check.
 

@@ -8,12 +8,12 @@ Endpoints are rounded outward with *exact* directed rounding in the base format,
 blanket widening:
 
 * ``float64`` and binary bases (binary32, bfloat16, binary16, e4m3, ...): ``+ - * / sqrt``
-  through :mod:`scalars.directed` (float64 result + error-free transformation gives the
+  through :mod:`scalars.kernels.directed` (float64 result + error-free transformation gives the
   exact sign of the error, then RD/RU onto the format's grid).  The endpoints of the
   functions of :mod:`scalars.functions` (exp, log, ...) are correctly rounded down/up for
-  binary bases (fast float64 path + MPFR fallback, :mod:`scalars.function_endpoints`); for
+  binary bases (fast float64 path + MPFR fallback, :mod:`scalars.kernels.function_endpoints`); for
   the ``float64`` base too (compiled double-double kernels for exp, log, tanh, sigmoid and
-  softplus, :mod:`scalars.f64_endpoint_kernels`; a long double evaluation for the other
+  softplus, :mod:`scalars.kernels.f64_endpoints`; a long double evaluation for the other
   functions and the undecided entries, MPFR for the ones within ~2^-60 of a float64:
   :func:`function_endpoints.func_dir_f64`).
 * ``rational``: exact endpoints (gmpy2 ``mpq``).  Functions run through the rational
@@ -45,10 +45,10 @@ from typing import Any
 
 import numpy as np
 
-from . import directed as D
-from . import interval_kernels as IK
-from . import interval_affine as IA
-from . import grid_kernels as GK
+from .kernels import directed as D
+from .kernels import interval_f64 as IK
+from .kernels import interval_affine as IA
+from .kernels import grid as GK
 from .arrayshape import ArrayShapeOps
 from .base import Context, check_broadcast
 from .errors import ContextError
@@ -257,7 +257,7 @@ class IntervalContext(IntervalFunctions, IntervalLinalg, Context):
         return [np.broadcast_to(x, shape) for x in xs]
 
     def _coarse(self) -> bool:
-        """Float endpoints on a binary grid coarser than float64 (scalars.grid_kernels)."""
+        """Float endpoints on a binary grid coarser than float64 (scalars.kernels.grid)."""
         return self.ends.kind == "float" and not self.ends.grid.is_binary64
 
     def _dual_round(self, fn, los, his):

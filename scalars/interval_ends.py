@@ -1,7 +1,7 @@
 """Endpoint arithmetic of the interval contexts, one class per kind of base.
 
 ``_FloatEnds`` (float64 arrays on a binary grid: exactly directed rounding through
-:mod:`scalars.directed`), ``_RationalEnds`` (exact gmpy2 ``mpq``) and ``_MpmathEnds``
+:mod:`scalars.kernels.directed`), ``_RationalEnds`` (exact gmpy2 ``mpq``) and ``_MpmathEnds``
 (mpmath ``mpf`` rounded with ``'f'``/``'c'``) share one small interface (point, add, ...,
 to_f64, text) that :class:`scalars.interval.IntervalContext` is written against.
 """
@@ -12,9 +12,9 @@ from fractions import Fraction
 
 import numpy as np
 
-from . import directed as D
-from . import function_endpoints as FE
-from . import grid_kernels as GK
+from .kernels import directed as D
+from .kernels import function_endpoints as FE
+from .kernels import grid as GK
 from .errors import ContextError
 from .formats import Format
 
@@ -54,7 +54,7 @@ def _is_special_float(x) -> bool:
 # ============================================================ endpoint arithmetics
 class _FloatEnds:
     """Endpoints as float64 arrays on the grid of a :class:`formats.Format` (binary64 or a
-    narrower binary format), rounded outward by :mod:`scalars.directed`."""
+    narrower binary format), rounded outward by :mod:`scalars.kernels.directed`."""
 
     kind = "float"
 

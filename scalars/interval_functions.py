@@ -9,9 +9,9 @@ import math
 
 import numpy as np
 
-from . import function_endpoints as FE
-from . import grid_kernels as GK
-from . import function_intervals as FI
+from .kernels import function_endpoints as FE
+from .kernels import grid as GK
+from .kernels import function_intervals as FI
 from .errors import ContextError
 from .functions import FUNCTIONS
 from .values import Interval
@@ -30,7 +30,7 @@ class IntervalFunctions:
         values wherever an extremum may lie inside; a domain end is raised on or, for an
         open end touched by the interval, replaced by f's limit there."""
         a = self._iv(a, fn.name)
-        if fn.pieces:     # exp2 ... lgamma: the generic rule (scalars.function_intervals)
+        if fn.pieces:     # exp2 ... lgamma: the generic rule (scalars.kernels.function_intervals)
             return FI.piecewise_interval(self, fn, a)
         if fn.periodic is not None:
             return self._periodic(fn, a)
@@ -64,7 +64,7 @@ class IntervalFunctions:
                                   E.grid, lambda t: FE.mpfr_func_dir(fn, t, E.grid))
         elif (E.kind == "float" and E.grid.is_binary64 and fn.name in FE.F64K.CODES
                 and FUNCTIONS.get(fn.name) is fn and fn.monotone == "increasing"):
-            # one compiled pass: RD f(lo), RU f(hi) (scalars.f64_endpoint_kernels)
+            # one compiled pass: RD f(lo), RU f(hi) (scalars.kernels.f64_endpoints)
             lo, hi, nans = FE.func_pair_f64(fn, lo_arg, hi_arg, counted=True)
             if nans == 0 and at_end is None:
                 return Interval(E.wrap(lo), E.wrap(hi))     # no NaN end: no NaN scan
@@ -83,7 +83,7 @@ class IntervalFunctions:
 
     def _function2(self, fn, a, b):
         """pow, hypot, fmax, fmin, copysign (scalars.functions_binary): the rules of
-        scalars.function_intervals; atan2, fmod, remainder raise a ContextError."""
+        scalars.kernels.function_intervals; atan2, fmod, remainder raise a ContextError."""
         a, b, shape = self._pair(a, b, fn.name)
         return FI.binary_interval(self, fn, a, b, shape)
 
@@ -119,7 +119,7 @@ class IntervalFunctions:
                 # "maybe" but not "surely": the margin decided it
                 unsure.append(has[-1] & ~(np.ceil(tl + m_l) <= np.floor(th - m_h)))
         # beyond 2^40, or where the float64 phase's margin decided, reduce exactly in MPFR
-        # from the exact endpoints (scalars.function_endpoints.phase_inside), so that an
+        # from the exact endpoints (scalars.kernels.function_endpoints.phase_inside), so that an
         # extremum counts only when it lies inside and point intervals get their
         # correctly rounded endpoints at any argument
         lo_e, hi_e = np.asarray(a.lo), np.asarray(a.hi)

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import directed as D
-from . import interval_kernels as IK
-from . import interval_affine as IA
-from . import grid_kernels as GK
+from .kernels import directed as D
+from .kernels import interval_f64 as IK
+from .kernels import interval_affine as IA
+from .kernels import grid as GK
 from .errors import ContextError
-from .f64_matmul import product as _product
+from .kernels.f64_matmul import product as _product
 from .interval_ends import _obj
 from .values import Interval
 
@@ -129,7 +129,7 @@ class IntervalLinalg:
     def affine(self, x, W, b, x_prep=None):
         """``x W^T + b`` (a dense layer): ``add(matmul(x, transpose(W)), b)``, the same
         endpoints bitwise; for float64 endpoints, a point ``W`` and a 2-d ``x`` in fused
-        compiled passes with |W| cached per weight array (:mod:`scalars.interval_affine`).
+        compiled passes with |W| cached per weight array (:mod:`scalars.kernels.interval_affine`).
         ``x_prep``: the third item of an :meth:`affine_relu` result whose relu value is
         ``x`` (its operand pass, already done); ignored for any other ``x`` (checked by
         identity: endpoint arrays are immutable by convention, as everywhere here)."""
@@ -161,11 +161,11 @@ class IntervalLinalg:
         return self.affine(x, W, b), None, None
 
     def matmul_midrad_ld(self, a, b):
-        """Midpoint-radius in long double (:mod:`scalars.dot_enclosure`): about one float64
+        """Midpoint-radius in long double (:mod:`scalars.kernels.dot_enclosure`): about one float64
         ulp of excess per endpoint instead of the a-priori n 2^-53 bound; float64 base and
         1-d/2-d finite operands only (else None).  ``matmul`` uses it for products of up
         to ``dot_enclosure.CHEAP_MACS`` multiply-adds."""
-        from . import dot_enclosure
+        from .kernels import dot_enclosure
         a = self._iv(a, "matmul"); b = self._iv(b, "matmul")
         self._matmul_shapes(a, b)
         if not self.ends.grid.is_binary64 or a.lo.ndim > 2 or b.lo.ndim > 2:
@@ -337,7 +337,7 @@ def _relu_fast(a: Interval, b: Interval):
 
 def _cheap_ld(a, b) -> bool:
     """A 1-d/2-d product small enough for the long double midpoint-radius product."""
-    from .dot_enclosure import AVAILABLE, CHEAP_MACS
+    from .kernels.dot_enclosure import AVAILABLE, CHEAP_MACS
     sa, sb = np.shape(a.lo), np.shape(b.lo)
     if not AVAILABLE or len(sa) > 2 or len(sb) > 2 or not sa or not sb:
         return False

@@ -1,6 +1,6 @@
 """The binary32 context computes on its float32 storage in hardware float32
-(scalars.binary32_hw, scalars.binary32_store), bit-identical to the emulated path (float64
-operation + one rounding, scalars.binary_kernels FAST, narrowed) on random bit patterns,
+(scalars.kernels.binary32_hw, scalars.binary32_store), bit-identical to the emulated path (float64
+operation + one rounding, scalars.kernels.binary_format FAST, narrowed) on random bit patterns,
 the adversarial operands of test_binary_arith and every binary32 in a binade (sqrt), NaN
 payloads and signs included; under flush-to-zero it falls back to the emulated path with
 exact bit-level conversions; float64 arrays of binary32 values are accepted (non-members
@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from scalarlab import scalars
-from scalarlab.scalars import binary32_hw as H
-from scalarlab.scalars import binary_kernels as K
+from scalarlab.scalars.kernels import binary32_hw as H
+from scalarlab.scalars.kernels import binary_format as K
 from scalarlab.scalars import formats
 from scalarlab.scalars.errors import ContextError
 

@@ -1,5 +1,5 @@
-"""The blocked hardware binary32 dot products (scalars.binary32_matmul) give the bits of the
-emulated sequential order (scalars.binary_kernels.matmul_sequential, FAST path: float64 and
+"""The blocked hardware binary32 dot products (scalars.kernels.binary32_matmul) give the bits of the
+emulated sequential order (scalars.kernels.binary_format.matmul_sequential, FAST path: float64 and
 one rounding per product and per addition, or per multiply-add when fused), for every
 shape class (edge rows/columns, K = 0 and 1, batches) and for operands with subnormals,
 overflow, infinities and NaN."""
@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from scalarlab import scalars
-from scalarlab.scalars import binary32_matmul as BM
-from scalarlab.scalars import binary32_pairwise as PW
-from scalarlab.scalars import binary_kernels as K
+from scalarlab.scalars.kernels import binary32_matmul as BM
+from scalarlab.scalars.kernels import binary32_pairwise as PW
+from scalarlab.scalars.kernels import binary_format as K
 from scalarlab.scalars import formats
 from scalarlab.scalars.errors import ContextError
 

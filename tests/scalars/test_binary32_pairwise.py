@@ -1,5 +1,5 @@
-"""The pairwise-order binary32 matmul in hardware float32 (scalars.binary32_pairwise) gives the
-bits of the pairwise context's emulated path (scalars.binary_kernels.matmul_pairwise,
+"""The pairwise-order binary32 matmul in hardware float32 (scalars.kernels.binary32_pairwise) gives the
+bits of the pairwise context's emulated path (scalars.kernels.binary_format.matmul_pairwise,
 float64 and one rounding per product and per addition) and of an independent MPFR oracle
 (gmpy2 in binary32's parameters, the tree written as a recursive split at power-of-two
 aligned midpoints): edge lengths, edge tiles, batches, weights read transposed, subnormals,
@@ -14,8 +14,8 @@ import pytest
 from scalarlab import graph, scalars
 from scalarlab.graph import Graph, Node, OpKind, Payload
 from scalarlab.scalars import binary as B
-from scalarlab.scalars import binary32_pairwise as PW
-from scalarlab.scalars import binary_kernels as K
+from scalarlab.scalars.kernels import binary32_pairwise as PW
+from scalarlab.scalars.kernels import binary_format as K
 from scalarlab.scalars import formats
 
 F32 = formats.binary32
@@ -230,7 +230,7 @@ def test_flush_to_zero_takes_the_emulated_path():
     flushes subnormals; the driver sees it through binary32_hw's probe and computes by the
     emulated path, crossing formats by bits: still the MPFR oracle's results."""
     import torch
-    from scalarlab.scalars import binary32_hw as H
+    from scalarlab.scalars.kernels import binary32_hw as H
     rng = np.random.default_rng(8)
     tiny = _f32(2.0 ** -149, -2.0 ** -149, 2.0 ** -140, 3 * 2.0 ** -135, -(2.0 ** -127))
     scale = _f32(1.0, -0.5, 0.75, 2.0 ** -3, 3.0)

@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 from scalarlab import scalars
-from scalarlab.scalars import binary_kernels as K
+from scalarlab.scalars.kernels import binary_format as K
 from scalarlab.scalars import formats
 from scalarlab.scalars.functions import F64_ABS_ERR, FUNCTIONS
-from scalarlab.scalars.kernels import erf_f64
+from scalarlab.scalars.kernels.f64_libm import erf_f64
 
 FUNCS = ("exp", "log", "tanh", "sigmoid", "softplus", "sin", "cos", "erf")
 

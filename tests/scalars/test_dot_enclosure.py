@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from scalarlab import scalars
-from scalarlab.scalars import dot_enclosure as DE
+from scalarlab.scalars.kernels import dot_enclosure as DE
 from scalarlab.scalars.values import Interval
 
 pytestmark = pytest.mark.skipif(not DE.AVAILABLE, reason="long double is not x87 extended")

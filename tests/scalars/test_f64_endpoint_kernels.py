@@ -1,4 +1,4 @@
-"""The compiled interval:float64 endpoints (scalars/f64_endpoint_kernels.py) against MPFR.
+"""The compiled interval:float64 endpoints (scalars/kernels/f64_endpoints.py) against MPFR.
 
 * bit-identical to the long double / MPFR path (``func_dir_f64_ld``, itself tested against
   MPFR in test_interval_f64_endpoints.py) on 10^5 arguments per function (10^7 under
@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 
 from scalarlab import scalars
-from scalarlab.scalars import f64_endpoint_kernels as K
-from scalarlab.scalars import function_endpoints as FE
+from scalarlab.scalars.kernels import f64_endpoints as K
+from scalarlab.scalars.kernels import function_endpoints as FE
 from scalarlab.scalars.functions import FUNCTIONS
 
 from mp_reference import mp_value

@@ -1,4 +1,4 @@
-"""The float64 matmul of scalars.f64_matmul computes, for every output, fma chains over
+"""The float64 matmul of scalars.kernels.f64_matmul computes, for every output, fma chains over
 k blocks of ``KB`` (256): ``s = RN(a0*b0); s = fma(a_k, b_k, s)`` within a block, and the
 blocks' chains added in k order (``C = RN(C + s)``): checked bit for bit against MPFR
 (gmpy2 at 53 bits, binary64's exponent range, subnormalised) doing the same, for edge
@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from scalarlab import scalars
-from scalarlab.scalars import f64_matmul as F
+from scalarlab.scalars.kernels import f64_matmul as F
 from scalarlab.scalars.errors import ContextError
 
 CTX = gmpy2.context(precision=53, emin=-1073, emax=1024, subnormalize=True,
@@ -275,7 +275,7 @@ def test_interval_midpoint_radius_products_use_the_chain(monkeypatch):
         calls.append(a.shape + b.shape)
         return real(a, b, out)
     import scalarlab.scalars.interval_linalg as I
-    import scalarlab.scalars.interval_affine as IA
+    import scalarlab.scalars.kernels.interval_affine as IA
     monkeypatch.setattr(I, "_product", spy)
     monkeypatch.setattr(IA, "_product", spy)
     rng = np.random.default_rng(3)

@@ -13,7 +13,7 @@ from hypothesis import given, settings, strategies as st
 
 from scalarlab import scalars
 from scalarlab.scalars import ContextError
-from scalarlab.scalars.eft import fma_f64
+from scalarlab.scalars.kernels.eft import fma_f64
 
 F = scalars.get("float64")
 

@@ -1,4 +1,4 @@
-"""The compiled interval kernels on grids coarser than float64 (scalars.grid_kernels) give
+"""The compiled interval kernels on grids coarser than float64 (scalars.kernels.grid) give
 bit-for-bit the endpoints of the numpy paths they replace (directed.*_dir + round_down /
 round_up; function_endpoints.func_dir_numpy) and the correctly rounded directed values
 MPFR gives (gmpy2), on random and adversarial operands: exact grid values, ties of the
@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 from scalarlab import scalars
-from scalarlab.scalars import directed as D
+from scalarlab.scalars.kernels import directed as D
 from scalarlab.scalars import formats as FM
-from scalarlab.scalars import function_endpoints as FE
-from scalarlab.scalars import grid_kernels as GK
+from scalarlab.scalars.kernels import function_endpoints as FE
+from scalarlab.scalars.kernels import grid as GK
 from scalarlab.scalars.functions import FUNCTIONS
 
 NOSUB = FM.Format(exp_bits=8, man_bits=7, subnormals=False, label="bf16-nosub")

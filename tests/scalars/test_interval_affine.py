@@ -18,8 +18,8 @@ from scalarlab import scalars
 from scalarlab.graph import Graph, Node, Payload
 from scalarlab.graph.optable import OPS
 from scalarlab.ibp import Box, check_containment, run_ibp
-from scalarlab.scalars import dot_enclosure
-from scalarlab.scalars import interval_affine as IA
+from scalarlab.scalars.kernels import dot_enclosure
+from scalarlab.scalars.kernels import interval_affine as IA
 from scalarlab.scalars.values import Interval
 
 F64 = "interval:float64"
@@ -292,7 +292,7 @@ def test_relu_pass_is_numpys_maximum(ctx_name):
 def test_point_conversion_onto_a_coarser_grid_is_directed_rounding(base):
     """convert of a float64 array (a weight, on every IBP call) is one compiled pass with
     the values of directed.round_down / round_up, specials included."""
-    from scalarlab.scalars import directed as D
+    from scalarlab.scalars.kernels import directed as D
     ctx = scalars.get(f"interval:{base}")
     rng = np.random.default_rng(len(base))
     x = np.concatenate([rng.standard_normal(500) * 10.0 ** rng.integers(-50, 50, 500),
@@ -313,7 +313,7 @@ def test_matmul_operand_pass_is_midrad_prep_bitwise(shape):
     """The compiled operand passes of the midpoint-radius matmul (rows of a C-ordered
     operand; columns of a transposed weight, read without copying) give what
     directed.midrad_prep gives, in the same layout; special values included."""
-    from scalarlab.scalars import directed as D
+    from scalarlab.scalars.kernels import directed as D
     rng = np.random.default_rng(shape[0] * 100 + shape[1])
     c = rng.standard_normal(shape) * 10.0 ** rng.integers(-300, 300, shape)
     lo, hi = c - np.abs(c) * 1e-9, c + np.abs(c) * 1e-9

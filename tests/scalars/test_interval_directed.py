@@ -15,8 +15,7 @@ import numpy as np
 import pytest
 
 from scalarlab import scalars
-from scalarlab.scalars import directed as D
-
+from scalarlab.scalars.kernels import directed as D
 F32_MAX = float(np.finfo(np.float32).max)
 
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from scalarlab import scalars
-from scalarlab.scalars import function_endpoints as FE
+from scalarlab.scalars.kernels import function_endpoints as FE
 from scalarlab.scalars.functions import FUNCTIONS
 
 IV = scalars.get("interval:float64")

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from scalarlab import scalars
-from scalarlab.scalars import directed as D
+from scalarlab.scalars.kernels import directed as D
 from scalarlab.scalars.functions import FUNCTIONS
 
 from mp_reference import mp_value

@@ -1,4 +1,4 @@
-"""The compiled float64 interval division (scalars.interval_kernels) gives the generic
+"""The compiled float64 interval division (scalars.kernels.interval_f64) gives the generic
 algorithm's endpoints (four directed quotients, min and max) and encloses the exact
 quotient set: sampled against exact rationals, with signs mixed, zeros, huge/tiny operands
 (which fall back) and straddling divisors (which take the generic path)."""
@@ -9,10 +9,8 @@ from fractions import Fraction
 import numpy as np
 
 from scalarlab import scalars
-from scalarlab.scalars import directed as D
-from scalarlab.scalars import interval_kernels as IK
-
-
+from scalarlab.scalars.kernels import directed as D
+from scalarlab.scalars.kernels import interval_f64 as IK
 def _generic(alo, ahi, blo, bhi):
     qs = [D.div_dir(x, y) for x in (alo, ahi) for y in (blo, bhi)]
     return (np.minimum.reduce([q[0] for q in qs]), np.maximum.reduce([q[1] for q in qs]))

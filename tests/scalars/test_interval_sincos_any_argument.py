@@ -15,7 +15,7 @@ import pytest
 
 from scalarlab import scalars
 from scalarlab.scalars import formats
-from scalarlab.scalars.function_endpoints import extremum_inside
+from scalarlab.scalars.kernels.function_endpoints import extremum_inside
 
 BASES = ["binary32", "bfloat16", "binary(11,52)"]
 

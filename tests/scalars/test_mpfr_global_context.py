@@ -29,9 +29,9 @@ import numpy as np
 import pytest
 
 from scalarlab import scalars
-from scalarlab.scalars import correct_rounding as CR
+from scalarlab.scalars.kernels import correct_rounding as CR
 from scalarlab.scalars import formats
-from scalarlab.scalars import function_endpoints as FE
+from scalarlab.scalars.kernels import function_endpoints as FE
 from scalarlab.scalars.functions import FUNCTIONS
 from scalarlab.scalars.functions_binary import BINARY_FUNCTIONS
 

@@ -1,4 +1,4 @@
-"""The branch-free rounding of scalars.rounding_kernels (_round_sel, used for every block
+"""The branch-free rounding of scalars.kernels.rounding (_round_sel, used for every block
 that holds a value outside the format's normal range) equals the scalar reference
 _round_one on random float64 bit patterns, for every deterministic mode and formats with
 and without subnormals, infinities and saturation; the parallel path equals the serial
@@ -10,8 +10,7 @@ import numpy as np
 import pytest
 
 from scalarlab.scalars import formats as F
-from scalarlab.scalars import rounding_kernels as RK
-
+from scalarlab.scalars.kernels import rounding as RK
 MODES = {"nearest_even": RK.NEAREST_EVEN, "nearest_away": RK.NEAREST_AWAY,
          "toward_zero": RK.TOWARD_ZERO, "up": RK.UP, "down": RK.DOWN, "odd": RK.ODD}
 FORMATS = [F.binary16, F.bfloat16, F.e4m3, F.e5m2, F.binary32, F.tf32,

@@ -1,5 +1,5 @@
-"""The one compiled sequential interval-sum loop (scalars.grid_kernels._sum_rows, blocks of
-rows transposed into lanes) against the generic directed loop (scalars.directed.add_dir,
+"""The one compiled sequential interval-sum loop (scalars.kernels.grid._sum_rows, blocks of
+rows transposed into lanes) against the generic directed loop (scalars.kernels.directed.add_dir,
 one partial sum at a time) on every grid: row counts around and across the lane width,
 short and long rows, wide-range operands, and the hand-off to the generic loop."""
 from __future__ import annotations
@@ -8,11 +8,10 @@ import numpy as np
 import pytest
 
 from scalarlab import scalars
-from scalarlab.scalars import directed as D
+from scalarlab.scalars.kernels import directed as D
 from scalarlab.scalars import formats as FM
-from scalarlab.scalars import grid_kernels as GK
-from scalarlab.scalars import interval_kernels as IK
-
+from scalarlab.scalars.kernels import grid as GK
+from scalarlab.scalars.kernels import interval_f64 as IK
 GRIDS = [FM.binary64, FM.binary32, FM.bfloat16, FM.binary16]
 
 

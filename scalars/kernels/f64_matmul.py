@@ -15,7 +15,7 @@ layer of a CNN against the exact result: max |error| 5.8e-16 with blocks, 1.37e-
 one chain, 7.1e-16 with OpenBLAS), for about 4% of the speed.
 
 Vectorised ACROSS outputs: a micro-kernel (LLVM IR through a Numba intrinsic, as in
-:mod:`scalars.binary32_matmul`) keeps an ``R x W`` block of accumulators (8 x 24: 24 zmm
+:mod:`scalars.kernels.binary32_matmul`) keeps an ``R x W`` block of accumulators (8 x 24: 24 zmm
 registers, enough independent chains to cover the FMA latency on both ports) in vector
 registers (``<8 x double>``, ``llvm.fma.v8f64``; no fast-math flags, so LLVM never
 reassociates) over the k loop.  B is copied, one ``kc x W`` panel at a time, into a

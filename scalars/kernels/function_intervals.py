@@ -6,7 +6,7 @@ increasing between its poles (``poles_at``).  Over an argument interval [a, b] i
 domain, f therefore ranges between the smallest and the largest of
 
 * f(a) and f(b), each rounded down and up by the endpoint arithmetic
-  (:mod:`scalars.function_endpoints`: exactly directed for binary bases, the declared ulps
+  (:mod:`scalars.kernels.function_endpoints`: exactly directed for binary bases, the declared ulps
   bound for float64, mpmath widened, exact for rational);
 * the limit at an open domain end that the interval touches (log1p at -1: -inf, atanh at
   +-1, tgamma at 0: +inf; a ContextError over rational endpoints when it is infinite);
@@ -32,9 +32,9 @@ import numpy as np
 
 from . import directed as D
 from . import function_endpoints as FE
-from . import formats
-from .errors import ContextError
-from .functions import F64_ABS_ERR
+from .. import formats
+from ..errors import ContextError
+from ..functions import F64_ABS_ERR
 
 _HUGE_PHASE = 2.0 ** 40   # beyond this, poles are located by MPFR argument reduction
 
@@ -83,7 +83,7 @@ def _may_hold_pole(ctx, fn, a) -> np.ndarray:
     one period wide).  A float64 phase test with a relative margin of 2^-40 settles most
     boxes; those it cannot (a pole within the margin of an end, ends beyond 2^40) are
     decided exactly from the endpoints by MPFR argument reduction
-    (:func:`scalars.function_endpoints.phase_inside`), so a box beside a pole is finite
+    (:func:`scalars.kernels.function_endpoints.phase_inside`), so a box beside a pole is finite
     however close it comes, and a point box is never the whole line."""
     offset, period = fn.poles_at
     q, per = round(offset / (math.pi / 2)), round(period / (math.pi / 2))

@@ -30,7 +30,7 @@ import numba
 import numpy as np
 
 from .eft import f2i, i2f, two_prod, two_sum
-from .formats import Format, binary64
+from ..formats import Format, binary64
 
 DBL_MAX = float(np.finfo(np.float64).max)
 # Operands whose magnitude lies in [2^-900, 2^900] (or is 0) never break the EFTs below:
@@ -406,7 +406,7 @@ def midrad2d_dir(C, R, scale: float, tiny: float, nzr, nzc, fmt: Format = binary
         lo = np.where(bad, sub_dir(C, R, binary64)[0], lo)
         hi = np.where(bad, add_dir(C, R, binary64)[1], hi)
     if not fmt.is_binary64:
-        from .grid_kernels import round_pair     # one compiled pass, same values
+        from .grid import round_pair     # one compiled pass, same values
         lo, hi = round_pair(lo, hi, fmt)
     return lo, hi
 

@@ -3,7 +3,7 @@
 Interval division by a divisor that excludes 0 needs only two quotients per element (which
 ones follows from the signs of the endpoints), each rounded in its direction exactly: the
 round-to-nearest quotient ``q`` and the sign of the exact residual ``x - q*y`` (TwoProduct,
-as :func:`scalars.directed.div_err`) say whether the exact quotient lies below or above
+as :func:`scalars.kernels.directed.div_err`) say whether the exact quotient lies below or above
 ``q``, and one ulp step on the bit pattern gives RD / RU.  Elements the error-free
 transformation cannot vouch for (operands or quotients outside [2^-900, 2^900], non-finite
 endpoints) make the kernel give up, and the caller runs the generic algorithm.
@@ -13,7 +13,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from . import grid_kernels as GK
+from . import grid as GK
 from .eft import f2i, i2f, two_prod
 
 _SAFE_LO = 2.0 ** -900
@@ -75,9 +75,9 @@ def div_f64(alo, ahi, blo, bhi, shape):
 
 def sum_f64(lo2, hi2):
     """(lo, hi) of the sequential outward-rounded sums over the last axis, or None: the one
-    compiled sequential-sum loop (:func:`scalars.grid_kernels.sum_grid`) on the float64
+    compiled sequential-sum loop (:func:`scalars.kernels.grid.sum_grid`) on the float64
     grid."""
-    from .formats import binary64
+    from ..formats import binary64
     return GK.sum_grid(lo2, hi2, binary64)
 
 

@@ -14,7 +14,7 @@ an error term that is itself a float64, with no approximation:
   instruction, or libm's exact ``fma``/``fmaf`` where the CPU has none).
 
 These are Numba functions on float64 *scalars*, meant to be called from other compiled
-kernels (:mod:`scalars.binary_kernels`, :mod:`scalars.directed`); Numba keeps IEEE
+kernels (:mod:`scalars.kernels.binary_format`, :mod:`scalars.kernels.directed`); Numba keeps IEEE
 semantics (no fast-math, no contraction of ``a*b + c`` into an fma), which the EFTs need.
 Array versions with numpy broadcasting are ufuncs: :data:`fma_f64` and :data:`prod_err`.
 Overflow anywhere makes an EFT meaningless (inf - inf); callers check finiteness.

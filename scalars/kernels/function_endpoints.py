@@ -7,7 +7,7 @@ For an entry ``fn`` of :data:`scalars.functions.FUNCTIONS` and float64 arguments
   point, the rest go to :func:`mpfr_func_dir` (MPFR, Ziv's strategy).
 * :func:`func_dir_f64` -- (RD f(x), RU f(x)) onto float64, exactly (the interval:float64
   endpoints): exp, log, tanh, sigmoid and softplus by the compiled double-double kernels
-  of :mod:`scalars.f64_endpoint_kernels` (:func:`func_pair_f64`), the entries they leave
+  of :mod:`scalars.kernels.f64_endpoints` (:func:`func_pair_f64`), the entries they leave
   undecided and the other functions by :func:`func_dir_f64_ld` (long double evaluation,
   MPFR for the rest).
 * :func:`func_widened_f64` -- the former float64 enclosure, kept as the cheap comparison:
@@ -25,10 +25,10 @@ import gmpy2
 import numpy as np
 
 from .directed import round_down, round_up
-from .formats import Format
-from . import grid_kernels as GK
-from . import f64_endpoint_kernels as F64K
-from .functions import F64_ABS_ERR, FUNCTIONS, ScalarFunction
+from ..formats import Format
+from . import grid as GK
+from . import f64_endpoints as F64K
+from ..functions import F64_ABS_ERR, FUNCTIONS, ScalarFunction
 
 _CTX53 = {}
 
@@ -93,7 +93,7 @@ def func_dir(fn: ScalarFunction, x, grid: Format):
 
 def func_dir_numpy(fn: ScalarFunction, x, grid: Format):
     """:func:`func_dir` as numpy passes over the vocabulary's float64 evaluator (the
-    functions without a compiled evaluator in :mod:`scalars.grid_kernels`)."""
+    functions without a compiled evaluator in :mod:`scalars.kernels.grid`)."""
     x = np.array(x, dtype=np.float64)
     with np.errstate(all="ignore"):
         v = fn.eval_f64(x)
@@ -265,7 +265,7 @@ def func_dir_f64(fn: ScalarFunction, x):
 
 def func_pair_f64(fn: ScalarFunction, xl, xh, counted: bool = False):
     """(RD f(xl), RU f(xh)) onto float64 for a function with compiled endpoints (name in
-    :data:`scalars.f64_endpoint_kernels.CODES`): one compiled pass, the few undecided
+    :data:`scalars.kernels.f64_endpoints.CODES`): one compiled pass, the few undecided
     entries (f(x) within ~2^-67 relative of a float64, results outside the normal range,
     non-finite arguments) through :func:`func_dir_f64_ld`.  ``counted``: also the number
     of NaN ends."""
@@ -283,7 +283,7 @@ def func_dir_f64_ld(fn: ScalarFunction, x):
     those are the answers (about 98.5% of random arguments).  The rest -- results within
     ~2^-60 of a float64, exact cases such as exp(0) = 1, saturated tails, non-finite
     values -- go through :func:`mpfr_func_dir`, as the coarser binary grids do."""
-    from .formats import binary64
+    from ..formats import binary64
     x = np.array(x, dtype=np.float64)
     if not fn.f64_ulps:
         # an exact float64 evaluator (ceil floor trunc round nearbyint): its value is f(x)

@@ -1,6 +1,6 @@
 """Pairwise-order binary32 dot products in hardware float32, vectorised across outputs.
 
-The order is the one of the ``<fmt>/pairwise`` contexts (:func:`scalars.binary_kernels.
+The order is the one of the ``<fmt>/pairwise`` contexts (:func:`scalars.kernels.binary_format.
 sum_pairwise` and ``matmul_pairwise``): the K rounded products ``RN(a_k*b_k)`` of an
 output are added level by level, adjacent pairs (0,1), (2,3), ... with one rounding each
 and an odd last entry carried up unchanged, until one is left.  At level l, entry t is the
@@ -12,7 +12,7 @@ recursive split at power-of-two aligned midpoints:
   (a partial block of K mod S leaves) being the pairwise tree of those leaves.
 
 So a micro-kernel (LLVM IR with explicit <16 x float> vectors, like
-:mod:`scalars.binary32_matmul`) computes the complete-block trees of R rows x 16 columns,
+:mod:`scalars.kernels.binary32_matmul`) computes the complete-block trees of R rows x 16 columns,
 fully unrolled in registers: leaf = ``a[i, k] * panel[k]`` (one broadcast, one multiply),
 node = ``left + right``; no fast-math flags, so LLVM neither contracts nor reassociates.
 The partial block and the levels above the blocks run level by level on the R x 16 tile of
@@ -20,7 +20,7 @@ block values.  Each output keeps exactly its own tree; only which outputs share 
 lanes changes, so the results are bit-identical to the emulated path.  NaN outputs are
 recomputed by that path (LLVM may swap a multiply's operands, which decides which of two
 NaN payloads propagates), and a thread with flush-to-zero on (the probe of
-:mod:`scalars.binary32_hw`) gets the emulated path for the whole product.
+:mod:`scalars.kernels.binary32_hw`) gets the emulated path for the whole product.
 
 The kernel takes float32 C arrays and writes float32 (one compiled signature); the driver
 :func:`matmul32_pairwise` also writes a float64 ``out`` (widened exactly), and
@@ -36,8 +36,8 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from . import binary32_hw as H
-from . import binary_kernels as K
-from . import formats
+from . import binary_format as K
+from .. import formats
 from .binary32_matmul import R, W   # rows of A per micro-kernel call, panel columns (lanes)
 from .binary32_matmul import pack_edge_rows, pack_panel, row_pointers, vector_ir
 
@@ -194,7 +194,7 @@ def matmul32_pairwise(a, b, out, b_t):
     arrays of binary32 values (checked bit for bit, ValueError naming the first entry that
     is not); out (nb, M, N) float32 or float64 (the float32 results widened exactly).
 
-    NaN outputs are recomputed by the emulated path (:func:`scalars.binary_kernels.
+    NaN outputs are recomputed by the emulated path (:func:`scalars.kernels.binary_format.
     matmul_pairwise`, float64; :func:`_redo_nans`) so that their bits are that path's:
     LLVM may swap the operands of a vector multiply (it folds the broadcast of ``a`` into
     the instruction), which changes which of two NaNs propagates.  With flush-to-zero on

@@ -1,7 +1,7 @@
 """Sequential-order binary32 dot products in hardware float32, register- and cache-blocked.
 
 The order is the reference one of :mod:`scalars.binary` (and of
-:func:`scalars.binary_kernels.matmul_hw`): for every output, ``acc = RN(a0*b0)`` and then
+:func:`scalars.kernels.binary_format.matmul_hw`): for every output, ``acc = RN(a0*b0)`` and then
 ``acc = RN(acc + RN(a_k*b_k))`` for k = 1, 2, ... (or ``acc = fma(a_k, b_k, acc)`` fused).
 Every output keeps its own k order; only *which outputs* are computed together changes,
 so results are bit-identical to the unblocked kernel.
@@ -31,7 +31,7 @@ R = 8    # rows of A per micro-kernel call
 _jit = numba.njit(cache=True, error_model="numpy", nogil=True)
 
 
-# LLVM IR pieces shared by the micro-kernels here and in scalars/binary32_pairwise.py.
+# LLVM IR pieces shared by the micro-kernels here and in scalars/kernels/binary32_pairwise.py.
 def vector_ir(builder):
     """(vt, c64, splat): the <W x float> type, an i64 constant, and a float broadcast to
     all W lanes (insertelement + zero-mask shufflevector) emitted by ``builder``."""
@@ -111,7 +111,7 @@ _micro_fused = _make_microkernel(True)
 
 
 # Panel packing shared by this sequential driver and the pairwise one
-# (scalars/binary32_pairwise.py); they run outside the micro-kernels' loops.  Inlined:
+# (scalars/kernels/binary32_pairwise.py); they run outside the micro-kernels' loops.  Inlined:
 # as compiled functions of their own they made a cold matmul32 compile ~0.2 s slower.
 @numba.njit(inline="always")
 def pack_edge_rows(aq, apad, Mf):

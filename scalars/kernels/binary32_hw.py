@@ -5,7 +5,7 @@ underflow and overflow to inf, which is exactly what the ``binary32`` context pr
 (:mod:`scalars.binary`).  The context stores its values as float32 arrays
 (:mod:`scalars.binary32_store`) and computes those operations here, in float32, with no
 conversions.  Three things could still make this differ from the emulated path (float64
-operation and one rounding, :mod:`scalars.binary_kernels`), and each is handled:
+operation and one rounding, :mod:`scalars.kernels.binary_format`), and each is handled:
 
 * **Flush-to-zero / denormals-are-zero.**  Some library in the process may set the MXCSR
   FTZ/DAZ bits (``torch.set_flush_denormal``, fast-math builds).  :func:`ftz` (and
@@ -30,7 +30,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from .binary_kernels import carry_odd
+from .binary_format import carry_odd
 from .eft import f2i, fma, i2f, two_sum
 
 _jit = numba.njit(cache=True, error_model="numpy", nogil=True)
@@ -258,7 +258,7 @@ def fma32(a, b, c, out):
 @_jit
 def sum32(x, pairwise):
     """Sums down axis 0 of the float32 (n, R) array ``x`` in binary32 hardware, in the
-    order of :func:`scalars.binary_kernels.sum_sequential` (left to right, the first entry
+    order of :func:`scalars.kernels.binary_format.sum_sequential` (left to right, the first entry
     starts the accumulator) or ``sum_pairwise`` (adjacent pairs level by level, an odd
     last entry carried up); n = 0 gives +0.  R independent chains run in SIMD lanes."""
     n, R = x.shape

@@ -7,18 +7,18 @@ grid.  Two ways to know t well enough, both as in the numpy paths they replace:
 * arithmetic (+ - * / sqrt): s = RN64(t) by the hardware and the exact sign of t - s by an
   error-free transformation (TwoSum, TwoProduct, the division / square-root residual).  No
   float64 lies strictly between t and s, hence RD_grid(t) = RD_grid(prev64(s)) when t < s
-  and RD_grid(s) otherwise (RU likewise): :func:`scalars.directed.finish`.
+  and RD_grid(s) otherwise (RU likewise): :func:`scalars.kernels.directed.finish`.
 * functions (exp log tanh sigmoid softplus): the float64 value v (numpy's SIMD exp / log /
   tanh, the sigmoid / softplus compositions finished in the kernel), within
   ``fn.f64_rel |v| + F64_ABS_ERR`` of f(x) (the bound :mod:`scalars.functions` declares,
   with its FAST_PATH_MARGIN); where [v - m, v + m], clipped by the function's known facts,
   rounds down and up to single grid values, those are the answers, exactly as
-  :func:`scalars.function_endpoints.func_dir`.  The rest are flagged and the caller sends
-  them to MPFR (:func:`scalars.function_endpoints.mpfr_func_dir`).
+  :func:`scalars.kernels.function_endpoints.func_dir`.  The rest are flagged and the caller sends
+  them to MPFR (:func:`scalars.kernels.function_endpoints.mpfr_func_dir`).
 
 Operands outside [2^-900, 2^900] (EFT preconditions) or non-finite make the arithmetic
 kernels give up (return False) and the caller runs the generic algorithm.  Rounding onto
-the grid follows :func:`scalars.directed.round_down` / ``round_up`` (the *extended* grid:
+the grid follows :func:`scalars.kernels.directed.round_down` / ``round_up`` (the *extended* grid:
 beyond max_finite lies +-inf; without subnormals the gap below min_normal holds only 0).
 """
 from __future__ import annotations
@@ -29,7 +29,7 @@ import numba
 import numpy as np
 
 from .eft import f2i, i2f, two_prod, two_sum
-from .formats import Format
+from ..formats import Format
 
 _INF = math.inf
 _DBL_MAX = float(np.finfo(np.float64).max)
@@ -122,7 +122,7 @@ def _next64(s):
 @_jit_inline
 def dir_from(s, d, up, emin, mb, maxf, sub, tiny):
     """RU_grid(t) if up else RD_grid(t), for finite s = RN64(t) and d of the sign of t - s
-    (as :func:`scalars.directed.finish`)."""
+    (as :func:`scalars.kernels.directed.finish`)."""
     if up:
         return ru_grid(_next64(s) if d > 0.0 else s, emin, mb, maxf, sub, tiny)
     return rd_grid(_prev64(s) if d < 0.0 else s, emin, mb, maxf, sub, tiny)
@@ -255,7 +255,7 @@ def func_pair(fn, xl, xh, fmt: Format, mpfr_end):
     """(RD_grid f(xl), RU_grid f(xh)) for a compiled vocabulary function (name in
     :data:`FUNC_CODES`), float64 arrays of one shape; unsettled ends go to
     ``mpfr_end(x) -> (RD, RU)`` (MPFR), NaN arguments give NaN."""
-    from .functions import F64_ABS_ERR
+    from ..functions import F64_ABS_ERR
     shape = np.shape(xl)
     L = np.ascontiguousarray(xl, dtype=np.float64).reshape(-1)
     H = np.ascontiguousarray(xh, dtype=np.float64).reshape(-1)
@@ -555,7 +555,7 @@ def _round_pair_kernel(lo, hi, emin, mb, maxf, sub, tiny, out_lo, out_hi):
 
 def round_pair(lo, hi, fmt: Format):
     """(round_down(lo, fmt), round_up(hi, fmt)) for float64 arrays of one shape, in one
-    compiled pass (the same values as :func:`scalars.directed.round_down` / ``round_up``)."""
+    compiled pass (the same values as :func:`scalars.kernels.directed.round_down` / ``round_up``)."""
     shape = np.shape(lo)
     L, H = _flat(shape, lo, hi)
     a = np.empty(L.size)

@@ -1,6 +1,6 @@
 """MPFR (gmpy2) settlement of the few results the float64 fast paths cannot decide.
 
-The binary contexts compute almost everything in float64 (:mod:`scalars.binary_kernels`)
+The binary contexts compute almost everything in float64 (:mod:`scalars.kernels.binary_format`)
 and flag the rare elements where that is not provably correct: transcendental values too
 close to a rounding boundary, error-free transformations that would underflow, formats
 with 52-bit significands.  Those elements are recomputed here, one by one, in MPFR with
@@ -17,7 +17,7 @@ import math
 import gmpy2
 import numpy as np
 
-from . import formats
+from .. import formats
 
 # MPFR's one-call correctly rounded arithmetic; the vocabulary's functions come from
 # scalars.functions (fn.mpfr, or Ziv's loop on fn.bounds).

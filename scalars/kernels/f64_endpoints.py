@@ -8,7 +8,7 @@ For a float64 argument x each kernel computes f(x) as an unevaluated double-doub
 * ``L < -e``: f(x) lies strictly between prev(H) and H: RD = prev(H), RU = H;
 * otherwise (|L| <= e: f(x) within e of the float64 H, which includes every exact case
   such as exp(0) = 1) the entry is *flagged* and the caller settles it through the long
-  double / MPFR path (:func:`scalars.function_endpoints.func_dir_f64`).
+  double / MPFR path (:func:`scalars.kernels.function_endpoints.func_dir_f64`).
 
 (Strictness: |L| <= ulp(H)/2, or ulp_below(H)/2 when H is a power of two and L < 0, and
 e < ulp(H)/4, so ``H + L +- e`` never reaches the next float64 beyond H.)  Arguments where

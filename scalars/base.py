@@ -246,6 +246,15 @@ def as_object_array(x: Any, leaf) -> np.ndarray:
     return out
 
 
+def object_result(r) -> np.ndarray:
+    """numpy returns a bare object for 0-d object results; keep values as ndarrays."""
+    if isinstance(r, np.ndarray):
+        return r
+    out = np.empty((), dtype=object)
+    out[()] = r
+    return out
+
+
 def check_broadcast(ctx: Context, op: str, *shapes: Iterable[int]) -> tuple:
     """Broadcast shapes or raise a ContextError naming op, context and all shapes."""
     if len(shapes) == 2 and shapes[0] == shapes[1]:

@@ -15,7 +15,7 @@ import gmpy2
 import numpy as np
 
 from .arrayshape import ArrayShapeOps
-from .base import as_object_array, check_broadcast
+from .base import as_object_array, check_broadcast, object_result as _object_result
 from .errors import ContextError
 
 MPQ = type(gmpy2.mpq(0))
@@ -52,15 +52,6 @@ def describe_value(v) -> str:
     if hasattr(v, "primal") and hasattr(v, "tangent"):
         return f"a {cls} (a dual-context value)"
     return f"a {cls} {v!r:.60}"
-
-
-def _object_result(r) -> np.ndarray:
-    """numpy returns a bare object for 0-d object results; keep values as ndarrays."""
-    if isinstance(r, np.ndarray):
-        return r
-    out = np.empty((), dtype=object)
-    out[()] = r
-    return out
 
 
 class ObjectArrayContext(ArrayShapeOps):
@@ -151,14 +142,36 @@ class ObjectArrayContext(ArrayShapeOps):
         return np.full(_shape(shape), v[()], dtype=object)
 
     # -------------------------------------------------------- generic helpers
+    # The element operations: numpy's object loops call the leaf type's own operators
+    # (exact for mpq, rounded at the context's precision for mpf); fp32-real replaces
+    # them by ufuncs of its MPFR context.
+    _add, _sub, _mul, _div = np.add, np.subtract, np.multiply, np.divide
+    _neg, _abs = np.negative, np.absolute
+    _square = staticmethod(lambda x: x * x)
+    _fma = staticmethod(lambda x, y, z: x * y + z)
+
+    def _guard(self, op, thunk):
+        """Run one whole-array operation (fp32-real turns MPFR's overflow into an error)."""
+        return thunk()
+
     def _binary(self, op, f, a, b):
         a = self._arr(a, op); b = self._arr(b, op)
         check_broadcast(self, op, a.shape, b.shape)
-        return _object_result(f(a, b))
+        return _object_result(self._guard(op, lambda: f(a, b)))
 
     def _unary(self, op, f, a):
         a = self._arr(a, op)
-        return _object_result(f(a))
+        return _object_result(self._guard(op, lambda: f(a)))
+
+    def _function_arg(self, fn, a):
+        """The argument of a scalar function as an array, refused (naming op, context and
+        the first value) where it is outside the function's domain."""
+        a = self._arr(a, fn.name)
+        if fn.domain is not None:
+            bad = fn.domain.outside(a)
+            if bad.any():
+                raise self._first_bad(fn.name, bad, a, why=fn.domain.why)
+        return a
 
     def _first_bad(self, op, mask, *arrays, why: str) -> ContextError:
         """Error naming the op, the context and the operand values at the first bad entry."""
@@ -188,10 +201,41 @@ class ObjectArrayContext(ArrayShapeOps):
         raise self.unsupported(fn.name)
 
     # ---------------------------------------------------------- order and such
+    # ------------------------------------------------------------- arithmetic
+    def add(self, a, b): return self._binary("add", self._add, a, b)
+    def sub(self, a, b): return self._binary("sub", self._sub, a, b)
+    def mul(self, a, b): return self._binary("mul", self._mul, a, b)
+    def square(self, a): return self._unary("square", self._square, a)
+    # neg/abs are exact, but fp32-real runs them in its context so results keep 24 bits
+    def neg(self, a): return self._unary("neg", self._neg, a)
+    def abs(self, a): return self._unary("abs", self._abs, a)
+
+    def div(self, a, b):
+        a = self._arr(a, "div"); b = self._arr(b, "div")
+        shape = check_broadcast(self, "div", a.shape, b.shape)
+        zero = np.broadcast_to(np.asarray(np.equal(b, 0), dtype=bool), shape)
+        if zero.any():
+            raise self._first_bad("div", zero, a, b, why="division by zero")
+        return _object_result(self._guard("div", lambda: self._div(a, b)))
+
+    def fma(self, a, b, c):
+        a = self._arr(a, "fma"); b = self._arr(b, "fma"); c = self._arr(c, "fma")
+        check_broadcast(self, "fma", a.shape, b.shape, c.shape)
+        return _object_result(self._guard("fma", lambda: self._fma(a, b, c)))
+
+    def sqrt(self, a):
+        a = self._arr(a, "sqrt")
+        neg = np.asarray(np.less(a, 0), dtype=bool)
+        if neg.any():
+            raise self._first_bad("sqrt", neg, a, why="negative argument has no real sqrt")
+        return self._sqrt_nonneg(a)
+
+    def _sqrt_nonneg(self, a):
+        raise self.unsupported("sqrt")
+
+    # ---------------------------------------------------------- order and such
     def maximum(self, a, b): return self._binary("maximum", np.maximum, a, b)
     def minimum(self, a, b): return self._binary("minimum", np.minimum, a, b)
-    def neg(self, a): return self._unary("neg", np.negative, a)
-    def abs(self, a): return self._unary("abs", np.absolute, a)
 
     def less(self, a, b):
         a = self._arr(a, "less"); b = self._arr(b, "less")
@@ -411,31 +455,7 @@ class RationalContext(ObjectArrayContext):
             return texts[0]
         return "[" + ", ".join(texts) + "]"
 
-    def add(self, a, b): return self._binary("add", np.add, a, b)
-    def sub(self, a, b): return self._binary("sub", np.subtract, a, b)
-    def mul(self, a, b): return self._binary("mul", np.multiply, a, b)
-    def square(self, a): return self._unary("square", lambda x: x * x, a)
-
-    def div(self, a, b):
-        a = self._arr(a, "div"); b = self._arr(b, "div")
-        check_broadcast(self, "div", a.shape, b.shape)
-        try:
-            return _object_result(np.divide(a, b))
-        except ZeroDivisionError:
-            zero = np.broadcast_to(np.asarray(np.equal(b, 0), dtype=bool),
-                                   np.broadcast_shapes(a.shape, b.shape))
-            raise self._first_bad("div", zero, a, b, why="division by zero") from None
-
-    def fma(self, a, b, c):
-        a = self._arr(a, "fma"); b = self._arr(b, "fma"); c = self._arr(c, "fma")
-        check_broadcast(self, "fma", a.shape, b.shape, c.shape)
-        return _object_result(a * b + c)
-
-    def sqrt(self, a):
-        a = self._arr(a, "sqrt")
-        neg = np.asarray(np.less(a, 0), dtype=bool)
-        if neg.any():
-            raise self._first_bad("sqrt", neg, a, why="negative argument has no real sqrt")
+    def _sqrt_nonneg(self, a):
         # mpq is kept in lowest terms, so sqrt(p/q) is rational iff p and q are squares.
         square = np.asarray(np.frompyfunc(
             lambda q: gmpy2.is_square(q.numerator) and gmpy2.is_square(q.denominator),
@@ -458,11 +478,7 @@ class RationalContext(ObjectArrayContext):
         """exp, log, ... (scalars.functions): exact only at the entry's rational points
         (by Lindemann-Weierstrass there are no others); anywhere else a ContextError."""
         op = fn.name
-        a = self._arr(a, op)
-        if fn.domain is not None:
-            bad = fn.domain.outside(a)
-            if bad.any():
-                raise self._first_bad(op, bad, a, why=fn.domain.why)
+        a = self._function_arg(fn, a)
         out = np.empty(a.shape, dtype=object)
         at = np.zeros(a.shape, dtype=bool)
         if fn.rational is not None:     # an exact rule (exp2 at integers, cbrt of cubes)

@@ -13,9 +13,9 @@ import gmpy2
 import numpy as np
 
 from .kernels import correct_rounding
-from .base import check_broadcast
 from .errors import ContextError
-from .exact import _F64, MPFR, ObjectArrayContext, _mpq_leaf, _object_result
+from .base import object_result as _object_result
+from .exact import _F64, MPFR, ObjectArrayContext, _mpq_leaf
 from .functions import FUNCTIONS
 from .functions_binary import BINARY_FUNCTIONS
 
@@ -113,41 +113,9 @@ class Fp32RealContext(ObjectArrayContext):
             return format(f, ".9g") if f not in (float("inf"), float("-inf")) else str(t)
         return str(t)
 
-    def _binary(self, op, f, a, b):
-        a = self._arr(a, op); b = self._arr(b, op)
-        check_broadcast(self, op, a.shape, b.shape)
-        return _object_result(self._guard(op, lambda: f(a, b)))
-
-    def _unary(self, op, f, a):
-        a = self._arr(a, op)
-        return _object_result(self._guard(op, lambda: f(a)))
-
-    # neg/abs are exact, but run in the context so results keep the 24-bit precision.
-    def neg(self, a): return self._unary("neg", self._neg, a)
-    def abs(self, a): return self._unary("abs", self._abs, a)
-    def add(self, a, b): return self._binary("add", self._add, a, b)
-    def sub(self, a, b): return self._binary("sub", self._sub, a, b)
-    def mul(self, a, b): return self._binary("mul", self._mul, a, b)
-    def square(self, a): return self._unary("square", self._square, a)
-
-    def div(self, a, b):
-        a = self._arr(a, "div"); b = self._arr(b, "div")
-        shape = check_broadcast(self, "div", a.shape, b.shape)
-        zero = np.broadcast_to(np.asarray(np.equal(b, 0), dtype=bool), shape)
-        if zero.any():
-            raise self._first_bad("div", zero, a, b, why="division by zero")
-        return _object_result(self._guard("div", lambda: self._div(a, b)))
-
-    def fma(self, a, b, c):
-        a = self._arr(a, "fma"); b = self._arr(b, "fma"); c = self._arr(c, "fma")
-        check_broadcast(self, "fma", a.shape, b.shape, c.shape)
-        return _object_result(self._guard("fma", lambda: self._fma(a, b, c)))
-
-    def sqrt(self, a):
-        a = self._arr(a, "sqrt")
-        neg = np.asarray(np.less(a, 0), dtype=bool)
-        if neg.any():
-            raise self._first_bad("sqrt", neg, a, why="negative argument has no real sqrt")
+    # add, sub, mul, div, fma, square, neg, abs: the base's methods over the MPFR ufuncs
+    # set in __init__ (neg/abs are exact, but run in the context so results keep 24 bits)
+    def _sqrt_nonneg(self, a):
         return _object_result(self._sqrt(a))
 
     def _function(self, fn, a):
@@ -156,11 +124,7 @@ class Fp32RealContext(ObjectArrayContext):
         directed bounds (correct_rounding.ziv), which ends because their values at
         nonzero dyadic arguments are transcendental (Lindemann-Weierstrass)."""
         op = fn.name
-        a = self._arr(a, op)
-        if fn.domain is not None:
-            bad = fn.domain.outside(a)
-            if bad.any():
-                raise self._first_bad(op, bad, a, why=fn.domain.why)
+        a = self._function_arg(fn, a)
         if fn.mpfr is not None:
             return self._unary(op, self._fn[op], a)
         one = _ufunc(lambda x: correct_rounding.ziv(fn, x, FP32_REAL, 64), 1)
@@ -185,7 +149,4 @@ class Fp32RealContext(ObjectArrayContext):
 
 
 # Registration data, read by scalars.registry (this module does not import the registry).
-
-
-# Registration data, read by scalars.registry.
 CONTEXT_NAMES = {"fp32-real": lambda get: Fp32RealContext()}

@@ -50,11 +50,11 @@ from .kernels import interval_f64 as IK
 from .kernels import interval_affine as IA
 from .kernels import grid as GK
 from .arrayshape import ArrayShapeOps
-from .base import Context, check_broadcast
+from .base import Context, check_broadcast, object_result as _obj
 from .errors import ContextError
 from .formats import binary64
 from .functions import FUNCTIONS
-from .interval_ends import _FloatEnds, _MpmathEnds, _RationalEnds, _obj
+from .interval_ends import _FloatEnds, _MpmathEnds, _RationalEnds
 from .interval_functions import IntervalFunctions
 from . import interval_linalg as LA
 from .interval_linalg import IntervalLinalg

@@ -15,17 +15,9 @@ import numpy as np
 from .kernels import directed as D
 from .kernels import function_endpoints as FE
 from .kernels import grid as GK
+from .base import object_result as _obj
 from .errors import ContextError
 from .formats import Format
-
-
-def _obj(r) -> np.ndarray:
-    """numpy returns bare objects for 0-d object results; keep values as ndarrays."""
-    if isinstance(r, np.ndarray):
-        return r
-    out = np.empty((), dtype=object)
-    out[()] = r
-    return out
 
 
 def _fraction_of(x) -> Fraction:

@@ -15,10 +15,9 @@ import mpmath
 import numpy as np
 from mpmath import libmp
 
-from .base import check_broadcast
+from .base import check_broadcast, object_result as _object_result
 from .errors import ContextError
-from .exact import (MPFR, MPQ, ObjectArrayContext, _dyadic, _mpq_leaf, _object_result,
-                    mpf_parts)
+from .exact import MPFR, MPQ, ObjectArrayContext, _dyadic, _mpq_leaf, mpf_parts
 
 _MPF_BASE = mpmath.ctx_mp_python._mpf
 _RND = libmp.round_nearest
@@ -143,19 +142,7 @@ class MpmathContext(ObjectArrayContext):
         return texts[0] if a.ndim == 0 else "[" + ", ".join(texts) + "]"
 
     # ----------------------------------------------------------- arithmetic
-    def add(self, a, b): return self._binary("add", np.add, a, b)
-    def sub(self, a, b): return self._binary("sub", np.subtract, a, b)
-    def mul(self, a, b): return self._binary("mul", np.multiply, a, b)
-    def square(self, a): return self._unary("square", lambda x: x * x, a)
-
-    def div(self, a, b):
-        a = self._arr(a, "div"); b = self._arr(b, "div")
-        shape = check_broadcast(self, "div", a.shape, b.shape)
-        zero = np.broadcast_to(np.asarray(np.equal(b, 0), dtype=bool), shape)
-        if zero.any():
-            raise self._first_bad("div", zero, a, b, why="division by zero")
-        return _object_result(np.divide(a, b))
-
+    # add, sub, mul, square, div: the base's numpy object loops over mpf operators
     def fma(self, a, b, c):
         a = self._arr(a, "fma"); b = self._arr(b, "fma"); c = self._arr(c, "fma")
         check_broadcast(self, "fma", a.shape, b.shape, c.shape)
@@ -170,11 +157,7 @@ class MpmathContext(ObjectArrayContext):
         p, make = self.prec, self._make
         return _object_result(np.frompyfunc(lambda x: make(fn(x._mpf_, p, _RND)), 1, 1)(a))
 
-    def sqrt(self, a):
-        a = self._arr(a, "sqrt")
-        neg = np.asarray(np.less(a, 0), dtype=bool)
-        if neg.any():
-            raise self._first_bad("sqrt", neg, a, why="negative argument has no real sqrt")
+    def _sqrt_nonneg(self, a):
         return self._lib("sqrt", libmp.mpf_sqrt, a)
 
     def _function2_leaf(self, fn):
@@ -208,11 +191,7 @@ class MpmathContext(ObjectArrayContext):
     def _function(self, fn, a):
         """exp, log, ... (scalars.functions): mpmath's libmp function at PREC bits where the
         entry names one; a composition (sigmoid, softplus) at PREC+32 bits, rounded once."""
-        a = self._arr(a, fn.name)
-        if fn.domain is not None:
-            bad = fn.domain.outside(a)
-            if bad.any():
-                raise self._first_bad(fn.name, bad, a, why=fn.domain.why)
+        a = self._function_arg(fn, a)
         if fn.name in _GROWS:
             huge = np.asarray(np.frompyfunc(lambda x: x._mpf_[1] != 0 and x._mpf_ not in (
                 libmp.finf, libmp.fninf, libmp.fnan) and _log2_mag(x._mpf_) > _EXP_CAP,

@@ -58,7 +58,9 @@ def make_gemm(BM, BN, BK, TM, TN, fma):
             for j in range(TN):
                 acc[i, j] = np.float32(0.0)
         for k0 in range(0, K, BK):
-            # cooperative, zero-filled tile loads (A tile stored transposed: As[k, m])
+            # cooperative, zero-filled tile loads (A tile stored transposed: As[k, m]); the A
+            # and B loads are twins over different shared arrays and index orders, written
+            # out because local/shared array shapes must be compile-time constants here
             for l in range(A_LOADS):
                 idx = tid + l * NT
                 if idx < BM * BK:

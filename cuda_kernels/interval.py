@@ -157,6 +157,8 @@ def make_ilinear(TILE):
         lo = np.float64(-0.0)
         hi = np.float64(-0.0)
         for k0 in range(0, K, TILE):
+            # the x and W^T tile loads are twins (other shared arrays, other bounds), written
+            # out: a device helper taking four shared arrays would not make this shorter
             k = k0 + tx
             if m < M and k < K:
                 sxl[ty, tx] = _lo_clean(xlo[m, k])

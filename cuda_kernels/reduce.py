@@ -28,6 +28,20 @@ from .roundops import add_rn, div_rn, mul_rn, sub_rn
 _CACHE: dict = {}
 
 
+@cuda.jit(device=True)
+def _combine_tree(s, t, T):
+    """Step 2 of the order, run by every thread t of the block: the T partial sums in
+    shared ``s`` combined by halving, s[t] += s[t + h] for h = T/2, ..., 1; s[0] holds
+    the row's sum afterwards."""
+    cuda.syncthreads()
+    h = T // 2
+    while h > 0:
+        if t < h:
+            s[t] = add_rn(s[t], s[t + h])
+        cuda.syncthreads()
+        h //= 2
+
+
 def make_row_sum(T):
     if T & (T - 1) or T < 1:
         raise ValueError(f"tree width must be a power of two, got {T}")
@@ -42,13 +56,7 @@ def make_row_sum(T):
         for i in range(t, n, T):
             acc = add_rn(acc, x[row, i])
         s[t] = acc
-        cuda.syncthreads()
-        h = T // 2
-        while h > 0:
-            if t < h:
-                s[t] = add_rn(s[t], s[t + h])
-            cuda.syncthreads()
-            h //= 2
+        _combine_tree(s, t, T)
         if t == 0:
             out[row] = s[0]
 
@@ -70,13 +78,7 @@ def make_row_mse(T):
             d = sub_rn(p[row, i], t[row, i])
             acc = add_rn(acc, mul_rn(d, d))
         s[j] = acc
-        cuda.syncthreads()
-        h = T // 2
-        while h > 0:
-            if j < h:
-                s[j] = add_rn(s[j], s[j + h])
-            cuda.syncthreads()
-            h //= 2
+        _combine_tree(s, j, T)
         if j == 0:
             out[row] = div_rn(s[0], n_f32)
 

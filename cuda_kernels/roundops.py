@@ -177,6 +177,8 @@ def next_down32(x):
     return bits_f32(b + np.int32(1))
 
 
+# next_up64/next_down64: the twins of next_up32/next_down32 for binary64; device code is typed
+# by its literals (int32 vs int64 bit steps, the view types), so each width is written out.
 @cuda.jit(device=True)
 def next_up64(x):
     if x == F64_INF:

@@ -44,21 +44,19 @@ class ArrayShapeOps(Context):
         return np.transpose(a, axes)
 
     def concat(self, xs, axis: int = 0):
-        xs = [self._arr(x, "concat") for x in xs]
-        try:
-            return np.concatenate(xs, axis=axis)
-        except (ValueError, np.exceptions.AxisError) as exc:
-            shapes = ", ".join(str(list(x.shape)) for x in xs)
-            raise ContextError(f"context {self.name}: concat axis={axis}: incompatible "
-                               f"shapes {shapes}") from exc
+        return self._join("concat", np.concatenate, xs, axis)
 
     def stack(self, xs, axis: int = 0):
-        xs = [self._arr(x, "stack") for x in xs]
+        return self._join("stack", np.stack, xs, axis)
+
+    def _join(self, op, join, xs, axis):
+        """concat/stack: numpy's join, its shape errors named with op, context and shapes."""
+        xs = [self._arr(x, op) for x in xs]
         try:
-            return np.stack(xs, axis=axis)
+            return join(xs, axis=axis)
         except (ValueError, np.exceptions.AxisError) as exc:
             shapes = ", ".join(str(list(x.shape)) for x in xs)
-            raise ContextError(f"context {self.name}: stack axis={axis}: incompatible "
+            raise ContextError(f"context {self.name}: {op} axis={axis}: incompatible "
                                f"shapes {shapes}") from exc
 
     def take(self, a, indices, axis: int):
@@ -82,3 +80,18 @@ class ArrayShapeOps(Context):
         a = self._arr(a, "where"); b = self._arr(b, "where")
         check_broadcast(self, "where", cond.shape, a.shape, b.shape)
         return np.where(cond, a, b)
+
+
+class NumpyArithmetic(ArrayShapeOps):
+    """add sub mul div neg abs sqrt square as numpy's ufuncs on the hardware dtype
+    (float64, complex128: one IEEE rounding each), through the subclass's ``_bin`` and
+    ``_un`` (operand checks, broadcasting errors, the result's wrapping)."""
+
+    def add(self, a, b): return self._bin("add", np.add, a, b)
+    def sub(self, a, b): return self._bin("sub", np.subtract, a, b)
+    def mul(self, a, b): return self._bin("mul", np.multiply, a, b)
+    def div(self, a, b): return self._bin("div", np.divide, a, b)
+    def neg(self, a): return self._un("neg", np.negative, a)
+    def abs(self, a): return self._un("abs", np.abs, a)       # complex: |z| as a complex value
+    def sqrt(self, a): return self._un("sqrt", np.sqrt, a)    # complex: the principal branch
+    def square(self, a): return self._un("square", np.square, a)

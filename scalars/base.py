@@ -246,6 +246,15 @@ def as_object_array(x: Any, leaf) -> np.ndarray:
     return out
 
 
+def fixed_text(a: np.ndarray, digits: int) -> str:
+    """float64 values as fixed-point text with ``digits`` decimals: one number for a 0-d
+    array, else the flat entries in brackets (the layout every context's format uses)."""
+    a = np.asarray(a)
+    if a.ndim == 0:
+        return f"{float(a):.{digits}f}"
+    return "[" + ", ".join(f"{float(t):.{digits}f}" for t in a.reshape(-1)) + "]"
+
+
 def object_result(r) -> np.ndarray:
     """numpy returns a bare object for 0-d object results; keep values as ndarrays."""
     if isinstance(r, np.ndarray):

@@ -43,7 +43,7 @@ from .kernels import binary_format as K
 from .kernels import correct_rounding
 from . import formats
 from .arrayshape import ArrayShapeOps
-from .base import check_broadcast
+from .base import check_broadcast, fixed_text
 from .binary32_store import Float32Storage
 from .errors import ContextError, FormatError
 from .functions import F64_ABS_ERR, FUNCTIONS
@@ -158,13 +158,11 @@ class BinaryContext(ArrayShapeOps):
         """A float64 array of format values, or a ContextError naming op and context."""
         if isinstance(v, (float, np.floating)) and not isinstance(v, np.ndarray):
             v = np.asarray(v, dtype=np.float64)
-        if not isinstance(v, np.ndarray):
+        if not isinstance(v, np.ndarray) or v.dtype != np.float64:
+            got = (type(v).__name__ if not isinstance(v, np.ndarray) else
+                   f"dtype {v.dtype} (a value of another context? convert it first)")
             raise ContextError(f"context {self.name}: {op}: {which}: expected a float64 array "
-                               f"of {self.fmt.name} values, got {type(v).__name__}")
-        if v.dtype != np.float64:
-            raise ContextError(f"context {self.name}: {op}: {which}: expected a float64 array "
-                               f"of {self.fmt.name} values, got dtype {v.dtype} (a value "
-                               f"of another context? convert it first)")
+                               f"of {self.fmt.name} values, got {got}")
         if self._path != K.NATIVE and v.size:
             flat = _flat(v, v.shape)
             if self._hw32 and not H.nonmembers(flat):
@@ -256,10 +254,7 @@ class BinaryContext(ArrayShapeOps):
         return np.array(self._val(v, "to_float64"), dtype=np.float64)
 
     def format(self, v, digits: int = 6):
-        a = np.asarray(self.to_float64(v))
-        if a.ndim == 0:
-            return f"{float(a):.{digits}f}"
-        return "[" + ", ".join(f"{float(t):.{digits}f}" for t in a.reshape(-1)) + "]"
+        return fixed_text(self.to_float64(v), digits)
 
     def exact_string(self, v) -> str:
         """Shortest decimal per entry that rounds back to the same value in this format

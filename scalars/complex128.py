@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .arrayshape import ArrayShapeOps
+from .arrayshape import NumpyArithmetic
 from .base import as_object_array, check_broadcast, to_fraction
 from .errors import ContextError
 from .exact import describe_value
@@ -46,7 +46,7 @@ def _wrap(r) -> np.ndarray:
     return np.asarray(r, dtype=np.complex128)
 
 
-class Complex128Context(ArrayShapeOps):
+class Complex128Context(NumpyArithmetic):
     name = "complex128"
     kind = "hardware"
     reduction = "native"
@@ -118,21 +118,13 @@ class Complex128Context(ArrayShapeOps):
         with np.errstate(all="ignore"):
             return _wrap(f(a))
 
-    def add(self, a, b): return self._bin("add", np.add, a, b)
-    def sub(self, a, b): return self._bin("sub", np.subtract, a, b)
-    def mul(self, a, b): return self._bin("mul", np.multiply, a, b)
-    def div(self, a, b): return self._bin("div", np.divide, a, b)
-
+    # add sub mul div neg abs sqrt square: NumpyArithmetic's, through _bin/_un above
     def fma(self, a, b, c):
         a = self._arr(a, "fma"); b = self._arr(b, "fma"); c = self._arr(c, "fma")
         check_broadcast(self, "fma", a.shape, b.shape, c.shape)
         with np.errstate(all="ignore"):
             return _wrap(a * b + c)  # native: product rounded, then the sum
 
-    def neg(self, a): return self._un("neg", np.negative, a)
-    def abs(self, a): return self._un("abs", np.abs, a)  # |z| as a complex value
-    def sqrt(self, a): return self._un("sqrt", np.sqrt, a)  # principal branch
-    def square(self, a): return self._un("square", np.square, a)
     def _function2(self, fn, a, b):
         """pow: numpy's complex function; the others are not defined on complex numbers."""
         if fn.complex is None:

@@ -12,8 +12,8 @@ from fractions import Fraction
 
 import numpy as np
 
-from .arrayshape import ArrayShapeOps
-from .base import as_object_array, check_broadcast, to_fraction
+from .arrayshape import NumpyArithmetic
+from .base import as_object_array, check_broadcast, fixed_text, to_fraction
 from .kernels.eft import fma_f64
 from .errors import ContextError
 from .kernels.f64_matmul import product as f64_product
@@ -56,7 +56,7 @@ def float64_array(x, ctx_name: str = "float64") -> np.ndarray:
 # The fused multiply-add is the hardware operation itself (``llvm.fma.f64``: the FMA
 # instruction, or libm's correctly rounded fma), as a numpy ufunc: scalars.kernels.eft.fma_f64.
 
-class Float64Context(ArrayShapeOps):
+class Float64Context(NumpyArithmetic):
     name = "float64"
     kind = "hardware"
     # The values are binary64's; the context is hardware, not an emulation of the format
@@ -97,10 +97,7 @@ class Float64Context(ArrayShapeOps):
         return np.asarray(self._arr(v, "to_float64"), dtype=np.float64)
 
     def format(self, v, digits: int = 6):
-        a = np.asarray(self.to_float64(v))
-        if a.ndim == 0:
-            return f"{float(a):.{digits}f}"
-        return "[" + ", ".join(f"{float(t):.{digits}f}" for t in a.reshape(-1)) + "]"
+        return fixed_text(self.to_float64(v), digits)
 
     def zeros(self, shape): return np.zeros(tuple(shape))
     def ones(self, shape): return np.ones(tuple(shape))
@@ -120,10 +117,7 @@ class Float64Context(ArrayShapeOps):
         with np.errstate(all="ignore"):
             return np.asarray(f(a))
 
-    def add(self, a, b): return self._bin("add", np.add, a, b)
-    def sub(self, a, b): return self._bin("sub", np.subtract, a, b)
-    def mul(self, a, b): return self._bin("mul", np.multiply, a, b)
-    def div(self, a, b): return self._bin("div", np.divide, a, b)
+    # add sub mul div neg abs sqrt square: NumpyArithmetic's, through _bin/_un above
     def maximum(self, a, b): return self._bin("maximum", np.maximum, a, b)
     def minimum(self, a, b): return self._bin("minimum", np.minimum, a, b)
 
@@ -133,11 +127,6 @@ class Float64Context(ArrayShapeOps):
         check_broadcast(self, "fma", a.shape, b.shape, c.shape)
         with np.errstate(all="ignore"):
             return np.asarray(fma_f64(a, b, c))
-
-    def neg(self, a): return self._un("neg", np.negative, a)
-    def abs(self, a): return self._un("abs", np.abs, a)
-    def sqrt(self, a): return self._un("sqrt", np.sqrt, a)
-    def square(self, a): return self._un("square", np.square, a)
 
     def _function(self, fn, a):
         """exp, log, ...: the float64 evaluator of scalars.functions (libm, not correctly

@@ -479,24 +479,24 @@ class IntervalContext(IntervalFunctions, IntervalLinalg, Context):
 
     def square(self, a):
         """Tight square: [min^2, max^2] of |x|, with 0 as the lower end across 0."""
-        a = self._iv(a, "square")
         E = self.ends
-        pos = np.asarray(np.greater_equal(a.lo, 0), dtype=bool)
-        neg = np.asarray(np.less_equal(a.hi, 0), dtype=bool) & ~pos
-        small = E.wrap(np.where(pos, a.lo, np.where(neg, E.neg(a.hi), E.full((), 0))))
-        big = E.wrap(np.where(pos, a.hi, np.where(neg, E.neg(a.lo),
-                                                  np.maximum(E.neg(a.lo), a.hi))))
+        small, big = self._abs_ends(self._iv(a, "square"))
+        small, big = E.wrap(small), E.wrap(big)
         lo, hi = self._dual_round(E.mul, [small, small], [big, big])
         return self._box(lo, hi)
 
     def abs(self, a):
-        a = self._iv(a, "abs")
+        return self._box(*self._abs_ends(self._iv(a, "abs")))
+
+    def _abs_ends(self, a: Interval):
+        """The ends of |x| over [lo, hi] (exact: negations and comparisons): [lo, hi] when
+        lo >= 0, [-hi, -lo] when hi <= 0, else [0, max(-lo, hi)]."""
         E = self.ends
         pos = np.asarray(np.greater_equal(a.lo, 0), dtype=bool)
         neg = np.asarray(np.less_equal(a.hi, 0), dtype=bool) & ~pos
         lo = np.where(pos, a.lo, np.where(neg, E.neg(a.hi), E.full((), 0)))
         hi = np.where(pos, a.hi, np.where(neg, E.neg(a.lo), np.maximum(E.neg(a.lo), a.hi)))
-        return self._box(lo, hi)
+        return lo, hi
 
     def _lattice(self, fn, a, b, op):
         """Endpointwise max/min (exact); float endpoints go into recycled result arrays

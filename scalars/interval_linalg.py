@@ -55,12 +55,9 @@ class IntervalLinalg:
         """Sequential sum along the axes, left to right, each addition rounded outward."""
         a = self._iv(a, "sum")
         E = self.ends
-        lo_in, hi_in = np.asarray(a.lo), np.asarray(a.hi)
-        if lo_in.ndim == 0:
-            return Interval(lo_in, hi_in)
-        axes = self._axes(lo_in.shape, axis, "sum")
-        lo2, kshape = self._reduce_layout(lo_in, axes, "sum")
-        hi2, _ = self._reduce_layout(hi_in, axes, "sum")
+        if np.ndim(a.lo) == 0:
+            return Interval(np.asarray(a.lo), np.asarray(a.hi))
+        shape, axes, lo2, hi2, kshape = self._reduction(a, axis, "sum")
         n = lo2.shape[-1]
         if n == 0:
             lo = E.full(kshape, 0); hi = E.full(kshape, 0)
@@ -77,25 +74,32 @@ class IntervalLinalg:
                 for k in range(1, n):
                     lo, hi = self._dual_round(E.add, [lo, lo2[..., k]],
                                               [hi, hi2[..., k]])
-        if keepdims:
-            lo = self._keepdims(E.wrap(lo), lo_in.shape, axes)
-            hi = self._keepdims(E.wrap(hi), hi_in.shape, axes)
-        return self._box(lo, hi)
+        return self._reduced(lo, hi, shape, axes, keepdims)
 
     def amax(self, a, axis=None, keepdims: bool = False):
         a = self._iv(a, "amax")
-        lo_in, hi_in = np.asarray(a.lo), np.asarray(a.hi)
-        if lo_in.ndim == 0:
-            return Interval(lo_in, hi_in)
-        axes = self._axes(lo_in.shape, axis, "amax")
-        lo2, _ = self._reduce_layout(lo_in, axes, "amax")
-        hi2, _ = self._reduce_layout(hi_in, axes, "amax")
+        if np.ndim(a.lo) == 0:
+            return Interval(np.asarray(a.lo), np.asarray(a.hi))
+        shape, axes, lo2, hi2, _ = self._reduction(a, axis, "amax")
         if lo2.shape[-1] == 0:
             raise ContextError(f"context {self.name}: amax: reduction over an empty axis")
         lo = np.max(lo2, axis=-1); hi = np.max(hi2, axis=-1)
+        return self._reduced(lo, hi, shape, axes, keepdims)
+
+    def _reduction(self, a: Interval, axis, op: str):
+        """A reduction's operand: its shape, the reduced axes, both endpoint arrays with
+        those axes flattened last, and the kept shape."""
+        lo_in, hi_in = np.asarray(a.lo), np.asarray(a.hi)
+        axes = self._axes(lo_in.shape, axis, op)
+        lo2, kshape = self._reduce_layout(lo_in, axes, op)
+        hi2, _ = self._reduce_layout(hi_in, axes, op)
+        return lo_in.shape, axes, lo2, hi2, kshape
+
+    def _reduced(self, lo, hi, shape, axes, keepdims: bool) -> Interval:
+        """The reduction's box, with the reduced axes kept as length 1 when asked."""
         if keepdims:
-            lo = self._keepdims(self.ends.wrap(lo), lo_in.shape, axes)
-            hi = self._keepdims(self.ends.wrap(hi), hi_in.shape, axes)
+            lo = self._keepdims(self.ends.wrap(lo), shape, axes)
+            hi = self._keepdims(self.ends.wrap(hi), shape, axes)
         return self._box(lo, hi)
 
     # -------------------------------------------------------------------- matmul

@@ -176,6 +176,7 @@ def binop32(op, a, b, out):
                 out[i] = _op64(op, a[i], b[i])
 
 
+# binop32's loops again, per row (twin of binop32, see its comment: kept apart for the cold compile).
 @_jit
 def binop32_rows(op, a, b, out):
     """As :func:`binop32` on 2-d float32 C arrays: ``a`` and ``b`` are (R, m) or (1, m)

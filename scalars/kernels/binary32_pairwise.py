@@ -158,6 +158,7 @@ def _kernel(a, b, out, b_t):
         for j0 in range(0, N, W):
             jw = pack_panel(bq, panel, j0, b_t)
             for i0 in range(0, M, R):
+                # twin of binary32_matmul._kernel's edge-row choice: an inline helper slowed the cold compile
                 if i0 < Mf:
                     src, s0, ih = aq, i0, R
                 else:

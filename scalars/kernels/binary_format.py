@@ -376,6 +376,8 @@ def sum_pairwise(mode, x, out, unsafe, spec):
         return
     buf = x.copy()
     m = n
+    # the level loop has a twin in matmul_pairwise (flags per (q, i, j) there): a shared
+    # helper with its conditional flag store would stop the inner loops vectorising
     while m > 1:
         half = m // 2
         for i in range(half):
@@ -529,6 +531,7 @@ def matmul_pairwise(mode, a, b, out, unsafe, spec):
                         buf[k, j] = v
                         if bad:
                             unsafe[q, i, j0 + j] = 1
+                # sum_pairwise's level loop (its twin; kept in place so the loops vectorise)
                 m = K
                 while m > 1:
                     half = m // 2

@@ -529,6 +529,8 @@ def _midrad_one(a, b, gamma, fin, eq):
     return mm, rr, av, gamma * av + rr, fin & _finite(a) & _finite(b), eq & (a == b)
 
 
+# Twins: _midrad_cols_kernel (mask per column) and interval_affine._prep_rows_kernel (no r, |m|
+# stores); a flag or layout switch inside one loop would be a conditional store (no vectorising).
 @numba.njit(cache=True)
 def _midrad_rows_kernel(lo, hi, gamma, m, r, am, g, mask):
     """For (P, Q) C-contiguous endpoints contracted over axis 1: midpoint m = lo/2 + hi/2,
@@ -559,6 +561,7 @@ def _midrad_rows_kernel(lo, hi, gamma, m, r, am, g, mask):
     return fin, eq
 
 
+# Twin of _midrad_rows_kernel with the mask or-ed per column (kept apart: see there).
 @numba.njit(cache=True)
 def _midrad_cols_kernel(lo, hi, gamma, m, r, am, g, mask):
     """The same with contraction over axis 0: mask[j] = column j holds an entry with

@@ -6,6 +6,8 @@ import math
 
 import numba
 
+# One ufunc per libm function (the twins below): numba.vectorize compiles a function, and a
+# function handed in as an argument would be called un-inlined.
 
 @numba.vectorize(["float64(float64)"], cache=True)
 def erf_f64(x):

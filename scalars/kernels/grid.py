@@ -129,7 +129,8 @@ def dir_from(s, d, up, emin, mb, maxf, sub, tiny):
 
 
 @_jit_inline
-def _risky(v):
+def risky(v):
+    """|v| is inf/NaN or nonzero outside [2^-900, 2^900]: an EFT there is not trusted."""
     av = abs(v)
     return (not av <= _DBL_MAX) | ((av != 0.0) & ((av < _SAFE_LO) | (av > _SAFE_HI)))
 
@@ -284,7 +285,7 @@ def _quot_dir(x, y, up, emin, mb, maxf, sub, tiny):
     q = x / y
     ph, pl = two_prod(q, y)
     d = ((x - ph) - pl) * (1.0 if y > 0.0 else -1.0)     # sign(x/y - q)
-    ok = not (_risky(x) | _risky(y) | ((x != 0.0) & (_risky(q) | (q == 0.0))))
+    ok = not (risky(x) | risky(y) | ((x != 0.0) & (risky(q) | (q == 0.0))))
     return dir_from(q, d, up, emin, mb, maxf, sub, tiny), ok
 
 
@@ -325,6 +326,14 @@ def _root_dir(x, up, emin, mb, maxf, sub, tiny):
     return dir_from(s, (x - ph) - pl, up, emin, mb, maxf, sub, tiny)
 
 
+@_jit_inline
+def sqrt_ends_safe(a, b):
+    """0 <= a, b <= 2^900 and each of a, b is 0 or >= 2^-900 (NaN fails): the range where
+    the TwoProduct residual of a square root is exact (also interval_f64.sqrt_kernel's)."""
+    return (a >= 0.0) & (b <= _SAFE_HI) & ((a == 0.0) | (a >= _SAFE_LO)) \
+        & ((b == 0.0) | (b >= _SAFE_LO))
+
+
 @_jit
 def sqrt_kernel(alo, ahi, emin, mb, maxf, sub, tiny, lo, hi):
     """[RD sqrt(alo), RU sqrt(ahi)] for 0 <= alo <= ahi; False (generic path) when an end
@@ -332,8 +341,7 @@ def sqrt_kernel(alo, ahi, emin, mb, maxf, sub, tiny, lo, hi):
     good = True
     for i in range(lo.size):
         a, b = alo[i], ahi[i]
-        good = good & (a >= 0.0) & (b <= _SAFE_HI) & ((a == 0.0) | (a >= _SAFE_LO)) \
-            & ((b == 0.0) | (b >= _SAFE_LO))
+        good = good & sqrt_ends_safe(a, b)
         lo[i] = _root_dir(a, False, emin, mb, maxf, sub, tiny)
         hi[i] = _root_dir(b, True, emin, mb, maxf, sub, tiny)
     return good
@@ -372,7 +380,7 @@ def _prod_pair(x, y):
     generic path's 0 * inf rule), and whether the EFT is trusted."""
     z = (x == 0.0) | (y == 0.0)
     p, e = two_prod(x, y)
-    return (0.0 if z else p), (0.0 if z else e), z | (not (_risky(p) | (p == 0.0)))
+    return (0.0 if z else p), (0.0 if z else e), z | (not (risky(p) | (p == 0.0)))
 
 
 @_jit_inline
@@ -391,7 +399,7 @@ def mul_kernel(alo, ahi, blo, bhi, emin, mb, maxf, sub, tiny, lo, hi):
     good = True
     for i in range(lo.size):
         a0, a1, b0, b1 = alo[i], ahi[i], blo[i], bhi[i]
-        good = good & (not (_risky(a0) | _risky(a1) | _risky(b0) | _risky(b1)))
+        good = good & (not (risky(a0) | risky(a1) | risky(b0) | risky(b1)))
         p0, e0, k0 = _prod_pair(a0, b0)
         p1, e1, k1 = _prod_pair(a0, b1)
         p2, e2, k2 = _prod_pair(a1, b0)

@@ -43,7 +43,7 @@ __all__ = ["prep_rows", "midrad_prep_fast", "weight_abs", "point_snapshot", "fin
            "relu_pair", "affine_midrad", "clear_weight_cache"]
 
 
-# Kept apart from directed._midrad_rows_kernel: stores only m, g (a flag = conditional store)
+# Twin of directed._midrad_rows_kernel, kept apart: stores only m, g (a flag = conditional store)
 @numba.njit(cache=True)
 def _prep_rows_kernel(lo, hi, gamma, m, g, mask):
     """m = lo/2 + hi/2, g = gamma |m| + max(RU(hi - m), RU(m - lo)) (the radius rounded up

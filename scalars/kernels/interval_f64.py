@@ -16,16 +16,8 @@ import numpy as np
 from . import grid as GK
 from .eft import f2i, i2f, two_prod
 
-_SAFE_LO = 2.0 ** -900
-_SAFE_HI = 2.0 ** 900
-_DBL_MAX = float(np.finfo(np.float64).max)
 _NEG_TINY_BITS = np.array([-5e-324]).view(np.int64)[0]
-
-
-@numba.njit(cache=True, error_model="numpy", inline="always")
-def _risky(v):
-    av = abs(v)
-    return (not av <= _DBL_MAX) | ((av != 0.0) & ((av < _SAFE_LO) | (av > _SAFE_HI)))
+_risky = GK.risky
 
 
 @numba.njit(cache=True, error_model="numpy", inline="always")
@@ -101,8 +93,7 @@ def sqrt_kernel(alo, ahi, lo, hi):
     good = True
     for i in range(lo.size):
         a, b = alo[i], ahi[i]
-        good = good & (a >= 0.0) & (b <= _SAFE_HI) & ((a == 0.0) | (a >= _SAFE_LO)) \
-            & ((b == 0.0) | (b >= _SAFE_LO))
+        good = good & GK.sqrt_ends_safe(a, b)
         lo[i] = _root(a, False)
         hi[i] = _root(b, True)
     return good

@@ -243,6 +243,8 @@ def round_bits(xb, out, rand, mode, sh0, emin_field, subnormals, halfq_bits, q_b
                                 halfq_bits, q_bits, q_exp, max_bits, over_pos, over_neg,
                                 inf_pos, inf_neg)
         return
+    # Six calls that differ only in the mode, a constant in each: every inlined copy of _loop
+    # is compiled for one mode with its mode tests folded away (not one loop for all modes).
     if mode == NEAREST_EVEN:
         _loop(xb, out, NEAREST_EVEN, sh0, emin_field, subnormals, halfq_bits, q_bits,
               max_bits, over_pos, over_neg, inf_pos, inf_neg)

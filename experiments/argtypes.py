@@ -16,6 +16,16 @@ def _fail(msg: str):
     raise argparse.ArgumentTypeError(msg)
 
 
+def _in_range(v, lo, hi, lo_open: bool, show, got):
+    """``v``, refused outside ``[lo, hi]`` (``(lo, hi]`` with ``lo_open``): the message
+    shows the bound by ``show`` and the value as ``got``."""
+    if lo is not None and (v < lo or (lo_open and v == lo)):
+        _fail(f"must be {'>' if lo_open else '>='} {show(lo)}, got {got}")
+    if hi is not None and v > hi:
+        _fail(f"must be <= {show(hi)}, got {got}")
+    return v
+
+
 def integer(lo: int | None = None, hi: int | None = None):
     """An integer in ``[lo, hi]`` (either bound optional)."""
     def parse(text: str) -> int:
@@ -23,11 +33,7 @@ def integer(lo: int | None = None, hi: int | None = None):
             v = int(str(text).strip(), 10)
         except ValueError:
             _fail(f"expected an integer, got {text!r}")
-        if lo is not None and v < lo:
-            _fail(f"must be >= {lo}, got {v}")
-        if hi is not None and v > hi:
-            _fail(f"must be <= {hi}, got {v}")
-        return v
+        return _in_range(v, lo, hi, False, str, v)
     parse.__name__ = "integer"
     return parse
 
@@ -41,11 +47,7 @@ def real(lo: float | None = None, hi: float | None = None, *, lo_open: bool = Fa
             _fail(f"expected a number, got {text!r}")
         if not math.isfinite(v):
             _fail(f"must be a finite number, got {text!r}")
-        if lo is not None and (v < lo or (lo_open and v == lo)):
-            _fail(f"must be {'>' if lo_open else '>='} {lo:g}, got {text}")
-        if hi is not None and v > hi:
-            _fail(f"must be <= {hi:g}, got {text}")
-        return v
+        return _in_range(v, lo, hi, lo_open, lambda b: f"{b:g}", text)
     parse.__name__ = "number"
     return parse
 

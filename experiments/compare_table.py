@@ -179,7 +179,7 @@ def header_lines(res: CompareResult) -> list[str]:
 
 def plot_bits(res: CompareResult, path) -> Path:
     """Max bits of error per node, one line per context, with the threshold line."""
-    from .tables import new_figure, save_figure
+    from .tables import finish_figure, new_figure
     fig, ax = new_figure()
     for ctx in res.contexts:
         sub = res.rows[res.rows["context"] == ctx.name]
@@ -190,10 +190,6 @@ def plot_bits(res: CompareResult, path) -> Path:
     nodes = res.case.nodes
     ax.set_xticks([int(n.id) for n in nodes])
     ax.set_xticklabels([f"{int(n.id)}\n{node_op(n)}" for n in nodes], fontsize=8)
-    ax.set_xlabel("node")
-    ax.set_ylabel("max bits of error  (log2(1 + ULP))")
-    ax.set_title(f"{res.case.name}: bits of error per node vs {res.reference.name} "
-                 f"({res.samples} sample{'s' if res.samples != 1 else ''})", fontsize=10)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    return save_figure(fig, path)
+    return finish_figure(fig, ax, path, "node", "max bits of error  (log2(1 + ULP))",
+                         f"{res.case.name}: bits of error per node vs {res.reference.name} "
+                         f"({res.samples} sample{'s' if res.samples != 1 else ''})")

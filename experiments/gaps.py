@@ -191,7 +191,7 @@ def header_lines(res: GapsResult) -> list[str]:
 
 def plot_histogram(res: GapsResult, path):
     """Histogram of the ULP gaps (integer bins, log count axis) with mean and p99 marked."""
-    from .tables import new_figure, save_figure
+    from .tables import finish_figure, new_figure
     fig, ax = new_figure()
     finite = res.ulps[np.isfinite(res.ulps)]
     top = int(finite.max()) if finite.size else 0
@@ -209,10 +209,8 @@ def plot_histogram(res: GapsResult, path):
     p99 = float(np.percentile(res.ulps, 99)) if res.ulps.size else 0.0
     ax.axvline(mean, color="#d62728", linestyle="--", linewidth=1, label=f"mean {mean:.3g} ULP")
     ax.axvline(p99, color="#2ca02c", linestyle=":", linewidth=1.2, label=f"p99 {p99:.3g} ULP")
-    ax.set_xlabel(f"ULP distance to the correctly rounded reference ({res.fmt.name})")
-    ax.set_ylabel("output entries")
-    ax.set_title(f"{res.case.name} node {res.node} in {res.ctx.name}: {res.samples} "
-                 f"{res.sampling} samples vs {res.reference.name}", fontsize=10)
-    ax.legend(fontsize=8)
-    ax.grid(alpha=0.3)
-    return save_figure(fig, path)
+    return finish_figure(fig, ax, path,
+                         f"ULP distance to the correctly rounded reference ({res.fmt.name})",
+                         "output entries",
+                         f"{res.case.name} node {res.node} in {res.ctx.name}: {res.samples} "
+                         f"{res.sampling} samples vs {res.reference.name}")

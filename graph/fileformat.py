@@ -348,12 +348,18 @@ def from_json(doc, where="<json>", base_dir=".") -> tuple:
     return g, payload
 
 
-def load(path) -> tuple:
-    """``(Graph, Payload)`` from a version-1 JSON graph file (structure not yet validated)."""
+def read_text(path, what: str = "graph file", error=GraphError) -> str:
+    """The text of a file, or ``error`` naming ``what``, the path and the reason (missing,
+    unreadable, not UTF-8)."""
     path = os.fspath(path)
     try:
         with open(path) as fh:
-            text = fh.read()
+            return fh.read()
     except (OSError, UnicodeDecodeError) as exc:
-        raise GraphError(f"graph file {path}: cannot read: {exc}") from None
-    return loads(text, path, os.path.dirname(path) or ".")
+        raise error(f"{what} {path}: cannot read: {exc}") from None
+
+
+def load(path) -> tuple:
+    """``(Graph, Payload)`` from a version-1 JSON graph file (structure not yet validated)."""
+    path = os.fspath(path)
+    return loads(read_text(path), path, os.path.dirname(path) or ".")

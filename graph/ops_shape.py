@@ -43,6 +43,12 @@ register(OpRecord(
     capsule=None, affine="any", doc="identity forward, no derivative (stop-gradient)"))
 
 
+def _linear_jvp(forward):
+    """JVP of an op linear in its one argument: its forward rule applied to the tangent."""
+    return lambda ctx, args, tans, y, attrs, nb: (
+        None if tans[0] is None else forward(ctx, [tans[0]], attrs, nb))
+
+
 def _prod(s) -> int:
     n = 1
     for d in s:
@@ -144,8 +150,7 @@ def _permute_vjp(ctx, g, args, y, attrs, nb):
 
 register(OpRecord(name="permute", arity=(1, 1), shape=_permute_shape, forward=_permute_forward,
                   vjp=_permute_vjp,
-                  jvp=lambda ctx, args, tans, y, attrs, nb: None if tans[0] is None
-                  else _permute_forward(ctx, [tans[0]], attrs, nb),
+                  jvp=_linear_jvp(_permute_forward),
                   attrs={"perm": REQUIRED}, capsule="reference.permute",
                   affine="any",
                   doc="per-example axis permutation (torch.permute)"))
@@ -219,8 +224,7 @@ def _bcast_forward(ctx, args, attrs, nb):
 
 register(OpRecord(name="broadcast_to", arity=(1, 1), shape=_bcast_shape, forward=_bcast_forward,
                   vjp=lambda ctx, g, args, y, attrs, nb: [unbroadcast(ctx, g, ctx.shape(args[0]), nb)],
-                  jvp=lambda ctx, args, tans, y, attrs, nb: None if tans[0] is None
-                  else _bcast_forward(ctx, [tans[0]], attrs, nb),
+                  jvp=_linear_jvp(_bcast_forward),
                   attrs={"shape": REQUIRED}, capsule="reference.broadcast_to",
                   affine="any",
                   doc="numpy broadcasting of the per-example value to shape"))
@@ -578,8 +582,7 @@ def _expand_forward(ctx, args, attrs, nb):
 
 register(OpRecord(name="expand", arity=(1, 1), shape=_expand_shape, forward=_expand_forward,
                   vjp=lambda ctx, g, args, y, attrs, nb: [unbroadcast(ctx, g, ctx.shape(args[0]), nb)],
-                  jvp=lambda ctx, args, tans, y, attrs, nb: None if tans[0] is None
-                  else _expand_forward(ctx, [tans[0]], attrs, nb),
+                  jvp=_linear_jvp(_expand_forward),
                   attrs={"shape": REQUIRED}, capsule="reference.expand",
                   affine="any",
                   doc="ONNX Expand: numpy broadcasting of the per-example value with shape "
@@ -624,8 +627,7 @@ def _tile_vjp(ctx, g, args, y, attrs, nb):
 
 register(OpRecord(name="tile", arity=(1, 1), shape=_tile_shape, forward=_tile_forward,
                   vjp=_tile_vjp,
-                  jvp=lambda ctx, args, tans, y, attrs, nb: None if tans[0] is None
-                  else _tile_forward(ctx, [tans[0]], attrs, nb),
+                  jvp=_linear_jvp(_tile_forward),
                   attrs={"repeats": REQUIRED}, capsule="reference.tile",
                   affine="any",
                   doc="ONNX Tile: repeat the per-example value repeats[i] times along axis i"))

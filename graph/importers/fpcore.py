@@ -24,6 +24,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+from ..fileformat import read_text
 from ..node import Graph
 from ..payload import Payload
 from .fpcore_build import (CONST_DIGITS, CONSTANTS, OP_NAMES, Builder, build_expression,
@@ -231,11 +232,7 @@ def read_fpcore(src, *, source: str | None = None, translate: bool = True) -> li
     text = src
     if isinstance(src, os.PathLike) or (isinstance(src, str) and "(" not in src):
         path = os.fspath(src)
-        try:
-            with open(path) as fh:
-                text = fh.read()
-        except (OSError, UnicodeDecodeError) as exc:
-            raise FPCoreError(f"FPCore file {path}: cannot read: {exc}") from None
+        text = read_text(path, "FPCore file", FPCoreError)
         source = source or path
     source = source or "<string>"
     progs, functions = [], {}

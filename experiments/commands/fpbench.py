@@ -21,7 +21,7 @@ HELP = ("rounding error of FPCore benchmarks: per benchmark x context mean/max b
 def add_arguments(p) -> None:
     p.add_argument("files", nargs="+", metavar="FILE.fpcore", type=T.existing_file(),
                    help="FPCore files")
-    p.add_argument("--contexts", type=T.context_list, default=",".join(F.DEFAULT_CONTEXTS),
+    p.add_argument("--contexts", type=T.contexts, default=",".join(F.DEFAULT_CONTEXTS),
                    metavar="A,B,...",
                    help=f"binary-format contexts (default {','.join(F.DEFAULT_CONTEXTS)})")
     p.add_argument("--samples", type=T.integer(1), default=F.DEFAULT_SAMPLES, metavar="N",

@@ -52,7 +52,7 @@ def add_arguments(p):
                    metavar="R,R", help="comma-separated l-inf radii >= 0")
     p.add_argument("--samples", type=T.integer_list(0), default="1000", metavar="N,N",
                    help="comma-separated sample counts")
-    p.add_argument("--contexts", type=T.context_list, default="float64,binary32,bfloat16",
+    p.add_argument("--contexts", type=T.contexts, default="float64,binary32,bfloat16",
                    metavar="A,B", help="comma-separated point contexts (boxes in "
                                        "interval:<ctx>)")
     p.add_argument("--seed", type=T.integer(0), default=0, metavar="S",
@@ -116,16 +116,19 @@ def _box_of(case, payload, args):
 def _run_sweep(g, payload, center, radii, args, progress):
     from scalarlab.ibp import sweep
     from ..errors import ExperimentError
+    # the contexts were resolved while parsing; ibp.sweep takes names (they travel to Dask
+    # workers, and name the interval context interval:<name>)
+    names = [c.name for c in args.contexts]
     kw = dict(seed=args.seed, shard_size=args.shard_size, workers=args.workers,
               scheduler=args.scheduler, progress=progress, methods=list(args.method))
     if not (args.workers or args.scheduler):
-        return sweep(g, payload, center, radii, args.contexts, args.samples, **kw)
+        return sweep(g, payload, center, radii, names, args.samples, **kw)
     import dask
     import distributed  # noqa: F401  (its config defaults must exist before set() below;
     # a set() that creates the "distributed" key would delete it again on exit)
     with dask.config.set({"distributed.comm.timeouts.connect": f"{args.connect_timeout}s"}):
         try:
-            return sweep(g, payload, center, radii, args.contexts, args.samples, **kw)
+            return sweep(g, payload, center, radii, names, args.samples, **kw)
         except (OSError, TimeoutError) as exc:
             where = f"--scheduler {args.scheduler}" if args.scheduler else \
                 f"--workers {args.workers}"
@@ -182,7 +185,8 @@ def run(args) -> int:
                              "--input-file" if args.input_file else "x0",
             "radii": [r if isinstance(r, str) else np.asarray(r, dtype=float).tolist()
                       for r in radii], "samples": list(args.samples),
-            "contexts": list(args.contexts), "methods": list(args.method), "seed": args.seed,
+            "contexts": [c.name for c in args.contexts], "methods": list(args.method),
+            "seed": args.seed,
             "shard_size": args.shard_size,
             "execution": (f"dask scheduler {args.scheduler}" if args.scheduler else
                           f"local dask, {args.workers} workers" if args.workers else "serial"),

@@ -112,7 +112,7 @@ def check_point_context(ctx, flag: str) -> None:
 
 
 def reduction_label(ctx) -> str:
-    return str(getattr(ctx, "reduction", "?")) + ("+fma" if getattr(ctx, "fma_dot", False) else "")
+    return ctx.reduction + ("+fma" if ctx.fma_dot else "")
 
 
 # ----------------------------------------------------------------------------- inputs
@@ -311,4 +311,4 @@ def is_array_context(ctx) -> bool:
     """True for contexts whose values are numeric arrays (float64 and the binary formats):
     a batch costs one numpy call per op.  Format-less contexts that do not reduce natively
     (mpmath, rationals, fp32-real) hold Python objects and cost microseconds per scalar."""
-    return getattr(ctx, "fmt", None) is not None or ctx.reduction == "native"
+    return ctx.fmt is not None or ctx.reduction == "native"

@@ -140,7 +140,7 @@ def checked_guarantee(pctx, ictx) -> str:
     format: the point runs are what the execution guarantee speaks of; for an exact base
     that is the real value too), else ``"real"`` (a more precise point context samples
     approximately exact values)."""
-    return EXECUTION if ictx.base_name == pctx.name else REAL
+    return EXECUTION if ictx.has_base(pctx) else REAL
 
 
 def check_containment(graph, payload, box: Box, samples: int = 50, point_ctx="binary32",

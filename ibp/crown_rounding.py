@@ -79,7 +79,7 @@ class PointErrors:
         #: dot products in a binary format, sequential left to right (not pairwise, not
         #: float64's native order): the running-error bound of linear applies
         self.sequential = (kind == "float" and ictx.fmt is not None
-                           and getattr(ictx.base, "reduction", None) == "sequential")
+                           and ictx.base.reduction == "sequential")
         self.base = None if self.exact else ictx.base
         if self.exact:
             self.u, self.eta, self.max_finite, self.float64 = 0.0, 0.0, math.inf, False
@@ -92,7 +92,7 @@ class PointErrors:
             self.u = math.ldexp(1.0, -fmt.precision)
             self.eta = fmt.min_subnormal / 2 if fmt.subnormals else fmt.min_normal
             self.max_finite = fmt.max_finite
-            self.float64 = getattr(self.base, "name", "") == "float64"
+            self.float64 = ictx.float64_endpoints     # base float64 (no binary format)
 
     # ------------------------------------------------------------------ magnitudes
     def mag(self, v) -> np.ndarray:

@@ -60,7 +60,8 @@ class Context:
     ``exact_strings``      ``exact_string(v)`` gives each entry's exact text
     ``mp``                 the ``mpmath.MPContext`` of an mpmath-valued context, else ``None``
 
-    Interval contexts add ``endpoint_kind``, ``endpoint_format`` and ``float64_endpoints``.
+    Interval contexts add ``endpoint_kind``, ``endpoint_format``, ``float64_endpoints`` and
+    ``has_base(ctx)`` (``ctx`` is the base whose point runs the boxes also enclose).
     """
 
     name: str = "?"

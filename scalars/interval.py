@@ -177,6 +177,11 @@ class IntervalContext(IntervalFunctions, IntervalLinalg, Context):
         is already a value of this context."""
         return self.ends.kind == "float" and self.fmt is None
 
+    def has_base(self, ctx) -> bool:
+        """``ctx`` is this context's base (the point context whose runs the ``execution``
+        guarantee speaks of), whatever name or alias either was asked for by."""
+        return ctx is self.base or ctx.name == self.base.name
+
     def supports(self, op: str) -> bool:
         """less/argmax never; functions over rational endpoints only at rational points."""
         if op in ("less", "argmax"):

@@ -210,9 +210,18 @@ class ObjectArrayContext(ArrayShapeOps):
     def neg(self, a): return self._unary("neg", self._neg, a)
     def abs(self, a): return self._unary("abs", self._abs, a)
 
+    #: the leaf type raises ZeroDivisionError itself (mpq): div skips the scan for zeros
+    #: and looks for the first one only when that happens
+    _leaf_div_raises = False
+
     def div(self, a, b):
         a = self._arr(a, "div"); b = self._arr(b, "div")
         shape = check_broadcast(self, "div", a.shape, b.shape)
+        if self._leaf_div_raises:
+            try:
+                return _object_result(self._guard("div", lambda: self._div(a, b)))
+            except ZeroDivisionError:
+                pass
         zero = np.broadcast_to(np.asarray(np.equal(b, 0), dtype=bool), shape)
         if zero.any():
             raise self._first_bad("div", zero, a, b, why="division by zero")
@@ -440,6 +449,8 @@ class RationalContext(ObjectArrayContext):
     description = ("exact rationals (gmpy2 mpq); sqrt only of perfect squares; "
                    "transcendental functions raise except at their rational points "
                    "(exp 0, log 1, sin 0, ...: scalars.functions)")
+
+    _leaf_div_raises = True         # mpq / 0 raises ZeroDivisionError
 
     def _leaf(self, x):
         return _mpq_leaf(x)

@@ -49,6 +49,19 @@ def _linear_jvp(forward):
         None if tans[0] is None else forward(ctx, [tans[0]], attrs, nb))
 
 
+def _linear_op(name, shape, forward, vjp, attrs, doc):
+    """Register a one-argument op that only moves or repeats entries (linear, so affine for
+    CROWN; its JVP is the forward rule on the tangent; the reference capsule of its name)."""
+    register(OpRecord(name=name, arity=(1, 1), shape=shape, forward=forward, vjp=vjp,
+                      jvp=_linear_jvp(forward), attrs=attrs, capsule=f"reference.{name}",
+                      affine="any", doc=doc))
+
+
+def _unbroadcast_vjp(ctx, g, args, y, attrs, nb):
+    """VJP of a broadcast: the gradient summed back onto the argument's shape."""
+    return [unbroadcast(ctx, g, ctx.shape(args[0]), nb)]
+
+
 def _prod(s) -> int:
     n = 1
     for d in s:
@@ -148,12 +161,8 @@ def _permute_vjp(ctx, g, args, y, attrs, nb):
     return [ctx.transpose(g, _full_perm(inv, nb))]
 
 
-register(OpRecord(name="permute", arity=(1, 1), shape=_permute_shape, forward=_permute_forward,
-                  vjp=_permute_vjp,
-                  jvp=_linear_jvp(_permute_forward),
-                  attrs={"perm": REQUIRED}, capsule="reference.permute",
-                  affine="any",
-                  doc="per-example axis permutation (torch.permute)"))
+_linear_op("permute", _permute_shape, _permute_forward, _permute_vjp, {"perm": REQUIRED},
+           "per-example axis permutation (torch.permute)")
 
 
 # ------------------------------------------------------------------------------- concat
@@ -222,12 +231,8 @@ def _bcast_forward(ctx, args, attrs, nb):
                                   nb)
 
 
-register(OpRecord(name="broadcast_to", arity=(1, 1), shape=_bcast_shape, forward=_bcast_forward,
-                  vjp=lambda ctx, g, args, y, attrs, nb: [unbroadcast(ctx, g, ctx.shape(args[0]), nb)],
-                  jvp=_linear_jvp(_bcast_forward),
-                  attrs={"shape": REQUIRED}, capsule="reference.broadcast_to",
-                  affine="any",
-                  doc="numpy broadcasting of the per-example value to shape"))
+_linear_op("broadcast_to", _bcast_shape, _bcast_forward, _unbroadcast_vjp, {"shape": REQUIRED},
+           "numpy broadcasting of the per-example value to shape")
 
 
 # ==================================================================================
@@ -580,13 +585,9 @@ def _expand_forward(ctx, args, attrs, nb):
                                   _expand_shape([ctx.shape(args[0])[nb:]], attrs), nb)
 
 
-register(OpRecord(name="expand", arity=(1, 1), shape=_expand_shape, forward=_expand_forward,
-                  vjp=lambda ctx, g, args, y, attrs, nb: [unbroadcast(ctx, g, ctx.shape(args[0]), nb)],
-                  jvp=_linear_jvp(_expand_forward),
-                  attrs={"shape": REQUIRED}, capsule="reference.expand",
-                  affine="any",
-                  doc="ONNX Expand: numpy broadcasting of the per-example value with shape "
-                      "(either side may be 1)"))
+_linear_op("expand", _expand_shape, _expand_forward, _unbroadcast_vjp, {"shape": REQUIRED},
+           "ONNX Expand: numpy broadcasting of the per-example value with shape (either side "
+           "may be 1)")
 
 
 # --------------------------------------------------------------------------------- tile
@@ -625,12 +626,8 @@ def _tile_vjp(ctx, g, args, y, attrs, nb):
     return [ctx.reshape(g, s)]
 
 
-register(OpRecord(name="tile", arity=(1, 1), shape=_tile_shape, forward=_tile_forward,
-                  vjp=_tile_vjp,
-                  jvp=_linear_jvp(_tile_forward),
-                  attrs={"repeats": REQUIRED}, capsule="reference.tile",
-                  affine="any",
-                  doc="ONNX Tile: repeat the per-example value repeats[i] times along axis i"))
+_linear_op("tile", _tile_shape, _tile_forward, _tile_vjp, {"repeats": REQUIRED},
+           "ONNX Tile: repeat the per-example value repeats[i] times along axis i")
 
 
 # -------------------------------------------------------------------------------- where

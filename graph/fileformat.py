@@ -21,9 +21,11 @@ import json
 import math
 import os
 import zipfile
-from fractions import Fraction
 
 import numpy as np
+
+from scalarlab.scalars.base import to_fraction
+from scalarlab.scalars.errors import ContextError
 
 from .errors import GraphError
 from .node import Graph, Node, OpKind
@@ -35,31 +37,23 @@ VERSION = 1
 
 # ------------------------------------------------------------------------------ writing
 def exact_str(v) -> str:
-    """An exact text for one payload entry (decimal strings pass through)."""
+    """An exact text for one payload entry: decimal strings pass through, a finite float is
+    its shortest repr, nan/inf/-inf (of any number type) their names, and everything else
+    (ints, Fractions, gmpy2 mpq/mpfr, mpmath mpf) its exact rational (scalars' to_fraction)."""
     if isinstance(v, str):
         return v
-    if isinstance(v, (bool, np.bool_)):
-        return str(int(v))
-    if isinstance(v, (int, np.integer)):
-        return str(int(v))
-    if isinstance(v, (float, np.floating)):
-        f = float(v)
-        return repr(f) if math.isfinite(f) else ("nan" if f != f else ("inf" if f > 0 else "-inf"))
-    if isinstance(v, Fraction):
-        return str(v)
-    num, den = getattr(v, "numerator", None), getattr(v, "denominator", None)
-    if num is not None and den is not None:
-        return str(Fraction(int(num), int(den)))
-    man_exp = getattr(v, "man_exp", None)          # mpmath mpf: exact binary value
-    if man_exp is not None:
-        man, exp = man_exp
-        return str(Fraction(int(man)) * (Fraction(2) ** int(exp)))
+    if isinstance(v, (float, np.floating)) and math.isfinite(float(v)):
+        return repr(float(v))
     try:
-        import gmpy2
-        if isinstance(v, type(gmpy2.mpfr(0))):
-            return str(Fraction(*map(int, gmpy2.mpq(v).as_integer_ratio())))
-    except ImportError:  # pragma: no cover
+        return str(to_fraction(v))
+    except (ContextError, ArithmeticError, ValueError):
         pass
+    try:
+        f = float(v)             # only to name a non-finite value: exact ones returned above
+    except (TypeError, ValueError, OverflowError):
+        f = 0.0
+    if not math.isfinite(f):
+        return "nan" if f != f else ("inf" if f > 0 else "-inf")
     raise GraphError(f"cannot write payload value {v!r} of type {type(v).__name__} exactly")
 
 

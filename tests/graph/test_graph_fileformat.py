@@ -67,6 +67,35 @@ def test_fractions_and_mixed_payload_entries(tmp_path):
     assert to_fraction(np.asarray(y).reshape(-1)[0]) == Fraction(1) + Fraction(1) + Fraction(1, 2)
 
 
+def test_payload_entries_of_every_number_type_are_written_exactly():
+    """exact_str shares scalars' to_fraction: a negative mpmath value keeps its sign, the
+    non-finite values of mpmath and gmpy2 are written by name, like float's."""
+    import gmpy2
+    import mpmath
+    from scalarlab.graph.fileformat import exact_str
+    cases = [(mpmath.mpf(-1.5), "-3/2"), (mpmath.mpf("0.375"), "3/8"),
+             (mpmath.mpf("inf"), "inf"), (mpmath.mpf("-inf"), "-inf"), (mpmath.mpf("nan"), "nan"),
+             (gmpy2.mpfr("-2.5"), "-5/2"), (gmpy2.mpfr("inf"), "inf"), (gmpy2.mpfr("nan"), "nan"),
+             (gmpy2.mpq(-3, 4), "-3/4"), (Fraction(1, 3), "1/3"), (np.int64(-7), "-7"),
+             (True, "1"), (np.float32(0.1), repr(float(np.float32(0.1)))), (-0.0, "-0.0"),
+             (float("-inf"), "-inf"), ("0.1", "0.1")]
+    for v, text in cases:
+        assert exact_str(v) == text, v
+    with pytest.raises(graph.GraphError, match="cannot write payload value"):
+        exact_str(object())
+
+
+def test_mpmath_payload_round_trips_with_its_sign(tmp_path):
+    import mpmath
+    g = Graph([Node(0, [], "input", [2]), Node(1, [0], "linear", [1])])
+    W = np.array([[mpmath.mpf(-1.5), mpmath.mpf("0.25")]], dtype=object)
+    p = Payload({1: {"W": W, "b": np.array([mpmath.mpf(-2)], dtype=object)}})
+    graph.save(tmp_path / "m.json", g, p)
+    g2, p2 = graph.load(tmp_path / "m.json")
+    y = graph.denote(g2, p2, ["2", "4"], "rational")
+    assert to_fraction(np.asarray(y).reshape(-1)[0]) == Fraction(-3) + Fraction(1) - 2
+
+
 BAD = [
     ('[]', "expected a JSON object"),
     ('{"format": "x", "version": 1, "nodes": []}', "field 'format'"),

@@ -62,6 +62,14 @@ def _unbroadcast_vjp(ctx, g, args, y, attrs, nb):
     return [unbroadcast(ctx, g, ctx.shape(args[0]), nb)]
 
 
+def _distinct_axes(op, axes, r: int) -> list:
+    """The ``axes`` attribute normalised to 0..r-1, refused when an axis repeats."""
+    norm = [norm_axis(op, a, r, "axes") for a in axes]
+    if len(set(norm)) != len(norm):
+        raise ShapeRuleError(f"{op}: repeated axis in axes {list(axes)}")
+    return norm
+
+
 def _prod(s) -> int:
     n = 1
     for d in s:
@@ -298,9 +306,7 @@ def _slice_plan(op, shape, attrs):
     if not len(starts) == len(ends) == len(axes) == len(steps):
         raise ShapeRuleError(f"{op}: starts {list(starts)}, ends {list(ends)}, axes "
                              f"{list(axes)} and steps {list(steps)} differ in length")
-    norm = [norm_axis(op, a, r, "axes") for a in axes]
-    if len(set(norm)) != len(norm):
-        raise ShapeRuleError(f"{op}: repeated axis in axes {list(axes)}")
+    norm = _distinct_axes(op, axes, r)
     plan = []
     for a, st, en, sp in zip(norm, starts, ends, steps):
         if sp == 0:
@@ -377,9 +383,7 @@ def _squeeze_shape(in_shapes, attrs, declared=None):
     axes = _ints("squeeze", "axes", attrs["axes"], allow_none=True)
     if axes is None:
         return tuple(d for d in s if d != 1)
-    norm = [norm_axis("squeeze", a, len(s), "axes") for a in axes]
-    if len(set(norm)) != len(norm):
-        raise ShapeRuleError(f"squeeze: repeated axis in axes {list(axes)}")
+    norm = _distinct_axes("squeeze", axes, len(s))
     bad = [a for a in norm if s[a] != 1]
     if bad:
         raise ShapeRuleError(f"squeeze: axis {bad[0]} of {list(s)} has length {s[bad[0]]}, "
@@ -391,9 +395,7 @@ def _unsqueeze_shape(in_shapes, attrs, declared=None):
     s = tuple(in_shapes[0])
     axes = _ints("unsqueeze", "axes", attrs["axes"])
     r = len(s) + len(axes)
-    norm = sorted(norm_axis("unsqueeze", a, r, "axes") for a in axes)
-    if len(set(norm)) != len(norm):
-        raise ShapeRuleError(f"unsqueeze: repeated axis in axes {list(axes)}")
+    norm = sorted(_distinct_axes("unsqueeze", axes, r))
     out, it = [], iter(s)
     for i in range(r):
         out.append(1 if i in norm else next(it))
@@ -483,9 +485,7 @@ def _pad_plan(op, shape, attrs):
     if len(pads) != 2 * len(axes):
         raise ShapeRuleError(f"{op}: pads {list(pads)} must hold a begin and an end for each "
                              f"of the {len(axes)} axes")
-    norm = [norm_axis(op, a, r, "axes") for a in axes]
-    if len(set(norm)) != len(norm):
-        raise ShapeRuleError(f"{op}: repeated axis in axes {list(axes)}")
+    norm = _distinct_axes(op, axes, r)
     plan = []
     for k, a in enumerate(norm):
         b, e = pads[k], pads[k + len(norm)]

@@ -25,7 +25,7 @@ def format_list(text: str) -> list[str]:
         except ScalarLabError as exc:
             first = exc
         try:
-            fmt = getattr(scalars.get(name), "fmt", None)
+            fmt = scalars.get(name).fmt          # a declared flag of every context
         except ScalarLabError:
             fmt = None
         if fmt is None:

@@ -200,7 +200,6 @@ class ObjectArrayContext(ArrayShapeOps):
     def _function2_leaf(self, fn):
         raise self.unsupported(fn.name)
 
-    # ---------------------------------------------------------- order and such
     # ------------------------------------------------------------- arithmetic
     def add(self, a, b): return self._binary("add", self._add, a, b)
     def sub(self, a, b): return self._binary("sub", self._sub, a, b)

@@ -206,16 +206,18 @@ def _samples(prog, regions, residual, fmt, n, seed, worst):
     k = len(prog.arguments)
     if k == 0:
         return np.empty((1, 0))
-    half = max(1, n // 2)
+    half = n // 2
     smp = S.sample(regions, prog.arguments, residual, fmt, n - half, rng, "box")
     parts = [smp.x]
-    if worst:
+    if worst and half:
         leaf = [S.Region(Fraction(max(a, float(r.lo))), Fraction(min(b, float(r.hi))))
                 for (a, b), r in zip(worst, regions)]
-        if all(r.lo <= r.hi for r in leaf):
+        try:
             more = S.sample(leaf, prog.arguments, residual, fmt, half, rng, "box",
                             max_draw=40 * half)
             parts.append(more.x)
+        except ExperimentError:
+            pass        # a leaf narrower than the format's spacing holds no sample
     return np.concatenate(parts)
 
 

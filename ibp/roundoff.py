@@ -71,6 +71,12 @@ FUNCTION_OPS = frozenset({"exp", "log", "sin", "cos", "tan", "tanh", "atan", "si
                           "asinh", "atanh", "acosh", "cbrt", "sigmoid", "erf"})
 SUPPORTED_OPS = frozenset({"input", "const"}) | EXACT_OPS | ARITH_OPS | FUNCTION_OPS
 #: ops that need a strictly positive / non-negative argument
+#: branch and bound: boxes narrower than this fraction of the initial box are not split;
+#: an infinite bound that this many passes did not remove ends the search
+MIN_REL_WIDTH = 2.0 ** -20
+INF_PASSES = 12
+#: bounds this close (a few subnormals) count as equal when stopping the search
+FLOOR = 2.0 ** -1060
 _POSITIVE = {"log": True, "log2": True, "log10": True, "sqrt": False, "acosh": False}
 
 
@@ -117,8 +123,8 @@ class RoundoffBound:
 # ------------------------------------------------------------------------ helpers
 def _up(x):
     """One ulp up (x >= 0 float64 arrays): a bound computed with round-to-nearest stays
-    a bound after this when its own error is below half an ulp."""
-    return np.nextafter(x, np.inf)
+    a bound after this when its own error is below half an ulp.  An exact 0 stays 0."""
+    return np.where(x > 0, np.nextafter(x, np.inf), x)
 
 
 def _sum_up(terms, n):
@@ -358,7 +364,7 @@ def _evaluate(prog: _Program, ctx, lo, hi, D: Interval, E: Interval):
     # v_i = z_i + r_i, so dv_i/dz_i = 1 and df/dr_i = a_i
     adj: list = [None] * len(nodes)
     adj[out] = Interval(np.ones(n), np.ones(n))
-    dterms, dlow, eterms = [], [], []
+    dterms, dlow, eterms, elow = [], [], [], []
     for i in range(out, -1, -1):
         a = adj[i]
         if a is None or not prog.need[i]:
@@ -371,6 +377,7 @@ def _evaluate(prog: _Program, ctx, lo, hi, D: Interval, E: Interval):
                 dlow.append(np.where(pw[i] > 0, _mig(a) * pw[i], 0.0))
         if prog.eta[i]:
             eterms.append(_mag(a))
+            elow.append(_mig(a))
         if op in ("input", "const"):
             continue
         args, attrs = node_args(g, prog.payload, ctx, node, vals)
@@ -391,6 +398,8 @@ def _evaluate(prog: _Program, ctx, lo, hi, D: Interval, E: Interval):
     bad |= ~np.isfinite(ub)
     ub = np.where(bad, np.inf, ub)
     low = zero if not dlow else sum(dlow[1:], dlow[0])
+    if elow:
+        low = low + sum(elow[1:], elow[0]) * eta
     return ub, _mig(V), np.where(bad, 0.0, low)
 
 
@@ -450,12 +459,15 @@ def roundoff_bound(graph, payload, box, fmt, *, real_inputs: bool = False,
     k = len(ids)
 
     def run(lo, hi):
+        # the first-order value at two points of each box (its midpoint, and its vertex
+        # farthest from 0, where roundings of large values sit) estimates the optimum
+        # from below: the search stops when the bound is that close
         mid = np.clip(0.5 * lo + 0.5 * hi, lo, hi)
-        both_lo = np.concatenate([lo, mid])
-        both_hi = np.concatenate([hi, mid])
-        ub, fmig, low = _evaluate(prog, ctx, both_lo, both_hi, D, E)
+        far = np.where(np.abs(hi) >= np.abs(lo), hi, lo)
+        ub, fmig, low = _evaluate(prog, ctx, np.concatenate([lo, mid, far]),
+                                  np.concatenate([hi, mid, far]), D, E)
         m = len(lo)
-        return ub[:m], fmig[:m], low[m:]
+        return ub[:m], fmig[:m], np.maximum(low[m:2 * m], low[2 * m:])
 
     lo, hi = lo0[None, :], hi0[None, :]
     ub, fmig, low = run(lo, hi)
@@ -469,13 +481,15 @@ def roundoff_bound(graph, payload, box, fmt, *, real_inputs: bool = False,
         top = -heap[0][0]
         if not math.isfinite(top) and k == 0:
             break
-        if top <= best_low * (1.0 + tol) or k == 0:
+        if top <= best_low * (1.0 + tol) + FLOOR or k == 0:
             converged = True
             break
         if time.perf_counter() - t0 > budget_s or evaluated >= max_boxes:
             break
+        if math.isinf(top) and passes >= INF_PASSES:
+            break                   # splitting did not remove the unbounded boxes
         take = []
-        while heap and len(take) < batch and -heap[0][0] > best_low * (1.0 + tol):
+        while heap and len(take) < batch and -heap[0][0] > best_low * (1.0 + tol) + FLOOR:
             take.append(heapq.heappop(heap))
         L = np.array([t[2] for t in take])
         H = np.array([t[3] for t in take])
@@ -483,7 +497,10 @@ def roundoff_bound(graph, payload, box, fmt, *, real_inputs: bool = False,
         dim = np.argmax(rel, axis=1)
         rows = np.arange(len(take))
         cut = 0.5 * L[rows, dim] + 0.5 * H[rows, dim]
-        splittable = (cut > L[rows, dim]) & (cut < H[rows, dim])
+        # a box 2^-20 of the initial widths is resolved: what is left there is the
+        # binade bound's jump at a power of two, which no split removes
+        splittable = (cut > L[rows, dim]) & (cut < H[rows, dim]) \
+            & (rel[rows, dim] > MIN_REL_WIDTH)
         if not splittable.any():
             for t in take:
                 heapq.heappush(heap, t)

@@ -143,7 +143,7 @@ def _scale_up(s, q: Fraction):
     num, den = q.numerator, q.denominator
     e = num.bit_length() - 1 - (den.bit_length() - 1)
     out = np.ldexp(s, e)
-    return np.where(s > 0, _up(out), 0.0)
+    return np.where(s > 0, np.nextafter(out, np.inf), 0.0)   # > 0 even when it underflows
 
 
 def _mag(v: Interval):
@@ -339,10 +339,11 @@ def _evaluate(prog: _Program, ctx, lo, hi, D: Interval, E: Interval):
                 if op in ("add", "sub") and prog.sterbenz[i]:
                     exact_rows[i] = _sterbenz_mask(op, args[0], args[1])
         v = z
+        if op not in ("input", "const"):
+            # may overflow (or NaN): the model fails (x 2^k included)
+            bad |= ~(_mag(z) <= maxf)
         if prog.rounds[i] or prog.eta[i]:
             m = _mag(z)
-            if prog.rounds[i] and op != "input":
-                bad |= ~(m <= maxf)            # may overflow (or NaN): the model fails
             # |fl(z) - z| <= u 2^floor(log2 |z|) + eta (FPTaylor's power-of-2 model:
             # half an ulp of the binade), over the box: with |z| <= mag(Z)
             if i in prog.const_err:

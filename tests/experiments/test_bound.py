@@ -229,3 +229,35 @@ def test_cli_errors(capsys):
     with pytest.raises(SystemExit) as exc:
         main(["bound", str(DATA / "rosa.fpcore"), "--format", "nosuch"])
     assert exc.value.code == 2
+
+
+def test_subnormal_term_never_rounds_to_zero():
+    # eta = 2^-1075 is below float64's smallest subnormal: the bound must still be > 0
+    got = _bound("(* x y)", [(Fraction(1, 2 ** 600), Fraction(1, 2 ** 599)),
+                             (Fraction(1, 2 ** 480), Fraction(1, 2 ** 479))])
+    assert got > 0.0
+
+
+def test_power_of_two_product_may_overflow():
+    assert _bound("(* 4 x)", [(1e307, 1.5e308)], args="x") == math.inf
+
+
+@pytest.mark.parametrize("body, box", [
+    ("(- (sqrt (+ x 1)) (sqrt x))", (1, 4)),
+    ("(/ (- (exp x) 1) x)", (0.5, 2)),
+    ("(/ (* 4 x) (+ 1 (/ x 1.11)))", (0.1, 0.3)),            # verhulst
+])
+def test_exhaustive_binary16_never_exceeds_the_bound(body, box):
+    """Every binary16 value of the box: the exact error of each against the bound."""
+    f = formats.binary16
+    p = _prog(body, "x")
+    bnd = roundoff_bound(p.graph, p.payload, [box], f).absolute
+    lo, hi = (formats.round_fraction(Fraction(b), f, d) for b, d in zip(box, ("up", "down")))
+    xs = [lo]
+    while xs[-1] < hi:
+        xs.append(float(formats.next_up(np.array([xs[-1]]), f)[0]))
+    X = np.array(xs).reshape(-1, 1)
+    seen, upper, ok = B.sampled_errors(B._from_fpcore(p), X, scalars.get("binary16"))
+    assert ok.all() and len(X) > 500
+    assert upper.max() <= bnd
+    assert bnd < 4 * seen.max()                   # and not far above the worst point

@@ -69,10 +69,13 @@ class _Program:
     """What :func:`bound` needs of one program: name, graph, argument names, box facts."""
 
     def __init__(self, name, graph, payload, arguments, *, source="", index=1,
-                 fpcore=None, skip=""):
+                 fpcore=None, skip="", tensor=None):
         self.name, self.graph, self.payload = name, graph, payload
         self.arguments, self.source, self.index = list(arguments), source, index
         self.fpcore, self.skip = fpcore, skip
+        #: (tensor graph, payload, ScalarGraph, output entry) when ``graph`` is one
+        #: output of a scalarized tensor graph: the execution runs the tensor graph
+        self.tensor = tensor
 
     def regions(self, box):
         """``(regions, residual)``: the box's per-argument regions and the rest of the
@@ -119,14 +122,28 @@ def _programs(source, only=None) -> list:
         else:
             from .cases import load_case
             case = load_case(spec)
-            ids = case.input_ids()
-            out = [_Program(case.name, case.graph, case.payload,
-                            [f"x{i}" for i in ids], source=spec)]
+            out = _graph_programs(case.name, case.graph, case.payload, spec)
     if only is not None:
         out = [p for p in out if only in p.name]
         if not out:
             raise ExperimentError(f"--only {only!r}: no program name contains it")
     return out
+
+
+def _graph_programs(name, graph, payload, source="") -> list:
+    """One program per entry of the graph's output: the scalar graph of the binary
+    contexts' rounding order (:func:`scalarlab.ibp.scalarize.scalarize`); an op it does
+    not cover is one row whose ``skip`` names it."""
+    from scalarlab.ibp.scalarize import scalarize
+    try:
+        sg = scalarize(graph, payload)
+    except BoundError as exc:
+        return [_Program(name, None, None, [], source=source, skip=str(exc))]
+    args = [f"x{i}" if len(sg.input_shapes[i]) == 0 else f"x{i}[{k}]" for i, k in sg.inputs]
+    many = len(sg.outputs) > 1
+    return [_Program(f"{name}[{j}]" if many else name, sg.for_output(j), sg.payload, args,
+                     source=source, index=j, tensor=(graph, payload, sg, j))
+            for j in range(len(sg.outputs))]
 
 
 def _from_fpcore(p) -> _Program:
@@ -157,15 +174,24 @@ def _execute(prog, X, ctx) -> tuple:
     """``(values, ok)``: the context's output per sample (float64) and the samples it
     evaluated (a refused sample -- a rounded argument leaving a domain -- is not ok)."""
     from scalarlab.graph.fold import denote_all
-    g = prog.graph
+    g, payload = prog.graph, prog.payload
+    if prog.tensor is not None:
+        # the tensor graph itself runs: the scalar graph only models its roundings
+        g, payload, sg, entry = prog.tensor
+        cols = {}
+        for tid, shape in sg.input_shapes.items():
+            pick = [j for j, (t, _) in enumerate(sg.inputs) if t == tid]
+            cols[tid] = ctx.convert(X[:, pick].reshape((len(X),) + tuple(shape)))
+    else:
+        cols = {i: ctx.convert(X[:, j]) for j, i in enumerate(g.input_ids())}
     out = g.output if g.output is not None else len(g.nodes) - 1
-    cols = {i: ctx.convert(X[:, j]) for j, i in enumerate(g.input_ids())}
     errs: dict = {}
-    vals = denote_all(g, prog.payload, cols, ctx, partial=True, errors=errs)
+    vals = denote_all(g, payload, cols, ctx, partial=True, errors=errs)
     v = vals[out]
     if v is None:
         return np.full(len(X), np.nan), np.zeros(len(X), dtype=bool)
-    v = np.asarray(ctx.to_float64(v), dtype=np.float64).reshape(len(X))
+    v = np.asarray(ctx.to_float64(v), dtype=np.float64).reshape(len(X), -1)
+    v = v[:, prog.tensor[3]] if prog.tensor is not None else v[:, 0]
     return v, np.isfinite(v)
 
 
@@ -182,6 +208,8 @@ def sampled_errors(prog, X, ctx) -> tuple:
         return seen, upper, np.zeros(0, dtype=bool)
     v, ok = _execute(prog, X, ctx)
     g = prog.graph
+    if prog.tensor is not None:
+        g = prog.tensor[2].oracle_for_output(prog.tensor[3])
     out = g.output if g.output is not None else len(g.nodes) - 1
     with O.working_precision(SAMPLE_BITS):
         balls, status = O.evaluate(g, prog.payload, X, SAMPLE_BITS)

@@ -60,7 +60,7 @@ __all__ = ["BoundError", "RoundoffBound", "RoundingModel", "roundoff_bound",
            "SUPPORTED_OPS", "EXACT_OPS"]
 
 #: ops that never round (the executed value is the exact value of the executed operands)
-EXACT_OPS = frozenset({"neg", "abs"})
+EXACT_OPS = frozenset({"neg", "abs", "relu"})
 #: arithmetic ops the binary contexts round once, correctly (IEEE 754)
 ARITH_OPS = frozenset({"add", "sub", "mul", "div", "sqrt", "fma"})
 #: ops whose subnormal results are exact (no ``eta`` term)
@@ -154,8 +154,11 @@ def _mig(v: Interval):
     return np.where((v.lo > 0) | (v.hi < 0), np.minimum(np.abs(v.lo), np.abs(v.hi)), 0.0)
 
 
-def _fraction_of(text) -> Fraction:
-    return Fraction(str(text))
+def _fraction_of(value) -> Fraction:
+    """The exact value of a payload entry: a float as its binary fraction, text as read."""
+    if isinstance(value, (float, np.floating)):
+        return Fraction(float(value))
+    return Fraction(str(value))
 
 
 def _const_fact(payload, nid, fmt):

@@ -3,7 +3,8 @@
 Lists each registered context (``scalars.names()``) plus one concrete example of each
 parametrised family (``binary(E,M)``, ``mpmath:PREC``, ``interval:BASE``, ``dual:BASE``)
 with its kind, exactness, interval-ness, value format, reduction order and the set of
-correctly rounded operations, as a table or as JSON (``--json``).
+correctly rounded operations, as a table or as JSON (``--json``), and the aliases the
+registry accepts (``fp32`` -> ``binary32``, ...).
 """
 from __future__ import annotations
 
@@ -11,9 +12,11 @@ import pandas as pd
 
 from scalarlab import scalars
 from scalarlab.scalars.errors import ScalarLabError
+from scalarlab.scalars.registry import aliases
+from . import help_of
 
 NAME = "contexts"
-HELP = "list every scalar context with its properties (exact?, interval?, format, ...)"
+HELP = help_of(NAME)
 
 # Concrete instances shown for the parametrised families (when the family is registered).
 FAMILY_EXAMPLES = ("binary(5,10)", "binary(8,7)", "mpmath:100", "interval:binary16",
@@ -32,7 +35,7 @@ def collect(only=None) -> tuple[list[dict], list[str]]:
     """Property dicts of the contexts to list, and the family patterns registered."""
     families = scalars.family_examples()
     if only:
-        names = list(dict.fromkeys(only))
+        names = list(dict.fromkeys(only))      # an alias is listed under the name given
     else:
         names = list(scalars.names())
         for ex in FAMILY_EXAMPLES:
@@ -75,10 +78,14 @@ def run(args) -> int:
     if args.json:
         from .. import outputs
         outputs.print_document(outputs.document(
-            "contexts", {"names": args.name}, rows=rows, families=families))
+            "contexts", {"names": args.name}, rows=rows, families=families,
+            aliases=aliases()))
         return 0
     print(_table(rows))
     if families:
         print()
         print("families (any parameter works with scalars.get): " + ", ".join(families))
+    if not args.name:
+        print("aliases (also inside interval:/dual: names): " +
+              ", ".join(f"{a} -> {c}" for a, c in aliases().items()))
     return 0

@@ -15,9 +15,10 @@ from scalarlab import scalars
 
 from .. import argtypes as T
 from .. import outputs
+from . import help_of
 
 NAME = "graph-semantics"
-HELP = "any graph (default six-node): centre value, IBP box per node, sampled containment check"
+HELP = help_of(NAME)
 
 
 def add_arguments(p):

@@ -53,7 +53,7 @@ def _box_spec(args, payload):
     from .. import cases as CS
     from .sweep import _box_of
     case = CS.load_case(args.graph)
-    ns = argparse.Namespace(input=args.input, input_file=None, box=args.box,
+    ns = argparse.Namespace(input=args.input, center_file=None, box=args.box,
                             radii=[args.radius])
     g, payload, x0, radii = _box_of(case, case.payload if payload is None else payload, ns)
     return case, g, payload, x0, radii[0]

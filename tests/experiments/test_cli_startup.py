@@ -5,6 +5,7 @@ missing optional dependency is an install hint, help texts are literal)."""
 from __future__ import annotations
 
 import importlib
+import json
 import pkgutil
 import subprocess
 import sys
@@ -98,3 +99,37 @@ def test_version_names_the_installed_versions(capsys):
     out = capsys.readouterr().out
     assert f"numpy {numpy.__version__}," in out and f"mpmath {mpmath.__version__}," in out
     assert f"gmpy2 {gmpy2.version()}," in out
+
+
+def test_aliases_on_the_command_line(capsys):
+    assert main(["contexts"]) == 0
+    out = capsys.readouterr().out
+    assert ("aliases (also inside interval:/dual: names): float32 -> binary32, fp32 -> "
+            "binary32, single -> binary32, float16 -> binary16, fp16 -> binary16, half -> "
+            "binary16, bf16 -> bfloat16, double -> float64") in out
+    assert main(["compare", "--contexts", "fp32,half", "--quiet", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["meta"]["contexts"] == ["binary32", "binary16"]
+    assert {r["context"] for r in doc["rows"]} == {"binary32", "binary16"}
+    assert main(["compare", "--contexts", "fp32,binary32"]) == 1     # the same context twice
+    assert capsys.readouterr().err.strip() == ("scalarlab compare: error: --contexts: "
+                                               "binary32 given more than once")
+
+
+def test_sweep_centre_file_and_refused_input_file(tmp_path, capsys):
+    import numpy as np
+    np.save(tmp_path / "c.npy", np.array([0.3, -0.2, 0.1, 0.4]))
+    argv = ["sweep", "--radii", "0.01", "--samples", "8", "--contexts", "bf16", "--quiet",
+            "--json"]
+    assert main([*argv, "--center-file", str(tmp_path / "c.npy")]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["meta"]["center_source"] == "--center-file"
+    assert doc["meta"]["center"] == ["0.3", "-0.2", "0.1", "0.4"]
+    assert doc["meta"]["contexts"] == ["bfloat16"]
+    with pytest.raises(SystemExit) as exc:
+        main([*argv, "--input-file", str(tmp_path / "c.npy")])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "give the box centre with --center-file" in err[0], err
+    assert main([*argv, "--center-file", str(tmp_path / "c.npy"), "--box", "0:1"]) == 1
+    assert "--box replaces --center-file" in capsys.readouterr().err

@@ -132,7 +132,9 @@ def run(args) -> int:
     view["skip"] = [s if len(s) <= 40 else s[:37] + "..." for s in view["skip"]]
     view["divergence_node"] = ["" if v is None or v != v else str(int(v))
                                for v in view["divergence_node"]]
-    print(tables.render(view))
+    from .. import terminal       # wider than the terminal: column blocks, keys repeated
+    print(terminal.column_blocks(view, tables.render, keys=["benchmark", "variant",
+                                                             "context"]))
     print()
     for line in F.summary_lines(df):
         print(line)

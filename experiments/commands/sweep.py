@@ -223,9 +223,10 @@ def run(args) -> int:
     if args.json:
         outputs.print_document(tables.json_document("sweep", meta, df))
     else:
-        import pandas as pd
-        with pd.option_context("display.width", 200, "display.max_columns", 50):
-            print(df.drop(columns=["first_counterexample"]).to_string(index=False))
+        from .. import terminal   # wider than the terminal: column blocks, keys repeated
+        print(terminal.column_blocks(df.drop(columns=["first_counterexample"]),
+                                     lambda d: d.to_string(index=False),
+                                     keys=["radius", "context", "samples", "method"]))
         for _, row in df[df["violations"] > 0].iterrows():
             print(f"counterexample (radius {row['radius']!r}, {row['context']}): "
                   f"{row['first_counterexample']}")

@@ -210,7 +210,13 @@ def main(argv=None) -> int:
         from . import outputs
         command_line = outputs.COMMAND_LINE
         command_line[:] = argv
-        status = int(args._run(args) or 0)
+        from .first_run import watch     # one line if compiling kernels keeps us waiting
+        watcher = watch(lambda text: _say(cmd, text), bool(getattr(args, "quiet", False)))
+        try:
+            status = int(args._run(args) or 0)
+        finally:
+            if watcher is not None:
+                watcher.stop()
         sys.stdout.flush()
         return status
     except SystemExit:

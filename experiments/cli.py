@@ -48,7 +48,8 @@ class _HelpFormatter(argparse.HelpFormatter):
 
 class _Parser(argparse.ArgumentParser):
     """argparse with the lab's rules: an option given twice is refused (``--steps 1
-    --steps 2``) unless it collects its values (``contexts --name a --name b``); a negative number after an option is its value (``--input -0.3,0.2``);
+    --steps 2``) unless it collects its values (``contexts --name a --name b``); a
+    negative number after an option is its value (``--input -0.3,0.2``);
     errors are one line ``<prog>: error: ...`` with exit status 2."""
 
     def __init__(self, *a, **kw):

@@ -145,5 +145,6 @@ def run(args) -> int:
     if notes:
         print()
     for line in notes:
-        print(textwrap.fill(line, cols, subsequent_indent="  ", break_on_hyphens=False) if cols else line)
+        print(textwrap.fill(line, cols, subsequent_indent="  ", break_on_hyphens=False)
+              if cols else line)
     return 0

@@ -127,14 +127,12 @@ def context_name(text: str) -> str:
         scalars.get(text)
     except ScalarLabError as exc:
         _fail(str(exc))
-    return text.strip()
+    from scalarlab.scalars.registry import canonical
+    return canonical(text)              # an alias (fp32) is named as its context (binary32)
 
 
 def context_list(text: str) -> list[str]:
-    parts = name_list(text)
-    for p in parts:
-        context_name(p)
-    return parts
+    return [context_name(p) for p in name_list(text)]     # aliases -> canonical names
 
 
 context_list.__name__ = "list of contexts"

@@ -17,13 +17,14 @@ import argparse
 import errno
 import importlib
 import os
-import pkgutil
 import re
 import sys
 
-from scalarlab.scalars.errors import ScalarLabError
-
-from . import commands
+# Nothing of the lab is imported here: ``scalarlab --help`` and ``--version`` read the light
+# command table (experiments.commands.COMMANDS) and package metadata only, and a command's
+# module (with numpy, the op table, the contexts and their kernels) is imported when that
+# command is parsed for running or for its own --help.
+from .commands import COMMANDS
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
@@ -47,11 +48,14 @@ class _HelpFormatter(argparse.HelpFormatter):
 
 class _Parser(argparse.ArgumentParser):
     """argparse with the lab's rules: an option given twice is refused (``--steps 1
-    --steps 2``); a negative number after an option is its value (``--input -0.3,0.2``);
+    --steps 2``) unless it collects its values (``contexts --name a --name b``); a
+    negative number after an option is its value (``--input -0.3,0.2``);
     errors are one line ``<prog>: error: ...`` with exit status 2."""
 
     def __init__(self, *a, **kw):
         kw.setdefault("formatter_class", _HelpFormatter)
+        # an abbreviation (--cont for --contexts) is an unknown flag, not a guess
+        kw["allow_abbrev"] = False
         super().__init__(*a, **kw)
 
     def parse_known_args(self, args=None, namespace=None):
@@ -70,7 +74,11 @@ class _Parser(argparse.ArgumentParser):
                 continue
             if tok.startswith("--"):
                 key = tok.split("=", 1)[0]
-                if key in seen:
+                # each parser checks its own options (a command's parser gets its tokens)
+                action = self._option_string_actions.get(key)
+                repeatable = isinstance(action, (argparse._AppendAction,
+                                                 argparse._CountAction))
+                if key in seen and action is not None and not repeatable:
                     self.error(f"option {key} given more than once")
                 seen.add(key)
             glued.append(tok)
@@ -87,22 +95,22 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{prog}: error: {message} (see {prog} --help)\n")
 
 
-def _command_modules():
-    mods = []
-    for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
-        if info.name.startswith("_"):
-            continue
-        mod = importlib.import_module(f"{commands.__name__}.{info.name}")
-        if hasattr(mod, "NAME") and hasattr(mod, "run"):
-            mods.append(mod)
-    return mods
+def command_module(name: str):
+    """The module of command ``name`` (imported now, on first use)."""
+    return importlib.import_module(f"{__package__}.commands.{COMMANDS[name].module}")
 
 
 def _version() -> str:
-    from .outputs import versions
-    v = versions()
-    return (f"scalarlab {v['scalarlab']} (numpy {v['numpy']}, gmpy2 {v['gmpy2']}, "
-            f"mpmath {v['mpmath']}, python {v['python']})")
+    # package metadata, not imports: --version must not pay for numpy/gmpy2/mpmath imports
+    from importlib.metadata import PackageNotFoundError, version
+
+    def v(dist):
+        try:
+            return version(dist)
+        except PackageNotFoundError:
+            return "not installed"
+    return (f"scalarlab {v('scalarlab')} (numpy {v('numpy')}, gmpy2 {v('gmpy2')}, "
+            f"mpmath {v('mpmath')}, python {sys.version.split()[0]})")
 
 
 class _VersionAction(argparse.Action):
@@ -115,18 +123,24 @@ class _VersionAction(argparse.Action):
         parser.exit()
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = "*") -> argparse.ArgumentParser:
+    """The ``scalarlab`` parser.  ``only``: the command whose arguments are added (its
+    module imported); the others get their name and help line from the light table.
+    The default ``"*"`` adds every command's arguments (tests and docs walk them all);
+    ``None`` adds none (``scalarlab --help``)."""
     parser = _Parser(prog="scalarlab",
                      description="scalarlab: what floating point does to a computation.",
                      epilog="exit status: 0 ok; 1 error or failed check; 2 bad command line; "
                             "3 internal error; 130 interrupted")
     parser.add_argument("--version", action=_VersionAction)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    for mod in _command_modules():
-        p = sub.add_parser(mod.NAME, help=getattr(mod, "HELP", ""),
-                           description=getattr(mod, "HELP", ""))
-        mod.add_arguments(p)
-        p.set_defaults(_run=mod.run)
+    for name, entry in COMMANDS.items():
+        # help= is %-formatted by argparse, description= is not: escape only the former
+        p = sub.add_parser(name, help=entry.help.replace("%", "%%"), description=entry.help)
+        if only == "*" or only == name:
+            mod = command_module(name)
+            mod.add_arguments(p)
+            p.set_defaults(_run=mod.run)
     parser.commands = tuple(sub.choices)
     return parser
 
@@ -158,13 +172,35 @@ def _silence_stdout() -> None:
         pass
 
 
+def _lab_error():
+    from scalarlab.scalars.errors import ScalarLabError
+    return ScalarLabError
+
+
+#: optional dependencies (top-level import name -> the extra that installs it)
+OPTIONAL_EXTRAS = {"dask": "dask", "distributed": "dask", "torch": "torch", "onnx": "onnx",
+                   "onnxruntime": "onnx", "onnxscript": "onnx", "numba_cuda": "cuda"}
+
+
+def missing_extra(exc: BaseException) -> str | None:
+    """The one-line hint for an ImportError of an optional dependency, else None."""
+    if not isinstance(exc, ImportError):
+        return None
+    top = (getattr(exc, "name", None) or "").split(".")[0]
+    extra = OPTIONAL_EXTRAS.get(top)
+    if extra is None:
+        return None
+    return (f"error: this needs {top}, an optional dependency that is not installed: "
+            f"pip install 'scalarlab[{extra}]'")
+
+
 def main(argv=None) -> int:
-    from . import outputs
     argv = list(sys.argv[1:] if argv is None else argv)
     cmd = _command_name(argv)
-    outputs.COMMAND_LINE[:] = argv
+    command_line = None
     try:
-        parser = build_parser()          # --help, --version, usage errors: SystemExit
+        # --help, --version, usage errors: SystemExit; only the named command is built
+        parser = build_parser(cmd if cmd in COMMANDS else None)
         if cmd in parser.commands:
             parser.command = cmd
         args = parser.parse_args(argv)
@@ -172,13 +208,24 @@ def main(argv=None) -> int:
             parser.print_help()
             return EXIT_USAGE
         cmd = args.command
-        status = int(args._run(args) or 0)
+        from . import outputs
+        command_line = outputs.COMMAND_LINE
+        command_line[:] = argv
+        from .first_run import watch     # one line if compiling kernels keeps us waiting
+        watcher = watch(lambda text: _say(cmd, text), bool(getattr(args, "quiet", False)))
+        try:
+            status = int(args._run(args) or 0)
+        finally:
+            if watcher is not None:
+                watcher.stop()
         sys.stdout.flush()
         return status
+    except SystemExit:
+        raise
     except KeyboardInterrupt:
         _say(cmd, "interrupted (outputs not replaced)")
         return EXIT_INTERRUPTED
-    except ScalarLabError as exc:
+    except _lab_error() as exc:          # evaluated only when an exception gets here
         _say(cmd, "error: " + " ".join(str(exc).split("\n")))
         return EXIT_ERROR
     except BrokenPipeError:
@@ -195,15 +242,27 @@ def main(argv=None) -> int:
     except MemoryError:
         _say(cmd, "error: out of memory (use fewer samples or a smaller graph)")
         return EXIT_ERROR
+    except ImportError as exc:
+        hint = missing_extra(exc)
+        if hint is None:
+            return _internal(cmd, exc)
+        _say(cmd, hint)
+        return EXIT_ERROR
     except Exception as exc:                       # a bug: one line, traceback on request
-        if os.environ.get("SCALARLAB_TRACEBACK"):
-            raise
-        msg = " ".join(str(exc).split())
-        _say(cmd, f"error: internal error: {type(exc).__name__}: {msg} "
-                  "(SCALARLAB_TRACEBACK=1 shows the traceback)")
-        return EXIT_INTERNAL
+        return _internal(cmd, exc)
     finally:
-        outputs.COMMAND_LINE.clear()
+        if command_line is not None:
+            command_line.clear()
+
+
+def _internal(cmd: str, exc: BaseException) -> int:
+    """A bug: one line naming the exception (the traceback with SCALARLAB_TRACEBACK=1)."""
+    if os.environ.get("SCALARLAB_TRACEBACK"):
+        raise exc
+    msg = " ".join(str(exc).split())
+    _say(cmd, f"error: internal error: {type(exc).__name__}: {msg} "
+              "(SCALARLAB_TRACEBACK=1 shows the traceback)")
+    return EXIT_INTERNAL
 
 
 if __name__ == "__main__":  # pragma: no cover

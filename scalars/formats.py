@@ -297,9 +297,6 @@ def _as_float64(x, what: str) -> np.ndarray:
                        f"(use round_fractions for exact numbers)")
 
 
-_NO_RANDOM = np.empty(0, dtype=np.int64)
-
-
 @functools.lru_cache(maxsize=256)
 def _kernel_params(fmt: Format, code: int) -> tuple:
     """The per-format constants of the rounding kernels (see rounding_kernels.round_bits)."""
@@ -332,12 +329,11 @@ def round_to_format(x, fmt, mode: str = "nearest_even", rng=None, *,
         _k.round_bits_nearest_even_parallel(xb, out, *params)
     elif code == _k.NEAREST_EVEN:
         _k.round_bits_nearest_even(xb, out, *params)
-    else:
-        if code == _k.STOCHASTIC:
-            rand = _rng(rng).integers(0, 1 << 63, size=flat.size, dtype=np.int64)
-        else:
-            rand = _NO_RANDOM
-        _k.round_bits(xb, out, rand, code, *params)
+    elif code == _k.STOCHASTIC:
+        rand = _rng(rng).integers(0, 1 << 63, size=flat.size, dtype=np.int64)
+        _k.round_bits_stochastic(xb, out, rand, *params)
+    else:            # one compiled kernel per mode: a run compiles only the modes it uses
+        _k.ROUND_BITS_BY_MODE[code](xb, out, *params)
     return out.view(np.float64).reshape(arr.shape)
 
 

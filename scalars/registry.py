@@ -15,6 +15,12 @@ import graph stays acyclic (registry -> context modules, never back):
 
 Code outside ``scalars`` may add its own contexts with :func:`register_name` and
 :func:`register_family`.
+
+Aliases (:data:`ALIASES`: ``float32``/``fp32``/``single`` for ``binary32``, ``double`` for
+``float64``, ...) are the names other libraries use for the same formats; :func:`canonical`
+rewrites them wherever a format name stands in a context name (``interval:fp32``,
+``dual:double``, ``half+fma``), so an alias gives the very same context object as its
+canonical name and every table names the canonical one.
 """
 from __future__ import annotations
 
@@ -29,6 +35,26 @@ from .errors import ContextError
 # The context modules, in the order their names are listed by names().
 CONTEXT_MODULES = ("float64", "binary", "exact", "fp32_real", "mpmath_ctx", "complex128",
                    "interval", "dual")
+
+#: other libraries' names for the lab's formats -> the canonical context name
+ALIASES = {"float32": "binary32", "fp32": "binary32", "single": "binary32",
+           "float16": "binary16", "fp16": "binary16", "half": "binary16",
+           "bf16": "bfloat16", "double": "float64"}
+# an alias is a whole format name: at the start or after a family's "prefix:", and at the
+# end or before a variant suffix ("+fma", "/pairwise"); "fp32-real" is a context of its own
+_ALIAS = re.compile(r"(?:^|(?<=:))(" + "|".join(map(re.escape, ALIASES)) + r")(?=$|[+/])")
+
+
+def canonical(name: str) -> str:
+    """``name`` with every alias replaced by its canonical name (``interval:fp32`` ->
+    ``interval:binary32``); other names come back stripped and otherwise unchanged."""
+    return _ALIAS.sub(lambda m: ALIASES[m.group(1)], name.strip())
+
+
+def aliases() -> dict[str, str]:
+    """Alias -> canonical context name, for listings."""
+    return dict(ALIASES)
+
 
 _NAMED: dict[str, Callable[..., Context]] = {}
 _FAMILIES: list[tuple[re.Pattern, Callable[..., Context], str]] = []
@@ -69,7 +95,7 @@ def get(name) -> Context:
     if not isinstance(name, str):
         raise ContextError(f"context name must be a string, got {type(name).__name__}")
     _load_all()
-    key = name.strip()
+    key = canonical(name)
     ctx = _CACHE.get(key)
     if ctx is not None:
         return ctx
@@ -88,7 +114,8 @@ def get(name) -> Context:
         if ctx is None:
             raise ContextError(
                 f"unknown context {name!r}; known contexts: {', '.join(_NAMED)}; "
-                f"families: {', '.join(ex for _, _, ex in _FAMILIES)}")
+                f"families: {', '.join(ex for _, _, ex in _FAMILIES)}; aliases: "
+                f"{', '.join(ALIASES)}")
         _CACHE[key] = ctx
     return ctx
 

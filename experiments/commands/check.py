@@ -14,10 +14,10 @@ from scalarlab.graph import examples
 from scalarlab.graph.errors import GraphError
 
 from .. import argtypes as T
+from . import help_of
 
 NAME = "check"
-HELP = ("validate a graph: structure (ids, parents, arity), shapes, payload (finite weights); "
-        "prints ok or the error")
+HELP = help_of(NAME)
 
 
 def add_arguments(p) -> None:

@@ -8,10 +8,10 @@ from .. import compare_table as TB
 from .. import tables
 from ..command_args import (add_graph_and_input_arguments, add_output_arguments,
                             add_reference_arguments, batch_from_args, run_meta)
+from . import help_of
 
 NAME = "compare"
-HELP = ("evaluate a graph in several contexts against an oracle: per node x context max/mean "
-        "absolute, relative, ULP and bits of error, and where divergence starts")
+HELP = help_of(NAME)
 
 
 def add_arguments(p) -> None:
@@ -29,24 +29,33 @@ def add_arguments(p) -> None:
     add_output_arguments(p)
 
 
-def run(args) -> int:
-    case = CS.load_case(args.graph)
+def table(args, case):
+    """``(rows, meta, result)``: the discrepancy table of ``case`` as the flags in ``args``
+    ask, the meta of its JSON output and the :class:`~experiments.compare_table.
+    CompareResult` (verdicts, header); :func:`run` prints and writes them, the Python API
+    (:func:`scalarlab.compare`) returns them as a DataFrame."""
     contexts = CS.parse_contexts(args.contexts)
     x, desc = batch_from_args(case, args)
     res = C.compare(case, contexts, x, reference=args.reference, threshold=args.threshold,
                     input_desc=desc, quiet=args.quiet, oracle_limit=args.oracle_limit,
                     check_samples=args.check_samples, seed=args.seed)
-    verdicts = [v for v in res.verdicts.values()]
-    md_verdicts = "## Verdicts\n\n" + "\n".join(f"- **{v['context']}** "
-                                                f"[{v['reduction']}]: {v['text']}"
-                                                for v in verdicts)
     sampled = getattr(args, "box", None) is not None or \
         getattr(args, "input_file", None) is not None
     meta = {**res.meta(), **run_meta(args, case, None if sampled else
                                      CS.center_of(case, args.input))}
     if sampled:
         meta["input_source"] = "--box" if args.box is not None else "--input-file"
-    notes = tables.write_outputs(args, "compare", meta, res.rows,
+    return res.rows, meta, res
+
+
+def run(args) -> int:
+    case = CS.load_case(args.graph)
+    rows, meta, res = table(args, case)
+    verdicts = [v for v in res.verdicts.values()]
+    md_verdicts = "## Verdicts\n\n" + "\n".join(f"- **{v['context']}** "
+                                                f"[{v['reduction']}]: {v['text']}"
+                                                for v in verdicts)
+    notes = tables.write_outputs(args, "compare", meta, rows,
                                  plot=lambda path: TB.plot_bits(res, path),
                                  title=f"scalarlab compare: {case.name}", extra_md=md_verdicts,
                                  verdicts=verdicts)

@@ -3,17 +3,22 @@
 Lists each registered context (``scalars.names()``) plus one concrete example of each
 parametrised family (``binary(E,M)``, ``mpmath:PREC``, ``interval:BASE``, ``dual:BASE``)
 with its kind, exactness, interval-ness, value format, reduction order and the set of
-correctly rounded operations, as a table or as JSON (``--json``).
+correctly rounded operations, as a table or as JSON (``--json``), and the aliases the
+registry accepts (``fp32`` -> ``binary32``, ...).
 """
 from __future__ import annotations
+
+import textwrap
 
 import pandas as pd
 
 from scalarlab import scalars
 from scalarlab.scalars.errors import ScalarLabError
+from scalarlab.scalars.registry import aliases
+from . import help_of
 
 NAME = "contexts"
-HELP = "list every scalar context with its properties (exact?, interval?, format, ...)"
+HELP = help_of(NAME)
 
 # Concrete instances shown for the parametrised families (when the family is registered).
 FAMILY_EXAMPLES = ("binary(5,10)", "binary(8,7)", "mpmath:100", "interval:binary16",
@@ -32,7 +37,7 @@ def collect(only=None) -> tuple[list[dict], list[str]]:
     """Property dicts of the contexts to list, and the family patterns registered."""
     families = scalars.family_examples()
     if only:
-        names = list(dict.fromkeys(only))
+        names = list(dict.fromkeys(only))      # an alias is listed under the name given
     else:
         names = list(scalars.names())
         for ex in FAMILY_EXAMPLES:
@@ -53,8 +58,61 @@ def collect(only=None) -> tuple[list[dict], list[str]]:
     return rows, families
 
 
-def _table(rows: list[dict]) -> str:
-    df = pd.DataFrame([{
+def _table(rows: list[dict], cols: int | None = None) -> str:
+    """The listing; with ``cols``, the free-text columns (format, correctly rounded) are
+    wrapped inside their cells so that the table fits ``cols`` characters."""
+    df = _frame(rows)
+    text = _plain(df)
+    if cols is None or max(len(ln) for ln in text.splitlines()) <= cols:
+        return text
+    return _wrapped(df, cols)
+
+
+def _plain(df) -> str:
+    df = df.copy()
+    for col in df.columns:  # left-align text cells (to_string right-aligns values)
+        width = max(len(col), int(df[col].str.len().max()))
+        df[col] = df[col].str.ljust(width)
+    return df.to_string(index=False, justify="left")
+
+
+FREE_TEXT = ("format", "correctly rounded")
+
+
+def _wrapped(df, cols: int) -> str:
+    """Rows of several lines: the fixed columns at their width, the free-text columns
+    share what is left (format at most a third of it), wrapped at spaces.  Where fewer
+    than 20 characters would be left for the correctly rounded operations, they go on
+    indented lines of their own under each row (and the format too, where it has fewer
+    than 12 characters left beside the fixed columns)."""
+    width = {c: max(len(c), int(df[c].str.len().max())) for c in df.columns}
+    fixed = sum(width[c] for c in df.columns if c not in FREE_TEXT) + len(df.columns) - 1
+    room = cols - fixed
+    width["format"] = min(width["format"], max(12, room // 3))
+    width["correctly rounded"] = room - width["format"]
+    below = [] if width["correctly rounded"] >= 20 else ["correctly rounded"]
+    if below and room + 1 < min(12, width["format"]) + 1:
+        below.insert(0, "format")
+    elif below:
+        width["format"] = min(width["format"], room + 1)
+    shown = [c for c in df.columns if c not in below]
+    out = []
+    for n, row in enumerate([dict(zip(df.columns, df.columns))] + df.to_dict("records")):
+        cells = {c: textwrap.wrap(row[c], width[c], break_on_hyphens=False,
+                                   break_long_words=False) or [""]
+                 for c in shown}
+        for i in range(max(len(v) for v in cells.values())):
+            out.append(" ".join((cells[c][i] if i < len(cells[c]) else "").ljust(width[c])
+                                for c in shown).rstrip())
+        for c in below if n else ():
+            out.extend(textwrap.wrap(f"{c}: {row[c]}", max(20, cols - 4),
+                                     initial_indent="    ", subsequent_indent="    ",
+                                     break_on_hyphens=False))
+    return "\n".join(out)
+
+
+def _frame(rows: list[dict]):
+    return pd.DataFrame([{
         "name": r["name"],
         "kind": r["kind"],
         "exact": "yes" if r["exact"] else "no",
@@ -64,10 +122,6 @@ def _table(rows: list[dict]) -> str:
         "reduction": r["reduction"],
         "correctly rounded": " ".join(r["correctly_rounded"]) or "-",
     } for r in rows])
-    for col in df.columns:  # left-align text cells (to_string right-aligns values)
-        width = max(len(col), int(df[col].str.len().max()))
-        df[col] = df[col].str.ljust(width)
-    return df.to_string(index=False, justify="left")
 
 
 def run(args) -> int:
@@ -75,10 +129,22 @@ def run(args) -> int:
     if args.json:
         from .. import outputs
         outputs.print_document(outputs.document(
-            "contexts", {"names": args.name}, rows=rows, families=families))
+            "contexts", {"names": args.name}, rows=rows, families=families,
+            aliases=aliases()))
         return 0
-    print(_table(rows))
+    from .. import terminal
+    cols = terminal.width()                 # None: full width (stdout is not a terminal)
+    print(_table(rows, cols))
+    notes = []
     if families:
+        notes.append("families (any parameter works with scalars.get): " +
+                     ", ".join(families))
+    if not args.name:
+        notes.append("aliases (also inside interval:/dual: names): " +
+                     ", ".join(f"{a} -> {c}" for a, c in aliases().items()))
+    if notes:
         print()
-        print("families (any parameter works with scalars.get): " + ", ".join(families))
+    for line in notes:
+        print(textwrap.fill(line, cols, subsequent_indent="  ", break_on_hyphens=False)
+              if cols else line)
     return 0

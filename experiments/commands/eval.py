@@ -14,9 +14,10 @@ from scalarlab.graph.fileformat import exact_str
 from .. import outputs
 
 from .. import argtypes as T
+from . import help_of
 
 NAME = "eval"
-HELP = "evaluate a graph (built-in or file) in a scalar context: output or all node values"
+HELP = help_of(NAME)
 
 
 def add_arguments(p) -> None:

@@ -6,9 +6,10 @@ from scalarlab.graph.exporters.onnx import DEFAULT_OPSET, save_onnx
 
 from .. import argtypes as T
 from .. import outputs
+from . import help_of
 
 NAME = "export"
-HELP = "export a graph (built-in name or graph file) and its payload as an ONNX model"
+HELP = help_of(NAME)
 
 
 def add_arguments(p) -> None:

@@ -10,12 +10,10 @@ from .. import fpbench as F
 from .. import outputs
 from .. import tables
 from .sweep import scheduler_address
+from . import help_of
 
 NAME = "fpbench"
-HELP = ("rounding error of FPCore benchmarks: per benchmark x context mean/max bits of error "
-        "against a proven Arb oracle (Herbie's counting: NaN/inf outputs score the format's "
-        "width), max ULPs, %% samples over 1 bit, where error starts, invalid and unsettled "
-        "samples, precondition rejections and skip reasons")
+HELP = help_of(NAME)
 
 
 def add_arguments(p) -> None:
@@ -72,8 +70,10 @@ def short_lines(df) -> list:
     return lines
 
 
-def run(args) -> int:
-    out = args.out
+def table(args):
+    """``(rows, meta)``: the FPBench table of the files in ``args`` as its flags ask and
+    the meta of its JSON output; :func:`run` prints and writes them, the Python API
+    (:func:`scalarlab.fpbench`) returns them as a DataFrame."""
     contexts = F.parse_contexts(args.contexts)
     progs = F.load_programs(args.files)
     if args.only is not None:
@@ -109,6 +109,12 @@ def run(args) -> int:
             "metric": "bits = log2(1 + ULPs) of the output vs the exact value correctly "
                       "rounded into the context's format; NaN/inf outputs (nonfinite) score "
                       "the format's width (Herbie's counting)"}
+    return df, meta
+
+
+def run(args) -> int:
+    out = args.out
+    df, meta = table(args)
     if out is not None:
         tables.write_table(out, "fpbench", meta, df, title="scalarlab fpbench")
         outputs.note(f"wrote {out}", to_stderr=args.json)
@@ -126,7 +132,9 @@ def run(args) -> int:
     view["skip"] = [s if len(s) <= 40 else s[:37] + "..." for s in view["skip"]]
     view["divergence_node"] = ["" if v is None or v != v else str(int(v))
                                for v in view["divergence_node"]]
-    print(tables.render(view))
+    from .. import terminal       # wider than the terminal: column blocks, keys repeated
+    print(terminal.column_blocks(view, tables.render, keys=["benchmark", "variant",
+                                                             "context"]))
     print()
     for line in F.summary_lines(df):
         print(line)

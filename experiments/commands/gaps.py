@@ -9,10 +9,10 @@ from ..errors import ExperimentError
 from .. import gaps as G
 from .. import tables
 from ..command_args import add_output_arguments, add_reference_arguments, run_meta
+from . import help_of
 
 NAME = "gaps"
-HELP = ("distribution of a context's output rounding gap over sampled inputs: percentiles, "
-        "max and mean of ULPs and bits of error, with a histogram plot")
+HELP = help_of(NAME)
 
 
 def add_arguments(p) -> None:
@@ -39,8 +39,10 @@ def add_arguments(p) -> None:
     add_output_arguments(p)
 
 
-def run(args) -> int:
-    case = CS.load_case(args.graph)
+def table(args, case):
+    """``(summary, meta, result, context)``: the gap distribution of ``case`` as the flags
+    in ``args`` ask and the meta of its JSON output; :func:`run` prints and writes them,
+    the Python API (:func:`scalarlab.gaps`) returns them as a DataFrame."""
     ctx = scalars.get(args.context)
     from .. import sampling
     if args.input_file is not None or args.box is not None:
@@ -50,27 +52,30 @@ def run(args) -> int:
                      seed=args.seed, reference=args.reference, node=args.node,
                      quiet=args.quiet, oracle_limit=args.oracle_limit,
                      check_samples=args.check_samples, center_desc=got[1])
-        return _report(args, case, ctx, res, None,
-                       "--box" if args.box is not None else "--input-file")
-    center = CS.center_of(case, args.input)
-    if CS.batch_size(center) != 1:
-        raise ExperimentError("--input must be a single centre input for gaps")
-    res = G.gaps(case, ctx, samples=args.samples, sampling=args.sampling, radius=args.radius,
-                 seed=args.seed, center=center, reference=args.reference, node=args.node,
-                 quiet=args.quiet, oracle_limit=args.oracle_limit,
-                 check_samples=args.check_samples,
-                 center_desc="--input" if args.input is not None else "x0")
-    return _report(args, case, ctx, res, center, None)
-
-
-def _report(args, case, ctx, res, center, source) -> int:
-    hist = res.histogram()
-    hist_md = "## Histogram (ULP distance: output entries)\n\n" + \
-        ", ".join(f"{k}: {v}" for k, v in hist.items())
+        center, source = None, "--box" if args.box is not None else "--input-file"
+    else:
+        center = CS.center_of(case, args.input)
+        if CS.batch_size(center) != 1:
+            raise ExperimentError("--input must be a single centre input for gaps")
+        res = G.gaps(case, ctx, samples=args.samples, sampling=args.sampling,
+                     radius=args.radius, seed=args.seed, center=center,
+                     reference=args.reference, node=args.node, quiet=args.quiet,
+                     oracle_limit=args.oracle_limit, check_samples=args.check_samples,
+                     center_desc="--input" if args.input is not None else "x0")
+        source = None
     meta = {**res.meta(), **run_meta(args, case, center)}
     if source is not None:
         meta["input_source"] = source
-    notes = tables.write_outputs(args, "gaps", meta, res.summary,
+    return res.summary, meta, res, ctx
+
+
+def run(args) -> int:
+    case = CS.load_case(args.graph)
+    summary, meta, res, ctx = table(args, case)
+    hist = res.histogram()
+    hist_md = "## Histogram (ULP distance: output entries)\n\n" + \
+        ", ".join(f"{k}: {v}" for k, v in hist.items())
+    notes = tables.write_outputs(args, "gaps", meta, summary,
                                  plot=lambda path: G.plot_histogram(res, path),
                                  title=f"scalarlab gaps: {case.name} in {ctx.name}",
                                  extra_md=hist_md, histogram=hist)

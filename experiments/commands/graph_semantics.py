@@ -15,9 +15,10 @@ from scalarlab import scalars
 
 from .. import argtypes as T
 from .. import outputs
+from . import help_of
 
 NAME = "graph-semantics"
-HELP = "any graph (default six-node): centre value, IBP box per node, sampled containment check"
+HELP = help_of(NAME)
 
 
 def add_arguments(p):
@@ -52,7 +53,7 @@ def _box_spec(args, payload):
     from .. import cases as CS
     from .sweep import _box_of
     case = CS.load_case(args.graph)
-    ns = argparse.Namespace(input=args.input, input_file=None, box=args.box,
+    ns = argparse.Namespace(input=args.input, center_file=None, box=args.box,
                             radii=[args.radius])
     g, payload, x0, radii = _box_of(case, case.payload if payload is None else payload, ns)
     return case, g, payload, x0, radii[0]

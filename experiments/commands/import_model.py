@@ -12,9 +12,10 @@ from .. import argtypes as T
 from .. import outputs
 from scalarlab.graph.errors import GraphError
 from scalarlab.graph.importers.onnx_shapes import parse_shape
+from . import help_of
 
 NAME = "import"
-HELP = "import an ONNX model (initializers -> payload) and write a scalarlab graph file"
+HELP = help_of(NAME)
 
 
 def shape_spec(text: str) -> tuple:

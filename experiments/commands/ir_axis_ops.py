@@ -11,9 +11,10 @@ from scalarlab.graph import examples
 from scalarlab.scalars.errors import ContextError
 
 from .. import argtypes as T
+from . import help_of
 
 NAME = "ir-axis-ops"
-HELP = "the IR axis tutorial: softmax/layernorm/concat at axis 1 on [2,3,4], shapes and values"
+HELP = help_of(NAME)
 
 ALIASES = {"native": "float64", "ieee": "binary32", "complex": "complex128"}
 

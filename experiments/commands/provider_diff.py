@@ -27,10 +27,10 @@ from .. import tables
 from ..cases import center_of, load_case, node_shape
 from ..errors import ExperimentError
 from ..command_args import add_graph_and_input_arguments, batch_from_args, run_meta
+from . import help_of
 
 NAME = "provider-diff"
-HELP = ("per node ULP gap between the numba-cuda kernels and the binary32 reference "
-        "(needs a GPU or NUMBA_ENABLE_CUDASIM=1)")
+HELP = help_of(NAME)
 
 CONTEXTS = ("binary32", "binary32+fma")
 

@@ -10,9 +10,10 @@ paths run the same program text through the same op-table rules.
 from __future__ import annotations
 
 import argparse
+from . import help_of
 
 NAME = "quickstart-mlp"
-HELP = "train a small MLP on the 25-point regression set (eager or typed-graph execution)"
+HELP = help_of(NAME)
 
 HIDDEN = 8
 BATCH = 5

@@ -37,10 +37,10 @@ def format_list(text: str) -> list[str]:
 
 
 format_list.__name__ = "list of formats"
+from . import help_of
 
 NAME = "reduction-order"
-HELP = ("evaluate a graph in binary32 and bfloat16 under sequential, pairwise, fma and "
-        "native (float64-accumulated) orders: ULP gaps between orders, per node")
+HELP = help_of(NAME)
 
 
 def add_arguments(p) -> None:

@@ -6,10 +6,10 @@ import os
 from .. import argtypes as T
 from .. import outputs
 from .. import report as R
+from . import help_of
 
 NAME = "report"
-HELP = ("run the standard experiments (compare, gaps, reduction-order) on the built-in graphs "
-        "(or any graph files) and write report.md with its tables (CSV) and plots (PNG)")
+HELP = help_of(NAME)
 
 
 def add_arguments(p) -> None:

@@ -3,9 +3,10 @@ from __future__ import annotations
 
 from scalarlab import graph
 from scalarlab.graph import examples
+from . import help_of
 
 NAME = "show"
-HELP = "print a graph (built-in name or JSON file) as a node listing or GraphViz DOT"
+HELP = help_of(NAME)
 
 
 def add_arguments(p) -> None:

@@ -8,9 +8,10 @@ import numpy as np
 
 from .. import argtypes as T
 from .. import outputs
+from . import help_of
 
 NAME = "sweep"
-HELP = "sampled containment sweep (radii x contexts x sample counts), serial or on Dask"
+HELP = help_of(NAME)
 
 _ADDRESS = re.compile(r"((tcp|tls|inproc|ucx|ws|wss)://)?[A-Za-z0-9_.\-\[\]:]+:\d{1,5}/?\Z")
 
@@ -22,6 +23,14 @@ def scheduler_address(text: str) -> str:
         raise argparse.ArgumentTypeError(f"{text!r} is not a Dask scheduler address "
                                          "(tcp://HOST:PORT)")
     return text.strip()
+
+
+def _no_input_file(text: str) -> str:
+    """``sweep --input-file``: one meaning per flag across commands (samples), so sweep's
+    centre file has its own flag and this one is refused with a pointer to it."""
+    import argparse
+    raise argparse.ArgumentTypeError(f"{text}: sweep samples its own points; give the box "
+                                     f"centre with --center-file {text}")
 
 
 METHODS = ("ibp", "crown", "crown-ibp")
@@ -44,8 +53,11 @@ def add_arguments(p):
     src = p.add_mutually_exclusive_group()
     src.add_argument("--input", type=T.input_spec, metavar="X",
                      help='box centre, e.g. "0.3,-0.2,0.1,0.4" (default: the graph\'s x0)')
-    src.add_argument("--input-file", type=T.npy_file, metavar="X.npy",
-                     help="box centre from a .npy file")
+    src.add_argument("--center-file", type=T.npy_file, metavar="X.npy",
+                     help="box centre from a .npy file (one input)")
+    p.add_argument("--input-file", type=_no_input_file, metavar="X.npy",
+                   help="refused: --input-file means samples in every command; sweep "
+                        "takes one box centre, given by --center-file")
     p.add_argument("--payload", type=T.existing_file(".npz"), metavar="P.npz",
                    help="payload .npz for a graph file without inline payload")
     p.add_argument("--radii", type=T.decimal_list(0, T.RADIUS_MAX), default="0.01,0.05,0.5",
@@ -88,16 +100,19 @@ def _box_of(case, payload, args):
     from ..errors import ExperimentError
     from .. import sampling
     ids = case.input_ids()
+    if args.box is not None and args.center_file is not None:
+        raise ExperimentError("--box replaces --center-file (the box's midpoints are the "
+                              "centre)")
     if args.box is not None or len(ids) > 1:
         x0 = case.x0
-        if args.input is None and args.input_file is None and args.box is None and x0 is None:
+        if args.input is None and args.center_file is None and args.box is None and x0 is None:
             raise ExperimentError(f"graph {case.name} has no built-in input; give --input "
                                   "or --box")
         g, payload, default_x, box = sampling.prepare_sweep(case.graph, payload, x0, args)
         if box is not None:
             return g, payload, box[0], [box[1]]
         shape = tuple(g.nodes[0].out_shape)
-        spec = args.input if args.input is not None else args.input_file
+        spec = args.input if args.input is not None else args.center_file
         if spec is not None:
             x = CS.parse_input(spec, shape)
             if CS.batch_size(x) != 1:
@@ -105,7 +120,7 @@ def _box_of(case, payload, args):
                                       "needs one centre")
             return g, payload, x[0], list(args.radii)
         return g, payload, np.asarray(default_x, dtype=object).reshape(shape), list(args.radii)
-    spec = args.input if args.input is not None else args.input_file
+    spec = args.input if args.input is not None else args.center_file
     x = CS.center_of(case, spec)
     if CS.batch_size(x) != 1:
         raise ExperimentError(f"--input holds {CS.batch_size(x)} inputs; sweep needs one "
@@ -153,12 +168,12 @@ def unchecked_rows(df) -> list[str]:
     return out
 
 
-def run(args) -> int:
-    from .. import cases as CS
-    from .. import tables
+def table(args, case):
+    """``(rows, meta)``: the sweep of ``case`` as the flags in ``args`` ask and the meta of
+    its JSON output; :func:`run` prints and writes them, the Python API
+    (:func:`scalarlab.sweep`) returns them as a DataFrame."""
     from scalarlab.graph.fileformat import load_npz
 
-    case = CS.load_case(args.graph)
     g, payload = case.graph, case.payload
     if args.payload:
         payload = load_npz(args.payload)
@@ -182,7 +197,7 @@ def run(args) -> int:
                        for t in np.asarray(center, dtype=object).reshape(-1)],
             "center_source": "--box" if args.box is not None else
                              "--input" if args.input is not None else
-                             "--input-file" if args.input_file else "x0",
+                             "--center-file" if args.center_file else "x0",
             "radii": [r if isinstance(r, str) else np.asarray(r, dtype=float).tolist()
                       for r in radii], "samples": list(args.samples),
             "contexts": [c.name for c in args.contexts], "methods": list(args.method),
@@ -197,15 +212,25 @@ def run(args) -> int:
                        "execution: also every value the point context of that format "
                        "computes), checked the guarantee the point runs test, "
                        "claimed_violations the violations of boxes claiming it"}
+    return df, meta
+
+
+def run(args) -> int:
+    from .. import cases as CS
+    from .. import tables
+
+    case = CS.load_case(args.graph)
+    df, meta = table(args, case)
     if args.out:
         tables.write_table(args.out, "sweep", meta, df,
                            title=f"scalarlab sweep: {case.name}")
     if args.json:
         outputs.print_document(tables.json_document("sweep", meta, df))
     else:
-        import pandas as pd
-        with pd.option_context("display.width", 200, "display.max_columns", 50):
-            print(df.drop(columns=["first_counterexample"]).to_string(index=False))
+        from .. import terminal   # wider than the terminal: column blocks, keys repeated
+        print(terminal.column_blocks(df.drop(columns=["first_counterexample"]),
+                                     lambda d: d.to_string(index=False),
+                                     keys=["radius", "context", "samples", "method"]))
         for _, row in df[df["violations"] > 0].iterrows():
             print(f"counterexample (radius {row['radius']!r}, {row['context']}): "
                   f"{row['first_counterexample']}")

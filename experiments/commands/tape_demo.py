@@ -7,9 +7,10 @@ gradients again from the transform API (typed graph -> tape).  In ``rational`` e
 figure is exact.
 """
 from __future__ import annotations
+from . import help_of
 
 NAME = "tape-demo"
-HELP = "walk the tape example: recorded nodes, (4, 5), forward 22.5, gradients 4x and 2x"
+HELP = help_of(NAME)
 
 X0 = ["3", "-1.5"]
 

@@ -342,6 +342,65 @@ def round_bits_nearest_even(xb, out, sh0, emin_field, subnormals, halfq_bits, q_
           max_bits, over_pos, over_neg, inf_pos, inf_neg)
 
 
+# One kernel per mode, so that a run compiles only the modes it uses: round_bits holds
+# all seven loops and costs about 13 s of CPU to compile cold, one mode about a seventh.
+# Each is round_bits with the mode fixed (the same inlined loop, bit for bit).
+@numba.njit(cache=True, nogil=True)
+def round_bits_nearest_away(xb, out, sh0, emin_field, subnormals, halfq_bits, q_bits,
+                            q_exp, max_bits, over_pos, over_neg, inf_pos, inf_neg):
+    """:func:`round_bits` in mode nearest-away."""
+    _loop(xb, out, NEAREST_AWAY, sh0, emin_field, subnormals, halfq_bits, q_bits,
+          max_bits, over_pos, over_neg, inf_pos, inf_neg)
+
+
+@numba.njit(cache=True, nogil=True)
+def round_bits_toward_zero(xb, out, sh0, emin_field, subnormals, halfq_bits, q_bits,
+                           q_exp, max_bits, over_pos, over_neg, inf_pos, inf_neg):
+    """:func:`round_bits` in mode toward-zero."""
+    _loop(xb, out, TOWARD_ZERO, sh0, emin_field, subnormals, halfq_bits, q_bits,
+          max_bits, over_pos, over_neg, inf_pos, inf_neg)
+
+
+@numba.njit(cache=True, nogil=True)
+def round_bits_up(xb, out, sh0, emin_field, subnormals, halfq_bits, q_bits,
+                  q_exp, max_bits, over_pos, over_neg, inf_pos, inf_neg):
+    """:func:`round_bits` in mode up (toward +inf)."""
+    _loop(xb, out, UP, sh0, emin_field, subnormals, halfq_bits, q_bits,
+          max_bits, over_pos, over_neg, inf_pos, inf_neg)
+
+
+@numba.njit(cache=True, nogil=True)
+def round_bits_down(xb, out, sh0, emin_field, subnormals, halfq_bits, q_bits,
+                    q_exp, max_bits, over_pos, over_neg, inf_pos, inf_neg):
+    """:func:`round_bits` in mode down (toward -inf)."""
+    _loop(xb, out, DOWN, sh0, emin_field, subnormals, halfq_bits, q_bits,
+          max_bits, over_pos, over_neg, inf_pos, inf_neg)
+
+
+@numba.njit(cache=True, nogil=True)
+def round_bits_odd(xb, out, sh0, emin_field, subnormals, halfq_bits, q_bits,
+                   q_exp, max_bits, over_pos, over_neg, inf_pos, inf_neg):
+    """:func:`round_bits` in mode round-to-odd."""
+    _loop(xb, out, ODD, sh0, emin_field, subnormals, halfq_bits, q_bits,
+          max_bits, over_pos, over_neg, inf_pos, inf_neg)
+
+
+@numba.njit(cache=True, nogil=True)
+def round_bits_stochastic(xb, out, rand, sh0, emin_field, subnormals, halfq_bits, q_bits,
+                          q_exp, max_bits, over_pos, over_neg, inf_pos, inf_neg):
+    """:func:`round_bits` in mode stochastic (``rand``: one 63-bit integer per element)."""
+    for i in range(xb.shape[0]):
+        out[i] = _round_one(xb[i], STOCHASTIC, rand[i], sh0, emin_field, subnormals,
+                            halfq_bits, q_bits, q_exp, max_bits, over_pos, over_neg,
+                            inf_pos, inf_neg)
+
+
+#: the deterministic modes' kernels other than nearest-even, by mode code
+ROUND_BITS_BY_MODE = {NEAREST_AWAY: round_bits_nearest_away,
+                      TOWARD_ZERO: round_bits_toward_zero, UP: round_bits_up,
+                      DOWN: round_bits_down, ODD: round_bits_odd}
+
+
 @numba.njit(cache=True, nogil=True, parallel=True)
 def round_bits_nearest_even_parallel(xb, out, sh0, emin_field, subnormals, halfq_bits,
                                      q_bits, q_exp, max_bits, over_pos, over_neg, inf_pos,

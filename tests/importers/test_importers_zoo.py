@@ -284,7 +284,7 @@ def test_zoo_compare_gaps_sweep_smoke(name, exported, tmp_path, capsys):
     assert json.loads(out)
     # sweep reads a [1, n] file as one row of per-entry columns: give a [1, 1, n] one there
     np.save(tmp_path / "c.npy", x0[None] if x0.ndim == 2 and len(x0) == 1 else x0)
-    rc = cli_main(["sweep", str(g_path), "--input-file", str(tmp_path / "c.npy"), "--radii",
+    rc = cli_main(["sweep", str(g_path), "--center-file", str(tmp_path / "c.npy"), "--radii",
                    "0.001", "--samples", "4", "--contexts", "float64", "--json", "--quiet"])
     out = capsys.readouterr()
     assert rc == 0, out.err

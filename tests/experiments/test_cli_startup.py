@@ -1,0 +1,135 @@
+"""Starting the CLI costs what the command needs: ``--help``/``--version`` read the light
+command table only (no numpy, no op table, no context), a command imports its own module
+and no other command's; plus the conventions every parser shares (no abbreviations, a
+missing optional dependency is an install hint, help texts are literal)."""
+from __future__ import annotations
+
+import importlib
+import json
+import pkgutil
+import subprocess
+import sys
+
+import pytest
+
+from scalarlab.experiments import commands
+from scalarlab.experiments.cli import COMMANDS, build_parser, main
+
+
+def _modules_after(argv) -> set:
+    """The modules a fresh interpreter holds after ``scalarlab ARGV`` (exit status 0)."""
+    code = ("import sys\nfrom scalarlab.experiments.cli import main\n"
+            "try:\n    main(%r)\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
+            "print('\\n'.join(sorted(sys.modules)), file=sys.stderr)\n" % (list(argv),))
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    return set(res.stderr.split())
+
+
+def test_the_light_table_names_every_command_module_once():
+    mods = {m.name for m in pkgutil.iter_modules(commands.__path__)
+            if not m.name.startswith("_")}
+    assert sorted(e.module for e in COMMANDS.values()) == sorted(mods)
+    for name, entry in COMMANDS.items():
+        mod = importlib.import_module(f"{commands.__name__}.{entry.module}")
+        assert mod.NAME == name and callable(mod.run) and callable(mod.add_arguments)
+        assert "%%" not in entry.help and "\n" not in entry.help
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["--version"]])
+def test_help_and_version_import_no_numerics(argv):
+    loaded = _modules_after(argv)
+    heavy = {"numpy", "pandas", "mpmath", "gmpy2", "numba", "scalarlab.scalars",
+             "scalarlab.graph", "scalarlab.experiments.outputs"}
+    assert not heavy & loaded, heavy & loaded
+    assert not any(m.startswith("scalarlab.experiments.commands.") for m in loaded)
+
+
+def test_a_command_imports_its_own_module_only():
+    loaded = _modules_after(["show", "six-node"])
+    cmds = {m for m in loaded if m.startswith("scalarlab.experiments.commands.")}
+    assert cmds == {"scalarlab.experiments.commands.show"}
+
+
+def test_abbreviations_are_refused(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["compare", "--context", "binary32", "--quiet"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["scalarlab compare: error: unrecognized arguments: --context "
+                   "(see scalarlab compare --help)"]
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command")
+    assert not parser.allow_abbrev
+    assert all(not p.allow_abbrev for p in sub.choices.values())
+
+
+def test_fpbench_help_has_a_literal_percent(capsys):
+    with pytest.raises(SystemExit):
+        main(["fpbench", "--help"])
+    out = capsys.readouterr().out
+    assert "% samples over 1 bit" in " ".join(out.split()) and "%%" not in out
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = capsys.readouterr().out
+    assert "% samples over 1" in " ".join(out.split()) and "%%" not in out
+
+
+def test_missing_optional_dependency_is_an_install_hint(monkeypatch, capsys, tmp_path):
+    for name in [m for m in sys.modules if m == "dask" or m.startswith(("dask.",
+                                                                        "distributed"))]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "dask", None)      # import dask -> ModuleNotFoundError
+    monkeypatch.delenv("SCALARLAB_TRACEBACK", raising=False)
+    rc = main(["sweep", "--workers", "1", "--samples", "4", "--radii", "0.1", "--contexts",
+               "binary32", "--quiet"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 1
+    assert err == ["scalarlab sweep: error: this needs dask, an optional dependency that is "
+                   "not installed: pip install 'scalarlab[dask]'"]
+
+
+def test_version_names_the_installed_versions(capsys):
+    import gmpy2
+    import mpmath
+    import numpy
+    with pytest.raises(SystemExit):
+        main(["--version"])
+    out = capsys.readouterr().out
+    assert f"numpy {numpy.__version__}," in out and f"mpmath {mpmath.__version__}," in out
+    assert f"gmpy2 {gmpy2.version()}," in out
+
+
+def test_aliases_on_the_command_line(capsys):
+    assert main(["contexts"]) == 0
+    out = capsys.readouterr().out
+    assert ("aliases (also inside interval:/dual: names): float32 -> binary32, fp32 -> "
+            "binary32, single -> binary32, float16 -> binary16, fp16 -> binary16, half -> "
+            "binary16, bf16 -> bfloat16, double -> float64") in out
+    assert main(["compare", "--contexts", "fp32,half", "--quiet", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["meta"]["contexts"] == ["binary32", "binary16"]
+    assert {r["context"] for r in doc["rows"]} == {"binary32", "binary16"}
+    assert main(["compare", "--contexts", "fp32,binary32"]) == 1     # the same context twice
+    assert capsys.readouterr().err.strip() == ("scalarlab compare: error: --contexts: "
+                                               "binary32 given more than once")
+
+
+def test_sweep_centre_file_and_refused_input_file(tmp_path, capsys):
+    import numpy as np
+    np.save(tmp_path / "c.npy", np.array([0.3, -0.2, 0.1, 0.4]))
+    argv = ["sweep", "--radii", "0.01", "--samples", "8", "--contexts", "bf16", "--quiet",
+            "--json"]
+    assert main([*argv, "--center-file", str(tmp_path / "c.npy")]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["meta"]["center_source"] == "--center-file"
+    assert doc["meta"]["center"] == ["0.3", "-0.2", "0.1", "0.4"]
+    assert doc["meta"]["contexts"] == ["bfloat16"]
+    with pytest.raises(SystemExit) as exc:
+        main([*argv, "--input-file", str(tmp_path / "c.npy")])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "give the box centre with --center-file" in err[0], err
+    assert main([*argv, "--center-file", str(tmp_path / "c.npy"), "--box", "0:1"]) == 1
+    assert "--box replaces --center-file" in capsys.readouterr().err

@@ -9,17 +9,21 @@ Exit status of every command (README "Exit status"):
 * 2: a malformed command line (unknown flag, bad flag value), refused before any work;
 * 3: an internal error (a bug: the one line names the exception; ``SCALARLAB_TRACEBACK=1``
   shows the traceback);
-* 130: interrupted (Ctrl-C); outputs being written are left as they were.
+* 128+n: ended by signal n: 130 Ctrl-C (SIGINT), 143 SIGTERM, 129 SIGHUP; outputs being
+  written are left as they were (the one line says which were already published).
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import importlib
 import os
 import pkgutil
 import re
+import signal
 import sys
+import threading
 
 from scalarlab.scalars.errors import ScalarLabError
 
@@ -158,11 +162,93 @@ def _silence_stdout() -> None:
         pass
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, raised where the program is so that every ``finally`` and
+    temporary-file cleanup runs as for Ctrl-C."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _on_signal(signum, frame):
+    raise Terminated(signum)
+
+
+class _ClosedStream:
+    """Stands for a standard stream that was closed before the start (``>&-``): writing
+    fails like writing to a closed descriptor (EBADF), as coreutils report it."""
+
+    def write(self, text):
+        raise OSError(errno.EBADF, os.strerror(errno.EBADF))
+
+    def flush(self):
+        pass
+
+    def isatty(self):
+        return False
+
+    def fileno(self):
+        return 1
+
+
+def _setup_process():
+    """SIGTERM/SIGHUP end the run like Ctrl-C; a closed stdout/stderr gets /dev/null on
+    its descriptor (so no file the run opens lands on descriptor 1 or 2) and stdout a
+    stream whose writes fail with EBADF.  Returns the function that undoes it."""
+    saved = {}
+    if threading.current_thread() is threading.main_thread():
+        for name in ("SIGTERM", "SIGHUP"):
+            n = getattr(signal, name, None)
+            if n is not None:
+                saved[n] = signal.signal(n, _on_signal)
+    streams = (sys.stdout, sys.stderr)
+    for fd in (1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            with contextlib.suppress(OSError):
+                null = os.open(os.devnull, os.O_WRONLY)
+                if null != fd:
+                    os.dup2(null, fd)
+                    os.close(null)
+    if sys.stdout is None:
+        sys.stdout = _ClosedStream()
+
+    from .output_sets import PUBLISHED
+    PUBLISHED.clear()
+
+    def undo():
+        for n, h in saved.items():
+            signal.signal(n, h)
+        sys.stdout, sys.stderr = streams
+    return undo
+
+
+def _interrupted(cmd: str, exc) -> int:
+    """The one line and exit status of a run ended by SIGINT/SIGTERM/SIGHUP."""
+    from .output_sets import PUBLISHED
+    n = getattr(exc, "signum", signal.SIGINT)
+    what = "interrupted" if n == signal.SIGINT else f"terminated by {signal.Signals(n).name}"
+    _say(cmd, f"{what} (outputs not replaced)" if not PUBLISHED else
+         f"{what} after writing {', '.join(PUBLISHED)} (later outputs not written)")
+    return 128 + int(n)
+
+
+def _check_outputs(parser, args) -> None:
+    """Before the work: outputs vs inputs, sidecars, plot backend, stale temporaries."""
+    from . import outputs
+    problem = outputs.prepare(args)
+    if problem:
+        parser.error(problem)
+
+
 def main(argv=None) -> int:
     from . import outputs
     argv = list(sys.argv[1:] if argv is None else argv)
     cmd = _command_name(argv)
     outputs.COMMAND_LINE[:] = argv
+    undo = _setup_process()
     try:
         parser = build_parser()          # --help, --version, usage errors: SystemExit
         if cmd in parser.commands:
@@ -172,12 +258,12 @@ def main(argv=None) -> int:
             parser.print_help()
             return EXIT_USAGE
         cmd = args.command
+        _check_outputs(parser, args)
         status = int(args._run(args) or 0)
         sys.stdout.flush()
         return status
-    except KeyboardInterrupt:
-        _say(cmd, "interrupted (outputs not replaced)")
-        return EXIT_INTERRUPTED
+    except KeyboardInterrupt as exc:
+        return _interrupted(cmd, exc)
     except ScalarLabError as exc:
         _say(cmd, "error: " + " ".join(str(exc).split("\n")))
         return EXIT_ERROR
@@ -204,6 +290,7 @@ def main(argv=None) -> int:
         return EXIT_INTERNAL
     finally:
         outputs.COMMAND_LINE.clear()
+        undo()
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -189,9 +189,15 @@ class OutputDirPath(OutputPath):
     is_dir = True
 
 
-def companions(path) -> list[str]:
-    """The files written together with output ``path``: a CSV table's meta sidecar."""
-    return [str(path) + ".meta.json"] if str(path).lower().endswith(".csv") else []
+def companions(path, args=None) -> list[str]:
+    """The files written together with output ``path``: a CSV table's meta sidecar; the
+    payload ``.npz`` beside a graph file written with ``--npz`` (``scalarlab import``)."""
+    text = str(path)
+    if text.lower().endswith(".csv"):
+        return [text + ".meta.json"]
+    if getattr(args, "npz", None) is True and text.lower().endswith(".json"):
+        return [os.path.splitext(text)[0] + ".npz"]
+    return []
 
 
 def _flag(dest: str) -> str:
@@ -252,7 +258,7 @@ def prepare(args) -> str | None:
                 check_output_dir(out, flag)
                 check_not_input(out, inputs, flag, is_dir=True)
                 continue
-            for path in [out, *companions(out)]:
+            for path in [out, *companions(out, args)]:
                 check_output_file(path, flag)
                 check_not_input(path, inputs, flag)
     except OutputError as exc:

@@ -281,6 +281,10 @@ class OutputSet:
 
     def _publish_dir(self, m: _Member) -> None:
         _write_marker(m.staged, self.token)
+        if os.path.lexists(m.target) and (os.path.islink(m.target)
+                                          or not os.path.isdir(m.target)):
+            # never swap a directory for a file (or a link) that appeared meanwhile
+            raise OSError(errno.ENOTDIR, "exists and is not a directory", str(m.target))
         if not os.path.lexists(m.target):
             os.rename(m.staged, m.target)
         elif _exchange(m.staged, m.target):

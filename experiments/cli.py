@@ -15,15 +15,12 @@ Exit status of every command (README "Exit status"):
 from __future__ import annotations
 
 import argparse
-import contextlib
 import errno
 import importlib
 import os
 import pkgutil
 import re
-import signal
 import sys
-import threading
 
 from scalarlab.scalars.errors import ScalarLabError
 
@@ -162,79 +159,6 @@ def _silence_stdout() -> None:
         pass
 
 
-class Terminated(KeyboardInterrupt):
-    """SIGTERM or SIGHUP, raised where the program is so that every ``finally`` and
-    temporary-file cleanup runs as for Ctrl-C."""
-
-    def __init__(self, signum: int):
-        super().__init__(signum)
-        self.signum = signum
-
-
-def _on_signal(signum, frame):
-    raise Terminated(signum)
-
-
-class _ClosedStream:
-    """Stands for a standard stream that was closed before the start (``>&-``): writing
-    fails like writing to a closed descriptor (EBADF), as coreutils report it."""
-
-    def write(self, text):
-        raise OSError(errno.EBADF, os.strerror(errno.EBADF))
-
-    def flush(self):
-        pass
-
-    def isatty(self):
-        return False
-
-    def fileno(self):
-        return 1
-
-
-def _setup_process():
-    """SIGTERM/SIGHUP end the run like Ctrl-C; a closed stdout/stderr gets /dev/null on
-    its descriptor (so no file the run opens lands on descriptor 1 or 2) and stdout a
-    stream whose writes fail with EBADF.  Returns the function that undoes it."""
-    saved = {}
-    if threading.current_thread() is threading.main_thread():
-        for name in ("SIGTERM", "SIGHUP"):
-            n = getattr(signal, name, None)
-            if n is not None:
-                saved[n] = signal.signal(n, _on_signal)
-    streams = (sys.stdout, sys.stderr)
-    for fd in (1, 2):
-        try:
-            os.fstat(fd)
-        except OSError:
-            with contextlib.suppress(OSError):
-                null = os.open(os.devnull, os.O_WRONLY)
-                if null != fd:
-                    os.dup2(null, fd)
-                    os.close(null)
-    if sys.stdout is None:
-        sys.stdout = _ClosedStream()
-
-    from .output_sets import PUBLISHED
-    PUBLISHED.clear()
-
-    def undo():
-        for n, h in saved.items():
-            signal.signal(n, h)
-        sys.stdout, sys.stderr = streams
-    return undo
-
-
-def _interrupted(cmd: str, exc) -> int:
-    """The one line and exit status of a run ended by SIGINT/SIGTERM/SIGHUP."""
-    from .output_sets import PUBLISHED
-    n = getattr(exc, "signum", signal.SIGINT)
-    what = "interrupted" if n == signal.SIGINT else f"terminated by {signal.Signals(n).name}"
-    _say(cmd, f"{what} (outputs not replaced)" if not PUBLISHED else
-         f"{what} after writing {', '.join(PUBLISHED)} (later outputs not written)")
-    return 128 + int(n)
-
-
 def _check_outputs(parser, args) -> None:
     """Before the work: outputs vs inputs, sidecars, plot backend, stale temporaries."""
     from . import outputs
@@ -248,7 +172,8 @@ def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     cmd = _command_name(argv)
     outputs.COMMAND_LINE[:] = argv
-    undo = _setup_process()
+    from . import interrupts
+    undo = interrupts.setup_process()
     try:
         parser = build_parser()          # --help, --version, usage errors: SystemExit
         if cmd in parser.commands:
@@ -262,8 +187,9 @@ def main(argv=None) -> int:
         status = int(args._run(args) or 0)
         sys.stdout.flush()
         return status
-    except KeyboardInterrupt as exc:
-        return _interrupted(cmd, exc)
+    except KeyboardInterrupt as exc:       # Ctrl-C, SIGTERM, SIGHUP (interrupts.Terminated)
+        _say(cmd, interrupts.message(exc))
+        return interrupts.exit_status(exc)
     except ScalarLabError as exc:
         _say(cmd, "error: " + " ".join(str(exc).split("\n")))
         return EXIT_ERROR

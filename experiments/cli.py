@@ -9,7 +9,8 @@ Exit status of every command (README "Exit status"):
 * 2: a malformed command line (unknown flag, bad flag value), refused before any work;
 * 3: an internal error (a bug: the one line names the exception; ``SCALARLAB_TRACEBACK=1``
   shows the traceback);
-* 130: interrupted (Ctrl-C); outputs being written are left as they were.
+* 128+n: ended by signal n: 130 Ctrl-C (SIGINT), 143 SIGTERM, 129 SIGHUP; outputs being
+  written are left as they were (the one line says which were already published).
 """
 from __future__ import annotations
 
@@ -194,10 +195,20 @@ def missing_extra(exc: BaseException) -> str | None:
             f"pip install 'scalarlab[{extra}]'")
 
 
+def _check_outputs(parser, args) -> None:
+    """Before the work: outputs vs inputs, sidecars, plot backend, stale temporaries."""
+    from . import outputs
+    problem = outputs.prepare(args)
+    if problem:
+        parser.error(problem)
+
+
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     cmd = _command_name(argv)
     command_line = None
+    from . import interrupts
+    undo = interrupts.setup_process()
     try:
         # --help, --version, usage errors: SystemExit; only the named command is built
         parser = build_parser(cmd if cmd in COMMANDS else None)
@@ -211,6 +222,7 @@ def main(argv=None) -> int:
         from . import outputs
         command_line = outputs.COMMAND_LINE
         command_line[:] = argv
+        _check_outputs(parser, args)
         from .first_run import watch     # one line if compiling kernels keeps us waiting
         watcher = watch(lambda text: _say(cmd, text), bool(getattr(args, "quiet", False)))
         try:
@@ -222,9 +234,9 @@ def main(argv=None) -> int:
         return status
     except SystemExit:
         raise
-    except KeyboardInterrupt:
-        _say(cmd, "interrupted (outputs not replaced)")
-        return EXIT_INTERRUPTED
+    except KeyboardInterrupt as exc:       # Ctrl-C, SIGTERM, SIGHUP (interrupts.Terminated)
+        _say(cmd, interrupts.message(exc))
+        return interrupts.exit_status(exc)
     except _lab_error() as exc:          # evaluated only when an exception gets here
         _say(cmd, "error: " + " ".join(str(exc).split("\n")))
         return EXIT_ERROR
@@ -253,6 +265,7 @@ def main(argv=None) -> int:
     finally:
         if command_line is not None:
             command_line.clear()
+        undo()
 
 
 def _internal(cmd: str, exc: BaseException) -> int:

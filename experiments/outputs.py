@@ -2,18 +2,18 @@
 one JSON output schema.
 
 Atomic writes
-    :func:`atomic_path` hands out a temporary name *in the target directory* (so the final
-    :func:`os.replace` is a rename within one file system, atomic on POSIX); the target is
-    replaced only when the writer returned normally.  On any exception, ``KeyboardInterrupt``
-    included, the temporary file is removed and the previous output stays as it was.
-    :func:`atomic_directory` does the same for a directory (``report --out DIR``): the new
-    directory is built beside the old one and swapped in with two renames (old -> hidden
-    backup, new -> DIR), then the backup is deleted; a failure between the two renames puts
-    the old directory back.
+    Everything one command writes is one *output set* (:mod:`experiments.output_sets`):
+    built under hidden staging names beside the targets and published together (one
+    rename, one directory exchange, or a journal that the next run rolls forward), so a
+    kill at any instant leaves the old set or the new one.  :func:`atomic_path`,
+    :func:`write_text` and :func:`atomic_directory` write into the active set
+    (:func:`output_set`), or form a set of their own.
 
 Output paths are checked when the command line is parsed (:func:`output_file`,
 :func:`output_dir` are argparse ``type=`` functions), i.e. before any computation: the
-suffix, an existing and writable parent directory, not an existing directory (or file).
+suffix, an existing and writable parent directory, not an existing directory (or file), a
+directory only if it is empty or the lab's own; then :func:`prepare` checks the sidecars,
+refuses an output that is an input and recovers what interrupted runs left.
 
 Schema
     Every JSON output is ``{"format": "scalarlab-<kind>", "version": N, "meta": {...},
@@ -34,17 +34,11 @@ import hashlib
 import json
 import math
 import os
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 
-from scalarlab.scalars.errors import ScalarLabError
-
-
-class OutputError(ScalarLabError):
-    """A requested output cannot be written (unknown suffix, missing or read-only directory,
-    full disk)."""
+from . import output_sets
+from .output_sets import OutputError, output_set  # noqa: F401  (re-exported)
 
 
 def _why(exc: OSError) -> str:
@@ -60,6 +54,8 @@ def check_output_file(path, flag: str = "--out", suffixes=None) -> Path:
         raise OutputError(f"{flag or 'output'}: empty file name")
     if p.is_dir():
         raise OutputError(f"{where}: is a directory")
+    if os.path.lexists(p) and not (p.is_file() or p.is_symlink()):
+        raise OutputError(f"{where}: exists and is not a regular file")
     if suffixes is not None and p.suffix.lower() not in suffixes:
         raise OutputError(f"{where}: unknown file type {p.suffix or '(none)'!r}; use "
                           f"one of {', '.join(suffixes)}")
@@ -86,6 +82,7 @@ def check_output_dir(path, flag: str = "--out") -> Path:
         raise OutputError(f"{where}: parent directory {parent} does not exist")
     if not os.access(parent, os.W_OK | os.X_OK):
         raise OutputError(f"{where}: parent directory {parent} is not writable")
+    output_sets.check_replaceable_dir(p, where)
     return p
 
 
@@ -99,7 +96,7 @@ def output_file(*suffixes: str, flag: str = "--out"):
             check_output_file(text, "", allowed)
         except OutputError as exc:
             raise argparse.ArgumentTypeError(str(exc)) from None
-        return text
+        return OutputPath(text)
     parse.__name__ = "output file"
     return parse
 
@@ -111,7 +108,7 @@ def output_dir(flag: str = "--out"):
             check_output_dir(text, "")
         except OutputError as exc:
             raise argparse.ArgumentTypeError(str(exc)) from None
-        return text
+        return OutputDirPath(text)
     parse.__name__ = "output directory"
     return parse
 
@@ -124,39 +121,30 @@ def _remove(path: str) -> None:
 
 @contextlib.contextmanager
 def atomic_path(path, flag: str = "--out"):
-    """Yield a temporary path beside ``path`` (same suffix, so writers that pick a format
-    from the name still work); rename it onto ``path`` when the block ends normally.
+    """Yield the staged name of ``path`` (same file name, in a hidden staging directory
+    beside it, so writers that pick a format from the name still work); it is published
+    when the block ends normally -- at once, or with the rest of the active
+    :func:`output_set` when ``path`` is one of its members.
 
-    Any exception (``OSError`` such as ENOSPC, ``KeyboardInterrupt``, ...) removes the
-    temporary file and leaves ``path`` untouched; an ``OSError`` is re-raised as
-    :class:`OutputError` naming the flag and the file.
+    Any exception (``OSError`` such as ENOSPC, ``KeyboardInterrupt``, SIGTERM, ...) leaves
+    ``path`` untouched; an ``OSError`` is re-raised as :class:`OutputError` naming the
+    flag, the file and what was kept.
     """
-    target = Path(os.fspath(path))
-    parent = target.parent if str(target.parent) else Path(".")
+    staged = output_sets.staged_path(path, flag)
+    if staged is None:
+        with output_set([(path, flag)]):
+            with atomic_path(path, flag) as tmp:
+                yield tmp
+        return
     try:
-        fd, tmp = tempfile.mkstemp(dir=parent, prefix=f".{target.name}.",
-                                   suffix=".tmp" + target.suffix)
+        yield str(staged)
     except OSError as exc:
-        raise OutputError(f"{flag} {path}: cannot write: {_why(exc)}") from None
-    os.close(fd)
-    try:
-        yield tmp
-        mode = 0o666 & ~_umask()
-        os.chmod(tmp, mode)
-        os.replace(tmp, target)
-    except OSError as exc:
-        _remove(tmp)
-        raise OutputError(f"{flag} {path}: cannot write: {_why(exc)}; the previous file "
-                          f"(if any) is unchanged") from None
+        _remove(str(staged))
+        raise OutputError(f"{flag} {path}: cannot write: {_why(exc)}; "
+                          f"{output_sets.kept_message(path)}") from None
     except BaseException:
-        _remove(tmp)
+        _remove(str(staged))
         raise
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def write_text(path, text: str, flag: str = "--out") -> Path:
@@ -181,36 +169,117 @@ def write_bytes(path, data: bytes, flag: str = "--out") -> Path:
 @contextlib.contextmanager
 def atomic_directory(path, flag: str = "--out"):
     """Yield a fresh directory beside ``path``; when the block ends normally it replaces
-    ``path`` (old contents removed), otherwise it is deleted and ``path`` is untouched."""
-    target = Path(os.fspath(path)).absolute()
-    parent = target.parent
+    ``path`` in one step (:mod:`experiments.output_sets`: the old contents are removed,
+    the lab's marker file is added), otherwise it is deleted and ``path`` is untouched.
+    An existing ``path`` must be empty or one the lab wrote
+    (:func:`output_sets.check_replaceable_dir`)."""
+    check_output_dir(path, flag)
+    with output_set([(path, flag, True)]) as s:
+        yield s.stage(s.members[0])
+
+
+# ------------------------------------------------------------------ checks before work
+class OutputPath(str):
+    """An output path argument (the value of an ``output_file``/``output_dir`` flag):
+    :func:`prepare` finds the command's outputs by this type."""
+    is_dir = False
+
+
+class OutputDirPath(OutputPath):
+    is_dir = True
+
+
+def companions(path, args=None) -> list[str]:
+    """The files written together with output ``path``: a CSV table's meta sidecar; the
+    payload ``.npz`` beside a graph file written with ``--npz`` (``scalarlab import``)."""
+    text = str(path)
+    if text.lower().endswith(".csv"):
+        return [text + ".meta.json"]
+    if getattr(args, "npz", None) is True and text.lower().endswith(".json"):
+        return [os.path.splitext(text)[0] + ".npz"]
+    return []
+
+
+def _flag(dest: str) -> str:
+    return "--" + dest.replace("_", "-")
+
+
+def _input_paths(args) -> list[str]:
+    """Every argument value that names an existing file or directory and is not an
+    output: the command's inputs (graph, --box, --input-file, --payload, models ...)."""
+    found = []
+
+    def visit(v):
+        if isinstance(v, OutputPath):
+            return
+        if isinstance(v, (list, tuple)):
+            for t in v:
+                visit(t)
+        elif isinstance(v, (str, os.PathLike)):
+            for cand in {os.fspath(v), os.fspath(v).split("#", 1)[0]}:
+                if cand and os.path.exists(cand):
+                    found.append(cand)
+    for k, v in vars(args).items():
+        if not k.startswith("_"):
+            visit(v)
+    return found
+
+
+def check_not_input(out, inputs, flag: str = "--out", is_dir: bool = False) -> None:
+    """Refuse an output that is one of the inputs (same file after symlinks, ``..``,
+    hard links) or, for a directory output, holds one."""
+    where = f"{flag} {out}"
+    for inp in inputs:
+        if os.path.exists(out):
+            with contextlib.suppress(OSError):
+                if os.path.samefile(out, inp):
+                    raise OutputError(f"{where}: is the input {inp}; writing it would "
+                                      "destroy the input")
+        if is_dir:
+            root = os.path.realpath(out).rstrip(os.sep) + os.sep
+            if os.path.realpath(inp).startswith(root):
+                raise OutputError(f"{where}: holds the input {inp}; replacing the "
+                                  "directory would delete it")
+
+
+def prepare(args) -> str | None:
+    """Everything about a command's outputs that can be checked before its work: each
+    output (and its sidecar) is writable and not a directory, no output is an input, a
+    PNG can be drawn; stale temporaries of interrupted runs in the output directories are
+    rolled forward or removed.  Returns a usage error message (the caller exits 2)."""
+    outs = [(_flag(k), v) for k, v in vars(args).items()
+            if isinstance(v, OutputPath) and not k.startswith("_")]
+    if not outs:
+        return None
+    inputs = _input_paths(args)
     try:
-        work = Path(tempfile.mkdtemp(dir=parent, prefix=f".{target.name}.new-"))
-    except OSError as exc:
-        raise OutputError(f"{flag} {path}: cannot create directory: {_why(exc)}") from None
+        for flag, out in outs:
+            if out.is_dir:
+                check_output_dir(out, flag)
+                check_not_input(out, inputs, flag, is_dir=True)
+                continue
+            for path in [out, *companions(out, args)]:
+                check_output_file(path, flag)
+                check_not_input(path, inputs, flag)
+    except OutputError as exc:
+        return str(exc)
+    if any(out.lower().endswith(".png") for _, out in outs):
+        check_plot_backend()
+    for d in {os.path.dirname(os.path.abspath(out)) for _, out in outs}:
+        output_sets.recover(d)
+    return None
+
+
+def check_plot_backend() -> None:
+    """Refuse ``--plot`` before the work when matplotlib's Agg backend cannot be loaded."""
     try:
-        yield work
-        os.chmod(work, 0o777 & ~_umask())
-        backup = None
-        if target.exists():
-            backup = Path(tempfile.mkdtemp(dir=parent, prefix=f".{target.name}.old-"))
-            os.rmdir(backup)
-            os.rename(target, backup)
-        try:
-            os.rename(work, target)
-        except BaseException:
-            if backup is not None:
-                os.rename(backup, target)
-            raise
-        if backup is not None:
-            shutil.rmtree(backup, ignore_errors=True)
-    except OSError as exc:
-        shutil.rmtree(work, ignore_errors=True)
-        raise OutputError(f"{flag} {path}: cannot write: {_why(exc)}; the previous directory "
-                          f"(if any) is unchanged") from None
-    except BaseException:
-        shutil.rmtree(work, ignore_errors=True)
-        raise
+        import matplotlib
+        matplotlib.use("Agg", force=True)
+        import matplotlib.backends.backend_agg  # noqa: F401
+    except Exception as exc:
+        raise OutputError(f"--plot: matplotlib cannot draw PNG files here "
+                          f"({type(exc).__name__}: {' '.join(str(exc).split())}); "
+                          "pip install matplotlib") from None
 
 
 # ---------------------------------------------------------------------------- schema

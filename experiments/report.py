@@ -76,8 +76,8 @@ def write_report(directory, *, samples: int = 1000, gap_samples: int = 2000, see
 
     ``graphs`` get the discrepancy tables at their own inputs (section 1); ``graph`` (a
     built-in name or a graph file, centre ``center`` or its x0) gets the sampled sections.
-    The report is built in a new directory beside ``directory`` and swapped in at the end
-    (:func:`outputs.atomic_directory`): an interrupted or failed run leaves the previous
+    The report is built in a new directory beside ``directory`` and exchanged with it at the
+    end (:func:`outputs.atomic_directory`): an interrupted or failed run leaves the previous
     report as it was.  ``tightness``: names of the networks of section 5 (default all;
     empty: no section).
     """

@@ -8,6 +8,7 @@ commands share one schema discipline: CSV = the rows only, JSON = ``{"format", "
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -140,26 +141,39 @@ def dumps(doc: dict) -> str:
 OUT_SUFFIXES = (".csv", ".md", ".json")
 
 
+def table_members(path) -> list[tuple[str, str]]:
+    """The output set of ``--out PATH``: the table, then (for CSV) its meta sidecar, which
+    names the table and its SHA-256 and is published last."""
+    return [(str(path), "--out")] + [(c, "--out") for c in outputs.companions(path)]
+
+
 def write_table(path, kind: str, meta: dict, df: pd.DataFrame, *, title: str = "",
                 extra_md: str = "", **json_extra) -> Path:
-    """Write ``df`` (+ ``meta``) to ``path``; the suffix picks CSV, Markdown or JSON."""
+    """Write ``df`` (+ ``meta``) to ``path``; the suffix picks CSV, Markdown or JSON.  A CSV
+    and its sidecar are one output set (:func:`outputs.output_set`): both or neither."""
     path = outputs.check_output_file(path, "--out", OUT_SUFFIXES)
+    for c in outputs.companions(path):
+        outputs.check_output_file(c, "--out")
     suffix = path.suffix.lower()
     doc = json_document(kind, meta, df, **json_extra)
-    if suffix == ".csv":
-        # the CSV stays a plain table; its meta goes to a sidecar FILE.csv.meta.json
-        outputs.write_text(path, df.to_csv(index=False, na_rep=""))
-        side = {k: v for k, v in doc.items() if k != "rows"}
-        side["table"] = path.name
-        outputs.write_text(str(path) + ".meta.json", outputs.dumps(side) + "\n")
-    elif suffix == ".json":
-        outputs.write_text(path, dumps(doc) + "\n")
-    else:
-        parts = [f"# {title or 'scalarlab ' + kind}", "", markdown_meta(doc["meta"]), "",
-                 markdown_table(df), ""]
-        if extra_md:
-            parts += [extra_md, ""]
-        outputs.write_text(path, "\n".join(parts))
+    with outputs.output_set(table_members(path)):
+        if suffix == ".csv":
+            # the CSV stays a plain table; its meta goes to a sidecar FILE.csv.meta.json
+            text = df.to_csv(index=False, na_rep="")
+            outputs.write_text(path, text)
+            side = {k: v for k, v in doc.items() if k != "rows"}
+            side["table"] = path.name
+            # a reader can tell the sidecar belongs to this very table
+            side["table_sha256"] = hashlib.sha256(text.encode("utf-8")).hexdigest()
+            outputs.write_text(str(path) + ".meta.json", outputs.dumps(side) + "\n")
+        elif suffix == ".json":
+            outputs.write_text(path, dumps(doc) + "\n")
+        else:
+            parts = [f"# {title or 'scalarlab ' + kind}", "", markdown_meta(doc["meta"]), "",
+                     markdown_table(df), ""]
+            if extra_md:
+                parts += [extra_md, ""]
+            outputs.write_text(path, "\n".join(parts))
     return path
 
 
@@ -169,14 +183,20 @@ def write_outputs(args, kind: str, meta: dict, df: pd.DataFrame, *, plot=None,
     ``--plot`` (``plot(path)`` draws the PNG) and ``--json`` (the JSON document on stdout,
     the "wrote PATH" notes on stderr so that stdout stays parseable).
 
-    Returns the notes for the text view to print after its table (already printed when
-    ``--json`` was given).
+    Table, sidecar and plot are one output set: the plot is drawn first, and a plot that
+    fails replaces nothing.  Returns the notes for the text view to print after its table
+    (already printed when ``--json`` was given).
     """
-    if args.out:
-        write_table(args.out, kind, meta, df, title=title, extra_md=extra_md, **json_extra)
-    if args.plot and plot is not None:
-        plot(args.plot)
-    notes = [f"wrote {p}" for p in (args.out, args.plot if plot is not None else None) if p]
+    plot_path = args.plot if plot is not None and getattr(args, "plot", None) else None
+    members = ([(plot_path, "--plot")] if plot_path else []) + \
+        (table_members(args.out) if args.out else [])
+    with outputs.output_set(members):
+        if plot_path:
+            plot(plot_path)
+        if args.out:
+            write_table(args.out, kind, meta, df, title=title, extra_md=extra_md,
+                        **json_extra)
+    notes = [f"wrote {p}" for p in (args.out, plot_path) if p]
     if args.json:
         print(dumps(json_document(kind, meta, df, **json_extra)))
         for n in notes:
@@ -216,8 +236,9 @@ def save_figure(fig, path) -> Path:
     try:
         outputs.check_output_file(path, "--plot", (".png",))
         # Fixed margins instead of tight_layout (which draws the figure twice): the size
-        # stays exactly PLOT_SIZE_IN x PLOT_DPI (no bbox='tight' either).  Drawn into a
-        # temporary file beside PATH and renamed: an interrupted run leaves no partial PNG.
+        # stays exactly PLOT_SIZE_IN x PLOT_DPI (no bbox='tight' either).  Drawn under a
+        # staging name and published with the command's other outputs (or alone): an
+        # interrupted run leaves no partial PNG.
         with outputs.atomic_path(path, "--plot") as tmp:
             fig.savefig(tmp, format="png", dpi=PLOT_DPI)
     finally:

@@ -58,19 +58,22 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
+    npz_path = os.path.splitext(args.out)[0] + ".npz" if args.npz else None
+    if npz_path:                       # checked before the import, like --out itself
+        outputs.check_output_file(npz_path, "--npz")
+        outputs.check_not_input(npz_path, [args.model], "--npz")
     shapes = _shapes(args)
     g, p = load_onnx(args.model, batch_dims=args.batch_dims, output=args.output,
                      shapes=shapes)
-    # Both files are written to temporary names beside their targets and renamed.
-    ref = None
-    if args.npz:
-        npz_path = os.path.splitext(args.out)[0] + ".npz"
-        outputs.check_output_file(npz_path, "--npz")
-        with outputs.atomic_path(npz_path, "--npz") as tmp:
-            graph.fileformat.save_npz(tmp, g, p)
-        ref = os.path.basename(npz_path)
-    doc = graph.fileformat.to_json(g, p, payload_file=ref)
-    outputs.write_text(args.out, json.dumps(doc, indent=1) + "\n")
+    # The payload and the graph file that names it are one output set: both or neither
+    # (the graph file, which refers to the payload, is published last).
+    ref = os.path.basename(npz_path) if npz_path else None
+    with outputs.output_set([(npz_path, "--npz"), (args.out, "--out")]):
+        if npz_path:
+            with outputs.atomic_path(npz_path, "--npz") as tmp:
+                graph.fileformat.save_npz(tmp, g, p)
+        doc = graph.fileformat.to_json(g, p, payload_file=ref)
+        outputs.write_text(args.out, json.dumps(doc, indent=1) + "\n")
     if args.listing:
         print(graph.listing(g))
     shown = "" if shapes is None else " (concrete shapes: " + ", ".join(

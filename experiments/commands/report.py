@@ -14,8 +14,10 @@ HELP = help_of(NAME)
 
 def add_arguments(p) -> None:
     p.add_argument("--out", type=outputs.output_dir(), default="scalarlab-report", metavar="DIR",
-                   help="directory for report.md, CSVs and PNGs, replaced as a whole when the "
-                        "report is complete (default ./scalarlab-report)")
+                   help="directory for report.md, CSVs and PNGs: a new or empty one, or one "
+                        "an earlier report wrote (replaced as a whole when the report is "
+                        "complete); a folder holding other files is refused (default "
+                        "./scalarlab-report)")
     p.add_argument("--samples", type=T.integer(1), default=1000, metavar="N",
                    help="sampled inputs for the sampled compare and reduction-order (default 1000)")
     p.add_argument("--gap-samples", type=T.integer(1), default=2000, metavar="N",

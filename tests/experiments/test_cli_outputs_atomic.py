@@ -34,7 +34,7 @@ def _failing_open(exc):
     real = open
 
     def fake(path, mode="r", *a, **kw):
-        if "w" in mode and os.path.basename(str(path)).startswith("."):   # our temp files
+        if "w" in mode and "/." in str(path):      # our staged files (hidden staging dirs)
             return _FailingFile(path, exc, binary="b" in mode)
         return real(path, mode, *a, **kw)
     return fake
@@ -85,7 +85,7 @@ def test_plot_interrupted_leaves_previous_png(tmp_path, monkeypatch, capsys):
     assert main(["compare", "--contexts", "binary32", "--quiet", "--plot", str(png)]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [f"scalarlab compare: error: --plot {png}: cannot write: No space left on "
-                   "device; the previous file (if any) is unchanged"]
+                   "device; nothing was replaced: bits.png is unchanged"]
     assert png.read_bytes() == b"old png" and _leftovers(tmp_path) == []
 
 
@@ -100,13 +100,28 @@ def test_sweep_full_disk_leaves_no_empty_csv(tmp_path, monkeypatch, capsys):
 
 def test_report_directory_swapped_whole_or_not_at_all(tmp_path, monkeypatch, capsys):
     from scalarlab.experiments import gaps
+    from scalarlab.experiments import output_sets
+    from scalarlab.experiments import report as R
     d = tmp_path / "rep"
-    d.mkdir()
-    (d / "report.md").write_text("old report")
-    (d / "stale.csv").write_text("from an older run")
-    before = sorted(p.name for p in d.iterdir())
     args = ["report", "--out", str(d), "--samples", "4", "--gap-samples", "4",
             "--graphs", "concat-axis", "--quiet"]
+
+    # the report itself is run by test_experiments_report; here its contents are stubbed
+    def tiny(text):
+        def build(rep, **kw):
+            (rep.directory / R.REPORT_NAME).write_text(text)
+            (rep.directory / "t.csv").write_text("a\n1\n")
+            rep.files += [R.REPORT_NAME, "t.csv"]
+            return rep
+        return build
+    monkeypatch.setattr(R, "_build", tiny("old report"))
+    assert main(args) == 0
+    before = sorted(p.name for p in d.iterdir())
+    assert before == sorted([output_sets.MARKER, "report.md", "t.csv"])
+    assert output_sets.read_marker(d) == ["report.md", "t.csv"]
+    monkeypatch.undo()
+    capsys.readouterr()
+
     real = gaps.gaps
     calls = []
 
@@ -123,17 +138,15 @@ def test_report_directory_swapped_whole_or_not_at_all(tmp_path, monkeypatch, cap
     assert (d / "report.md").read_text() == "old report"
     assert _leftovers(tmp_path) == []
 
-    # a run that completes replaces the whole directory (the real report is run by
-    # test_experiments_report; here its contents are stubbed to keep this test cheap)
-    from scalarlab.experiments import report as R
-
-    def tiny(rep, **kw):
+    # a run that completes replaces the whole directory
+    def one(rep, **kw):
         (rep.directory / R.REPORT_NAME).write_text("new report")
         rep.files.append(R.REPORT_NAME)
         return rep
-    monkeypatch.setattr(R, "_build", tiny)
+    monkeypatch.setattr(R, "_build", one)
     assert main(args) == 0
-    assert sorted(p.name for p in d.iterdir()) == ["report.md"]      # one run's files only
+    assert sorted(p.name for p in d.iterdir()) == sorted([output_sets.MARKER,
+                                                          "report.md"])  # one run's files
     assert (d / "report.md").read_text() == "new report"
     assert _leftovers(tmp_path) == []
     monkeypatch.setattr(R, "_build", lambda rep, **kw: 1 / 0)        # a bug mid-report

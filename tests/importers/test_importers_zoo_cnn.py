@@ -7,13 +7,14 @@ Oracles as in the main zoo (:mod:`test_importers_zoo`): float64 against onnx's r
 evaluator on the model widened to float64, within 1e-12 relative in the 2-norm; binary32
 against onnxruntime's float32 run, in binary32 ulps of the output scale.  The binary32 bound
 is wider than the small zoo's measured figures: resnet18's 3x3 convolutions sum 4,608
-products, which MLAS blocks and fuses while we round each product and sum in order, so
-both land several ulps from the exact value (measured: ours 7.5 to 10.5 ulps from the
-float64 reference, onnxruntime 6.5 to 12; 12 to 16 ulps apart).  The test checks both
-distances.
+products, which MLAS blocks and fuses while we round each product and each addition in
+sequential order, so both land several ulps from the exact value and ours further (the
+sequential order's error grows with the length: measured, ours 10.5 (mobilenet) and 14.8
+(resnet18) ulps from the float64 reference, onnxruntime 12.0 and 6.2; 16 and 15 ulps
+apart; the same for both exporters).  The test checks both distances.
 
 The files go through :func:`load_onnx`, not ``scalarlab import``: the CLI writes resnet18's
-11.7 million weights as JSON decimals, which takes over a minute.  The exports and folds
+11 million weights as JSON decimals, which takes over a minute.  The exports and folds
 take seconds (the cheapest case, resnet18's legacy export in float64 alone, about 8 s of
 CPU): slow selection.
 

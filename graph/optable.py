@@ -14,6 +14,7 @@ from .oprecord import OPS, REQUIRED, OpRecord, full_attrs, register
 from . import ops_elementwise, ops_linear, ops_conv, ops_reduce, ops_shape, ops_loss  # noqa: F401
 from . import ops_activation  # noqa: F401
 from . import ops_logic  # noqa: F401  (comparisons, and/or/not, select)
+from . import ops_select  # noqa: F401  (argmax, argmin, topk, topk_indices)
 from . import interval_rules
 
 interval_rules.attach()   # op-specific interval rules (graph/interval_rules.py)

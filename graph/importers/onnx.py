@@ -59,7 +59,7 @@ _FOLDED_ONLY = ("Shape", "Size")
 #: ops whose extra outputs may be present while unused (the first output is mapped)
 _MULTI_OUTPUT = {"Dropout", "LayerNormalization", "Split"}
 #: ops whose extra outputs are mapped too
-_ALL_OUTPUTS = {"Dropout", "LayerNormalization", "Split", *_RECURRENT_OUTPUTS}
+_ALL_OUTPUTS = {"Dropout", "LayerNormalization", "Split", "TopK", *_RECURRENT_OUTPUTS}
 
 #: ONNX element types of float inputs (float, double, float16, bfloat16) and of integer
 #: and boolean inputs (token ids, positions, masks: their values are integers, which every

@@ -1,5 +1,5 @@
 """ONNX -> IR mappings of the network ops: activations, shape ops, reductions, global
-pools, variadic elementwise ops and Split.  Each converter is
+pools, variadic elementwise ops, Split, and ArgMax/ArgMin/TopK (exact index outputs).  Each converter is
 ``f(conv, node, ins, A) -> list of outputs`` (``conv`` is the importer's converter, ``ins``
 the input values -- :class:`Batched` tensors or :class:`PendingConst` constants -- and
 ``A`` the node's attributes).
@@ -361,6 +361,32 @@ def _reduce(irop, post=None, pre=None):
     return f
 
 
+# ------------------------------------------------------------------ index outputs
+def _arg(irop):
+    def f(conv, node, ins, A):
+        x = conv.t(ins[0])
+        return [conv.b.apply(irop, [x], axis=conv.b.axis(int(A.get("axis", 0)), x),
+                             keepdims=bool(int(A.get("keepdims", 1))),
+                             select_last_index=bool(int(A.get("select_last_index", 0))))]
+    return f
+
+
+def _topk(conv, node, ins, A):
+    """TopK's two outputs, values and indices; K is an attribute before opset 10, a
+    constant input after."""
+    x = conv.t(ins[0])
+    if conv.opset < 10:
+        k = int(A["k"])
+    else:
+        ks = const_ints(ins[1], "K")
+        if len(ks) != 1:
+            raise Unsupported(f"K must hold one value, got {ks}")
+        k = ks[0]
+    at = dict(k=k, axis=conv.b.axis(int(A.get("axis", -1)), x),
+              largest=bool(int(A.get("largest", 1))), sorted=bool(int(A.get("sorted", 1))))
+    return [conv.b.apply("topk", [x], **at), conv.b.apply("topk_indices", [x], **at)]
+
+
 def _global_pool(irop):
     def f(conv, node, ins, A):
         x = conv.t(ins[0])
@@ -403,6 +429,7 @@ CONVERTERS = {
     "GreaterOrEqual": _compare("ge"), "Equal": _compare("eq"), "And": _compare("and"),
     "Or": _compare("or"), "IsInf": _is_inf,
     "Mod": _mod,
+    "ArgMax": _arg("argmax"), "ArgMin": _arg("argmin"), "TopK": _topk,
 }
 
 #: the IR ops each converter needs (an ONNX op is claimed only when they all exist)
@@ -421,6 +448,7 @@ NEEDS = {
     "GlobalAveragePool": ("global_avg_pool",), "GlobalMaxPool": ("global_max_pool",),
     "Less": ("lt",), "LessOrEqual": ("le",), "Greater": ("gt",), "GreaterOrEqual": ("ge",),
     "Equal": ("eq",), "And": ("and",), "Or": ("or",), "IsInf": ("isinf", "and", "gt", "lt"), "Mod": ("fmod",),
+    "ArgMax": ("argmax",), "ArgMin": ("argmin",), "TopK": ("topk", "topk_indices"),
 }
 
 

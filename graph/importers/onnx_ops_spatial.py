@@ -1,6 +1,6 @@
 """ONNX -> IR mappings composed from existing IR ops: InstanceNormalization (and so
-GroupNorm's export), ConvTranspose, Resize/Upsample (nearest, linear), Trilu, CumSum and
-Einsum.  Each converter is ``f(conv, node, ins, A) -> list of outputs``, as in
+GroupNorm's export), ConvTranspose, Resize/Upsample (nearest, linear, cubic), Trilu, CumSum
+and Einsum.  Each converter is ``f(conv, node, ins, A) -> list of outputs``, as in
 :mod:`.onnx_ops`.
 
 The compositions only add exact zeros or move entries where the ONNX op does no
@@ -14,7 +14,9 @@ arithmetic, so each context rounds what the op itself computes:
   variance over the spatial axes (the biased variance of ``x - mean``), as ONNX states it;
 * Resize/Upsample: every output coordinate is known at import (concrete shapes), so
   nearest is a gather with constant indices and linear is, axis by axis,
-  ``a * (1 - t) + b * t`` with the float64 weights of each output coordinate;
+  ``a * (1 - t) + b * t`` with the float64 weights of each output coordinate; cubic is
+  four such gathers times Keys' weights (``cubic_coeff_a``, ``exclude_outside``), added
+  in tap order;
 * Trilu keeps or zeroes entries (a constant ``where``), CumSum is the running sum in
   order (one rounding per addition, as the sequential reference), Einsum of two operands
   is transposes, reshapes and one ``matmul``.
@@ -164,9 +166,47 @@ def _nearest(coords, rule, n_in):
     return np.clip(idx, 0, n_in - 1).astype(np.int64)
 
 
-def _resize_axis(conv, x, pa, n_in, n_out, scale, mode, ctm, nearest_mode):
+def _cubic_taps(coords, n_in, a, exclude):
+    """The four source indices (``[n_out, 4]``, clamped: ONNX pads the edge) and float64
+    weights of cubic interpolation at each coordinate, as ONNX's reference computes them:
+    taps ``ceil(x) - 2 .. ceil(x) + 1`` at distance ratio ``r`` in (0, 1] from the second,
+    Keys' kernel with coefficient ``a``; ``exclude`` zeroes the taps outside the input and
+    renormalises the rest."""
+    base = np.ceil(coords) - 2
+    r = (coords - (base + 1))[:, None]
+    s = 1 - r
+    w = np.concatenate([((a * (r + 1) - 5 * a) * (r + 1) + 8 * a) * (r + 1) - 4 * a,
+                        ((a + 2) * r - (a + 3)) * r * r + 1,
+                        ((a + 2) * s - (a + 3)) * s * s + 1,
+                        ((a * (s + 1) - 5 * a) * (s + 1) + 8 * a) * (s + 1) - 4 * a], axis=1)
+    idx = base[:, None].astype(np.int64) + np.arange(4)
+    if exclude:
+        w = np.where((idx < 0) | (idx >= n_in), 0.0, w)
+        w = w / w.sum(axis=1, keepdims=True)
+    return np.clip(idx, 0, n_in - 1), w
+
+
+def _resize_cubic(conv, x, pa, n_in, n_out, coords, a, exclude):
+    """Cubic resize along ``pa``: four constant-index gathers times constant weights,
+    added in tap order (one rounding per product and per addition)."""
+    idx, w = _cubic_taps(coords, n_in, a, exclude)
+    r = len(conv.b.shape(x.id))
+    wshape = [n_out] + [1] * (r - pa - 1)
+    out = None
+    for j in range(4):
+        t = conv.b.apply("gather", [x], indices=idx[:, j].tolist(), axis=pa)
+        t = conv.b.apply("mul", [t, _const(conv, w[:, j].reshape(wshape), f"resize_c{j}")])
+        out = t if out is None else conv.b.apply("add", [out, t])
+    return out
+
+
+def _resize_axis(conv, x, pa, n_in, n_out, scale, mode, ctm, nearest_mode, cubic=None):
     """``x`` resized along per-example axis ``pa``."""
     coords = _source_coords(ctm, n_in, n_out, scale)
+    if mode == "cubic":
+        if ctm == "pytorch_half_pixel" and n_out == 1:
+            coords = np.full(1, -0.5)          # ONNX's reference: -0.5, not 0, for cubic
+        return _resize_cubic(conv, x, pa, n_in, n_out, coords, *cubic)
     if mode == "nearest":
         idx = _nearest(coords, nearest_mode, n_in)
         if n_in == n_out and np.array_equal(idx, np.arange(n_in)):
@@ -189,8 +229,9 @@ def _resize_axis(conv, x, pa, n_in, n_out, scale, mode, ctm, nearest_mode):
 
 def _resize_common(conv, node, x, scales, sizes, A, opset_mode):
     mode = A.get("mode", "nearest")
-    if mode not in ("nearest", "linear"):
-        raise Unsupported(f"mode={mode!r} (nearest and linear are mapped)")
+    if mode not in ("nearest", "linear", "cubic"):
+        raise Unsupported(f"mode={mode!r} (nearest, linear and cubic are mapped)")
+    cubic = (f32(A.get("cubic_coeff_a", -0.75)), bool(int(A.get("exclude_outside", 0))))
     ctm = A.get("coordinate_transformation_mode", opset_mode)
     if ctm not in _MODES:
         raise Unsupported(f"coordinate_transformation_mode={ctm!r}")
@@ -218,7 +259,7 @@ def _resize_common(conv, node, x, scales, sizes, A, opset_mode):
             continue
         if n_out == n_in and sc == 1.0:
             continue
-        x = _resize_axis(conv, x, a - x.nb, n_in, n_out, sc, mode, ctm, nearest_mode)
+        x = _resize_axis(conv, x, a - x.nb, n_in, n_out, sc, mode, ctm, nearest_mode, cubic)
     return x
 
 

@@ -155,7 +155,19 @@ def reduce_cases(case):
              exact=True),
         case("global_max_pool", [(2, 3, 2, 2)], lambda a: np.max(a, axis=(1, 2, 3), keepdims=True),
              exact=True, smooth=False),
+        # index outputs (ties and select_last_index: tests/graph/test_graph_select_ops.py)
+        case("argmax", [(3, 4)], lambda a: np.argmax(a, axis=1), attrs={"axis": 1,
+             "keepdims": False}, exact=True, smooth=False),
+        case("argmin", [(2, 3, 4)], lambda a: np.argmin(a, axis=-1, keepdims=True),
+             attrs={"axis": -1}, exact=True, smooth=False),
+        case("topk", [(3, 5)], lambda a: -np.sort(-a, axis=1)[:, :3], attrs={"k": 3},
+             exact=True, smooth=False),
+        case("topk", [(4, 3)], lambda a: np.sort(a, axis=0)[:2], attrs={"k": 2, "axis": 0,
+             "largest": False}, exact=True, smooth=False, name="topk-smallest"),
+        case("topk_indices", [(3, 5)], lambda a: np.argsort(-a, axis=1)[:, :3],
+             attrs={"k": 3}, exact=True, smooth=False),
     ]
+
 
 
 def _torch1(fn, **kw):

@@ -37,7 +37,8 @@ EXCLUDED = {
                                       "refuses the bounds",
     "test_identity_opt": "optional type, not a tensor",
     "test_identity_sequence": "sequence type, not a tensor",
-    "test_maxpool_with_argmax_*": "the indices output (the IR has no argmax op)",
+    "test_maxpool_with_argmax_*": "the indices output (flat positions in the input, not an "
+                                  "argmax along one axis: not mapped)",
     "test_reduce_log_sum_empty_set*": "log(0) = -inf: the IR raises naming the node instead",
     "test_reduce_log_sum_exp_empty_set": "log(0) = -inf: the IR raises naming the node instead",
     "test_reduce_max_empty_set": "reduction over an empty axis (-inf by ONNX): the IR refuses it",
@@ -46,8 +47,8 @@ EXCLUDED = {
                          "IR's fmod is C's fmod (fmod=1)",
     "test_einsum_batch_diagonal": "an ellipsis and a diagonal (a repeated index): Einsum is "
                                   "mapped where it is transposes, sums and one matmul",
-    "test_resize_*cubic*": "cubic interpolation (nearest and linear are mapped)",
-    "test_resize_*antialias": "antialiasing filters (nearest and linear without are mapped)",
+    "test_resize_*antialias": "antialiasing filters (nearest, linear and cubic without are "
+                              "mapped)",
     "test_resize_tf_crop_and_resize*": "tf_crop_and_resize reads a run-time region of "
                                        "interest",
     "test_resize_*half_pixel_symmetric": "the half_pixel_symmetric coordinate transform",

@@ -83,6 +83,11 @@ CASES = {
         x, size=(7, 9), mode="bilinear", align_corners=True)), (3, 4, 5), "ref"),
     "linear-1d-down": (_mod(lambda s, x: F.interpolate(x, size=4, mode="linear")),
                        (2, 9), "ref"),
+    # Keys' cubic with a = -0.75, edges clamped: torch's own bicubic is the oracle
+    "bicubic-x2": (_mod(lambda s, x: F.interpolate(x, scale_factor=2, mode="bicubic")),
+                   (3, 4, 5), "torch"),
+    "bicubic-align-corners": (_mod(lambda s, x: F.interpolate(
+        x, size=(3, 7), mode="bicubic", align_corners=True)), (2, 5, 4), "torch"),
     "trilu": (_mod(lambda s, x: torch.tril(x, diagonal=-1) + 2 * torch.triu(x, 1)),
               (4, 5), "ort"),
     "cumsum": (_mod(lambda s, x: torch.cumsum(x, dim=1) + torch.cumsum(x.flip(2), dim=2)),

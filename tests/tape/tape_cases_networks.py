@@ -58,6 +58,15 @@ REDUCE_CASES = {
     "reduce_sum_square": ([anyv((3, 4))], {}, lambda x: torch.sum(x * x)),
     "global_avg_pool": ([anyv((2, 3, 4))], {}, lambda x: torch.mean(x, dim=(1, 2), keepdim=True)),
     "global_max_pool": ([anyv((2, 3, 4))], {}, lambda x: torch.amax(x, dim=(1, 2), keepdim=True)),
+    # indices are piecewise constant: a zero gradient (the 0 * sum keeps torch's graph)
+    "argmax": ([anyv((3, 4))], {"axis": 1},
+               lambda x: torch.argmax(x, dim=1, keepdim=True).double() + 0.0 * x.sum()),
+    "argmin": ([anyv((3, 4))], {"keepdims": False},
+               lambda x: torch.argmin(x, dim=0).double() + 0.0 * x.sum()),
+    "topk": ([anyv((3, 5))], {"k": 2, "axis": 0, "largest": False},
+             lambda x: torch.topk(x, 2, dim=0, largest=False).values),
+    "topk_indices": ([anyv((3, 5))], {"k": 3},
+                     lambda x: torch.topk(x, 3, dim=-1).indices.double() + 0.0 * x.sum()),
 }
 
 CONV_CASES = {

@@ -190,3 +190,49 @@ def existing_file(*suffixes: str):
         return text
     parse.__name__ = "file"
     return parse
+
+
+DASK_SCHEMES = ("tcp", "tls", "inproc", "ucx")
+
+
+def dask_address(text: str) -> str:
+    """``--scheduler``: a Dask scheduler address ``[SCHEME://]HOST:PORT`` (scheme tcp,
+    tls, inproc or ucx; tcp when omitted), host a name, an IPv4 address or ``[IPv6]``,
+    port 1..65535; returned as given, stripped."""
+    import ipaddress
+    import re
+    t = str(text).strip()
+    scheme, sep, rest = t.partition("://")
+    if not sep:
+        scheme, rest = "tcp", t
+    if scheme not in DASK_SCHEMES:
+        _fail(f"{text!r} is not a Dask scheduler address: scheme {scheme!r} is not one of "
+              f"{', '.join(DASK_SCHEMES)}")
+    if scheme == "inproc":              # inproc://HOST/PID/N names an in-process address
+        if not re.fullmatch(r"[\w.\-/\[\]:]+", rest):
+            _fail(f"{text!r} is not a Dask scheduler address (inproc://HOST/PID/N)")
+        return t
+    rest = rest[:-1] if rest.endswith("/") else rest
+    host, colon, port = rest.rpartition(":")
+    if not colon or not host:
+        _fail(f"{text!r} is not a Dask scheduler address (tcp://HOST:PORT)")
+    if not port.isdigit() or not port.isascii() or not 1 <= int(port) <= 65535:
+        _fail(f"{text!r}: port {port!r} is not a port number (1..65535)")
+    if host.startswith("["):
+        try:
+            ipaddress.IPv6Address(host[1:-1] if host.endswith("]") else "?")
+        except ValueError:
+            _fail(f"{text!r}: {host!r} is not a bracketed IPv6 address")
+    elif re.fullmatch(r"[\d.]+", host):
+        try:
+            ipaddress.IPv4Address(host)
+        except ValueError:
+            _fail(f"{text!r}: {host!r} is not an IPv4 address")
+    elif len(host) > 253 or not all(
+            re.fullmatch(r"[A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?", label)
+            for label in host.split(".")):
+        _fail(f"{text!r}: {host!r} is not a host name")
+    return t
+
+
+dask_address.__name__ = "Dask scheduler address"

@@ -399,39 +399,37 @@ def run(progs, contexts, *, samples=DEFAULT_SAMPLES, sampling="bitpattern", seed
     return df, runs
 
 
-def _remote_rows(text, source, index, ctx_name, opts) -> list:
-    """A Dask task: the rows of FPCore ``index`` of ``text`` in one context."""
+def _remote_rows(texts, source, index, ctx_name, opts) -> list:
+    """A Dask task: the rows of FPCore ``index`` of file ``source`` (``texts[source]``)
+    in one context."""
     from scalarlab.graph.importers.fpcore import read_fpcore
-    prog = read_fpcore(text, source=source)[index]
+    prog = read_fpcore(texts[source], source=source)[index]
     return [r.row for r in guarded_runs(prog, scalars.get(ctx_name), **opts)]
 
 
 def _run_dask(progs, contexts, opts, scheduler, connect_timeout, quiet) -> list:
-    """Rows of every benchmark x context computed on the workers of ``scheduler``."""
+    """Rows of every benchmark x context computed on the workers of ``scheduler``
+    (faults of the cluster end in one line: :mod:`experiments.dask_cluster`)."""
     try:
-        from dask.distributed import Client, as_completed
+        from . import dask_cluster
+        import distributed  # noqa: F401
     except ImportError as exc:                       # pragma: no cover - a test extra
         raise ExperimentError(f"--scheduler needs dask.distributed: {exc}") from None
-    try:
-        client = Client(scheduler, timeout=f"{connect_timeout}s")
-    except (OSError, TimeoutError) as exc:
-        raise ExperimentError(f"--scheduler {scheduler}: cannot connect: {exc}") from None
-    try:
-        texts = {}
-        for p in progs:
-            if p.source not in texts:
-                texts[p.source] = _source_text(p.source)
-        docs = {src: client.scatter(t, broadcast=True) for src, t in texts.items()}
-        futures = [client.submit(_remote_rows, docs[p.source], p.source, p.index, c.name,
-                                 opts, pure=False)
-                   for p in progs for c in contexts]
-        bar = progress(as_completed(futures), total=len(futures), desc="fpbench",
-                       quiet=quiet)
-        for _ in bar:
-            pass
-        return [row for part in client.gather(futures) for row in part]
-    finally:
-        client.close()
+    texts = {}
+    for p in progs:
+        if p.source not in texts:
+            texts[p.source] = _source_text(p.source)
+    jobs = [(p.source, p.index, c.name, opts) for p in progs for c in contexts]
+    with dask_cluster.client_for(scheduler=scheduler, timeout=connect_timeout) as (client,
+                                                                                  where):
+        bar = progress(total=len(jobs), desc="fpbench", quiet=quiet)
+        try:
+            parts = dask_cluster.run_tasks(client, where, _remote_rows, texts, jobs,
+                                           progress=bar.update,
+                                           wait_for_worker=connect_timeout)
+        finally:
+            bar.close()
+    return [row for part in parts for row in part]
 
 
 def _source_text(source) -> str:

@@ -94,12 +94,16 @@ def sweep(graph, payload, center, radii: Sequence, contexts: Sequence[str],
           output_id: Optional[int] = None, shard_size: int = DEFAULT_SHARD,
           workers: Optional[int] = None, scheduler: Optional[str] = None,
           progress: Optional[Callable[[int], None]] = None,
-          methods: Sequence[str] = ("ibp",)) -> pd.DataFrame:
+          methods: Sequence[str] = ("ibp",), runner: Optional[Callable] = None
+          ) -> pd.DataFrame:
     """Run the containment check for every (radius, context, sample count) combination.
 
     ``contexts`` are point contexts; each is checked against ``interval:<context>``.
     With ``workers`` (a local Dask cluster) or ``scheduler`` (an existing one) the shards
-    run on Dask; ``progress(n)`` is called as shards finish.
+    run on Dask; ``progress(n)`` is called as shards finish.  ``runner(fn, doc, arg_lists,
+    progress)`` replaces both: it returns ``[fn(doc, *args) for args in arg_lists]`` in
+    order, ``doc`` being the graph file's text (the CLI passes one that turns cluster
+    faults into one-line errors).
     """
     if shard_size <= 0:
         raise IBPError(f"shard size must be positive, got {shard_size}")
@@ -123,7 +127,11 @@ def sweep(graph, payload, center, radii: Sequence, contexts: Sequence[str],
                     shards.append(_Shard(r, k, radius, ctx, f"interval:{ctx}", m,
                                          vertices and k == 0,
                                          _shard_seed(seed, r // len(methods), k), method))
-    if workers or scheduler:
+    if runner is not None:
+        from scalarlab.graph import dumps
+        results = runner(_run_shard_text, dumps(graph, payload),
+                         [(center, out_id, sh) for sh in shards], progress)
+    elif workers or scheduler:
         results = _run_dask(graph, payload, center, out_id, shards, workers, scheduler,
                             progress)
     else:

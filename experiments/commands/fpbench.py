@@ -9,7 +9,6 @@ from ..errors import ExperimentError
 from .. import fpbench as F
 from .. import outputs
 from .. import tables
-from .sweep import scheduler_address
 from . import help_of
 
 NAME = "fpbench"
@@ -46,11 +45,12 @@ def add_arguments(p) -> None:
     p.add_argument("--alts", action="store_true",
                    help="also measure each benchmark's :alt forms on the original's samples "
                         "(one row each after the original's, column variant = 'alt N')")
-    p.add_argument("--scheduler", type=scheduler_address, default=None, metavar="ADDRESS",
+    p.add_argument("--scheduler", type=T.dask_address, default=None, metavar="ADDRESS",
                    help="run each benchmark x context as a task on an existing Dask "
                         "scheduler tcp://HOST:PORT (same table as the local run)")
     p.add_argument("--connect-timeout", type=T.real(0, 3600, lo_open=True), default=10.0,
-                   metavar="SEC", help="seconds to wait for the Dask scheduler")
+                   metavar="SEC", help="seconds to wait for the Dask scheduler (and for a worker when none is "
+                        "left)")
     p.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
     p.add_argument("--out", type=outputs.output_file(".csv", ".md", ".json"), default=None,
                    metavar="FILE",

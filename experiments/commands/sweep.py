@@ -1,7 +1,6 @@
 """``scalarlab sweep``: containment sweeps over radii x contexts x sample counts."""
 from __future__ import annotations
 
-import re
 import sys
 
 import numpy as np
@@ -12,17 +11,6 @@ from . import help_of
 
 NAME = "sweep"
 HELP = help_of(NAME)
-
-_ADDRESS = re.compile(r"((tcp|tls|inproc|ucx|ws|wss)://)?[A-Za-z0-9_.\-\[\]:]+:\d{1,5}/?\Z")
-
-
-def scheduler_address(text: str) -> str:
-    """argparse ``type=``: a Dask scheduler address ``[tcp://]HOST:PORT``."""
-    import argparse
-    if not _ADDRESS.match(text.strip()):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a Dask scheduler address "
-                                         "(tcp://HOST:PORT)")
-    return text.strip()
 
 
 def _no_input_file(text: str) -> str:
@@ -80,10 +68,11 @@ def add_arguments(p):
     d = p.add_mutually_exclusive_group()
     d.add_argument("--workers", type=T.integer(1), metavar="N",
                    help="run shards on a local Dask cluster of N workers (default: serial)")
-    d.add_argument("--scheduler", type=scheduler_address, metavar="ADDRESS",
+    d.add_argument("--scheduler", type=T.dask_address, metavar="ADDRESS",
                    help="run shards on an existing Dask scheduler tcp://HOST:PORT")
     p.add_argument("--connect-timeout", type=T.real(0, 3600, lo_open=True), default=10.0,
-                   metavar="SEC", help="seconds to wait for the Dask scheduler")
+                   metavar="SEC", help="seconds to wait for the Dask scheduler (and for a worker when none is "
+                        "left)")
     p.add_argument("--out", type=outputs.output_file(".csv", ".md", ".json"), metavar="FILE",
                    help="write the table to FILE.csv (meta in FILE.csv.meta.json), .md or "
                         ".json")
@@ -130,26 +119,22 @@ def _box_of(case, payload, args):
 
 def _run_sweep(g, payload, center, radii, args, progress):
     from scalarlab.ibp import sweep
-    from ..errors import ExperimentError
     # the contexts were resolved while parsing; ibp.sweep takes names (they travel to Dask
     # workers, and name the interval context interval:<name>)
     names = [c.name for c in args.contexts]
-    kw = dict(seed=args.seed, shard_size=args.shard_size, workers=args.workers,
-              scheduler=args.scheduler, progress=progress, methods=list(args.method))
+    kw = dict(seed=args.seed, shard_size=args.shard_size, progress=progress,
+              methods=list(args.method))
     if not (args.workers or args.scheduler):
         return sweep(g, payload, center, radii, names, args.samples, **kw)
-    import dask
-    import distributed  # noqa: F401  (its config defaults must exist before set() below;
-    # a set() that creates the "distributed" key would delete it again on exit)
-    with dask.config.set({"distributed.comm.timeouts.connect": f"{args.connect_timeout}s"}):
-        try:
-            return sweep(g, payload, center, radii, names, args.samples, **kw)
-        except (OSError, TimeoutError) as exc:
-            where = f"--scheduler {args.scheduler}" if args.scheduler else \
-                f"--workers {args.workers}"
-            raise ExperimentError(f"{where}: Dask cluster not reachable: "
-                                  f"{' '.join(str(exc).split()) or type(exc).__name__}") \
-                from None
+    from .. import dask_cluster
+    with dask_cluster.client_for(scheduler=args.scheduler, workers=args.workers,
+                                 timeout=args.connect_timeout) as (client, where):
+        def runner(fn, doc, arg_lists, progress):
+            return dask_cluster.run_tasks(client, where, fn, doc, arg_lists,
+                                          progress=progress,
+                                          wait_for_worker=args.connect_timeout)
+        return sweep(g, payload, center, radii, names, args.samples, runner=runner,
+                     **kw)
 
 
 def unchecked_rows(df) -> list[str]:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import zipfile
 
 import numpy as np
 import pytest
@@ -46,8 +47,8 @@ def test_resume_is_bit_identical(tmp_path, ctx, opt):
     part, loader2 = _setup(ctx, opt(), seed=21)
     for _ in range(cut):
         part.step(*loader2.next())
-    npz, meta = checkpoint_io.save(tmp_path / "ck", part, loader2)
-    assert npz.name == "ck.npz" and meta.name == "ck.json"
+    npz = checkpoint_io.save(tmp_path / "ck", part, loader2)
+    assert npz.name == "ck.npz" and sorted(p.name for p in tmp_path.iterdir()) == ["ck.npz"]
 
     # a fresh session with another seed and loader position, executing as a typed graph:
     # everything comes from disk, and the two execution paths compute the same numbers
@@ -66,26 +67,49 @@ def test_resume_is_bit_identical(tmp_path, ctx, opt):
         for n in full.optimizer.slots[slot]:
             assert _same(full.optimizer.slots[slot][n], fresh.optimizer.slots[slot][n])
     if ctx in ("rational", "fp32-real"):   # exact p/q strings on disk
-        z = np.load(npz)
-        assert any("/" in s for k in z.files for s in z[k].ravel().tolist())
+        with np.load(npz) as z:
+            assert any("/" in s for k in z.files if k != "meta.json"
+                       for s in z[k].ravel().tolist())
+
+
+def _rewrite(src, dst, meta=None, drop=(), extra=None):
+    """A copy of checkpoint ``src`` at ``dst`` with other metadata / members."""
+    with zipfile.ZipFile(src) as zi, zipfile.ZipFile(dst, "w") as zo:
+        for info in zi.infolist():
+            if info.filename in drop:
+                continue
+            data = zi.read(info)
+            if info.filename == "meta.json" and meta is not None:
+                data = json.dumps(meta).encode()
+            zo.writestr(info.filename, data)
+        for name, arr in (extra or {}).items():
+            with zo.open(name + ".npy", "w") as fh:
+                np.lib.format.write_array(fh, arr)
+
+
+def _meta(path):
+    with zipfile.ZipFile(path) as z:
+        return json.loads(z.read("meta.json"))
 
 
 def test_truncated_and_mismatched_checkpoints(tmp_path):
     sess, loader = _setup("float64", SGD("0.1", "0.9"), seed=3)
     sess.step(*loader.next())
-    npz, meta = checkpoint_io.save(tmp_path / "a", sess, loader)
+    npz = checkpoint_io.save(tmp_path / "a", sess, loader)
 
-    # truncated array file
+    # truncated file
     data = npz.read_bytes()
     bad = tmp_path / "t.npz"
     bad.write_bytes(data[: len(data) // 2])
-    (tmp_path / "t.json").write_text(meta.read_text())
     with pytest.raises(TapeError, match=r"t\.npz.*(truncated|cannot)"):
         checkpoint_io.load(bad, sess, loader)
 
-    # truncated metadata
-    (tmp_path / "j.npz").write_bytes(data)
-    (tmp_path / "j.json").write_text(meta.read_text()[:100])
+    # truncated metadata inside a whole archive
+    m = _meta(npz)
+    with zipfile.ZipFile(npz) as zi, zipfile.ZipFile(tmp_path / "j.npz", "w") as zo:
+        for info in zi.infolist():
+            body = zi.read(info)
+            zo.writestr(info.filename, body[:100] if info.filename == "meta.json" else body)
     with pytest.raises(TapeError, match="not valid JSON"):
         checkpoint_io.load(tmp_path / "j", sess, loader)
 
@@ -94,80 +118,131 @@ def test_truncated_and_mismatched_checkpoints(tmp_path):
     with pytest.raises(TapeError, match=r"'0\.weight' has shape \[6, 2\].*\[8, 2\]"):
         checkpoint_io.load(tmp_path / "a", other, oloader)
 
-    # another context, another optimizer
+    # another context, another optimizer, other hyperparameters
     b32, bl = _setup("binary32", SGD("0.1", "0.9"), seed=3)
-    with pytest.raises(TapeError, match="saved in context float64.*binary32"):
+    with pytest.raises(TapeError, match="saved in context 'float64'.*binary32"):
         checkpoint_io.load(tmp_path / "a", b32, bl)
     adam, al = _setup("float64", Adam("0.1"), seed=3)
     with pytest.raises(TapeError, match="optimizer is 'sgd'"):
         checkpoint_io.load(tmp_path / "a", adam, al)
+    slow, sl = _setup("float64", SGD("0.2", "0.9"), seed=3)
+    with pytest.raises(TapeError, match="hyperparameter 'lr' is '0.1' in the checkpoint, "
+                                        "'0.2' in the session"):
+        checkpoint_io.load(tmp_path / "a", slow, sl)
 
-    # npz and json that are not a pair: checksum names the entry
+    # an array swapped in from another save: its checksum names the entry
     sess.step(*loader.next())
-    checkpoint_io.save(tmp_path / "b", sess, loader)
-    (tmp_path / "mix.npz").write_bytes((tmp_path / "b.npz").read_bytes())
-    (tmp_path / "mix.json").write_text(meta.read_text())
-    with pytest.raises(TapeError, match=r"entry '(param|buffer)/[^']+' does not match its checksum"):
+    b = checkpoint_io.save(tmp_path / "b", sess, loader)
+    key = m["entries"]["param/0.weight"]["key"]
+    with np.load(b) as z:
+        newer = z[key]
+    _rewrite(npz, tmp_path / "mix.npz", drop=(key + ".npy",), extra={key: newer})
+    with pytest.raises(TapeError, match=r"entry 'param/0.weight' does not match its checksum"):
         checkpoint_io.load(tmp_path / "mix", sess, loader)
 
-    # an array file that lacks one entry (the metadata still lists it)
-    m = json.loads(meta.read_text())
+    # an archive that lacks one entry (the metadata still lists it)
     gone = m["entries"]["param/0.bias"]["key"]
-    with np.load(npz) as z:
-        kept = {k: z[k] for k in z.files if k != gone}
-    np.savez(tmp_path / "miss.npz", **kept)
-    (tmp_path / "miss.json").write_text(meta.read_text())
+    _rewrite(npz, tmp_path / "miss.npz", drop=(gone + ".npy",))
     with pytest.raises(TapeError, match="entry 'param/0.bias' is missing from the array file"):
         checkpoint_io.load(tmp_path / "miss", sess, loader)
     # an array the metadata does not list
-    np.savez(tmp_path / "extra.npz", **{**kept, gone: np.zeros(6), "zz": np.ones(2)})
-    (tmp_path / "extra.json").write_text(meta.read_text())
+    _rewrite(npz, tmp_path / "extra.npz", extra={"zz": np.ones(2)})
     with pytest.raises(TapeError, match="array 'zz' is not listed"):
         checkpoint_io.load(tmp_path / "extra", sess, loader)
+    # a header that claims another shape or dtype than the metadata
+    _rewrite(npz, tmp_path / "shape.npz", drop=(gone + ".npy",), extra={gone: np.zeros(7)})
+    with pytest.raises(TapeError, match=r"'param/0.bias' has shape \[7\], the metadata says "
+                                        r"\[6\]"):
+        checkpoint_io.load(tmp_path / "shape", sess, loader)
+    _rewrite(npz, tmp_path / "dtype.npz", drop=(gone + ".npy",),
+             extra={gone: np.zeros(6, dtype=np.int64)})
+    with pytest.raises(TapeError, match=r"'param/0.bias' has encoding 'float64' and dtype "
+                                        r"int64"):
+        checkpoint_io.load(tmp_path / "dtype", sess, loader)
 
-    with pytest.raises(TapeError, match="cannot read the metadata"):
+    with pytest.raises(TapeError, match="nothing.npz: file not found"):
         checkpoint_io.load(tmp_path / "nothing", sess, loader)
-    # nothing was changed by the failed loads: the session still trains
-    assert sess.steps == 2
+    (tmp_path / "d.npz").mkdir()
+    with pytest.raises(TapeError, match="d.npz: is a directory"):
+        checkpoint_io.load(tmp_path / "d", sess, loader)
+    # nothing was changed by the failed loads
+    assert sess.steps == 2 and sess.optimizer.step_count == 2
+
+
+def test_version_1_pair_is_still_read(tmp_path):
+    """A checkpoint of the former layout (``.npz`` arrays + ``.json`` metadata) loads."""
+    sess, loader = _setup("rational", SGD("1/16", "1/2"), seed=3)
+    sess.step(*loader.next())
+    npz = checkpoint_io.save(tmp_path / "new", sess, loader)
+    m = _meta(npz)
+    m["version"] = 1
+    with np.load(npz) as z:
+        np.savez(tmp_path / "old.npz", **{k: z[k] for k in z.files if k != "meta.json"})
+    (tmp_path / "old.json").write_text(json.dumps(m))
+    fresh, fl = _setup("rational", SGD("1/16", "1/2"), seed=8, loader_seed=3)
+    checkpoint_io.load(tmp_path / "old.npz", fresh, fl)
+    assert fresh.steps == 1 and fl.position == loader.position
+    for n in sess.params:
+        assert _same(sess.params[n], fresh.params[n]), n
+    # a version-1 pair that is not a pair: the checksum refuses it
+    sess.step(*loader.next())
+    checkpoint_io.save(tmp_path / "newer", sess, loader)
+    with np.load(tmp_path / "newer.npz") as z:
+        np.savez(tmp_path / "old.npz", **{k: z[k] for k in z.files if k != "meta.json"})
+    with pytest.raises(TapeError, match="does not match its checksum"):
+        checkpoint_io.load(tmp_path / "old.npz", fresh, fl)
+    # an archive with neither its own metadata nor a .json beside it
+    (tmp_path / "old.json").unlink()
+    with pytest.raises(TapeError, match="holds no meta.json and there is no version-1 "
+                                        "metadata file old.json"):
+        checkpoint_io.load(tmp_path / "old.npz", fresh, fl)
+    assert fresh.steps == 1
 
 
 def test_interrupted_save_keeps_the_previous_checkpoint(tmp_path, monkeypatch):
-    """A save interrupted while writing leaves the old pair and no temporaries; a save cut
-    between its two renames (new npz, old metadata) is refused by load, never mixed."""
+    """A save that fails while writing, or at its one rename, leaves the old file and no
+    temporary; a temporary of a killed save is removed by the next save."""
     sess, loader = _setup("float64", SGD("0.05", "0.9"), seed=3)
     sess.step(*loader.next())
-    npz, meta = checkpoint_io.save(tmp_path / "ck", sess, loader)
-    old = (npz.read_bytes(), meta.read_bytes())
+    npz = checkpoint_io.save(tmp_path / "ck", sess, loader)
+    old = npz.read_bytes()
     sess.step(*loader.next())
 
-    real_savez = np.savez
+    real_write = np.lib.format.write_array
 
-    def interrupted_savez(fh, **arrays):
-        real_savez(fh, **arrays)
+    def interrupted_write(fh, arr, **kw):
+        real_write(fh, arr, **kw)
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(checkpoint_io.np, "savez", interrupted_savez)
+    monkeypatch.setattr(checkpoint_io.np.lib.format, "write_array", interrupted_write)
     with pytest.raises(KeyboardInterrupt):
         checkpoint_io.save(tmp_path / "ck", sess, loader)
-    monkeypatch.setattr(checkpoint_io.np, "savez", real_savez)
-    assert (npz.read_bytes(), meta.read_bytes()) == old
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["ck.json", "ck.npz"]
+    monkeypatch.setattr(checkpoint_io.np.lib.format, "write_array", real_write)
+    assert npz.read_bytes() == old
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ck.npz"]
 
-    import os
-    real_replace, calls = os.replace, []
+    def full_disk(src, dst):
+        raise OSError(28, "No space left on device")
 
-    def replace_once(src, dst):
-        calls.append(dst)
-        if len(calls) == 2:
-            raise OSError(28, "No space left on device")
-        real_replace(src, dst)
-
-    monkeypatch.setattr(checkpoint_io.os, "replace", replace_once)
-    with pytest.raises(OSError):
+    monkeypatch.setattr(checkpoint_io.os, "replace", full_disk)
+    with pytest.raises(OSError, match="No space"):
         checkpoint_io.save(tmp_path / "ck", sess, loader)
-    monkeypatch.setattr(checkpoint_io.os, "replace", real_replace)
-    assert npz.read_bytes() != old[0] and meta.read_bytes() == old[1]
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["ck.json", "ck.npz"]
-    fresh, loader2 = _setup("float64", SGD("0.05", "0.9"), seed=4)
-    with pytest.raises(TapeError, match="not a pair|checksum"):
-        checkpoint_io.load(tmp_path / "ck.npz", fresh, loader2)
+    monkeypatch.undo()
+    assert npz.read_bytes() == old
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ck.npz"]
+    fresh, loader2 = _setup("float64", SGD("0.05", "0.9"), seed=4, loader_seed=3)
+    checkpoint_io.load(tmp_path / "ck.npz", fresh, loader2)
+    assert fresh.steps == 1
+
+    # temporaries of killed saves (their processes are gone) and of a running one
+    dead = 2 ** 22 + 12345          # above the default pid_max: no such process
+    stale = tmp_path / f".ck.npz.{dead}.0123abcd.tmp"
+    stale.write_bytes(b"partial")
+    import os
+    live = tmp_path / f".ck.npz.{os.getppid()}.0123abcd.tmp"
+    live.write_bytes(b"being written")
+    other = tmp_path / f".other.npz.{dead}.0123abcd.tmp"
+    other.write_bytes(b"another checkpoint's")
+    checkpoint_io.save(tmp_path / "ck", sess, loader)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["ck.npz", live.name, other.name])

@@ -6,7 +6,7 @@ import json
 import os
 
 from scalarlab import graph
-from scalarlab.graph.importers.onnx import load_onnx
+from scalarlab.graph.importers.element_types import load_onnx_typed
 
 from .. import argtypes as T
 from .. import outputs
@@ -58,8 +58,8 @@ def add_arguments(p) -> None:
 
 def run(args) -> int:
     shapes = _shapes(args)
-    g, p = load_onnx(args.model, batch_dims=args.batch_dims, output=args.output,
-                     shapes=shapes)
+    g, p = load_onnx_typed(args.model, batch_dims=args.batch_dims, output=args.output,
+                           shapes=shapes)
     # Both files are written to temporary names beside their targets and renamed.
     ref = None
     if args.npz:

@@ -53,6 +53,58 @@ class GraphCase:
         return tuple(int(s) for s in self.nodes[ids[0]].out_shape)
 
 
+def integer_inputs(case) -> dict:
+    """``{input_id: dtype}`` of the input nodes that declare integer or boolean values
+    (token ids, positions, attention masks: ``graph.ops_shape.INTEGER_DTYPES``).  They are
+    exact integers in every context: samplers hold them at the given value (or draw them
+    from a file), never round them to a format or widen them by a radius."""
+    from scalarlab.graph.ops_shape import integer_input
+    return {int(n.id): str(n.kind.attrs["dtype"]) for n in case.nodes if integer_input(n)}
+
+
+def map_real_inputs(case, x, f, held=None):
+    """Apply ``f`` to every real-valued input array of the batch ``x`` (an array or
+    ``{input_id: array}``); integer inputs get ``held(a)`` (default: unchanged)."""
+    ints = integer_inputs(case) if case is not None else {}
+    keep = held or (lambda a: a)
+    if isinstance(x, dict):
+        return {i: keep(x[i]) if i in ints else f(x[i]) for i in sorted(x)}
+    ids = case.input_ids() if case is not None else []
+    return keep(x) if len(ids) == 1 and ids[0] in ints else f(x)
+
+
+def check_integer_inputs(case, x, flag: str) -> None:
+    """ExperimentError when an integer input of the batch ``x`` holds a value that is not
+    an integer of its element type (``bool``: 0 or 1; unsigned types: >= 0), naming the
+    flag, the input node, its type, the value and where it sits."""
+    ints = integer_inputs(case)
+    if not ints or x is None:
+        return
+    from fractions import Fraction
+    parts = x if isinstance(x, dict) else {case.input_ids()[0]: x} \
+        if len(case.input_ids()) == 1 else {}
+    for i, a in parts.items():
+        if i not in ints:
+            continue
+        dtype = ints[i]
+        arr = np.asarray(a)
+        flat = arr.reshape(-1)
+        for k, v in enumerate(flat):
+            try:
+                q = Fraction(str(v)) if isinstance(v, str) else Fraction(v)
+            except (ValueError, ZeroDivisionError, OverflowError, TypeError):
+                q = None
+            ok = q is not None and q.denominator == 1 and (
+                dtype != "bool" or q in (0, 1)) and (not dtype.startswith("u") or q >= 0)
+            if not ok:
+                at = [int(t) for t in np.unravel_index(k, arr.shape)]
+                need = ("0 or 1" if dtype == "bool" else "an integer >= 0"
+                        if dtype.startswith("u") else "an integer")
+                raise ExperimentError(f"{flag}: input node {i} holds {dtype} values (token "
+                                      f"ids, positions or masks: never rounded or perturbed), "
+                                      f"but entry {at} is {v}; give {need}")
+
+
 def node_op(node) -> str:
     kind = node.kind
     return str(getattr(kind, "op", kind))
@@ -145,7 +197,7 @@ def parse_input(text: str, shape: tuple):
     return np.array(parts, dtype=object).reshape((1, *shape))
 
 
-def center_of(case: GraphCase, text: str | None):
+def center_of(case: GraphCase, text: str | None, flag: str = "--input"):
     """The input (batch of 1) named by ``--input``, or the graph's built-in x0.
 
     Single-input graphs get an array with a leading batch axis; graphs with several input
@@ -153,7 +205,9 @@ def center_of(case: GraphCase, text: str | None):
     """
     ids = case.input_ids()
     if text is not None:
-        return parse_input(text, case.input_shape())
+        x = parse_input(text, case.input_shape())
+        check_integer_inputs(case, x, flag)
+        return x
     if case.x0 is None:
         shape = case.input_shape()
         raise ExperimentError(f"graph {case.name} has no built-in input; give --input "
@@ -207,8 +261,10 @@ def batch_map(x, f):
     return f(x)
 
 
-def box_samples(center, radius: float, n: int, seed: int):
-    """``n`` inputs uniform in the l-inf box of ``radius`` around ``center`` (seeded)."""
+def box_samples(center, radius: float, n: int, seed: int, case=None):
+    """``n`` inputs uniform in the l-inf box of ``radius`` around ``center`` (seeded).
+    With ``case``, its integer inputs (:func:`integer_inputs`) are held at the centre:
+    a token id is not a point of a continuum."""
     if n < 1:
         raise ExperimentError(f"--samples must be >= 1, got {n}")
     if not np.isfinite(2.0 * radius) or radius < 0:
@@ -221,7 +277,10 @@ def box_samples(center, radius: float, n: int, seed: int):
     def draw(c):
         c = as_float64(c)[0]
         return c + rng.uniform(-radius, radius, size=(n, *c.shape))
-    return batch_map(center, draw)
+
+    def held(c):
+        return np.repeat(as_float64(c), n, axis=0)
+    return map_real_inputs(case, center, draw, held)
 
 
 # --------------------------------------------------------------------------- evaluation

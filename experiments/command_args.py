@@ -91,6 +91,6 @@ def batch_from_args(case, args):
         return center, f"{n} inputs from {args.input}"
     if n != 1:
         raise ExperimentError(f"--samples needs a single centre input, but --input holds {n}")
-    x = CS.box_samples(center, args.radius, args.samples, args.seed)
+    x = CS.box_samples(center, args.radius, args.samples, args.seed, case)
     return x, (f"{args.samples} samples uniform in the l-inf box of radius {args.radius:g} "
                f"around {src} (seed {args.seed})")

@@ -61,14 +61,16 @@ def from_ordinals(k, fmt) -> np.ndarray:
     return np.where(k < 0, -v, v)
 
 
-def sample_inputs(center, radius: float, n: int, seed: int, fmt, sampling: str):
-    """``n`` inputs of ``fmt`` inside the box of ``radius`` around ``center`` (seeded)."""
+def sample_inputs(center, radius: float, n: int, seed: int, fmt, sampling: str, case=None):
+    """``n`` inputs of ``fmt`` inside the box of ``radius`` around ``center`` (seeded).
+    With ``case``, its integer inputs are held at the centre, unrounded."""
     from scalarlab.scalars import formats
     if sampling not in SAMPLINGS:
         raise ExperimentError(f"--sampling {sampling!r}: choose one of {', '.join(SAMPLINGS)}")
     if sampling == "box":
-        x = CS.box_samples(center, radius, n, seed)
-        return CS.batch_map(x, lambda a: formats.round_to_format(a, fmt, "nearest_even"))
+        x = CS.box_samples(center, radius, n, seed, case)
+        return CS.map_real_inputs(case, x, lambda a: formats.round_to_format(
+            a, fmt, "nearest_even"))
     if n < 1:
         raise ExperimentError(f"--samples must be >= 1, got {n}")
     if not np.isfinite(radius) or radius < 0:
@@ -87,7 +89,8 @@ def sample_inputs(center, radius: float, n: int, seed: int, fmt, sampling: str):
         olo, ohi = ordinals(lo, fmt), ordinals(hi, fmt)
         k = rng.integers(olo, ohi, size=(n, *c.shape), endpoint=True)
         return from_ordinals(k, fmt)
-    return CS.batch_map(center, draw)
+    return CS.map_real_inputs(case, center, draw,
+                              lambda c: np.repeat(CS.as_float64(c), n, axis=0))
 
 
 @dataclass
@@ -146,14 +149,14 @@ def gaps(case: CS.GraphCase, ctx, *, samples=2000, sampling="box", radius=0.05, 
     fmt = _fmt_of(ctx)
     if x is not None:
         from scalarlab.scalars import formats
-        x = CS.batch_map(x, lambda a: formats.round_to_format(np.asarray(a, dtype=np.float64),
-                                                              fmt, "nearest_even"))
+        x = CS.map_real_inputs(case, x, lambda a: formats.round_to_format(
+            np.asarray(a, dtype=np.float64), fmt, "nearest_even"))    # integers held
         samples, radius = CS.batch_size(x), float("nan")    # no radius: the batch is given
     else:
         if center is None:
             center = CS.center_of(case, None)
             center_desc = "x0"
-        x = sample_inputs(center, radius, samples, seed, fmt, sampling)
+        x = sample_inputs(center, radius, samples, seed, fmt, sampling, case)
     node = case.output_id if node is None else int(node)
     if not 0 <= node < len(case.nodes):
         raise ExperimentError(f"--node {node}: graph {case.name} has nodes 0..{len(case.nodes) - 1}")

@@ -30,21 +30,45 @@ SUMMARY_COLUMNS = ("max_abs_err", "mean_abs_err", "max_rel_err", "mean_rel_err",
                    "max_ulps", "mean_ulps", "max_bits", "mean_bits", "nonfinite")
 
 
+#: Binary exponents past which a value's float64 rounding needs no exact arithmetic: a
+#: magnitude >= 2^1024 rounds to infinity, one below 2^-1076 (under half the smallest
+#: subnormal 2^-1074) rounds to zero with a residual that is zero in float64 as well.
+_F64_OVER = 1024
+_F64_UNDER = -1076
+
+
 def _ratio_parts(v):
-    """(numerator, denominator) of an exact scalar, or None for inf/NaN/plain floats."""
+    """``(numerator, denominator)`` of an exact scalar, ``("scaled", m, e)`` for a binary
+    float ``m * 2^e`` whose exponent is too far out for its integer ratio (an mpmath
+    exponent can pass 2^100: ``exp(-3.4e38)`` of an attention mask; ``1 << 2^100`` is an
+    OverflowError), or None for inf/NaN/plain floats."""
     mpf_ = getattr(v, "_mpf_", None)
     if mpf_ is not None:                               # mpmath mpf: (sign, man, exp, bc)
-        sign, man, exp, _ = mpf_
+        sign, man, exp, bc = mpf_
         if not man:
             return None if exp else (0, 1)             # inf / nan have man == 0, exp != 0
         man = int(man) * (-1 if sign else 1)
+        if not _F64_UNDER - int(bc) <= exp <= _F64_OVER:
+            return ("scaled", man, int(exp) + int(bc))
         return (man << exp, 1) if exp >= 0 else (man, 1 << -exp)
+    as_me = getattr(v, "as_mantissa_exp", None)
+    if as_me is not None and not isinstance(v, (float, np.floating)):
+        try:                                           # gmpy2 mpfr: exact m * 2^e
+            m, e = as_me()
+        except (OverflowError, ValueError):
+            return None                                # mpfr inf / nan
+        m, e = int(m), int(e)
+        if not m:
+            return (0, 1)
+        if not _F64_UNDER - m.bit_length() <= e <= _F64_OVER:
+            return ("scaled", m, e + m.bit_length())
+        return (m << e, 1) if e >= 0 else (m, 1 << -e)
     if hasattr(v, "as_integer_ratio") and not isinstance(v, (float, np.floating)):
-        try:                                           # gmpy2 mpfr / Fraction / int
+        try:                                           # Fraction / int
             n, d = v.as_integer_ratio()
             return int(n), int(d)
         except (OverflowError, ValueError):
-            return None                                # mpfr inf / nan
+            return None
     num, den = getattr(v, "numerator", None), getattr(v, "denominator", None)
     if num is not None and den is not None:            # gmpy2 mpq
         return int(num), int(den)
@@ -57,7 +81,9 @@ def exact_split(values) -> tuple[np.ndarray, np.ndarray]:
     float64 arrays pass through with ``lo = 0``.  Object arrays (mpmath ``mpf``, gmpy2
     ``mpq``/``mpfr``, ``Fraction``) are split exactly with integer arithmetic: Python's
     int true division is correctly rounded (subnormals included), so ``hi`` is the value
-    rounded to nearest float64 and ``lo`` the rounded residual.
+    rounded to nearest float64 and ``lo`` the rounded residual.  A binary float whose
+    magnitude lies beyond float64's range on either side is read off its exponent alone
+    (``+-inf`` above 2^1024, ``+-0`` below 2^-1076), never built as an integer.
     """
     arr = np.asarray(values)
     if arr.dtype != object:
@@ -70,6 +96,12 @@ def exact_split(values) -> tuple[np.ndarray, np.ndarray]:
         parts = _ratio_parts(v)
         if parts is None:
             hi[i] = float(v)
+            continue
+        if parts[0] == "scaled":
+            # |m| * 2^(top - bits(m)) lies in [2^(top-1), 2^top): past 2^1024 it rounds to
+            # infinity, under 2^-1076 to a signed zero (residual below float64's range)
+            _, m, top = parts
+            hi[i] = (np.inf if top > _F64_OVER else 0.0) * (-1.0 if m < 0 else 1.0)
             continue
         n, d = parts
         try:

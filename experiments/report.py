@@ -137,7 +137,7 @@ def _build(rep: Report, *, samples, gap_samples, seed, quiet, graphs, six, cente
         steps.update(1)
 
     # 2. sampled compare
-    x = CS.box_samples(center, 0.05, samples, seed)
+    x = CS.box_samples(center, 0.05, samples, seed, six)
     desc = f"{samples} samples uniform in the l-inf box of radius 0.05 around x0 (seed {seed})"
     res = C.compare(six, contexts, x, input_desc=desc, quiet=quiet, seed=seed)
     rep.add(f"## 2. {label} over {samples} sampled inputs\n\n"
@@ -163,7 +163,7 @@ def _build(rep: Report, *, samples, gap_samples, seed, quiet, graphs, six, cente
                                      "p90", "p99", "p99.9", "max"])
 
     # 4. reduction orders
-    xr = CS.box_samples(center, 0.05, samples, seed)
+    xr = CS.box_samples(center, 0.05, samples, seed, six)
     ro = R.reduction_order(six, xr, input_desc=desc, quiet=quiet, seed=seed)
     rep.add(f"## 4. Reduction orders on {label} ({samples} samples)\n\n"
             + tables.markdown_meta({"reference": ro.reference,

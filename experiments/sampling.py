@@ -103,16 +103,20 @@ def _from_ordinals(k, fmt) -> np.ndarray:
     return from_ordinals(k, fmt)
 
 
-def draw(regions, fmt, n: int, rng, sampling: str = "bitpattern") -> tuple:
+def draw(regions, fmt, n: int, rng, sampling: str = "bitpattern", held=()) -> tuple:
     """``(X, by_bits)``: ``n`` samples of ``fmt`` per region (X has shape ``(n, k)``) and the
     indices of the variables drawn by bit pattern (all of them for ``bitpattern``; the
-    open-ended ones for ``box``)."""
+    open-ended ones for ``box``).  Columns in ``held`` (integer inputs, whose regions
+    :func:`check_held_regions` made single integers) repeat their value, unrounded."""
     if sampling not in SAMPLINGS:
         raise ExperimentError(f"--sampling {sampling!r}: choose one of {', '.join(SAMPLINGS)}")
     fmt = formats.get(fmt)
     X = np.empty((n, len(regions)))
     by_bits = []
     for j, r in enumerate(regions):
+        if j in held:
+            X[:, j] = float(r.lo)           # an integer within 2^53 (read_npy/--box checked)
+            continue
         lo, hi = format_range(r, fmt)
         if sampling == "box" and r.finite:
             u = rng.uniform(lo, hi, size=n) if hi > lo else np.full(n, lo)
@@ -227,6 +231,37 @@ def input_entries(case) -> list:
     return [(int(i), tuple(int(s) for s in case.nodes[i].out_shape)) for i in case.input_ids()]
 
 
+def integer_columns(case) -> dict:
+    """``{column: (input_id, dtype)}``: the columns of a sample file (or ``--box`` entries)
+    that belong to integer inputs (``case``: a GraphCase or a Graph)."""
+    from scalarlab.graph.ops_shape import integer_input
+    out, c = {}, 0
+    for i, shape in input_entries(case):
+        w = int(np.prod(shape)) if shape else 1
+        node = case.nodes[i]
+        if integer_input(node):
+            out.update({c + k: (i, str(node.kind.attrs["dtype"])) for k in range(w)})
+        c += w
+    return out
+
+
+def check_held_regions(case, regions, flag: str = "--box") -> set:
+    """The integer columns, after checking that ``--box`` gives each a single integer
+    (``n:n``): integer inputs are held, never sampled from an interval.  ExperimentError
+    naming the entry, its input node and type otherwise."""
+    cols = integer_columns(case)
+    for j, (i, dtype) in cols.items():
+        r = regions[j]
+        if not (r.finite and r.lo == r.hi and r.lo.denominator == 1 and abs(r.lo) <= 2 ** 53
+                and (dtype != "bool" or r.lo in (0, 1))
+                and (not dtype.startswith("u") or r.lo >= 0)):
+            raise ExperimentError(f"{flag} entry {j}: input node {i} holds {dtype} values (token "
+                                  f"ids, positions or masks are held, never sampled from an "
+                                  f"interval), got {r.describe()}; give one integer as n:n or "
+                                  f"sample the inputs from --input-file")
+    return set(cols)
+
+
 def columns(case) -> int:
     return sum(int(np.prod(s)) if s else 1 for _, s in input_entries(case))
 
@@ -260,7 +295,24 @@ def load_input_file(path: str, case, flag="--input-file"):
         raise ExperimentError(f"{flag} {path}: array shape {list(arr.shape)}; expected [N, {k}] "
                               f"(one column per scalar input entry, inputs in id order: "
                               f"{', '.join(f'node {i} {list(s)}' for i, s in entries)})")
+    check_integer_columns(case, arr, f"{flag} {path}")
     return split_columns(case, arr), f"{len(arr)} samples from {path}"
+
+
+def check_integer_columns(case, X, what: str) -> None:
+    """ExperimentError when a column of an integer input holds a non-integer (or a bool
+    input something other than 0/1, an unsigned one a negative value)."""
+    for j, (i, dtype) in integer_columns(case).items():
+        col = X[:, j]
+        bad = (col != np.floor(col)) | ((col != 0) & (col != 1) if dtype == "bool" else
+                                        (col < 0) if dtype.startswith("u") else False)
+        if np.any(bad):
+            r = int(np.flatnonzero(bad)[0])
+            need = ("0 or 1" if dtype == "bool" else "integers >= 0" if dtype.startswith("u")
+                    else "integers")
+            raise ExperimentError(f"{what}: row {r} column {j} is {float(col[r])!r}, but it belongs "
+                                  f"to input node {i}, which holds {dtype} values (token ids, "
+                                  f"positions or masks); that column must hold {need}")
 
 
 def _exact_text(v: float) -> str:
@@ -325,9 +377,11 @@ def parse_box(spec: str, k: int, flag: str = "--box") -> list:
 
 def box_batch(case, regions, n: int, seed: int, fmt=None, sampling="box"):
     """``n`` samples of the graph's inputs in the per-entry regions: in ``fmt`` (bit
-    patterns or rounded uniform), or uniform float64 when ``fmt`` is None."""
+    patterns or rounded uniform), or uniform float64 when ``fmt`` is None.  Integer
+    inputs are held at their single integer (:func:`check_held_regions`)."""
+    held = check_held_regions(case, regions)
     rng = np.random.default_rng(seed)
-    X, _ = draw(regions, fmt or "binary64", n, rng, sampling)
+    X, _ = draw(regions, fmt or "binary64", n, rng, sampling, held=held)
     return split_columns(case, X)
 
 
@@ -395,7 +449,14 @@ def pack_inputs(graph, payload):
     widths = {i: int(np.prod(graph.nodes[i].out_shape)) if graph.nodes[i].out_shape else 1
               for i in ids}
     k = sum(widths.values())
-    nodes = [Node(0, [], "input", [k])]
+    # one packed input holds integers when every input does (token ids and their mask);
+    # a mix of real and integer inputs stays real here and its integer entries get radius
+    # 0 from :func:`held_radii`
+    dtypes = {str(graph.nodes[i].kind.attrs.get("dtype", "float")) for i in ids}
+    attrs = {"dtype": dtypes.pop()} if len(dtypes) == 1 else \
+        {"dtype": "int64"} if "float" not in dtypes else {}
+    nodes = [Node(0, [], OpKind("input", **{k_: v for k_, v in attrs.items() if v != "float"}),
+                  [k])]
     new_id, col = {}, 0
     out = Payload()
     for n in graph.nodes:
@@ -418,6 +479,23 @@ def pack_inputs(graph, payload):
     return Graph(nodes, new_id[graph.output]), out
 
 
+def held_radii(case, radii) -> list:
+    """``sweep`` radii for a graph with several inputs, some real and some integer: per
+    radius an array over the packed entries (:func:`pack_inputs`), 0 at the entries of
+    integer inputs (held, never widened).  Unchanged when no input or every input is
+    integer (the packed input then declares it and the box holds it)."""
+    cols = integer_columns(case)
+    k = columns(case)
+    if not cols or len(cols) == k:
+        return list(radii)
+    out = []
+    for r in radii:
+        a = np.full(k, r, dtype=object)
+        a[sorted(cols)] = 0
+        out.append(a)
+    return out
+
+
 def packed_box(case, regions):
     """``(center, radius)`` arrays (exact Fractions) of the per-entry box of a graph
     packed by :func:`pack_inputs` (both bounds of every entry must be finite)."""
@@ -433,6 +511,7 @@ def prepare_sweep(graph, payload, default_x, args):
     (:func:`pack_inputs`; a built-in several-input x0 is concatenated in id order), and
     ``--box`` becomes ``(center, per-entry radius)``.  Returns ``(graph, payload,
     default_x, box)`` with ``box`` None without ``--box``."""
+    original = graph
     ids = [n.id for n in graph.nodes if n.kind.op == "input"]
     if len(ids) > 1:
         if isinstance(default_x, dict):
@@ -447,6 +526,7 @@ def prepare_sweep(graph, payload, default_x, args):
                                   "are the centre)")
         k = int(np.prod(graph.nodes[0].out_shape)) if graph.nodes[0].out_shape else 1
         regions = parse_box(spec, k)
+        check_held_regions(original, regions)
         c, h = packed_box(None, regions)
         shape = tuple(graph.nodes[0].out_shape)
         box = (c.reshape(shape), h.reshape(shape))

@@ -119,8 +119,8 @@ def resolve(arg: str):
         g, p = read_fpcore_file(arg, index)
         return g, p, None
     if arg.endswith(".onnx") and os.path.exists(arg):
-        from .importers.onnx import load_onnx     # batch axes inferred, one output
-        g, p = load_onnx(arg)
+        from .importers.element_types import load_onnx_typed   # batch axes inferred,
+        g, p = load_onnx_typed(arg)                             # one output, input dtypes
         return g, p, None
     if os.path.exists(arg):
         from .fileformat import load

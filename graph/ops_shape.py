@@ -20,8 +20,31 @@ def _declared(op):
     return shape
 
 
-register(OpRecord(name="input", arity=(0, 0), shape=_declared("input"), forward=None,
-                  capsule=None, doc="the graph input; its declared shape is the per-example shape"))
+#: element types an input may declare besides the default ``"float"`` (real numbers):
+#: integer and boolean inputs (token ids, positions, attention masks) hold integers, which
+#: every context holds exactly up to 2^p; the lab's samplers and boxes never round or
+#: widen them (experiments.cases, ibp.box)
+INTEGER_DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
+                  "uint64")
+
+
+def _input_shape(in_shapes, attrs, declared=None):
+    dtype = attrs.get("dtype", "float")
+    if dtype != "float" and dtype not in INTEGER_DTYPES:
+        raise ShapeRuleError(f"input: dtype must be 'float' or one of "
+                             f"{', '.join(INTEGER_DTYPES)}, got {dtype!r}")
+    return _declared("input")(in_shapes, attrs, declared)
+
+
+def integer_input(node) -> bool:
+    """Does this input node declare integer (or boolean) values?"""
+    return node.kind.op == "input" and node.kind.attrs.get("dtype", "float") != "float"
+
+
+register(OpRecord(name="input", arity=(0, 0), shape=_input_shape, forward=None,
+                  attrs={"dtype": "float"}, capsule=None,
+                  doc="the graph input; its declared shape is the per-example shape, its "
+                      "dtype 'float' (real) or an integer type (exact integers)"))
 
 
 def _const_vjp(ctx, g, args, y, attrs, nb):

@@ -84,7 +84,7 @@ class Box:
         return tuple(self.lo.shape)
 
     @classmethod
-    def from_center_radius(cls, center, radius) -> "Box":
+    def from_center_radius(cls, center, radius, held=None) -> "Box":
         """The l-infinity ball ``center ± radius``, exactly.
 
         ``center`` and ``radius`` may be floats, decimal strings or Fractions.  Float
@@ -92,7 +92,37 @@ class Box:
         plus the ball itself (``ball``), no Python objects; converting it into an interval
         context rounds each exact endpoint outward exactly once (exact bases get the
         exact endpoints).  Otherwise the endpoints are exact rationals (object arrays).
+        ``held``: a boolean mask (broadcast to the centre) of entries kept at the centre
+        whatever the radius -- integer inputs (token ids, masks; :func:`held_entries`),
+        which a radius never widens.
         """
+        box = cls._from_center_radius(center, radius)
+        if held is None or not np.any(held):
+            return box
+        return box._holding(center, held)
+
+    def _holding(self, center, held) -> "Box":
+        """This ball with the ``held`` entries degenerate at the centre (radius 0)."""
+        held = np.broadcast_to(np.asarray(held, dtype=bool), self.shape)
+        c = _as_array(center)
+        if self.ball is not None:
+            cc, r, lo_in, hi_in = (np.array(a) for a in self.ball)
+            cf = np.broadcast_to(cc, self.shape)
+            lo, hi = np.where(held, cf, self.lo), np.where(held, cf, self.hi)
+            r = np.where(held, 0, np.broadcast_to(r, self.shape))
+            lo_in, hi_in = np.where(held, cf, lo_in), np.where(held, cf, hi_in)
+            ends = [np.ascontiguousarray(a) for a in (lo, hi)]
+            for a in ends:
+                a.flags.writeable = False
+            return Box(ends[0], ends[1], ball=(cf, r, lo_in, hi_in), guarantee=self.guarantee)
+        cq = np.broadcast_to(np.vectorize(to_fraction, otypes=[object])(c) if c.size
+                             else c.astype(object), self.shape)
+        lo = np.where(held, cq, self.lo.astype(object))
+        hi = np.where(held, cq, self.hi.astype(object))
+        return Box(lo, hi, guarantee=self.guarantee)
+
+    @classmethod
+    def _from_center_radius(cls, center, radius) -> "Box":
         c = _as_array(center)
         r = _as_array(radius)
         if _is_float_array(c) and _is_float_array(r):
@@ -294,6 +324,17 @@ class Box:
             return Box(self.lo[idx], self.hi[idx], ball=tuple(a[idx] for a in self.ball),
                        guarantee=self.guarantee)
         return Box(self.lo[idx], self.hi[idx], guarantee=self.guarantee)
+
+
+def held_entries(graph):
+    """Boolean mask over the per-example input of a one-input graph: True where the input
+    node declares integer values (``dtype``, see ``graph.ops_shape.INTEGER_DTYPES``),
+    held at the centre by :meth:`Box.from_center_radius`; None when nothing is held."""
+    from scalarlab.graph.ops_shape import integer_input
+    ids = [n for n in graph.nodes if n.kind.op == "input"]
+    if len(ids) != 1 or not integer_input(ids[0]):
+        return None
+    return np.ones(tuple(ids[0].out_shape), dtype=bool)
 
 
 def _is_float_array(a) -> bool:

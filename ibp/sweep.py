@@ -26,7 +26,7 @@ from typing import Callable, Optional, Sequence
 import numpy as np
 import pandas as pd
 
-from .box import Box
+from .box import Box, held_entries
 from .containment import check_containment
 from .crown import METHODS, run_crown
 from .errors import IBPError
@@ -64,7 +64,8 @@ def _run_shard_text(doc: str, center, output_id, shard: _Shard):
 
 
 def _run_shard(graph, payload, center, output_id, shard: _Shard):
-    box = Box.from_center_radius(center, shard.radius)
+    # integer inputs (token ids) are held at the centre: no radius widens them
+    box = Box.from_center_radius(center, shard.radius, held=held_entries(graph))
     if shard.method == "ibp":
         boxes = run_ibp(graph, payload, box, shard.interval_context)
     else:

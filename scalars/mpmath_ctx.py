@@ -30,6 +30,11 @@ MAX_PREC = 1 << 20
 # result asks GMP for an integer of ~2^62 bits, which aborts the whole process.
 _EXP_CAP = 62
 _GROWS = frozenset({"exp", "exp2", "expm1", "sinh", "cosh", "tgamma"})
+# ... but only toward +inf for the increasing exponentials: exp(x) for x <= -2^62 (GPT-2's
+# additive attention mask is -3.4e38) is a tiny positive value that mpmath builds by
+# shifting an exponent, no big integer; every rounded op on it compares exponents.  Only
+# its exact rational (``_to_mpq``) would need 2^|e|: that is refused by name instead.
+_GROWS_UP_ONLY = frozenset({"exp", "exp2", "expm1"})
 
 
 def _log2_mag(x_mpf) -> int:
@@ -111,6 +116,10 @@ class MpmathContext(ObjectArrayContext):
         man, exp = mpf_parts(t)
         if man == 0:
             return MPQ(0)
+        if abs(int(exp)) > 1 << _EXP_CAP:
+            raise ContextError(f"context {self.name}: {mpmath.nstr(t, 8)} has a binary "
+                               f"exponent beyond 2^{_EXP_CAP}: its exact rational is too "
+                               f"large to build")
         return _dyadic(int(man), int(exp))
 
     def _float_of(self, t) -> float:
@@ -193,9 +202,10 @@ class MpmathContext(ObjectArrayContext):
         entry names one; a composition (sigmoid, softplus) at PREC+32 bits, rounded once."""
         a = self._function_arg(fn, a)
         if fn.name in _GROWS:
+            up_only = fn.name in _GROWS_UP_ONLY
             huge = np.asarray(np.frompyfunc(lambda x: x._mpf_[1] != 0 and x._mpf_ not in (
-                libmp.finf, libmp.fninf, libmp.fnan) and _log2_mag(x._mpf_) > _EXP_CAP,
-                1, 1)(a), dtype=bool)
+                libmp.finf, libmp.fninf, libmp.fnan) and _log2_mag(x._mpf_) > _EXP_CAP
+                and not (up_only and x._mpf_[0]), 1, 1)(a), dtype=bool)
             if np.any(huge):
                 raise self._first_bad(fn.name, huge, a, why=(
                     f"|x| >= 2^{_EXP_CAP}: the result's binary exponent is beyond what this "

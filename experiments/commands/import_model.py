@@ -6,7 +6,7 @@ import json
 import os
 
 from scalarlab import graph
-from scalarlab.graph.importers.onnx import load_onnx
+from scalarlab.graph.importers.element_types import load_onnx_typed
 
 from .. import argtypes as T
 from .. import outputs
@@ -63,8 +63,8 @@ def run(args) -> int:
         outputs.check_output_file(npz_path, "--npz")
         outputs.check_not_input(npz_path, [args.model], "--npz")
     shapes = _shapes(args)
-    g, p = load_onnx(args.model, batch_dims=args.batch_dims, output=args.output,
-                     shapes=shapes)
+    g, p = load_onnx_typed(args.model, batch_dims=args.batch_dims, output=args.output,
+                           shapes=shapes)
     # The payload and the graph file that names it are one output set: both or neither
     # (the graph file, which refers to the payload, is published last).
     ref = os.path.basename(npz_path) if npz_path else None

@@ -104,13 +104,16 @@ def _box_of(case, payload, args):
         spec = args.input if args.input is not None else args.center_file
         if spec is not None:
             x = CS.parse_input(spec, shape)
+            sampling.check_integer_columns(case, CS.as_float64(x).reshape(len(x), -1),
+                                           "--center-file" if args.center_file else "--input")
             if CS.batch_size(x) != 1:
                 raise ExperimentError(f"--input holds {CS.batch_size(x)} inputs; sweep "
                                       "needs one centre")
-            return g, payload, x[0], list(args.radii)
-        return g, payload, np.asarray(default_x, dtype=object).reshape(shape), list(args.radii)
+            return g, payload, x[0], sampling.held_radii(case, args.radii)
+        return g, payload, np.asarray(default_x, dtype=object).reshape(shape), \
+            sampling.held_radii(case, args.radii)
     spec = args.input if args.input is not None else args.center_file
-    x = CS.center_of(case, spec)
+    x = CS.center_of(case, spec, "--center-file" if args.center_file else "--input")
     if CS.batch_size(x) != 1:
         raise ExperimentError(f"--input holds {CS.batch_size(x)} inputs; sweep needs one "
                               "centre")

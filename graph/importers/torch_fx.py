@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import GraphError
+from ..ops_shape import INTEGER_DTYPES
 from ..node import Graph, fmt_shape
 from ..optable import OPS
 from ..payload import Payload
@@ -465,7 +466,10 @@ def _placeholder(conv, n, env, m=None):
     if s[:conv.nb] != conv.batch:
         raise Unsupported(f"input shape {fmt_shape(s)} does not start with the first "
                           f"input's batch axes {fmt_shape(conv.batch)}")
-    return Batched(conv.b.add("input", [], out_shape=s[conv.nb:]), conv.nb)
+    # an integer example (token ids) makes an integer input: the lab's jobs hold it exact
+    dtype = str(getattr(n.meta.get("tensor_meta"), "dtype", "float")).replace("torch.", "")
+    attrs = {"dtype": dtype} if dtype in INTEGER_DTYPES else {}
+    return Batched(conv.b.add("input", [], out_shape=s[conv.nb:], **attrs), conv.nb)
 
 
 def _get_attr(conv, n, env, m=None):

@@ -126,6 +126,77 @@ def test_exact_split_mpmath_mpq_fraction():
     assert hi[1] == -5 / 11 and lo[1] == float(Fraction(-5, 11) - Fraction(-5 / 11))
 
 
+def _mpfr_f64(m, e):
+    """RN64 of the exact m * 2^e by MPFR (binary64 exponent range, subnormals)."""
+    ctx = gmpy2.context(precision=53, emin=-1073, emax=1024, subnormalize=True)
+    with ctx:
+        return float(gmpy2.mul_2exp(gmpy2.mpfr(m), e))
+
+
+@pytest.mark.parametrize("top", [-(2 ** 128), -5000, -1080, -1077, -1076, -1075, -1074,
+                                 1023, 1024, 1025, 5000, 2 ** 128])
+def test_exact_split_exponents_past_float64(top):
+    """Values whose binary exponent lies far outside float64's (exp(-3.4e38) of GPT-2's
+    attention mask is 2^-4.9e38) split without building 2^|e| as an integer; hi is MPFR's
+    float64 rounding of the exact value, with either sign."""
+    ctx = mpmath.MPContext()
+    ctx.prec = 80
+    for man in (1, 3, (1 << 79) - 1):
+        for sign in (1, -1):
+            v = ctx.mpf((sign * man, top - man.bit_length()))
+            hi, lo = metrics.exact_split(np.array([v], dtype=object))
+            if abs(top) < 10 ** 6:
+                want = _mpfr_f64(sign * man, top - man.bit_length())
+            else:                                  # MPFR's exponent range ends at 2^62
+                want = (float("inf") if top > 0 else 0.0) * sign
+            assert hi[0] == want and np.signbit(hi[0]) == (sign < 0), (man, sign, hi, want)
+            if np.isfinite(want) and want != 0:
+                q = Fraction(sign * man) * Fraction(2) ** (top - man.bit_length())
+                assert lo[0] == float(q - Fraction(want))
+            else:
+                assert lo[0] == 0.0
+
+
+def test_exact_split_mpfr_with_wide_exponent():
+    with gmpy2.context(precision=64, emin=-(2 ** 40), emax=2 ** 40):
+        tiny, huge = gmpy2.exp(gmpy2.mpfr("-1e12")), -gmpy2.exp(gmpy2.mpfr("1e12"))
+        third = gmpy2.mpfr(1) / 3
+    hi, lo = metrics.exact_split(np.array([tiny, huge, third], dtype=object))
+    assert hi[0] == 0.0 and not np.signbit(hi[0]) and lo[0] == 0.0
+    assert hi[1] == -np.inf
+    m, e = third.as_mantissa_exp()
+    assert hi[2] == _mpfr_f64(int(m), int(e))
+    assert lo[2] == float(Fraction(int(m)) * Fraction(2) ** int(e) - Fraction(hi[2]))
+
+
+def test_compare_metrics_on_the_attention_mask_constant():
+    """The compare reference of softmax over a row holding float32's lowest value (the
+    additive mask of GPT-2 exports) splits: masked entries are exactly 0 in float64."""
+    from scalarlab.graph import Graph, Node, OpKind
+    from scalarlab.experiments.cases import GraphCase
+    from scalarlab.experiments.compare import compare
+    lowest = float(np.finfo(np.float32).min)
+    g = Graph([Node(0, [], "input", [4]),
+               Node(1, [], "const", [4]),
+               Node(2, [0, 1], "add", [4]),
+               Node(3, [2], OpKind("softmax", axis=0), [4])])
+    from scalarlab.graph.payload import Payload
+    p = Payload()
+    p.set(1, {"value": np.array([0.0, 0.0, lowest, lowest])}, op="const")
+    case = GraphCase("masked-softmax", g, p)
+    x = np.array([[0.25, -0.5, 0.75, 1.0]])
+    res = compare(case, [scalars.get("float64"), scalars.get("binary32")], x,
+                  reference="mpmath:200")
+    out = res.rows[res.rows["node"] == 3]
+    assert list(out["context"]) == ["float64", "binary32"]
+    assert (out["nonfinite"] == 0).all()
+    assert out["max_ulps"].max() <= 1
+    hi, lo = res.reference.values[3]
+    want = [float(mpmath.exp(0.25) / (mpmath.exp(0.25) + mpmath.exp(-0.5))),
+            float(mpmath.exp(-0.5) / (mpmath.exp(0.25) + mpmath.exp(-0.5)))]
+    assert hi.reshape(-1)[:2].tolist() == want and hi.reshape(-1)[2:].tolist() == [0.0, 0.0]
+
+
 def test_relative_and_absolute_error_against_exact_rationals():
     ctx = mpmath.MPContext()
     ctx.prec = 200

@@ -163,3 +163,33 @@ def test_results_beyond_the_exponent_range_are_refused_not_aborted():
     v = c.pow(c.convert(np.array([0.5, 1.0, -1.0])), c.convert(np.array([1e10, 1e300, 2e300])))
     import mpmath
     assert v[0] == mpmath.ldexp(1, -10 ** 10) and v[1] == 1 and v[2] == 1
+
+
+def test_exp_of_a_huge_negative_argument_is_a_tiny_value():
+    """exp(-3.4e38) (softmax over GPT-2's additive attention mask) is computed: a positive
+    value 2^-4.9e38 that sums, products and divisions handle by exponent; its exact
+    rational is refused by name (not a process abort); exp of a huge positive argument
+    stays refused."""
+    import mpmath
+    import numpy as np
+    import pytest
+    from scalarlab import scalars
+    from scalarlab.scalars.errors import ContextError
+
+    c = scalars.get("mpmath:200")
+    x = c.convert(np.array([-3.4e38, -2.0 ** 70, 0.5]))
+    mp = mpmath.MPContext()
+    mp.prec = 200
+    for name in ("exp", "exp2", "expm1"):
+        got = getattr(c, name)(x)
+        f = (lambda t: mp.power(2, t)) if name == "exp2" else getattr(mp, name)
+        want = [f(mp.mpf(t)) for t in (-3.4e38, -2.0 ** 70, 0.5)]
+        assert [g._mpf_ for g in got] == [w._mpf_ for w in want], name
+    e = c.exp(x)
+    assert 0 < e[0] < e[1] < 1e-300
+    s = c.div(e, c.sum(e, axis=0))
+    assert list(c.to_float64(s)) == [0.0, 0.0, 1.0]
+    with pytest.raises(ContextError, match="beyond 2\\^62"):
+        c._to_mpq(e[0])
+    with pytest.raises(ContextError, match="exp.*2\\^62"):
+        c.exp(c.convert(np.array([2.0 ** 70])))

@@ -49,6 +49,7 @@ from .onnx_ops import available as _network_converters
 from .onnx_ops_recurrent import ALL_OUTPUTS as _RECURRENT_OUTPUTS
 from .onnx_ops_recurrent import CONVERTERS as _RECURRENT
 from .onnx_ops_spatial import CONVERTERS as _SPATIAL
+from .onnx_ops_compose import available as _composed
 
 #: mapped but not claimed: Cast to float/double passes a real value through (the IR does
 #: not model the cast's rounding, so ONNX's Cast cases are not claimed)
@@ -880,7 +881,8 @@ _CORE = {
 #: ONNX op -> converter: the core ops above, then the network ops of :mod:`.onnx_ops`
 #: whose IR ops exist (those take precedence: their Gelu also maps approximate='tanh'),
 #: then the compositions of :mod:`.onnx_ops_spatial` (ConvTranspose, Resize, ...) and the
-#: unrolled recurrent layers of :mod:`.onnx_ops_recurrent`
-CONVERTERS = {**_CORE, **_network_converters(), **_SPATIAL, **_RECURRENT}
+#: unrolled recurrent layers of :mod:`.onnx_ops_recurrent`, and the small ops of
+#: :mod:`.onnx_ops_compose` written as their ONNX definitions (Celu, Sign, Hardmax, ...)
+CONVERTERS = {**_CORE, **_network_converters(), **_SPATIAL, **_RECURRENT, **_composed()}
 #: the ONNX ops the importer claims (tests run ONNX's own cases of each)
 SUPPORTED = tuple(op for op in CONVERTERS if op not in _PASSED_THROUGH) + _FOLDED_ONLY

@@ -324,7 +324,10 @@ def _slice_axis(conv, x, a, i):
     return conv.b.apply("slice", [x], starts=[i], ends=[i + 1], axes=[a])
 
 
-def _cumsum(conv, node, ins, A):
+def cumulative(conv, ins, A, op, identity):
+    """CumSum (``add``, 0) and CumProd (``mul``, 1): the running ``op`` along the axis in
+    order (one rounding per step, as the sequential reference); ``exclusive`` starts from
+    ``identity``, ``reverse`` runs from the end."""
     x = conv.t(ins[0])
     a = conv.b.axis(const_ints(ins[1], "axis")[0], x)
     n = conv.b.shape(x.id)[a]
@@ -335,20 +338,24 @@ def _cumsum(conv, node, ins, A):
         xi = _slice_axis(conv, x, a, i)
         if exclusive:
             parts[i] = acc
-        acc = xi if acc is None else conv.b.apply("add", [acc, xi])
+        acc = xi if acc is None else conv.b.apply(op, [acc, xi])
         if not exclusive:
             parts[i] = acc
     if exclusive:
-        parts[next(iter(order))] = _zeros_like_slice(conv, x, a, next(iter(order)))
+        parts[next(iter(order))] = _constant_slice(conv, x, a, identity)
     return [conv.b.concat([parts[i] for i in range(n)], a + x.nb)]
 
 
-def _zeros_like_slice(conv, x, a, i):
-    """Exact zeros of the shape of slice ``i`` of axis ``a`` (exclusive CumSum's first
-    entry): a constant broadcast over the batch, never ``0 * x`` (inf * 0 is NaN)."""
+def _cumsum(conv, node, ins, A):
+    return cumulative(conv, ins, A, "add", 0.0)
+
+
+def _constant_slice(conv, x, a, value):
+    """``value`` in the shape of one slice of axis ``a`` (an exclusive scan's first entry):
+    a constant broadcast over the batch, never ``0 * x`` (inf * 0 is NaN)."""
     s = list(conv.b.shape(x.id))
     s[a] = 1
-    z = _const(conv, np.zeros(s), "zero")
+    z = _const(conv, np.full(s, value), "identity")
     from .interchange import Batched
     if x.nb:
         return Batched(conv.b.add("broadcast_to", [z.id], shape=s), x.nb)

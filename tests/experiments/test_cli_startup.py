@@ -107,6 +107,10 @@ def test_aliases_on_the_command_line(capsys):
     assert ("aliases (also inside interval:/dual: names): float32 -> binary32, fp32 -> "
             "binary32, single -> binary32, float16 -> binary16, fp16 -> binary16, half -> "
             "binary16, bf16 -> bfloat16, double -> float64") in out
+    assert main(["contexts", "--json", "--name", "bf16"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["aliases"]["bf16"] == "bfloat16" and doc["aliases"]["double"] == "float64"
+    assert [r["format"] for r in doc["rows"]] == ["bfloat16"]
     assert main(["compare", "--contexts", "fp32,half", "--quiet", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["meta"]["contexts"] == ["binary32", "binary16"]

@@ -468,3 +468,25 @@ def test_real_process_sigterm_sighup(tmp_path, sig, rc, name):
                                                "(outputs not replaced)")
     assert out.read_text() == "previous run\n"
     assert [q.name for q in tmp_path.iterdir() if q.name.startswith(".")] == []
+
+
+def test_a_file_added_to_the_report_directory_during_the_run_is_kept(tmp_path, monkeypatch,
+                                                                    capsys):
+    from scalarlab.experiments import report as R
+    d = tmp_path / "rep"
+
+    def build(rep, **kw):
+        (rep.directory / R.REPORT_NAME).write_text("new")
+        rep.files.append(R.REPORT_NAME)
+        if d.exists():                  # meanwhile, someone saves a file into the old one
+            (d / "notes.txt").write_text("mine")
+        return rep
+    monkeypatch.setattr(R, "_build", build)
+    assert main(["report", "--out", str(d), "--quiet"]) == 0
+    assert main(["report", "--out", str(d), "--quiet"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == (f"scalarlab report: error: --out {d}: holds notes.txt, which scalarlab "
+                       "did not write; move it away or give another directory (this run's "
+                       f"output was discarded; {d} is unchanged)")
+    assert (d / "notes.txt").read_text() == "mine" and (d / "report.md").read_text() == "new"
+    assert [p.name for p in tmp_path.iterdir()] == ["rep"]

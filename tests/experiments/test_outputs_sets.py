@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from scalarlab.experiments import output_sets, outputs
+from scalarlab.experiments import output_sets
 from scalarlab.experiments.cli import main
 
 

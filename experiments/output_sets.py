@@ -285,6 +285,12 @@ class OutputSet:
                                           or not os.path.isdir(m.target)):
             # never swap a directory for a file (or a link) that appeared meanwhile
             raise OSError(errno.ENOTDIR, "exists and is not a directory", str(m.target))
+        # checked again now: a file put into the old directory during the run stays
+        try:
+            check_replaceable_dir(m.target, f"{m.flag} {m.shown}")
+        except OutputError as exc:
+            raise OutputError(f"{exc} (this run's output was discarded; {m.shown} is "
+                              "unchanged)") from None
         if not os.path.lexists(m.target):
             os.rename(m.staged, m.target)
         elif _exchange(m.staged, m.target):

@@ -6,6 +6,7 @@ import builtins
 import errno
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -13,7 +14,7 @@ import time
 
 import pytest
 
-from scalarlab.experiments import output_sets, outputs
+from scalarlab.experiments import output_sets
 from scalarlab.experiments.cli import main
 
 
@@ -376,16 +377,22 @@ def test_full_disk_at_any_byte_keeps_the_previous_set(tmp_path, monkeypatch, cap
 _TMPFS_SCRIPT = r"""
 import json, os, sys
 from scalarlab.experiments.cli import main
-d = sys.argv[1]
+d, mode = sys.argv[1], sys.argv[2]
 os.chdir(d)
 argv = ["compare", "--contexts", "binary32", "--quiet", "--out", "c.csv", "--plot", "c.png"]
 res = {"first": main([*argv, "--samples", "3", "--seed", "1"])}
 names = ["c.png", "c.csv", "c.csv.meta.json"]
 old = {n: open(n, "rb").read().hex() for n in names}
-st = os.statvfs(".")
-free = st.f_bavail * st.f_frsize
-with open("filler", "wb") as fh:                 # leave less room than one PNG
-    fh.write(b"x" * max(0, free - 20000))
+if mode == "tmpfs":
+    st = os.statvfs(".")
+    free = st.f_bavail * st.f_frsize
+    with open("filler", "wb") as fh:             # leave less room than one PNG
+        fh.write(b"x" * max(0, free - 20000))
+else:                                            # no user namespaces: a file size limit
+    import resource, signal
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (20000, resource.RLIM_INFINITY))
+    open("filler", "wb").close()
 sys.stderr.flush()
 res["second"] = main([*argv, "--samples", "4", "--seed", "2"])
 res["same"] = {n: open(n, "rb").read().hex() == old[n] for n in names}
@@ -396,16 +403,24 @@ print(json.dumps(res))
 
 def test_full_tmpfs_keeps_the_previous_set(tmp_path):
     """A real full file system: a 1 MiB tmpfs mounted in a user namespace (``unshare
-    -rm``).  The second run cannot write its PNG: exit 1, the previous three files as
-    they were, no temporaries, and the message says so."""
+    -rm``; where user namespaces are not allowed, the kernel's file size limit
+    RLIMIT_FSIZE plays the full disk).  The second run cannot write its PNG: exit 1, the
+    previous three files as they were, no temporaries, and the message says so."""
     mnt = tmp_path / "mnt"
     mnt.mkdir()
     script = tmp_path / "full.py"
     script.write_text(_TMPFS_SCRIPT)
-    cmd = ["unshare", "-rm", "sh", "-c",
-           f'mount -t tmpfs -o size=1m none "{mnt}" && exec "{sys.executable}" '
-           f'"{script}" "{mnt}"']
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    namespaces = subprocess.run(["unshare", "-rm", "true"], capture_output=True).returncode \
+        == 0 if shutil.which("unshare") else False
+    if namespaces:
+        cmd = ["unshare", "-rm", "sh", "-c",
+               f'mount -t tmpfs -o size=1m none "{mnt}" && exec "{sys.executable}" '
+               f'"{script}" "{mnt}" tmpfs']
+        why = "No space left on device"
+    else:                                                     # pragma: no cover
+        cmd = [sys.executable, str(script), str(mnt), "rlimit"]
+        why = "File too large"
     r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
     assert r.returncode == 0, r.stderr
     res = json.loads(r.stdout.strip().splitlines()[-1])
@@ -413,5 +428,65 @@ def test_full_tmpfs_keeps_the_previous_set(tmp_path):
     assert res["same"] == {"c.png": True, "c.csv": True, "c.csv.meta.json": True}
     assert res["entries"] == ["c.csv", "c.csv.meta.json", "c.png", "filler"]
     err = [ln for ln in r.stderr.splitlines() if ln.startswith("scalarlab compare")]
-    assert len(err) == 1 and "No space left on device; nothing was replaced: c.png, " \
-        "c.csv and c.csv.meta.json are unchanged" in err[0], r.stderr
+    assert len(err) == 1 and f"{why}; nothing was replaced: c.png, c.csv and " \
+        "c.csv.meta.json are unchanged" in err[0], r.stderr
+
+
+def _catches(pid: int, sig: int) -> bool:
+    """Whether process ``pid`` has a handler for ``sig`` (Linux /proc: SigCgt mask)."""
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                if line.startswith("SigCgt:"):
+                    return bool(int(line.split()[1], 16) >> (sig - 1) & 1)
+    except OSError:
+        pass
+    return False
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig, rc, name", [(signal.SIGTERM, 143, "SIGTERM"),
+                                           (signal.SIGHUP, 129, "SIGHUP")])
+def test_real_process_sigterm_sighup(tmp_path, sig, rc, name):
+    """`python -m scalarlab.experiments compare --out t.csv` in its own interpreter,
+    signalled once its handler is installed: one line, 128+n, the previous file, no
+    temporaries."""
+    out = tmp_path / "t.csv"
+    out.write_text("previous run\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    p = subprocess.Popen([sys.executable, "-m", "scalarlab.experiments", "compare",
+                          "--samples", "400000", "--contexts", "binary32,bfloat16",
+                          "--quiet", "--out", str(out)], cwd=tmp_path, env=env,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not _catches(p.pid, sig) and p.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.5)                                  # into the work
+    p.send_signal(sig)
+    _, err = p.communicate(timeout=300)
+    assert (p.returncode, err.strip()) == (rc, f"scalarlab compare: terminated by {name} "
+                                               "(outputs not replaced)")
+    assert out.read_text() == "previous run\n"
+    assert [q.name for q in tmp_path.iterdir() if q.name.startswith(".")] == []
+
+
+def test_a_file_added_to_the_report_directory_during_the_run_is_kept(tmp_path, monkeypatch,
+                                                                    capsys):
+    from scalarlab.experiments import report as R
+    d = tmp_path / "rep"
+
+    def build(rep, **kw):
+        (rep.directory / R.REPORT_NAME).write_text("new")
+        rep.files.append(R.REPORT_NAME)
+        if d.exists():                  # meanwhile, someone saves a file into the old one
+            (d / "notes.txt").write_text("mine")
+        return rep
+    monkeypatch.setattr(R, "_build", build)
+    assert main(["report", "--out", str(d), "--quiet"]) == 0
+    assert main(["report", "--out", str(d), "--quiet"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == (f"scalarlab report: error: --out {d}: holds notes.txt, which scalarlab "
+                       "did not write; move it away or give another directory (this run's "
+                       f"output was discarded; {d} is unchanged)")
+    assert (d / "notes.txt").read_text() == "mine" and (d / "report.md").read_text() == "new"
+    assert [p.name for p in tmp_path.iterdir()] == ["rep"]

@@ -207,10 +207,6 @@ def _close(client, cluster) -> None:
             thing.close(timeout=2) if thing is client else thing.close()
 
 
-def _identity(x):
-    return x
-
-
 def run_tasks(client, where: str, fn, shared, arg_lists: list, *, retries: int =
               DEFAULT_RETRIES, progress=None, wait_for_worker: float = 10.0) -> list:
     """``[fn(shared, *args) for args in arg_lists]`` on the cluster, in order.
@@ -218,13 +214,16 @@ def run_tasks(client, where: str, fn, shared, arg_lists: list, *, retries: int =
     ``shared`` travels once, as the result of a task (recomputed if its worker dies).  A
     task's own exception is raised as it is; Dask faults are one-line ExperimentErrors."""
     from distributed import wait
+    # toolz (a dependency of dask) is importable on every scheduler and worker, whatever
+    # version of this lab they run: the scheduler unpickles the task graph
+    from toolz import identity
     from distributed.client import FutureCancelledError, FuturesCancelledError
     cancelled = (FutureCancelledError, FuturesCancelledError)
     from distributed.scheduler import KilledWorker
 
     total = len(arg_lists)
     try:
-        doc = client.submit(_identity, shared, pure=False, retries=retries)
+        doc = client.submit(identity, shared, pure=False, retries=retries)
         futures = [client.submit(fn, doc, *args, pure=False, retries=retries)
                    for args in arg_lists]
     except (OSError, TimeoutError) as exc:

@@ -213,7 +213,7 @@ def run_tasks(client, where: str, fn, shared, arg_lists: list, *, retries: int =
 
     ``shared`` travels once, as the result of a task (recomputed if its worker dies).  A
     task's own exception is raised as it is; Dask faults are one-line ExperimentErrors."""
-    from distributed import wait
+    from distributed import as_completed
     # toolz (a dependency of dask) is importable on every scheduler and worker, whatever
     # version of this lab they run: the scheduler unpickles the task graph
     from toolz import identity
@@ -229,20 +229,20 @@ def run_tasks(client, where: str, fn, shared, arg_lists: list, *, retries: int =
     except (OSError, TimeoutError) as exc:
         raise ExperimentError(f"{where}: lost the scheduler while submitting: "
                               f"{' '.join(str(exc).split())[:200]}") from None
-    pending = set(futures)
+    # as_completed hands over each future once, whatever its end (finished, error,
+    # cancelled): polling it without blocking leaves time for the watchdog below, at a
+    # cost independent of the number of pending tasks
+    queue = as_completed(futures)
+    pending = len(futures)
     done = 0
     workerless_since = None
     next_check = time.monotonic()
     while pending:
-        try:
-            finished = wait(list(pending), timeout=POLL_SECONDS,
-                            return_when="FIRST_COMPLETED").done
-        except TimeoutError:
-            finished = set()
-        except (OSError,) + cancelled:
-            finished = {f for f in pending if f.done()}
+        finished = queue.next_batch(block=False)
+        if not finished:
+            time.sleep(POLL_SECONDS / 10)
         for f in finished:
-            pending.discard(f)
+            pending -= 1
             if f.status == "finished":
                 done += 1
                 if progress:

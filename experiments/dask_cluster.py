@@ -269,8 +269,9 @@ def run_tasks(client, where: str, fn, shared, arg_lists: list, *, retries: int =
             elif workerless_since is None:
                 workerless_since = time.monotonic()
             elif time.monotonic() - workerless_since > wait_for_worker:
-                raise ExperimentError(f"{where}: no worker left for {wait_for_worker:g} s "
-                                      f"({done} of {total} tasks done)")
+                raise ExperimentError(f"{where}: no worker in the cluster for "
+                                      f"{wait_for_worker:g} s ({done} of {total} tasks "
+                                      "done)")
     try:
         return client.gather(futures)
     except (OSError, TimeoutError) + cancelled:

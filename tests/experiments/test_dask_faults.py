@@ -241,7 +241,7 @@ def test_losing_the_only_worker_or_the_scheduler_mid_sweep_is_one_line(tmp_path,
         cluster.close()
     assert cli.returncode == 1 and out == ""
     line = _one_line(err, "sweep")
-    want = ("no worker left for 3 s" if fault == "kill-only-worker"
+    want = ("no worker in the cluster for 3 s" if fault == "kill-only-worker"
             else "lost the connection to the scheduler")
     assert f"--scheduler {cluster.addr}: {want}" in line and "tasks done" in line
 

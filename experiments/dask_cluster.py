@@ -207,43 +207,42 @@ def _close(client, cluster) -> None:
             thing.close(timeout=2) if thing is client else thing.close()
 
 
-def _identity(x):
-    return x
-
-
 def run_tasks(client, where: str, fn, shared, arg_lists: list, *, retries: int =
               DEFAULT_RETRIES, progress=None, wait_for_worker: float = 10.0) -> list:
     """``[fn(shared, *args) for args in arg_lists]`` on the cluster, in order.
 
     ``shared`` travels once, as the result of a task (recomputed if its worker dies).  A
     task's own exception is raised as it is; Dask faults are one-line ExperimentErrors."""
-    from distributed import wait
+    from distributed import as_completed
+    # toolz (a dependency of dask) is importable on every scheduler and worker, whatever
+    # version of this lab they run: the scheduler unpickles the task graph
+    from toolz import identity
     from distributed.client import FutureCancelledError, FuturesCancelledError
     cancelled = (FutureCancelledError, FuturesCancelledError)
     from distributed.scheduler import KilledWorker
 
     total = len(arg_lists)
     try:
-        doc = client.submit(_identity, shared, pure=False, retries=retries)
+        doc = client.submit(identity, shared, pure=False, retries=retries)
         futures = [client.submit(fn, doc, *args, pure=False, retries=retries)
                    for args in arg_lists]
     except (OSError, TimeoutError) as exc:
         raise ExperimentError(f"{where}: lost the scheduler while submitting: "
                               f"{' '.join(str(exc).split())[:200]}") from None
-    pending = set(futures)
+    # as_completed hands over each future once, whatever its end (finished, error,
+    # cancelled): polling it without blocking leaves time for the watchdog below, at a
+    # cost independent of the number of pending tasks
+    queue = as_completed(futures)
+    pending = len(futures)
     done = 0
     workerless_since = None
     next_check = time.monotonic()
     while pending:
-        try:
-            finished = wait(list(pending), timeout=POLL_SECONDS,
-                            return_when="FIRST_COMPLETED").done
-        except TimeoutError:
-            finished = set()
-        except (OSError,) + cancelled:
-            finished = {f for f in pending if f.done()}
+        finished = queue.next_batch(block=False)
+        if not finished:
+            time.sleep(POLL_SECONDS / 10)
         for f in finished:
-            pending.discard(f)
+            pending -= 1
             if f.status == "finished":
                 done += 1
                 if progress:
@@ -270,8 +269,9 @@ def run_tasks(client, where: str, fn, shared, arg_lists: list, *, retries: int =
             elif workerless_since is None:
                 workerless_since = time.monotonic()
             elif time.monotonic() - workerless_since > wait_for_worker:
-                raise ExperimentError(f"{where}: no worker left for {wait_for_worker:g} s "
-                                      f"({done} of {total} tasks done)")
+                raise ExperimentError(f"{where}: no worker in the cluster for "
+                                      f"{wait_for_worker:g} s ({done} of {total} tasks "
+                                      "done)")
     try:
         return client.gather(futures)
     except (OSError, TimeoutError) + cancelled:

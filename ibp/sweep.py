@@ -155,9 +155,13 @@ def _run_dask(graph, payload, center, out_id, shards, workers, scheduler, progre
                                processes=True, dashboard_address=None)
         client = Client(cluster)
     try:
+        from toolz import identity
         from scalarlab.graph import dumps
-        doc = client.scatter(dumps(graph, payload), broadcast=True)
-        futures = [client.submit(_run_shard_text, doc, center, out_id, sh, pure=False)
+        # the graph text is a task, not scattered data: the scheduler recomputes it when
+        # the worker holding it dies, and retries re-run shards whose worker died
+        doc = client.submit(identity, dumps(graph, payload), pure=False, retries=3)
+        futures = [client.submit(_run_shard_text, doc, center, out_id, sh, pure=False,
+                                 retries=3)
                    for sh in shards]
         if progress:
             for _ in as_completed(futures):

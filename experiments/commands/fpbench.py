@@ -49,8 +49,8 @@ def add_arguments(p) -> None:
                    help="run each benchmark x context as a task on an existing Dask "
                         "scheduler tcp://HOST:PORT (same table as the local run)")
     p.add_argument("--connect-timeout", type=T.real(0, 3600, lo_open=True), default=10.0,
-                   metavar="SEC", help="seconds to wait for the Dask scheduler (and for a worker when none is "
-                        "left)")
+                   metavar="SEC", help="seconds to wait for the Dask scheduler (and for a "
+                                       "worker when none is left)")
     p.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
     p.add_argument("--out", type=outputs.output_file(".csv", ".md", ".json"), default=None,
                    metavar="FILE",

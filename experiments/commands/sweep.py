@@ -71,8 +71,8 @@ def add_arguments(p):
     d.add_argument("--scheduler", type=T.dask_address, metavar="ADDRESS",
                    help="run shards on an existing Dask scheduler tcp://HOST:PORT")
     p.add_argument("--connect-timeout", type=T.real(0, 3600, lo_open=True), default=10.0,
-                   metavar="SEC", help="seconds to wait for the Dask scheduler (and for a worker when none is "
-                        "left)")
+                   metavar="SEC", help="seconds to wait for the Dask scheduler (and for a "
+                                       "worker when none is left)")
     p.add_argument("--out", type=outputs.output_file(".csv", ".md", ".json"), metavar="FILE",
                    help="write the table to FILE.csv (meta in FILE.csv.meta.json), .md or "
                         ".json")

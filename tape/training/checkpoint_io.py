@@ -135,7 +135,11 @@ def save(path, session, loader=None) -> Path:
         "loader": None if loader is None else loader.position,
         "entries": meta_entries,
     }
-    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise TapeError(f"checkpoint {target}: cannot create its folder: "
+                        f"{exc.strerror or exc}") from None
     _remove_stale_temporaries(target)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
     try:
@@ -148,9 +152,14 @@ def save(path, session, loader=None) -> Path:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, target)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+        if isinstance(exc, OSError):          # full disk, no permission, a directory there
+            kept = ("the previous checkpoint is unchanged" if target.is_file()
+                    else "nothing was written")
+            raise TapeError(f"checkpoint {target}: cannot save: "
+                            f"{exc.strerror or exc}; {kept}") from None
         raise
     _sync_dir(target.parent)
     return target

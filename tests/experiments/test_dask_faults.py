@@ -241,7 +241,7 @@ def test_losing_the_only_worker_or_the_scheduler_mid_sweep_is_one_line(tmp_path,
         cluster.close()
     assert cli.returncode == 1 and out == ""
     line = _one_line(err, "sweep")
-    want = ("no worker left for 3 s" if fault == "kill-only-worker"
+    want = ("no worker in the cluster for 3 s" if fault == "kill-only-worker"
             else "lost the connection to the scheduler")
     assert f"--scheduler {cluster.addr}: {want}" in line and "tasks done" in line
 
@@ -269,3 +269,64 @@ def test_worker_loss_with_another_worker_is_retried(tmp_path, capsys, fault):
         cluster.close()
     assert cli.returncode == 0, err
     assert json.loads(out)["rows"] == serial
+
+
+@pytest.mark.slow
+def test_sweep_on_a_local_cluster_equals_serial(capsys):
+    serial = _serial_rows(capsys)
+    assert main([*SWEEP, "--workers", "2"]) == 0
+    assert json.loads(capsys.readouterr().out)["rows"] == serial
+
+
+@pytest.mark.slow
+def test_tls_scheduler_works_with_dask_tls_settings(tmp_path, capsys, monkeypatch):
+    """A ``tls://`` scheduler and worker with a temporary CA: fpbench runs through it when
+    Dask's TLS settings name the files, and gives the local table."""
+    from distributed.security import Security
+    sec = Security.temporary()            # needs the cryptography package (test extra)
+    files = {}
+    for name, pem in (("ca", sec.tls_ca_file), ("cert", sec.tls_client_cert),
+                      ("key", sec.tls_client_key)):
+        files[name] = tmp_path / f"{name}.pem"
+        files[name].write_text(pem)
+    tls = ["--tls-ca-file", str(files["ca"]), "--tls-cert", str(files["cert"]),
+           "--tls-key", str(files["key"])]
+    port = _free_port()
+    addr = f"tls://127.0.0.1:{port}"
+    cluster = _Cluster.__new__(_Cluster)
+    cluster.tmp, cluster.port, cluster.addr, cluster.procs, cluster.logs = (
+        tmp_path, port, addr, {}, [])
+    try:
+        cluster._start("scheduler", ["scheduler", "--host", "127.0.0.1", "--port", str(port),
+                                     "--protocol", "tls", "--no-dashboard", *tls])
+        cluster._start("w1", ["worker", addr, "--nthreads", "1", "--no-nanny",
+                              "--no-dashboard", "--memory-limit", "0", *tls])
+        monkeypatch.setenv("DASK_DISTRIBUTED__COMM__TLS__CA_FILE", str(files["ca"]))
+        monkeypatch.setenv("DASK_DISTRIBUTED__COMM__TLS__CLIENT__CERT", str(files["cert"]))
+        monkeypatch.setenv("DASK_DISTRIBUTED__COMM__TLS__CLIENT__KEY", str(files["key"]))
+        import dask
+        dask.config.refresh()
+        from distributed import Client
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                with Client(addr, timeout="5s", security=Security()) as c:
+                    c.wait_for_workers(1, timeout=60)
+                break
+            except OSError:
+                assert time.monotonic() < deadline
+                time.sleep(0.5)
+        f = tmp_path / "p.fpcore"
+        f.write_text(FPCORE)
+        args = ["fpbench", str(f), "--samples", "6", "--quiet", "--json"]
+        assert main(args) == 0
+        local = json.loads(capsys.readouterr().out)["rows"]
+        rc = main([*args, "--scheduler", addr, "--connect-timeout", "10"])
+        out, err = capsys.readouterr()
+        assert rc == 0, err
+        assert json.loads(out)["rows"] == local
+    finally:
+        cluster.close()
+        monkeypatch.undo()
+        import dask
+        dask.config.refresh()

@@ -3,7 +3,8 @@
 As a script (``python checkpoint_kill_child.py PATH STEPS``) it builds the session of
 :func:`build`, saves it once, prints ``ready`` and serves lines on stdin: ``go`` forks a
 child that trains and saves ``PATH`` after every step (the test SIGKILLs it at a random
-moment) and prints the child's pid; ``reap PID`` waits for that child.  Forking from this
+moment) and prints the child's pid; ``reap PID`` waits for that child; ``full`` saves
+in a child whose files may not pass 4 KiB (a full disk) and prints the error.  Forking from this
 single-threaded server makes a kill cost milliseconds instead of an interpreter start.
 """
 from __future__ import annotations
@@ -45,6 +46,25 @@ def serve(path: str, steps: int) -> None:
                 finally:
                     os._exit(code)
             print(pid, flush=True)
+        elif cmd[:1] == ["full"]:               # a save on a "full disk": files <= 4 KiB
+            pid = os.fork()
+            if pid == 0:
+                try:
+                    import resource
+                    import signal
+                    from scalarlab.tape.errors import TapeError
+                    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)   # EFBIG, not a kill
+                    resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+                    sess.step(*loader.next())
+                    try:
+                        checkpoint_io.save(path, sess, loader)
+                        print("saved", flush=True)
+                    except TapeError as exc:
+                        print(f"error {exc}", flush=True)
+                finally:
+                    os._exit(0)
+            os.waitpid(pid, 0)
+            print("reaped", flush=True)
         elif cmd[:1] == ["reap"]:
             _, status = os.waitpid(int(cmd[1]), 0)
             print(f"reaped {status}", flush=True)

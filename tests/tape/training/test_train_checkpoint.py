@@ -225,9 +225,14 @@ def test_interrupted_save_keeps_the_previous_checkpoint(tmp_path, monkeypatch):
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(checkpoint_io.os, "replace", full_disk)
-    with pytest.raises(OSError, match="No space"):
+    with pytest.raises(TapeError, match=r"ck\.npz: cannot save: No space left on device; "
+                                        "the previous checkpoint is unchanged"):
         checkpoint_io.save(tmp_path / "ck", sess, loader)
     monkeypatch.undo()
+    (tmp_path / "dir.npz").mkdir()
+    with pytest.raises(TapeError, match=r"dir\.npz: cannot save: .*nothing was written"):
+        checkpoint_io.save(tmp_path / "dir", sess, loader)
+    (tmp_path / "dir.npz").rmdir()
     assert npz.read_bytes() == old
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ck.npz"]
     fresh, loader2 = _setup("float64", SGD("0.05", "0.9"), seed=4, loader_seed=3)

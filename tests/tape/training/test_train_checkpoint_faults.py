@@ -1,6 +1,7 @@
 """Checkpoints under faults: every corrupted metadata field is a one-line error that
 leaves the session as it was, and a save killed at any moment leaves the old or the new
-checkpoint, loadable and equal to a state the training went through."""
+checkpoint, loadable and equal to a state the training went through; a save on a full disk
+(a 4 KiB file-size limit) is one line and keeps the previous checkpoint."""
 from __future__ import annotations
 
 import io
@@ -224,6 +225,17 @@ def _kill_loop(tmp_path, kills: int, seed: int) -> dict:
     seen = {"steps": set(), "temporaries": 0, "old": 0}
     try:
         assert server.stdout.readline().strip() == "ready"
+        # a full disk first: the save fails in one line and the first checkpoint stays
+        server.stdin.write("full\n")
+        server.stdin.flush()
+        line = server.stdout.readline()
+        assert line.startswith(f"error checkpoint {ck}: cannot save: File too large; the "
+                               "previous checkpoint is unchanged"), line
+        assert server.stdout.readline().startswith("reaped")
+        sess, loader = build(seed=77)
+        checkpoint_io.load(ck, sess, loader)
+        assert _state(sess, loader)[:-1] == refs[0]
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["ck.npz"]
         last = 0
         for i in range(kills):
             server.stdin.write("go\n")

@@ -87,6 +87,8 @@ class _Program:
                 raise ExperimentError(f"box: {len(regions)} intervals for "
                                       f"{len(self.arguments)} arguments of {self.name}")
             return regions, []
+        if not self.arguments:
+            return [], []                     # a constant expression: nothing to box
         if self.fpcore is None or self.fpcore.pre is None:
             raise ExperimentError(f"{self.name}: no precondition to take the box from; "
                                   f"give --box")
@@ -186,7 +188,7 @@ def _execute(prog, X, ctx) -> tuple:
         cols = {i: ctx.convert(X[:, j]) for j, i in enumerate(g.input_ids())}
     out = g.output if g.output is not None else len(g.nodes) - 1
     errs: dict = {}
-    vals = denote_all(g, payload, cols, ctx, partial=True, errors=errs)
+    vals = denote_all(g, payload, cols or None, ctx, partial=True, errors=errs)
     v = vals[out]
     if v is None:
         return np.full(len(X), np.nan), np.zeros(len(X), dtype=bool)

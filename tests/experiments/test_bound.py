@@ -261,3 +261,14 @@ def test_exhaustive_binary16_never_exceeds_the_bound(body, box):
     assert ok.all() and len(X) > 500
     assert upper.max() <= bnd
     assert bnd < 4 * seen.max()                   # and not far above the worst point
+
+
+def test_constant_program_and_point_box():
+    p = B._from_fpcore(read_fpcore('(FPCore () :name "c" (+ 0.1 0.2))')[0])
+    for fmt in ("binary64", "binary32"):
+        row = B.bound_one(p, fmt, samples=4)
+        assert row["skip"] == "" and row["violations"] == 0 and row["samples"] == 1
+        assert row["sampled_max"] <= row["bound_abs"] <= 2 * row["sampled_max"]
+    q = B._from_fpcore(_prog("(* x 0.1)", "x"))
+    row = B.bound_one(q, "binary64", box=[(3, 3)], samples=4)
+    assert row["violations"] == 0 and row["bound_abs"] == pytest.approx(row["sampled_max"])

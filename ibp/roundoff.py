@@ -313,6 +313,7 @@ def _evaluate(prog: _Program, ctx, lo, hi, D: Interval, E: Interval):
     exact_rows: dict = {}
     maxf = float(model.fmt.max_finite)
     pw: list = [None] * len(nodes)
+    fwd: dict = {}
     eta = float(E.hi)
     for node in nodes:
         i, op = node.id, node.kind.op
@@ -339,6 +340,7 @@ def _evaluate(prog: _Program, ctx, lo, hi, D: Interval, E: Interval):
                     z = rule_for(OPS[op], ctx)(ctx, args, attrs, 1)
                 except ContextError as exc:
                     raise BoundError(f"bound: node {i} ({op}): {exc}") from None
+                fwd[i] = (args, attrs)
                 if op in ("add", "sub") and prog.sterbenz[i]:
                     exact_rows[i] = _sterbenz_mask(op, args[0], args[1])
         v = z
@@ -384,7 +386,7 @@ def _evaluate(prog: _Program, ctx, lo, hi, D: Interval, E: Interval):
             elow.append(_mig(a))
         if op in ("input", "const"):
             continue
-        args, attrs = node_args(g, prog.payload, ctx, node, vals)
+        args, attrs = fwd[i]                  # the (domain-clamped) forward operands
         try:
             cts = OPS[op].vjp(ctx, a, args, vals[i], attrs, 1)
         except ContextError as exc:

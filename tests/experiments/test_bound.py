@@ -272,3 +272,10 @@ def test_constant_program_and_point_box():
     q = B._from_fpcore(_prog("(* x 0.1)", "x"))
     row = B.bound_one(q, "binary64", box=[(3, 3)], samples=4)
     assert row["violations"] == 0 and row["bound_abs"] == pytest.approx(row["sampled_max"])
+
+
+def test_log_near_its_domain_edge_is_unbounded_not_an_error():
+    # boxes where the argument reaches 0 are infinite; the search does not crash on them
+    assert _bound("(log x)", [(0, 1)], args="x") == math.inf
+    got = _bound("(log x)", [(0.5, 1)], args="x")
+    assert 0 < got < 1e-15

@@ -251,9 +251,9 @@ def _samples(prog, regions, residual, fmt, n, seed, worst):
     return np.concatenate(parts)
 
 
-def _row(prog, fmt, inputs, box_text):
+def _row(prog, ctx, inputs, box_text):
     return {"file": os.path.basename(prog.source) if prog.source else "",
-            "benchmark": prog.name, "index": prog.index, "format": fmt.name,
+            "benchmark": prog.name, "index": prog.index, "format": ctx.name,
             "inputs": inputs, "box": box_text, "bound_abs": math.nan,
             "bound_rel": math.nan, "first_order_seen": math.nan, "sampled_max": math.nan,
             "samples": 0, "ratio": math.nan, "violations": 0, "fptaylor": math.nan,
@@ -266,8 +266,15 @@ def bound_one(prog, ctx, *, box=None, samples=DEFAULT_SAMPLES, seed=0, real_inpu
     """One row: the bound of one program in one point context (see the module doc)."""
     ctx, fmt = _point_context(ctx)
     inputs = "real" if real_inputs else "format"
-    row = _row(prog, fmt, inputs, "")
+    row = _row(prog, ctx, inputs, "")
     if prog.graph is None:
+        return row
+    if prog.tensor is not None and (getattr(ctx, "reduction", None) != "sequential"
+                                    or getattr(ctx, "fma_dot", False)):
+        # the scalar graph models sequential sums of separately rounded products
+        row["skip"] = (f"context {ctx.name} sums {ctx.reduction}"
+                       f"{' with fma' if getattr(ctx, 'fma_dot', False) else ''}; the "
+                       f"bound models sequential sums without fma")
         return row
     try:
         regions, residual = prog.regions(box)

@@ -263,7 +263,8 @@ class _Program:
                     self.rounds[i] = self.eta[i] = True
             else:
                 self.rounds[i] = True
-                self.eta[i] = op not in NO_ETA_OPS
+                # a sum's subnormal result is exact only with gradual underflow
+                self.eta[i] = op not in NO_ETA_OPS or not model.fmt.subnormals
                 if op in ("add", "sub") and model.fmt.subnormals \
                         and all(self.exact_value[p] for p in ps):
                     self.sterbenz[i] = True

@@ -293,7 +293,10 @@ def bound_one(prog, ctx, *, box=None, samples=DEFAULT_SAMPLES, seed=0, real_inpu
         row["fptaylor"] = FPTAYLOR_BINARY64[prog.name]
         row["vs_fptaylor"] = res.absolute / row["fptaylor"]
     if samples:
-        X = _samples(prog, regions, residual, fmt, samples, seed, res.worst_box)
+        try:
+            X = _samples(prog, regions, residual, fmt, samples, seed, res.worst_box)
+        except ExperimentError:
+            return row          # no format value in the box (e.g. 0.1:0.1 in binary32)
         seen, upper, ok = sampled_errors(prog, X, ctx)
         row["samples"] = int(ok.sum())
         if ok.any():

@@ -30,6 +30,9 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--samples", type=int, default=1024)
     ap.add_argument("--budget", type=float, default=B.DEFAULT_BUDGET_S)
+    ap.add_argument("--formats", default="",
+                    help="also a table of these formats (e.g. binary32,bfloat16): bound, "
+                         "sampled max, ratio, time per benchmark")
     args = ap.parse_args(argv)
     progs = {p.name: p for f in sorted(glob.glob(os.path.join(DATA, "*.fpcore")))
              for p in read_fpcore(f)}
@@ -56,6 +59,22 @@ def main(argv=None) -> int:
     n = len(B.FPTAYLOR_BINARY64)
     print(f"\nwithin 2x of FPTaylor: {within} of {n}; tighter: {tighter}; "
           f"largest time {worst_t:.2f} s")
+    fmts = [f for f in args.formats.split(",") if f]
+    if fmts:
+        print("\n| benchmark | " + " | ".join(f"{f} bound | sampled max | ratio | time (s)"
+                                            for f in fmts) + " |")
+        print("|---|" + "---|---|---|---|" * len(fmts))
+        for name in sorted(B.FPTAYLOR_BINARY64, key=str.lower):
+            p = B._from_fpcore(progs[name])
+            cells = []
+            for f in fmts:
+                r = B.bound_one(p, f, samples=args.samples, budget_s=args.budget)
+                cells.append(f"{r['bound_abs']:.3e} | {r['sampled_max']:.3e} | "
+                             f"{r['ratio']:.2f} | {r['time_s']:.2f}")
+                if r["violations"]:
+                    print(f"  {name} {f}: {r['violations']} samples above the bound",
+                          file=sys.stderr)
+            print(f"| {name} | " + " | ".join(cells) + " |")
     return 0
 
 

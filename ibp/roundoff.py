@@ -263,7 +263,8 @@ class _Program:
                     self.rounds[i] = self.eta[i] = True
             else:
                 self.rounds[i] = True
-                self.eta[i] = op not in NO_ETA_OPS
+                # a sum's subnormal result is exact only with gradual underflow
+                self.eta[i] = op not in NO_ETA_OPS or not model.fmt.subnormals
                 if op in ("add", "sub") and model.fmt.subnormals \
                         and all(self.exact_value[p] for p in ps):
                     self.sterbenz[i] = True
@@ -299,7 +300,7 @@ def _sterbenz_mask(op, A: Interval, B: Interval):
     return pos | neg
 
 
-def _evaluate(prog: _Program, ctx, lo, hi, D: Interval, E: Interval):
+def _evaluate(prog: _Program, ctx, lo, hi, eta: float):
     """Per box (rows of ``lo``/``hi``, one column per input): ``(ub, fmig, lower)`` --
     the rigorous bound, the magnitude floor of the output's enclosure, and the same
     first-order sum from the enclosures' floors (for the midpoint estimate)."""
@@ -313,7 +314,7 @@ def _evaluate(prog: _Program, ctx, lo, hi, D: Interval, E: Interval):
     exact_rows: dict = {}
     maxf = float(model.fmt.max_finite)
     pw: list = [None] * len(nodes)
-    eta = float(E.hi)
+    fwd: dict = {}
     for node in nodes:
         i, op = node.id, node.kind.op
         if not prog.need[i]:
@@ -339,6 +340,7 @@ def _evaluate(prog: _Program, ctx, lo, hi, D: Interval, E: Interval):
                     z = rule_for(OPS[op], ctx)(ctx, args, attrs, 1)
                 except ContextError as exc:
                     raise BoundError(f"bound: node {i} ({op}): {exc}") from None
+                fwd[i] = (args, attrs)
                 if op in ("add", "sub") and prog.sterbenz[i]:
                     exact_rows[i] = _sterbenz_mask(op, args[0], args[1])
         v = z
@@ -384,7 +386,7 @@ def _evaluate(prog: _Program, ctx, lo, hi, D: Interval, E: Interval):
             elow.append(_mig(a))
         if op in ("input", "const"):
             continue
-        args, attrs = node_args(g, prog.payload, ctx, node, vals)
+        args, attrs = fwd[i]                  # the (domain-clamped) forward operands
         try:
             cts = OPS[op].vjp(ctx, a, args, vals[i], attrs, 1)
         except ContextError as exc:
@@ -415,15 +417,12 @@ def _binade(m):
     return np.where(np.isfinite(m), out, np.inf)
 
 
-def _perturbations(model: RoundingModel):
-    lo = 1.0 - float(model.u)                  # 1 - 2^-p: exact in float64 for p <= 53
-    hi = float(1 + model.u)
-    if Fraction(hi) < 1 + model.u:
-        hi = float(np.nextafter(hi, np.inf))
+def _eta_up(model: RoundingModel) -> float:
+    """``eta`` as a float64 rounded up (binary64's 2^-1075 is below float64's range)."""
     e = float(model.eta)
     if Fraction(e) < model.eta:
         e = float(np.nextafter(e, np.inf))
-    return Interval(lo, hi), Interval(-e, e)
+    return e
 
 
 def roundoff_bound(graph, payload, box, fmt, *, real_inputs: bool = False,
@@ -458,7 +457,7 @@ def roundoff_bound(graph, payload, box, fmt, *, real_inputs: bool = False,
         if Fraction(hb) < fb:
             hb = float(np.nextafter(hb, np.inf))
         lo0[j], hi0[j] = la, hb
-    D, E = _perturbations(model)
+    eta = _eta_up(model)
     width0 = np.where(hi0 > lo0, hi0 - lo0, 1.0)
     k = len(ids)
 
@@ -469,7 +468,7 @@ def roundoff_bound(graph, payload, box, fmt, *, real_inputs: bool = False,
         mid = np.clip(0.5 * lo + 0.5 * hi, lo, hi)
         far = np.where(np.abs(hi) >= np.abs(lo), hi, lo)
         ub, fmig, low = _evaluate(prog, ctx, np.concatenate([lo, mid, far]),
-                                  np.concatenate([hi, mid, far]), D, E)
+                                  np.concatenate([hi, mid, far]), eta)
         m = len(lo)
         return ub[:m], fmig[:m], np.maximum(low[m:2 * m], low[2 * m:])
 

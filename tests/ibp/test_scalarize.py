@@ -77,3 +77,12 @@ def test_bound_of_scalarized_sum_matches_hand_derivation():
                          budget_s=5.0).absolute
     u = 2.0 ** -53
     assert 8 * u <= got <= 8 * u * (1 + 1e-12)          # 4u (binade of 4) + 4u (of 6)
+
+
+def test_contexts_with_other_sum_orders_are_refused_for_tensor_graphs():
+    from scalarlab.experiments import bound as B
+    g, p = mlp()
+    (q, _) = B._graph_programs("mlp", g, p)
+    for name, why in (("float64", "sums native"), ("binary32+fma", "with fma")):
+        row = B.bound_one(q, name, box=[(-1, 1)] * 3, samples=4)
+        assert row["format"] == name and why in row["skip"]

@@ -46,6 +46,7 @@ from .interchange import (Batched, IRBuilder, PendingConst, Unsupported, Unsuppo
                           exact_gelu_only, pair_list, require)
 from .torch_fx_ops import Refused, getitem_tensor
 from .torch_fx_ops import tables as network_tables
+from .torch_fx_recurrent import tables as recurrent_tables
 from .torch_fx_spatial import tables as spatial_tables
 
 
@@ -232,6 +233,7 @@ class _TorchConverter:
         fn, methods, modules = _tables(torch)
         xfn, xmethods, xmodules = network_tables(torch)
         sfn, smethods, smodules = spatial_tables(torch)
+        smodules = {**smodules, **recurrent_tables(torch)[2]}
         # FX target -> rule; the network ops' rules take precedence (their GELU also maps
         # approximate='tanh', their Conv/pool modules every dimension); the spatial ones
         # (ConvTranspose, interpolate, InstanceNorm, tril/triu, cumsum, einsum) add to them

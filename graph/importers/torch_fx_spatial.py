@@ -32,7 +32,7 @@ class _Shim:
         self.spatial = spatial              # spatial rank of a channels-first op
 
     def t(self, v):
-        if isinstance(v, PendingConst) and isinstance(v.value, np.ndarray):
+        if isinstance(v, PendingConst) and isinstance(v.value, (np.ndarray, np.generic)):
             if v.id is None:              # the compositions' own constants (numpy)
                 v.id = self.b.const(np.asarray(v.value, dtype=np.float64))
             return Batched(v.id, 0)

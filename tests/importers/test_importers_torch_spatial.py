@@ -107,3 +107,72 @@ def test_unmapped_forms_are_refused_by_name():
     with pytest.raises(UnsupportedOpsError, match="track_running_stats"):
         from_torch(torch.nn.Sequential(torch.nn.InstanceNorm2d(2, track_running_stats=True))
                    .eval(), torch.randn(1, 2, 3, 3), batch_dims=1)
+
+
+class Recurrent(torch.nn.Module):
+    """A recurrent classifier as the ONNX tests build it: the last step through a linear
+    head, optionally from learned initial states; ``states`` adds the final h to it."""
+
+    def __init__(self, cell, bi, init, layers=2, batch_first=True, states=False):
+        super().__init__()
+        cls = {"LSTM": torch.nn.LSTM, "GRU": torch.nn.GRU, "RNN": torch.nn.RNN}[cell]
+        self.r = cls(5, 6, batch_first=batch_first, bidirectional=bi, num_layers=layers)
+        d = 2 if bi else 1
+        self.h0 = torch.nn.Parameter(torch.randn(layers * d, 1, 6)) if init else None
+        self.c0 = torch.nn.Parameter(torch.randn(layers * d, 1, 6)) \
+            if init and cell == "LSTM" else None
+        self.fc = torch.nn.Linear(6 * d, 3)
+        self.batch_first = batch_first
+        self.states = states
+        self.lstm = cell == "LSTM"
+
+    def forward(self, x):
+        if self.h0 is None:
+            y, st = self.r(x)
+        elif self.c0 is None:
+            y, st = self.r(x, self.h0)
+        else:
+            y, st = self.r(x, (self.h0, self.c0))
+        out = self.fc(y[:, -1] if self.batch_first else y[-1])
+        if self.states:
+            h = st[0] if self.lstm else st
+            out = out + h.sum()
+        return out
+
+
+@pytest.mark.parametrize("init", [False, True], ids=["zero-state", "initial-state"])
+@pytest.mark.parametrize("bi", [False, True], ids=["forward", "bidirectional"])
+@pytest.mark.parametrize("cell", ["LSTM", "GRU", "RNN"])
+def test_recurrent_modules_unrolled_match_torch_float64(cell, bi, init):
+    torch.manual_seed(len(cell) + 2 * bi + 4 * init)
+    m = Recurrent(cell, bi, init, states=True).eval()
+    x = torch.randn(1, 7, 5, dtype=torch.float64)
+    g, p = from_torch(m, x.float())
+    assert g.nodes[0].out_shape == (1, 7, 5)
+    with torch.no_grad():
+        want = copy.deepcopy(m).double()(x).numpy()
+    got = graph.denote(g, p, x.numpy(), "float64")
+    err = float(np.max(np.abs(got - want))) / float(np.max(np.abs(want)))
+    assert err <= 1e-13, (cell, bi, init, err)
+
+
+@pytest.mark.parametrize("cell", ["LSTM", "GRU"])
+def test_recurrent_per_example_sequences_and_seq_major(cell):
+    """With the lab's batch axis (batch_first): one sequence per example, a batch of 3
+    through one graph; seq-major input without a batch axis: the model's batch of 2."""
+    torch.manual_seed(3)
+    m = Recurrent(cell, True, False, layers=1).eval()
+    x = torch.randn(3, 4, 5, dtype=torch.float64)
+    g, p = from_torch(m, x.float(), batch_dims=1)
+    assert g.nodes[0].out_shape == (4, 5)
+    with torch.no_grad():
+        want = copy.deepcopy(m).double()(x).numpy()
+    got = graph.denote(g, p, x.numpy(), "float64")
+    assert float(np.max(np.abs(got - want))) <= 1e-13 * float(np.max(np.abs(want)))
+    ms = Recurrent(cell, False, False, layers=2, batch_first=False).eval()
+    xs = torch.randn(6, 2, 5, dtype=torch.float64)
+    g, p = from_torch(ms, xs.float())
+    with torch.no_grad():
+        want = copy.deepcopy(ms).double()(xs).numpy()
+    got = graph.denote(g, p, xs.numpy(), "float64")
+    assert float(np.max(np.abs(got - want))) <= 1e-13 * float(np.max(np.abs(want)))

@@ -46,6 +46,8 @@ from .interchange import (Batched, IRBuilder, PendingConst, Unsupported, Unsuppo
                           exact_gelu_only, pair_list, require)
 from .torch_fx_ops import Refused, getitem_tensor
 from .torch_fx_ops import tables as network_tables
+from .torch_fx_recurrent import tables as recurrent_tables
+from .torch_fx_spatial import tables as spatial_tables
 
 
 # ------------------------------------------------------------------------------ values
@@ -230,11 +232,16 @@ class _TorchConverter:
         self.ignored: list = []
         fn, methods, modules = _tables(torch)
         xfn, xmethods, xmodules = network_tables(torch)
+        sfn, smethods, smodules = spatial_tables(torch)
+        smodules = {**smodules, **recurrent_tables(torch)[2]}
         # FX target -> rule; the network ops' rules take precedence (their GELU also maps
-        # approximate='tanh', their Conv/pool modules every dimension)
-        self.fn = {**{t: FUNCTION_RULES[k] for t, k in fn.items()}, **xfn}
-        self.methods = {**{t: FUNCTION_RULES[k] for t, k in methods.items()}, **xmethods}
-        self.modules = {**{t: MODULE_RULES[k] for t, k in modules.items()}, **xmodules}
+        # approximate='tanh', their Conv/pool modules every dimension); the spatial ones
+        # (ConvTranspose, interpolate, InstanceNorm, tril/triu, cumsum, einsum) add to them
+        self.fn = {**{t: FUNCTION_RULES[k] for t, k in fn.items()}, **xfn, **sfn}
+        self.methods = {**{t: FUNCTION_RULES[k] for t, k in methods.items()}, **xmethods,
+                        **smethods}
+        self.modules = {**{t: MODULE_RULES[k] for t, k in modules.items()}, **xmodules,
+                        **smodules}
 
     # ---------------------------------------------------------------- node loop
     def run(self) -> TorchImport:

@@ -89,10 +89,10 @@ def test_core_rules_alone_match_pytorch(monkeypatch):
 def test_tensor_modulus_and_unknown_targets_are_named():
     class Mod(nn.Module):
         def forward(self, x):
-            return (x % 0.5).sum(1) + torch.cumsum(x, 1).sum(1) + (x.size(1) % 3)
+            return (x % 0.5).sum(1) + torch.cumprod(x, 1).sum(1) + (x.size(1) % 3)
 
     with pytest.raises(UnsupportedOpsError) as ei:
         import_torch(Mod(), torch.randn(3, 4), batch_dims=1)
     msg = str(ei.value)
     assert "mod (call_function _operator.mod): no IR mapping for mod of tensors" in msg
-    assert "cumsum (call_function torch.cumsum): no IR mapping" in msg
+    assert "cumprod (call_function torch.cumprod): no IR mapping" in msg

@@ -223,9 +223,42 @@ def _resize_filter(conv, x, pa, n_in, n_out, coords, taps):
     return out
 
 
-def _resize_axis(conv, x, pa, n_in, n_out, scale, mode, ctm, nearest_mode, cubic=None):
-    """``x`` resized along per-example axis ``pa``."""
-    coords = _source_coords(ctm, n_in, n_out, scale)
+def _crop_coords(n_in, n_out, scale, start, end):
+    """tf_crop_and_resize's source coordinates over the region [start, end] (fractions of
+    the axis), as ONNX's reference computes them."""
+    x = np.arange(n_out, dtype=np.float64)
+    width = scale * n_in
+    if width == 1:
+        c = np.full(n_out, (end - start) * (n_in - 1) / 2)
+    else:
+        c = x * (end - start) * (n_in - 1) / (width - 1)
+    return c + start * (n_in - 1)
+
+
+def _resize_axis(conv, x, pa, n_in, n_out, scale, mode, ctm, nearest_mode, cubic, crop=None):
+    """``x`` resized along per-example axis ``pa``; ``crop`` = (start, end, value) for
+    tf_crop_and_resize: output coordinates whose source lies outside the input take the
+    extrapolation value (a constant ``where``)."""
+    if crop is None:
+        return _interpolate_axis(conv, x, pa, n_in, n_out, scale, mode, ctm, nearest_mode,
+                                 cubic, _source_coords(ctm, n_in, n_out, scale))
+    coords = _crop_coords(n_in, n_out, scale, crop[0], crop[1])
+    inside = (coords >= 0) & (coords <= n_in - 1)
+    y = _interpolate_axis(conv, x, pa, n_in, n_out, scale, mode, ctm, nearest_mode, cubic,
+                          np.clip(coords, 0, n_in - 1))
+    if inside.all():
+        return y
+    r = len(conv.b.shape(x.id))
+    s = list(conv.b.shape(y.id))
+    fill = _const(conv, np.full([1] * r, crop[2]), "extrapolation_value")
+    keep = np.broadcast_to(inside.reshape([n_out] + [1] * (r - pa - 1)), s[pa:])
+    return conv.b.apply("where", [y, fill], condition=keep.reshape([1] * pa + list(
+        keep.shape)).tolist())
+
+
+def _interpolate_axis(conv, x, pa, n_in, n_out, scale, mode, ctm, nearest_mode, cubic,
+                      coords):
+    """``x`` resampled along per-example axis ``pa`` at source coordinates ``coords``."""
     a, exclude, antialias = cubic
     if mode == "cubic" or (antialias and mode == "linear"):
         if ctm == "pytorch_half_pixel" and n_out == 1:
@@ -252,7 +285,7 @@ def _resize_axis(conv, x, pa, n_in, n_out, scale, mode, ctm, nearest_mode, cubic
     return conv.b.apply("add", [a, b])
 
 
-def _resize_common(conv, node, x, scales, sizes, A, opset_mode):
+def _resize_common(conv, node, x, scales, sizes, A, opset_mode, roi=None):
     mode = A.get("mode", "nearest")
     if mode not in ("nearest", "linear", "cubic"):
         raise Unsupported(f"mode={mode!r} (nearest, linear and cubic are mapped)")
@@ -263,7 +296,9 @@ def _resize_common(conv, node, x, scales, sizes, A, opset_mode):
     cubic = (f32(A.get("cubic_coeff_a", -0.75)), bool(int(A.get("exclude_outside", 0))),
              antialias)
     ctm = A.get("coordinate_transformation_mode", opset_mode)
-    if ctm not in _MODES:
+    if ctm == "tf_crop_and_resize" and roi is None:
+        raise Unsupported("tf_crop_and_resize without a constant roi input")
+    if ctm not in _MODES and ctm != "tf_crop_and_resize":
         raise Unsupported(f"coordinate_transformation_mode={ctm!r}")
     policy = A.get("keep_aspect_ratio_policy", "stretch")
     if policy not in ("stretch", "not_larger", "not_smaller"):
@@ -297,7 +332,10 @@ def _resize_common(conv, node, x, scales, sizes, A, opset_mode):
             continue
         if n_out == n_in and sc == 1.0:
             continue
-        x = _resize_axis(conv, x, a - x.nb, n_in, n_out, sc, mode, ctm, nearest_mode, cubic)
+        crop = None if ctm != "tf_crop_and_resize" else (
+            float(roi[j]), float(roi[len(axes) + j]), f32(A.get("extrapolation_value", 0.0)))
+        x = _resize_axis(conv, x, a - x.nb, n_in, n_out, sc, mode, ctm, nearest_mode, cubic,
+                         crop)
     return x
 
 
@@ -313,7 +351,10 @@ def _resize(conv, node, ins, A):
         scales = None
     if scales is None and sizes is None:
         raise Unsupported("neither scales nor sizes given")
-    return [_resize_common(conv, node, x, scales, sizes, A, "half_pixel")]
+    roi = opt_input(ins, 1)
+    roi = None if roi is None else const_value(roi, "roi").reshape(-1)
+    return [_resize_common(conv, node, x, scales, sizes, A, "half_pixel",
+                           None if roi is None or roi.size == 0 else roi)]
 
 
 def _sizes(v, x):

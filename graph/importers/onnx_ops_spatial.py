@@ -133,7 +133,8 @@ def _conv_transpose(conv, node, ins, A):
 
 
 # -------------------------------------------------------------------------- Resize
-_MODES = ("half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric")
+_MODES = ("half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric",
+          "half_pixel_symmetric")
 
 
 def _source_coords(mode, n_in, n_out, scale):
@@ -141,6 +142,10 @@ def _source_coords(mode, n_in, n_out, scale):
     x = np.arange(n_out, dtype=np.float64)
     if mode == "half_pixel":
         return (x + 0.5) / scale - 0.5
+    if mode == "half_pixel_symmetric":
+        # half_pixel about the centre of the unfloored resized length n_in * scale
+        adjustment = n_out / (n_in * scale)
+        return n_in / 2 * (1 - adjustment) + (x + 0.5) / scale - 0.5
     if mode == "pytorch_half_pixel":
         return (x + 0.5) / scale - 0.5 if n_out > 1 else np.zeros(n_out)
     if mode == "align_corners":
@@ -166,47 +171,100 @@ def _nearest(coords, rule, n_in):
     return np.clip(idx, 0, n_in - 1).astype(np.int64)
 
 
-def _cubic_taps(coords, n_in, a, exclude):
-    """The four source indices (``[n_out, 4]``, clamped: ONNX pads the edge) and float64
-    weights of cubic interpolation at each coordinate, as ONNX's reference computes them:
-    taps ``ceil(x) - 2 .. ceil(x) + 1`` at distance ratio ``r`` in (0, 1] from the second,
-    Keys' kernel with coefficient ``a``; ``exclude`` zeroes the taps outside the input and
-    renormalises the rest."""
-    base = np.ceil(coords) - 2
-    r = (coords - (base + 1))[:, None]
-    s = 1 - r
-    w = np.concatenate([((a * (r + 1) - 5 * a) * (r + 1) + 8 * a) * (r + 1) - 4 * a,
-                        ((a + 2) * r - (a + 3)) * r * r + 1,
-                        ((a + 2) * s - (a + 3)) * s * s + 1,
-                        ((a * (s + 1) - 5 * a) * (s + 1) + 8 * a) * (s + 1) - 4 * a], axis=1)
-    idx = base[:, None].astype(np.int64) + np.arange(4)
+def _keys(t, a):
+    """Keys' cubic kernel with coefficient ``a`` at distances ``t`` (float64)."""
+    t = np.abs(t)
+    return np.where(t <= 1, ((a + 2) * t - (a + 3)) * t * t + 1,
+                    np.where(t < 2, ((a * t - 5 * a) * t + 8 * a) * t - 4 * a, 0.0))
+
+
+def _filter_taps(coords, n_in, mode, scale, a, exclude, antialias):
+    """The source indices (``[n_out, n]``, clamped: ONNX pads the edge) and float64 weights
+    of cubic or antialiased linear/cubic interpolation at each coordinate, as ONNX's
+    reference computes them: the ``n`` taps nearest the coordinate, ``ceil(x) - n/2 ..
+    ceil(x) + n/2 - 1``, at ratio ``r`` in (0, 1] past the tap before the coordinate.
+    Plain cubic is Keys' kernel at the four taps; antialiasing (downscaling) stretches the
+    kernel by 1/scale over more taps and normalises the weights to sum 1.  ``exclude``
+    zeroes the taps outside the input and renormalises the rest."""
+    base = np.ceil(coords) - 1
+    r = (coords - base)[:, None]
+    if not antialias:
+        s = 1 - r
+        # ONNX's reference writes each of the four weights as its own polynomial
+        w = np.concatenate([((a * (r + 1) - 5 * a) * (r + 1) + 8 * a) * (r + 1) - 4 * a,
+                            ((a + 2) * r - (a + 3)) * r * r + 1,
+                            ((a + 2) * s - (a + 3)) * s * s + 1,
+                            ((a * (s + 1) - 5 * a) * (s + 1) + 8 * a) * (s + 1) - 4 * a], 1)
+        start = -1
+    else:
+        sc = min(scale, 1.0)
+        start = int(np.floor((-2 if mode == "cubic" else -1) / sc) + 1)
+        t = (np.arange(start, 2 - start)[None, :] - r) * sc
+        w = _keys(t, a) if mode == "cubic" else np.clip(1 - np.abs(t), 0, 1)
+        w = w / w.sum(axis=1, keepdims=True)
+    idx = base[:, None].astype(np.int64) + np.arange(start, start + w.shape[1])
     if exclude:
         w = np.where((idx < 0) | (idx >= n_in), 0.0, w)
         w = w / w.sum(axis=1, keepdims=True)
     return np.clip(idx, 0, n_in - 1), w
 
 
-def _resize_cubic(conv, x, pa, n_in, n_out, coords, a, exclude):
-    """Cubic resize along ``pa``: four constant-index gathers times constant weights,
-    added in tap order (one rounding per product and per addition)."""
-    idx, w = _cubic_taps(coords, n_in, a, exclude)
+def _resize_filter(conv, x, pa, n_in, n_out, coords, taps):
+    """Resize along ``pa`` by a filter: one constant-index gather per tap times the tap's
+    constant weights, added in tap order (one rounding per product and per addition)."""
+    idx, w = taps
     r = len(conv.b.shape(x.id))
     wshape = [n_out] + [1] * (r - pa - 1)
     out = None
-    for j in range(4):
+    for j in range(idx.shape[1]):
         t = conv.b.apply("gather", [x], indices=idx[:, j].tolist(), axis=pa)
         t = conv.b.apply("mul", [t, _const(conv, w[:, j].reshape(wshape), f"resize_c{j}")])
         out = t if out is None else conv.b.apply("add", [out, t])
     return out
 
 
-def _resize_axis(conv, x, pa, n_in, n_out, scale, mode, ctm, nearest_mode, cubic=None):
-    """``x`` resized along per-example axis ``pa``."""
-    coords = _source_coords(ctm, n_in, n_out, scale)
-    if mode == "cubic":
+def _crop_coords(n_in, n_out, scale, start, end):
+    """tf_crop_and_resize's source coordinates over the region [start, end] (fractions of
+    the axis), as ONNX's reference computes them."""
+    x = np.arange(n_out, dtype=np.float64)
+    width = scale * n_in
+    if width == 1:
+        c = np.full(n_out, (end - start) * (n_in - 1) / 2)
+    else:
+        c = x * (end - start) * (n_in - 1) / (width - 1)
+    return c + start * (n_in - 1)
+
+
+def _resize_axis(conv, x, pa, n_in, n_out, scale, mode, ctm, nearest_mode, cubic, crop=None):
+    """``x`` resized along per-example axis ``pa``; ``crop`` = (start, end, value) for
+    tf_crop_and_resize: output coordinates whose source lies outside the input take the
+    extrapolation value (a constant ``where``)."""
+    if crop is None:
+        return _interpolate_axis(conv, x, pa, n_in, n_out, scale, mode, ctm, nearest_mode,
+                                 cubic, _source_coords(ctm, n_in, n_out, scale))
+    coords = _crop_coords(n_in, n_out, scale, crop[0], crop[1])
+    inside = (coords >= 0) & (coords <= n_in - 1)
+    y = _interpolate_axis(conv, x, pa, n_in, n_out, scale, mode, ctm, nearest_mode, cubic,
+                          np.clip(coords, 0, n_in - 1))
+    if inside.all():
+        return y
+    r = len(conv.b.shape(x.id))
+    s = list(conv.b.shape(y.id))
+    fill = _const(conv, np.full([1] * r, crop[2]), "extrapolation_value")
+    keep = np.broadcast_to(inside.reshape([n_out] + [1] * (r - pa - 1)), s[pa:])
+    return conv.b.apply("where", [y, fill], condition=keep.reshape([1] * pa + list(
+        keep.shape)).tolist())
+
+
+def _interpolate_axis(conv, x, pa, n_in, n_out, scale, mode, ctm, nearest_mode, cubic,
+                      coords):
+    """``x`` resampled along per-example axis ``pa`` at source coordinates ``coords``."""
+    a, exclude, antialias = cubic
+    if mode == "cubic" or (antialias and mode == "linear"):
         if ctm == "pytorch_half_pixel" and n_out == 1:
-            coords = np.full(1, -0.5)          # ONNX's reference: -0.5, not 0, for cubic
-        return _resize_cubic(conv, x, pa, n_in, n_out, coords, *cubic)
+            coords = np.full(1, -0.5)          # ONNX's reference: -0.5, not 0, here
+        taps = _filter_taps(coords, n_in, mode, scale, a, exclude, antialias)
+        return _resize_filter(conv, x, pa, n_in, n_out, coords, taps)
     if mode == "nearest":
         idx = _nearest(coords, nearest_mode, n_in)
         if n_in == n_out and np.array_equal(idx, np.arange(n_in)):
@@ -227,27 +285,42 @@ def _resize_axis(conv, x, pa, n_in, n_out, scale, mode, ctm, nearest_mode, cubic
     return conv.b.apply("add", [a, b])
 
 
-def _resize_common(conv, node, x, scales, sizes, A, opset_mode):
+def _resize_common(conv, node, x, scales, sizes, A, opset_mode, roi=None):
     mode = A.get("mode", "nearest")
     if mode not in ("nearest", "linear", "cubic"):
         raise Unsupported(f"mode={mode!r} (nearest, linear and cubic are mapped)")
-    cubic = (f32(A.get("cubic_coeff_a", -0.75)), bool(int(A.get("exclude_outside", 0))))
+    antialias = bool(int(A.get("antialias", 0)))
+    if antialias and mode == "nearest":
+        raise Unsupported("antialias=1 with mode='nearest' (ONNX defines it for linear and "
+                          "cubic)")
+    cubic = (f32(A.get("cubic_coeff_a", -0.75)), bool(int(A.get("exclude_outside", 0))),
+             antialias)
     ctm = A.get("coordinate_transformation_mode", opset_mode)
-    if ctm not in _MODES:
+    if ctm == "tf_crop_and_resize" and roi is None:
+        raise Unsupported("tf_crop_and_resize without a constant roi input")
+    if ctm not in _MODES and ctm != "tf_crop_and_resize":
         raise Unsupported(f"coordinate_transformation_mode={ctm!r}")
-    if int(A.get("antialias", 0)):
-        raise Unsupported("antialias=1")
-    if A.get("keep_aspect_ratio_policy", "stretch") != "stretch":
-        raise Unsupported(f"keep_aspect_ratio_policy={A['keep_aspect_ratio_policy']!r}")
+    policy = A.get("keep_aspect_ratio_policy", "stretch")
+    if policy not in ("stretch", "not_larger", "not_smaller"):
+        raise Unsupported(f"keep_aspect_ratio_policy={policy!r}")
     nearest_mode = A.get("nearest_mode", "round_prefer_floor")
     r = conv.b.rank(x)
     full = [None] * x.nb + list(conv.b.shape(x.id))
     axes = [int(a) % r for a in A.get("axes", range(r))]
+    if sizes is not None and policy != "stretch":
+        # one scale for every resized axis, the smallest (not_larger) or largest of the
+        # sizes' ratios (a batch extent's is 1); the sizes become round-half-up(scale * n)
+        ratios = [1.0 if t is None else int(t) / full[a] for t, a in zip(sizes, axes)]
+        one = min(ratios) if policy == "not_larger" else max(ratios)
+        sizes = [None if t is None else int(one * full[a] + 0.5) for t, a in zip(sizes, axes)]
+        sizes = [None if t is None else (t, one) for t in sizes]
     for j, a in enumerate(axes):
         n_in = full[a]
         if sizes is not None and sizes[j] is None:      # a batch extent: unchanged
             continue
-        if sizes is not None:
+        if sizes is not None and isinstance(sizes[j], tuple):     # an aspect-ratio policy
+            n_out, sc = sizes[j]
+        elif sizes is not None:
             n_out = int(sizes[j])
             sc = n_out / n_in if n_in is not None else None
         else:
@@ -259,7 +332,10 @@ def _resize_common(conv, node, x, scales, sizes, A, opset_mode):
             continue
         if n_out == n_in and sc == 1.0:
             continue
-        x = _resize_axis(conv, x, a - x.nb, n_in, n_out, sc, mode, ctm, nearest_mode, cubic)
+        crop = None if ctm != "tf_crop_and_resize" else (
+            float(roi[j]), float(roi[len(axes) + j]), f32(A.get("extrapolation_value", 0.0)))
+        x = _resize_axis(conv, x, a - x.nb, n_in, n_out, sc, mode, ctm, nearest_mode, cubic,
+                         crop)
     return x
 
 
@@ -275,7 +351,10 @@ def _resize(conv, node, ins, A):
         scales = None
     if scales is None and sizes is None:
         raise Unsupported("neither scales nor sizes given")
-    return [_resize_common(conv, node, x, scales, sizes, A, "half_pixel")]
+    roi = opt_input(ins, 1)
+    roi = None if roi is None else const_value(roi, "roi").reshape(-1)
+    return [_resize_common(conv, node, x, scales, sizes, A, "half_pixel",
+                           None if roi is None or roi.size == 0 else roi)]
 
 
 def _sizes(v, x):

@@ -18,15 +18,11 @@ The files go through :func:`load_onnx`, not ``scalarlab import``: the CLI writes
 take seconds (the cheapest case, resnet18's legacy export in float64 alone, about 8 s of
 CPU): slow selection.
 
-The PyPI torchvision wheel is a CUDA build whose compiled ops need ``libc10_cuda``; with
-the CPU torch they do not load and ``import torchvision`` fails registering fake kernels
-for ``torchvision::nms``/``qnms``.  The model constructors are plain Python, so
-:func:`torchvision_models` declares those two op schemas first when the library lacks them
-(nothing here calls them)."""
+torchvision is imported through :mod:`importers_torchvision` (its PyPI wheel is a CUDA
+build whose compiled ops do not load beside the CPU torch; the constructors need none)."""
 from __future__ import annotations
 
 import contextlib
-import functools
 import io
 import logging
 import warnings
@@ -38,6 +34,7 @@ import pytest
 import torch
 
 from scalarlab import graph
+from importers_torchvision import torchvision_models
 from scalarlab.graph.importers.onnx import load_onnx
 from test_importers_zoo import REL64, reference64, rel_norm, ulps32
 
@@ -45,25 +42,6 @@ IMAGE = (1, 3, 32, 32)
 ULPS = 32
 MODELS = ("resnet18", "mobilenet_v3_small")
 EXPORTERS = ("legacy", "dynamo")
-
-
-@functools.lru_cache(maxsize=None)
-def torchvision_models():
-    """``torchvision.models``, importable with the CPU torch (see the module docstring)."""
-    try:
-        import torchvision
-    except RuntimeError as e:
-        if "torchvision::" not in str(e):
-            raise
-        lib = torch.library.Library("torchvision", "FRAGMENT")
-        for op in ("nms", "qnms"):
-            lib.define(f"{op}(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
-        torchvision_models.lib = lib      # the schemas live as long as the library object
-        import sys
-        for k in [k for k in sys.modules if k == "torchvision" or k.startswith("torchvision.")]:
-            del sys.modules[k]
-        import torchvision
-    return torchvision.models
 
 
 def build(name):

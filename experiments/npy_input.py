@@ -11,7 +11,7 @@ from .errors import ExperimentError
 
 
 def read_npy(path, flag: str, *, allow_infinite: bool = False,
-             allow_0d: bool = False) -> np.ndarray:
+             allow_0d: bool = False, allow_bool: bool = False) -> np.ndarray:
     """The one ``.npy`` reader of the CLI: a float64 array holding exactly the file's real
     numbers, or an ExperimentError naming the flag, the file and what is wrong.
 
@@ -20,7 +20,8 @@ def read_npy(path, flag: str, *, allow_infinite: bool = False,
     booleans (a mask saved by mistake reads as 0/1 samples otherwise), complex, strings,
     objects (reading them needs pickle), structured arrays, 0-d arrays, empty arrays, NaN
     (and +-inf unless ``allow_infinite``: open box bounds).  A 0-d array only with
-    ``allow_0d`` (one input of a scalar input node)."""
+    ``allow_0d`` (one input of a scalar input node).  Booleans only with ``allow_bool``
+    (a graph whose bool input -- an attention mask -- the file feeds), read as 0/1."""
     p = Path(path)
     if p.suffix != ".npy":
         raise ExperimentError(f"{flag} {path}: expected a .npy file")
@@ -33,6 +34,8 @@ def read_npy(path, flag: str, *, allow_infinite: bool = False,
     if not isinstance(arr, np.ndarray):
         raise ExperimentError(f"{flag} {path}: not a .npy array")
     kind = arr.dtype.kind
+    if kind == "b" and allow_bool:
+        arr, kind = arr.astype(np.int64), "i"
     if kind == "b":
         raise ExperimentError(f"{flag} {path}: dtype bool holds truth values, not real "
                               f"numbers (save arr.astype(np.float64) if 0/1 samples are meant)")

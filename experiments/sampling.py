@@ -283,7 +283,9 @@ def load_input_file(path: str, case, flag="--input-file"):
     """``(batch, description)`` from a ``.npy`` file of ``N`` rows x one column per scalar
     input entry (inputs in id order), read by :func:`read_npy`.  A single-input graph
     also takes ``[N, *shape]``."""
-    arr = read_npy(path, flag)
+    # a bool input (an attention mask) may come from a bool array
+    masks = any(d == "bool" for _, d in integer_columns(case).values())
+    arr = read_npy(path, flag, allow_bool=masks)
     entries = input_entries(case)
     k = columns(case)
     if len(entries) == 1 and arr.ndim >= 1 and arr.shape[1:] == entries[0][1] \

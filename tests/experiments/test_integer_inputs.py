@@ -235,3 +235,24 @@ def test_packed_inputs_keep_a_common_integer_type():
     assert SM.pack_inputs(g2, Payload())[0].nodes[0].kind.attrs == {"dtype": "int64"}
     g3, _ = SM.pack_inputs(_embed_graph(with_real=True)[0], Payload())
     assert g3.nodes[0].kind.attrs == {}
+
+
+def test_a_bool_input_reads_a_bool_file_and_only_it(tmp_path):
+    g = Graph([Node(0, [], OpKind("input", dtype="bool"), [3]), Node(1, [], "input", [3]),
+               Node(2, [0, 1], "mul", [3])])
+    case = CS.GraphCase("masked", g, Payload())
+    f = tmp_path / "m.npy"
+    np.save(f, np.array([[True, False, True, 0.5, 0.25, 2.0]], dtype=object).astype(float))
+    x, _ = SM.load_input_file(str(f), case)
+    assert x[0].tolist() == [[1, 0, 1]] and x[1].tolist() == [[0.5, 0.25, 2.0]]
+    np.save(f, np.array([[True, False, True, True, False, True]]))
+    x, _ = SM.load_input_file(str(f), case)
+    assert x[0].tolist() == [[1, 0, 1]] and x[1].tolist() == [[1, 0, 1]]
+    np.save(f, np.array([[2, 0, 1, 0.5, 0.25, 2.0]]))
+    with pytest.raises(ExperimentError, match="row 0 column 0 is 2.0.*must hold 0 or 1"):
+        SM.load_input_file(str(f), case)
+    # a graph without bool inputs still refuses bool files
+    b = tmp_path / "b.npy"
+    np.save(b, np.ones((2, 4), dtype=bool))
+    with pytest.raises(ExperimentError, match="dtype bool holds truth values"):
+        SM.load_input_file(str(b), CS.GraphCase("embed", *_embed_graph()))

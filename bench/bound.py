@@ -42,7 +42,7 @@ def main(argv=None) -> int:
     within = tighter = 0
     worst_t = 0.0
     for name in sorted(B.FPTAYLOR_BINARY64, key=str.lower):
-        p = B._from_fpcore(progs[name])
+        p = B.program_of_fpcore(progs[name])
         real = B.bound_one(p, "binary64", samples=0, real_inputs=True,
                            budget_s=args.budget)
         fmt = B.bound_one(p, "binary64", samples=args.samples, budget_s=args.budget)
@@ -65,7 +65,7 @@ def main(argv=None) -> int:
                                             for f in fmts) + " |")
         print("|---|" + "---|---|---|---|" * len(fmts))
         for name in sorted(B.FPTAYLOR_BINARY64, key=str.lower):
-            p = B._from_fpcore(progs[name])
+            p = B.program_of_fpcore(progs[name])
             cells = []
             for f in fmts:
                 r = B.bound_one(p, f, samples=args.samples, budget_s=args.budget)

@@ -333,10 +333,10 @@ def bound(source, *, formats=DEFAULT_FORMATS, box=None, only=None,
                                                                     for b in box],
             "samples": samples, "seed": seed, "budget_s": budget_s, "tol": tol,
             "seconds": time.perf_counter() - t0,
-            "method": "symbolic Taylor forms (mean-value form): each rounding z(1+d)+e, "
-                      "|d| <= u (power-of-2 binade bound), |e| <= eta; interval "
-                      "derivatives over the box x the (d, e) box (interval:float64, "
-                      "outward), branch and bound; exact ops carry no term",
+            "method": "symbolic Taylor forms (mean-value form): each rounding z + r, "
+                      "|r| <= u 2^floor(log2|z|) + eta; interval derivatives over the "
+                      "box x the rounding box (interval:float64, outward), branch and "
+                      "bound; exact ops carry no term",
             "sampled": f"Arb balls at {SAMPLE_BITS} bits; half the samples in the box, "
                        f"half in the leaf box with the largest bound",
             "fptaylor": "github.com/soarlab/FPTaylor tests/core/_tests.yml (binary64, "

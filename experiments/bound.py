@@ -105,7 +105,7 @@ def _programs(source, only=None) -> list:
         for s in source:
             out.extend(_programs(s))
     elif hasattr(source, "graph") and hasattr(source, "arguments"):
-        out = [_from_fpcore(source)]
+        out = [program_of_fpcore(source)]
     else:
         spec = str(source)
         base, sep, num = spec.rpartition("#")
@@ -116,15 +116,15 @@ def _programs(source, only=None) -> list:
             k = int(num)
             if not 1 <= k <= len(progs):
                 raise ExperimentError(f"{spec}: the file has {len(progs)} FPCore programs")
-            out = [_from_fpcore(progs[k - 1])]
+            out = [program_of_fpcore(progs[k - 1])]
         elif spec.endswith(".fpcore"):
             if not os.path.isfile(spec):
                 raise ExperimentError(f"FPCore file {spec}: no such file")
-            out = [_from_fpcore(p) for p in read_fpcore(spec)]
+            out = [program_of_fpcore(p) for p in read_fpcore(spec)]
         else:
             from .cases import load_case
             case = load_case(spec)
-            out = _graph_programs(case.name, case.graph, case.payload, spec)
+            out = programs_of_graph(case.name, case.graph, case.payload, spec)
     if only is not None:
         out = [p for p in out if only in p.name]
         if not out:
@@ -132,7 +132,7 @@ def _programs(source, only=None) -> list:
     return out
 
 
-def _graph_programs(name, graph, payload, source="") -> list:
+def programs_of_graph(name, graph, payload, source="") -> list:
     """One program per entry of the graph's output: the scalar graph of the binary
     contexts' rounding order (:func:`scalarlab.ibp.scalarize.scalarize`); an op it does
     not cover is one row whose ``skip`` names it."""
@@ -148,7 +148,7 @@ def _graph_programs(name, graph, payload, source="") -> list:
             for j in range(len(sg.outputs))]
 
 
-def _from_fpcore(p) -> _Program:
+def program_of_fpcore(p) -> _Program:
     return _Program(p.name, p.graph, p.payload, p.arguments, source=p.source,
                     index=p.index, fpcore=p, skip=p.skip or "")
 
@@ -333,10 +333,10 @@ def bound(source, *, formats=DEFAULT_FORMATS, box=None, only=None,
                                                                     for b in box],
             "samples": samples, "seed": seed, "budget_s": budget_s, "tol": tol,
             "seconds": time.perf_counter() - t0,
-            "method": "symbolic Taylor forms (mean-value form): each rounding z(1+d)+e, "
-                      "|d| <= u (power-of-2 binade bound), |e| <= eta; interval "
-                      "derivatives over the box x the (d, e) box (interval:float64, "
-                      "outward), branch and bound; exact ops carry no term",
+            "method": "symbolic Taylor forms (mean-value form): each rounding z + r, "
+                      "|r| <= u 2^floor(log2|z|) + eta; interval derivatives over the "
+                      "box x the rounding box (interval:float64, outward), branch and "
+                      "bound; exact ops carry no term",
             "sampled": f"Arb balls at {SAMPLE_BITS} bits; half the samples in the box, "
                        f"half in the leaf box with the largest bound",
             "fptaylor": "github.com/soarlab/FPTaylor tests/core/_tests.yml (binary64, "

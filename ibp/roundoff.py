@@ -3,40 +3,44 @@
 The method of Solovyev et al. (FPTaylor, FM 2015 / TOPLAS 2018), in its mean-value form.
 Every operation the lab's point context of format ``fmt`` rounds is modelled as
 
-    v_i = z_i (1 + d_i) + e_i,      |d_i| <= u,  |e_i| <= eta,
+    v_i = z_i + r_i,      |r_i| <= u 2^floor(log2 |z_i|) + eta,
 
-(round to nearest: ``u = 2^-p``, ``eta`` = half the smallest subnormal; ``e_i = 0`` for
-``+``/``-``, whose subnormal results are exact), with ``z_i`` the operation applied to the
-parents' values.  The executed output is ``f(x, d, e)`` for SOME ``d, e`` in that box and
-the exact real output is ``f(x, 0, 0)``; by the mean value theorem along the segment
-between them
+with ``z_i`` the operation applied to the parents' executed values, ``u = 2^-p`` (round to
+nearest) and ``eta`` half the smallest subnormal: half an ulp of ``z_i``'s binade
+(FPTaylor's power-of-2 model, up to 2x tighter than ``u |z_i|``); ``eta = 0`` for ``+`` and
+``-``, whose subnormal results are exact under gradual underflow.  The executed output is
+``f(x, r)`` for SOME admissible ``r`` and the exact real output is ``f(x, 0)``; by the mean
+value theorem along the segment between them
 
-    |f(x, d, e) - f(x, 0, 0)| <= u sum_i max |df/dd_i| + eta sum_i max |df/de_i|,
+    |f(x, r) - f(x, 0)| <= sum_i max |df/dr_i| * max |r_i|,
 
-the maxima taken over the input box AND the whole ``(d, e)`` box.  So no separate
-second-order term is needed: the first-order derivatives are evaluated in interval
-arithmetic (``interval:float64``, outward rounded) over the input box with every rounded
-node's interval widened by ``[1-u, 1+u]`` and ``[-eta, eta]``, and that enclosure of the
-derivative over the ``(d, e)`` box IS the rigorous remainder.  ``df/dd_i = a_i z_i``
-(``a_i`` the adjoint of node ``i``) and ``df/de_i = a_i``; the adjoints come from the
-op table's VJP rules, run in the interval context (one reverse loop).
+the maxima taken over the input box AND the whole rounding box.  So no separate
+second-order term is needed: the forward pass runs in ``interval:float64`` (outward
+rounding) with every rounded node's interval widened by its ``r`` interval, the reverse
+pass runs the op table's VJP rules in the same context (``df/dr_i`` is node i's adjoint),
+and that enclosure of the derivative over the rounding box IS the rigorous remainder.
+``relu`` (exact, not differentiable at 0) gets the slope enclosure [0, 1] from its VJP.
 
 Exact operations carry no term: inputs (format values), constants the format holds,
-negation, ``fabs``, multiplication or division by a power of two (only the subnormal
-``eta`` term is kept when the power is negative), and a subtraction ``a - b`` (or
-``a + b``) of two exactly known operands where Sterbenz's lemma (``b/2 <= a <= 2b``)
-holds on the whole sub-box.
+negation, ``fabs``, ``relu``, multiplication or division by a power of two (only the
+subnormal ``eta`` term is kept when the power is negative), and a subtraction ``a - b``
+(or ``a + b``) of two exactly known operands where Sterbenz's lemma (``b/2 <= a <= 2b``)
+holds on the whole sub-box.  A constant the format does not hold carries its exact
+conversion error ``|fl(c) - c|`` (gmpy2).
 
 Branch and bound: the box is bisected (largest width relative to the initial box) where
 the bound is largest, many boxes per pass (the interval context works on whole arrays);
-the bound is the largest bound over the leaves, so it holds at every stage.  Midpoints
-give a lower estimate of the first-order optimum; the search stops when the two are
-within ``tol``, or at the time budget.  A box on which a rounded value may overflow, a
-square root may see a negative argument or an interval is unbounded gets an infinite
-bound (honest: the model does not hold there).
+the bound is the largest bound over the leaves, so it holds at every stage.  The
+first-order value at each box's midpoint and far vertex is a value the first-order term
+reaches; the search stops when the bound is within ``tol`` of the best such value, when
+the boxes are ``MIN_REL_WIDTH`` of the initial widths, or at the time budget.  A box on
+which a computed value may overflow, a square root or logarithm may see an argument
+outside its domain, or an interval is unbounded gets an infinite bound (honest: the
+model does not hold there).
 
 All float64 arithmetic on the bounds themselves is rounded up (sums of non-negative terms
-enlarged by their worst relative error, the ``eta`` scaling followed by one ulp up).
+enlarged by their worst relative error, products and the ``eta`` scaling followed by one
+ulp up).
 """
 from __future__ import annotations
 
@@ -211,8 +215,8 @@ class _Program:
                     need[p] = True
         self.need = need
         cr = set(getattr(ctx_point, "correctly_rounded", ()) or ()) if ctx_point else None
-        self.rounds = [False] * len(nodes)     # has a d term
-        self.eta = [False] * len(nodes)        # has an e term
+        self.rounds = [False] * len(nodes)     # has a binade (or exact-constant) error term
+        self.eta = [False] * len(nodes)        # has a subnormal (eta) term
         self.exact_value = [False] * len(nodes)  # executed value == exact real value
         self.sterbenz = [False] * len(nodes)   # exact where Sterbenz holds on the box
         self.power = {}

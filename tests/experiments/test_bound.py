@@ -127,7 +127,7 @@ def _check_row(row):
 @pytest.mark.parametrize("name", QUICK)
 @pytest.mark.parametrize("fmt", ["binary64", "binary32"])
 def test_bound_holds_at_every_sample_exactly(name, fmt):
-    row = B.bound_one(B._from_fpcore(PROGS[name]), fmt, samples=48, budget_s=0.3)
+    row = B.bound_one(B.program_of_fpcore(PROGS[name]), fmt, samples=48, budget_s=0.3)
     _check_row(row)
 
 
@@ -135,12 +135,12 @@ def test_bound_holds_at_every_sample_exactly(name, fmt):
 @pytest.mark.parametrize("name", sorted(B.FPTAYLOR_BINARY64))
 @pytest.mark.parametrize("fmt", ["binary64", "binary32", "bfloat16"])
 def test_bound_holds_on_every_benchmark(name, fmt):
-    row = B.bound_one(B._from_fpcore(PROGS[name]), fmt, samples=256)
+    row = B.bound_one(B.program_of_fpcore(PROGS[name]), fmt, samples=256)
     _check_row(row)
 
 
 def test_sampled_errors_are_exact_distances():
-    p = B._from_fpcore(_prog("(- (* x x) y)"))
+    p = B.program_of_fpcore(_prog("(- (* x x) y)"))
     X = np.array([[0.1, 0.01], [3.0, 9.0]])
     seen, upper, ok = B.sampled_errors(p, X, scalars.get("binary64"))
     exact = [abs(Fraction(0.1) ** 2 - Fraction(0.01) - Fraction(0.1 * 0.1 - 0.01)), 0]
@@ -181,7 +181,7 @@ def _cached(name, fmt):
         b, _ = p.boxes()
         box = [(b[a].lo, b[a].hi) for a in p.arguments]
         res = roundoff_bound(p.graph, p.payload, box, formats.get(fmt), budget_s=0.5)
-        _CACHE[name, fmt] = (B._from_fpcore(p), box, res.absolute)
+        _CACHE[name, fmt] = (B.program_of_fpcore(p), box, res.absolute)
     return _CACHE[name, fmt]
 
 
@@ -262,19 +262,19 @@ def test_exhaustive_binary16_never_exceeds_the_bound(body, box):
     while xs[-1] < hi:
         xs.append(float(formats.next_up(np.array([xs[-1]]), f)[0]))
     X = np.array(xs).reshape(-1, 1)
-    seen, upper, ok = B.sampled_errors(B._from_fpcore(p), X, scalars.get("binary16"))
+    seen, upper, ok = B.sampled_errors(B.program_of_fpcore(p), X, scalars.get("binary16"))
     assert ok.all() and len(X) > 500
     assert upper.max() <= bnd
     assert bnd < 4 * seen.max()                   # and not far above the worst point
 
 
 def test_constant_program_and_point_box():
-    p = B._from_fpcore(read_fpcore('(FPCore () :name "c" (+ 0.1 0.2))')[0])
+    p = B.program_of_fpcore(read_fpcore('(FPCore () :name "c" (+ 0.1 0.2))')[0])
     for fmt in ("binary64", "binary32"):
         row = B.bound_one(p, fmt, samples=4)
         assert row["skip"] == "" and row["violations"] == 0 and row["samples"] == 1
         assert row["sampled_max"] <= row["bound_abs"] <= 2 * row["sampled_max"]
-    q = B._from_fpcore(_prog("(* x 0.1)", "x"))
+    q = B.program_of_fpcore(_prog("(* x 0.1)", "x"))
     row = B.bound_one(q, "binary64", box=[(3, 3)], samples=4)
     assert row["violations"] == 0 and row["bound_abs"] == pytest.approx(row["sampled_max"])
 

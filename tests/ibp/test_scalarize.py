@@ -60,7 +60,7 @@ def test_unsupported_op_is_named():
 def test_relu_network_bound_holds_at_samples():
     from scalarlab.experiments import bound as B
     g, p = mlp()
-    progs = B._graph_programs("mlp", g, p)
+    progs = B.programs_of_graph("mlp", g, p)
     assert [q.name for q in progs] == ["mlp[0]", "mlp[1]"]
     for q in progs:
         for fmt in ("binary32", "bfloat16"):
@@ -82,7 +82,7 @@ def test_bound_of_scalarized_sum_matches_hand_derivation():
 def test_contexts_with_other_sum_orders_are_refused_for_tensor_graphs():
     from scalarlab.experiments import bound as B
     g, p = mlp()
-    (q, _) = B._graph_programs("mlp", g, p)
+    (q, _) = B.programs_of_graph("mlp", g, p)
     for name, why in (("float64", "sums native"), ("binary32+fma", "with fma")):
         row = B.bound_one(q, name, box=[(-1, 1)] * 3, samples=4)
         assert row["format"] == name and why in row["skip"]

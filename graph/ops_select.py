@@ -252,7 +252,14 @@ def _topk_forward(ctx, args, attrs, nb):
         def stat(e):
             o = np.argsort(-e if largest else e, axis=1, kind="stable")[:, :k]
             return np.take_along_axis(e, o, axis=1)
-        y = Interval(stat(lo), stat(hi))
+        ylo, yhi = stat(lo), stat(hi)
+        unknown = np.asarray((lo != lo) | (hi != hi), dtype=bool).any(axis=1)
+        if unknown.any():
+            # a NaN end is the whole line: so is every value of its row
+            whole = ctx.convert(np.full(ylo.shape, np.nan))
+            ylo = np.where(unknown[:, None], np.asarray(whole.lo), ylo)
+            yhi = np.where(unknown[:, None], np.asarray(whole.hi), yhi)
+        y = Interval(ylo, yhi)
     else:
         y, _ = _gather_rows(ctx, m, _order(ctx, m, k, largest, "topk"))
     return _back(ctx, y, moved, perm, k)

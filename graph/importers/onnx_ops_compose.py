@@ -1,6 +1,6 @@
 """ONNX -> IR mappings of small ops written as their ONNX definitions in IR ops: Celu,
 ThresholdedRelu, Shrink, Sign, Swish, Hardmax, LpNormalization, RMSNormalization,
-MeanVarianceNormalization and CumProd.  Each converter is ``f(conv, node, ins, A) -> list
+MeanVarianceNormalization, LRN and CumProd.  Each converter is ``f(conv, node, ins, A) -> list
 of outputs``, as in :mod:`.onnx_ops`; an op is claimed only while every IR op of
 :data:`NEEDS` exists.
 
@@ -138,6 +138,30 @@ def _mvn(conv, node, ins, A):
                 _ap(conv, "add", std, _c(conv, 1e-9, "epsilon")))]
 
 
+def _lrn(conv, node, ins, A):
+    """x / (bias + alpha / size * S)^beta, S the sum of squares over the ``size`` channels
+    around each one (zeros past the ends), added in channel order."""
+    x = conv.t(ins[0])
+    pc = conv.b.axis(1, x, "the channel axis")
+    size = int(A["size"])
+    r = len(conv.b.shape(x.id))
+    lo, hi = (size - 1) // 2, size - 1 - (size - 1) // 2
+    pads = [0] * (2 * r)
+    pads[pc], pads[r + pc] = lo, hi
+    sq = _ap(conv, "pad", _ap(conv, "mul", x, x), pads=pads)
+    C = conv.b.shape(x.id)[pc]
+    ssum = None
+    for k in range(size):
+        t = _ap(conv, "slice", sq, starts=[k], ends=[k + C], axes=[pc])
+        ssum = t if ssum is None else _ap(conv, "add", ssum, t)
+    # alpha / size is an operation of the definition: the context rounds it
+    coef = _ap(conv, "div", _c(conv, f32(A.get("alpha", 1e-4)), "alpha"), _c(conv, size, "size"))
+    base = _ap(conv, "add", _c(conv, f32(A.get("bias", 1.0)), "bias"),
+               _ap(conv, "mul", coef, ssum))
+    return [_ap(conv, "div", x, _ap(conv, "pow", base, _c(conv, f32(A.get("beta", 0.75)),
+                                                            "beta")))]
+
+
 def _cumprod(conv, node, ins, A):
     from .onnx_ops_spatial import cumulative
     return cumulative(conv, ins, A, "mul", 1.0)
@@ -147,6 +171,7 @@ CONVERTERS = {
     "Celu": _celu, "ThresholdedRelu": _thresholded_relu, "Shrink": _shrink, "Sign": _sign,
     "Swish": _swish, "Hardmax": _hardmax, "LpNormalization": _lp_norm,
     "RMSNormalization": _rms_norm, "MeanVarianceNormalization": _mvn, "CumProd": _cumprod,
+    "LRN": _lrn,
 }
 
 #: the IR ops each converter needs
@@ -159,6 +184,7 @@ NEEDS = {
     "RMSNormalization": ("mul", "reduce_mean", "add", "sqrt", "div"),
     "MeanVarianceNormalization": ("reduce_mean", "mul", "sub", "sqrt", "add", "div"),
     "CumProd": ("mul", "slice", "concat"),
+    "LRN": ("mul", "pad", "slice", "add", "pow", "div"),
 }
 
 

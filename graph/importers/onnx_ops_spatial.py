@@ -55,6 +55,42 @@ def _instance_norm(conv, node, ins, A):
     return [conv.b.apply("add", [y, _const(conv, bias, "B")])]
 
 
+def _group_norm(conv, node, ins, A):
+    """GroupNormalization: each group of C/G channels normalised over its channels and the
+    spatial axes (mean, then the biased variance of x - mean, as InstanceNormalization),
+    then the per-channel scale and bias (opset 18's per-group ones repeated per channel)."""
+    x = conv.t(ins[0])
+    r = conv.b.rank(x)
+    if r < 3:
+        raise Unsupported(f"input of rank {r} (N, C and at least one spatial axis)")
+    pc = conv.b.axis(1, x, "the channel axis")
+    s = list(conv.b.shape(x.id))
+    G = int(A["num_groups"])
+    C = s[pc]
+    if G < 1 or C % G:
+        raise Unsupported(f"num_groups={G} does not divide the {C} channels")
+    rest = int(np.prod(s[pc + 1:], dtype=np.int64)) * (C // G)
+    g = conv.b.apply("reshape", [x], shape=s[:pc] + [G, rest])
+    ax = pc + 1
+    eps = _const(conv, f32(A.get("epsilon", 1e-5)), "epsilon")
+    mean = conv.b.apply("reduce_mean", [g], axis=ax, keepdims=True)
+    d = conv.b.apply("sub", [g, mean])
+    var = conv.b.apply("reduce_mean", [conv.b.apply("mul", [d, d])], axis=ax, keepdims=True)
+    y = conv.b.apply("div", [d, conv.b.apply("sqrt", [conv.b.apply("add", [var, eps])])])
+    y = conv.b.apply("reshape", [y], shape=s)
+    tail = [1] * (len(s) - pc - 1)
+    out = []
+    for k, name in ((1, "scale"), (2, "bias")):
+        v = np.asarray(const_value(ins[k], name), np.float64).reshape(-1)
+        if v.size == G and G != C:
+            v = np.repeat(v, C // G)             # opset 18: one value per group
+        if v.size != C:
+            raise Unsupported(f"{name} holds {v.size} values for {C} channels")
+        out.append(_const(conv, v.reshape([C] + tail), name))
+    y = conv.b.apply("mul", [y, out[0]])
+    return [conv.b.apply("add", [y, out[1]])]
+
+
 # ------------------------------------------------------------------------- ConvTranspose
 def _zero_insert(conv, v, axis, s):
     """``s - 1`` zeros after every entry of per-example axis ``axis`` of ``v`` (length
@@ -516,6 +552,7 @@ def _permute_to(conv, v, have, want):
 
 CONVERTERS = {
     "InstanceNormalization": _instance_norm,
+    "GroupNormalization": _group_norm,
     "ConvTranspose": _conv_transpose,
     "Resize": _resize,
     "Upsample": _upsample,

@@ -84,7 +84,7 @@ def test_indices_follow_each_context_s_own_values():
         assert _plain(ctx, OPS["argmin"].forward(ctx, [ctx.convert(x)], at, 0)).tolist() == [1]
 
 
-def _boxes(rng, shape, base):
+def _boxes(rng, shape):
     c = rng.integers(-2, 3, shape).astype(np.float64)
     r = rng.choice([0.0, 0.0, 0.25, 1.0], size=shape)
     return c - r, c + r
@@ -104,7 +104,7 @@ def test_interval_boxes_hold_every_point_s_index_and_value(cname):
     ctx = scalars.get(cname)
     f64 = scalars.get("float64")
     rng = np.random.default_rng(9)
-    lo, hi = _boxes(rng, (3, 5, 4), ctx)
+    lo, hi = _boxes(rng, (3, 5, 4))
     box = Interval(ctx.convert(lo).lo, ctx.convert(hi).hi)
     cases = [("argmax", dict(axis=1, select_last_index=False)),
              ("argmax", dict(axis=2, select_last_index=True, keepdims=False)),
@@ -159,3 +159,17 @@ def test_refusals_name_the_op_and_the_value():
         _run(f64, "argmin", np.zeros(4), keepdims=1)
     with pytest.raises(ShapeRuleError, match="argmax: axis=2 out of range"):
         _run(f64, "argmax", np.zeros((2, 2)), axis=2)
+
+
+def test_a_nan_end_makes_the_whole_row_unknown():
+    ctx = scalars.get("interval:float64")
+    box = Interval(np.array([[0.0, np.nan, 2.0], [0.0, 1.0, 2.0]]),
+                   np.array([[1.0, 3.0, 2.5], [0.5, 1.5, 2.5]]))
+    y = OPS["topk"].forward(ctx, [box], full_attrs(OPS["topk"], {"k": 2}), 0)
+    assert np.isinf(y.lo[0]).all() and np.isinf(y.hi[0]).all()
+    assert y.lo[1].tolist() == [2.0, 1.0] and y.hi[1].tolist() == [2.5, 1.5]
+    i = OPS["topk_indices"].forward(ctx, [box], full_attrs(OPS["topk_indices"], {"k": 2}), 0)
+    assert i.lo[0].tolist() == [0, 0] and i.hi[0].tolist() == [2, 2]
+    assert i.lo[1].tolist() == [2, 1] and i.hi[1].tolist() == [2, 1]
+    a = OPS["argmin"].forward(ctx, [box], full_attrs(OPS["argmin"], {"axis": 1}), 0)
+    assert a.lo.tolist() == [[0], [0]] and a.hi.tolist() == [[2], [0]]

@@ -183,7 +183,7 @@ def test_gemm_maps_to_linear_or_composes_alpha_beta():
 
 def test_unsupported_ops_are_listed_in_one_error():
     et = TensorProto.FLOAT
-    nodes = [helper.make_node("LRN", ["x"], ["a"], size=3),
+    nodes = [helper.make_node("NonZero", ["x"], ["a"]),
              helper.make_node("Clip", ["x", "x"], ["b"]),
              helper.make_node("Conv", ["x4", "x4"], ["c"]),
              helper.make_node("ReduceSum", ["x"], ["d"], keepdims=0),
@@ -199,7 +199,7 @@ def test_unsupported_ops_are_listed_in_one_error():
         from_onnx(model, concrete=False)
     items = ei.value.items
     assert len(items) == 4       # the Transpose only moves the batch axis (bookkeeping)
-    assert items[0] == "node 0 LRN (outputs a): no IR mapping for ONNX op 'LRN'"
+    assert items[0] == "node 0 NonZero (outputs a): no IR mapping for ONNX op 'NonZero'"
     assert items[1].startswith("node 1 Clip (outputs b): min must be a constant")
     assert "weight W ('x4') must be an initializer" in items[2]
     assert "reduces over all axes, batch axes included" in items[3]

@@ -64,3 +64,30 @@ def test_cumprod_scans_are_exact_in_rational():
             g, p = from_onnx(model)
             got = graph.denote(g, p, x, "rational")
             assert [[float(v) for v in row] for row in got] == want.tolist(), (excl, rev)
+
+
+@pytest.mark.parametrize("opset", [18, 21])
+@pytest.mark.parametrize("batch", ["N", 2])
+def test_group_normalization_per_group_and_per_channel_scales(opset, batch):
+    """Opset 18 gives one scale/bias per group, 21 one per channel; a symbolic batch axis
+    imports per example (the channel axis is then the example's first)."""
+    from onnx import numpy_helper
+    rng = np.random.default_rng(3)
+    k = 2 if opset == 18 else 6
+    scale, bias = rng.standard_normal(k), rng.standard_normal(k)
+    # opset 21's stash_type says the statistics' precision: double here, so the reference
+    # stays in float64 (the IR leaves precision to the context, as for LayerNormalization)
+    extra = {"stash_type": TensorProto.DOUBLE} if opset >= 21 else {}
+    node = helper.make_node("GroupNormalization", ["x", "s", "b"], ["y"], num_groups=2,
+                            epsilon=1e-3, **extra)
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info(
+        "x", TensorProto.DOUBLE, [batch, 6, 3, 2])],
+        [helper.make_tensor_value_info("y", TensorProto.DOUBLE, None)],
+        initializer=[numpy_helper.from_array(scale, "s"), numpy_helper.from_array(bias, "b")])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    x = rng.standard_normal((2, 6, 3, 2))
+    want = ReferenceEvaluator(model).run(None, {"x": x})[0]
+    gr, p = from_onnx(model)
+    assert gr.nodes[0].out_shape == ((6, 3, 2) if batch == "N" else (2, 6, 3, 2))
+    got = np.asarray(graph.denote(gr, p, x, "float64"))
+    assert np.abs(got - want).max() <= 1e-14 * np.abs(want).max()

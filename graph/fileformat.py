@@ -25,6 +25,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from . import files
 from .errors import GraphError
 from .node import Graph, Node, OpKind
 from .payload import Payload, normalize_value
@@ -276,7 +277,7 @@ def _parse_payload(p, where) -> Payload:
 
 def load_npz(path) -> Payload:
     """Read a payload ``.npz`` (keys ``<id>.<op>.<param>`` or ``<id>.<param>``)."""
-    path = os.fspath(path)
+    path = files.check(path, "payload file")     # regular file within the size cap
     try:
         data = np.load(path, allow_pickle=False)
     except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
@@ -351,9 +352,5 @@ def from_json(doc, where="<json>", base_dir=".") -> tuple:
 def load(path) -> tuple:
     """``(Graph, Payload)`` from a version-1 JSON graph file (structure not yet validated)."""
     path = os.fspath(path)
-    try:
-        with open(path) as fh:
-            text = fh.read()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise GraphError(f"graph file {path}: cannot read: {exc}") from None
+    text = files.read_text(path, "graph file")   # regular file within the size cap
     return loads(text, path, os.path.dirname(path) or ".")

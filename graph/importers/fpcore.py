@@ -24,6 +24,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+from .. import files
 from ..node import Graph
 from ..payload import Payload
 from .fpcore_build import (CONST_DIGITS, CONSTANTS, OP_NAMES, Builder, build_expression,
@@ -229,13 +230,15 @@ def read_fpcore(src, *, source: str | None = None, translate: bool = True) -> li
     :class:`FPCoreError`.
     """
     text = src
-    if isinstance(src, os.PathLike) or (isinstance(src, str) and "(" not in src):
+    # a path that exists is a file, whatever its name holds ("prog (1).fpcore"); other text
+    # is FPCore source when it holds a form, else a path that does not exist (one error)
+    if isinstance(src, os.PathLike) or (isinstance(src, str) and (
+            "(" not in src or ("\n" not in src and os.path.lexists(src)))):
         path = os.fspath(src)
         try:
-            with open(path) as fh:
-                text = fh.read()
-        except (OSError, UnicodeDecodeError) as exc:
-            raise FPCoreError(f"FPCore file {path}: cannot read: {exc}") from None
+            text = files.read_text(path, "FPCore file")   # regular file within the cap
+        except files.InputFileError as exc:
+            raise FPCoreError(str(exc)) from None
         source = source or path
     source = source or "<string>"
     progs, functions = [], {}
@@ -262,7 +265,8 @@ def read_fpcore(src, *, source: str | None = None, translate: bool = True) -> li
 def read_fpcore_file(path, index: int = 0):
     """``(Graph, Payload)`` of FPCore number ``index`` of a file (the CLI's graph loader);
     an untranslatable program is a :class:`GraphError` with the reason."""
-    progs = read_fpcore(os.fspath(path))
+    from pathlib import Path
+    progs = read_fpcore(Path(os.fspath(path)))   # a path, never taken for FPCore text
     if not progs:
         raise FPCoreError(f"FPCore file {path}: holds no FPCore")
     if not 0 <= index < len(progs):

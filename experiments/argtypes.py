@@ -26,11 +26,22 @@ def _in_range(v, lo, hi, lo_open: bool, show, got):
     return v
 
 
+#: The ceiling of every integer flag without a bound of its own (counts, seeds, ids): a
+#: billion samples is beyond what the lab can hold in memory for any graph, and a larger
+#: value would otherwise reach numpy as an impossible array shape.
+INTEGER_MAX = 10 ** 9
+
+
 def integer(lo: int | None = None, hi: int | None = None):
-    """An integer in ``[lo, hi]`` (either bound optional)."""
+    """An integer in ``[lo, hi]`` (``hi`` defaults to :data:`INTEGER_MAX`)."""
+    hi = INTEGER_MAX if hi is None else hi
+
     def parse(text: str) -> int:
+        t = str(text).strip()
+        if len(t) > 30:           # int() of thousands of digits is slow and refused anyway
+            _fail(f"expected an integer <= {hi}, got {t[:20]}... ({len(t)} characters)")
         try:
-            v = int(str(text).strip(), 10)
+            v = int(t, 10)
         except ValueError:
             _fail(f"expected an integer, got {text!r}")
         return _in_range(v, lo, hi, False, str, v)
@@ -66,22 +77,18 @@ def _items(text: str, what: str) -> list[str]:
     return parts
 
 
-#: Largest decimal exponent accepted in exact inputs (1e-999999 would make every exact
-#: operation on it slow; binary64 spans about 1e-324 .. 1e308).
-MAX_EXPONENT = 1000
-_EXPONENT = __import__("re").compile(r"[eE]([+-]?\d+)\s*\Z")
-
-
 def decimal(text: str, *, lo: float | None = None, hi: float | None = None) -> str:
-    """One exact decimal or p/q number, kept as its text (exact for rational contexts)."""
+    """One exact decimal or p/q number, kept as its text (exact for rational contexts);
+    read by the lab's one bounded literal reader (magnitudes 10^-1000 .. 10^1000, at most
+    4000 digits: scalars/kernels/literals.py), so a huge exponent is refused at once."""
+    from scalarlab.scalars.kernels import literals
     t = text.strip()
-    m = _EXPONENT.search(t)
-    if m and abs(int(m.group(1))) > MAX_EXPONENT:
-        _fail(f"{t!r}: decimal exponent beyond +-{MAX_EXPONENT}")
     try:
-        q = Fraction(t)
-    except (ValueError, ZeroDivisionError):
+        q = literals.exact(t)
+    except literals.NotALiteral:
         _fail(f"{t!r} is not a decimal number")
+    except literals.LiteralError as exc:
+        _fail(str(exc))
     if lo is not None and q < Fraction(lo):
         _fail(f"{t} must be >= {lo:g}")
     if hi is not None and q > Fraction(hi):
@@ -155,13 +162,21 @@ def contexts(text: str) -> list:
 contexts.__name__ = "list of contexts"
 
 
+def _regular_file(text: str) -> None:
+    """Refuse, while parsing, a path that is missing, a directory, a FIFO or device, or over
+    the input size cap (the same gate, graph/files.py, checks again when it is read)."""
+    from scalarlab.graph import files
+    try:
+        files.check(text, "")
+    except files.InputFileError as exc:
+        _fail(str(exc).strip())
+
+
 def npy_file(text: str) -> str:
     """An existing ``.npy`` file (read later, with its shape checked against the graph)."""
-    import os
     if not text.endswith(".npy"):
         _fail(f"{text!r}: expected a .npy file")
-    if not os.path.isfile(text):
-        _fail(f"{text}: no such file")
+    _regular_file(text)
     return text
 
 
@@ -180,13 +195,11 @@ input_spec.__name__ = "input"
 def existing_file(*suffixes: str):
     """argparse ``type=``: an existing file (with one of ``suffixes`` if given)."""
     def parse(text: str) -> str:
-        import os
         if not text.strip():
             _fail("empty file name")
         if suffixes and not text.lower().endswith(tuple(s.lower() for s in suffixes)):
             _fail(f"{text!r}: expected a {' or '.join(suffixes)} file")
-        if not os.path.isfile(text):
-            _fail(f"{text}: no such file")
+        _regular_file(text)
         return text
     parse.__name__ = "file"
     return parse

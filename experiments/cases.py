@@ -235,9 +235,8 @@ def as_float64(x) -> np.ndarray:
     arr = np.asarray(x)
     if arr.dtype != object:
         return arr.astype(np.float64)
-    from fractions import Fraction
-    return np.array([float(Fraction(str(v)) if isinstance(v, str) else Fraction(v))
-                     for v in arr.reshape(-1)]).reshape(arr.shape)
+    from scalarlab.scalars.float64 import float64_array
+    return float64_array(arr)  # strings through the bounded literal reader, one rounding
 
 
 # An input batch is an array with a leading sample axis, or {input_id: such array}.

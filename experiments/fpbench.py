@@ -365,12 +365,16 @@ def parse_contexts(spec) -> list:
 def load_programs(paths) -> list:
     """Every FPCore of every file, in order (paths validated first)."""
     from scalarlab.graph.importers.fpcore import read_fpcore
+    from pathlib import Path
+    from scalarlab.graph import files
     for p in paths:
-        if not os.path.isfile(p):
-            raise ExperimentError(f"FPCore file {p}: no such file")
+        try:
+            files.check(p, "FPCore file")    # regular file within the size cap
+        except files.InputFileError as exc:
+            raise ExperimentError(str(exc)) from None
     progs = []
     for p in paths:
-        progs.extend(read_fpcore(p))
+        progs.extend(read_fpcore(Path(p)))   # a path, never taken for FPCore text
     return progs
 
 
@@ -433,11 +437,11 @@ def _run_dask(progs, contexts, opts, scheduler, connect_timeout, quiet) -> list:
 
 
 def _source_text(source) -> str:
+    from scalarlab.graph import files
     try:
-        with open(source) as fh:
-            return fh.read()
-    except OSError as exc:
-        raise ExperimentError(f"FPCore file {source}: cannot read: {exc}") from None
+        return files.read_text(source, "FPCore file")   # regular file within the cap
+    except files.InputFileError as exc:
+        raise ExperimentError(str(exc)) from None
 
 
 def guarded_runs(prog, ctx, *, alts=False, **opts) -> list:

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import numpy as np
 
+from scalarlab.graph import files
+
 from .errors import ExperimentError
 
 
@@ -25,8 +27,10 @@ def read_npy(path, flag: str, *, allow_infinite: bool = False,
     p = Path(path)
     if p.suffix != ".npy":
         raise ExperimentError(f"{flag} {path}: expected a .npy file")
-    if not p.exists():
-        raise ExperimentError(f"{flag} {path}: no such file")
+    try:
+        files.check(p, flag)           # a regular file within the size cap, before reading
+    except files.InputFileError as exc:
+        raise ExperimentError(str(exc)) from None
     try:
         arr = np.load(p, allow_pickle=False)
     except (OSError, ValueError, EOFError) as exc:

@@ -28,11 +28,11 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from fractions import Fraction
-from pathlib import Path
 
 import numpy as np
 
 from scalarlab.scalars import formats
+from scalarlab.scalars.kernels import literals
 
 from .errors import ExperimentError
 from .npy_input import read_npy
@@ -330,9 +330,11 @@ def _bound(text: str, what: str):
     if t.lower() in ("", "-inf", "inf", "+inf"):
         return None
     try:
-        return Fraction(t)
-    except (ValueError, ZeroDivisionError):
+        return literals.exact(t)     # bounded: beyond 10^+-1000 refused before 10^e is built
+    except literals.NotALiteral:
         raise ExperimentError(f"{what}: {text!r} is not a number") from None
+    except literals.LiteralError as exc:
+        raise ExperimentError(f"{what}: {exc}") from None
 
 
 def parse_box(spec: str, k: int, flag: str = "--box") -> list:
@@ -346,12 +348,12 @@ def parse_box(spec: str, k: int, flag: str = "--box") -> list:
                                   f"[k, 2] (one [lo, hi] row per scalar input entry)")
         pairs = [[_exact_text(a), _exact_text(b)] for a, b in arr]
     elif spec.endswith(".json"):
-        p = Path(spec)
-        if not p.exists():
-            raise ExperimentError(f"{flag} {spec}: no such file")
+        from scalarlab.graph import files
         try:
-            pairs = json.loads(p.read_text())
-        except (OSError, ValueError) as exc:
+            pairs = json.loads(files.read_text(spec, flag))  # regular file within the cap
+        except files.InputFileError as exc:
+            raise ExperimentError(str(exc)) from None
+        except (ValueError, RecursionError) as exc:
             raise ExperimentError(f"{flag} {spec}: cannot read: {exc}") from None
         if not (isinstance(pairs, list) and all(isinstance(t, list) and len(t) == 2
                                                 for t in pairs)):

@@ -26,7 +26,7 @@ import numpy as np
 
 from scalarlab.scalars.base import to_fraction
 from scalarlab.scalars.errors import ContextError
-
+from . import files
 from .errors import GraphError
 from .node import Graph, Node, OpKind
 from .payload import Payload, normalize_value
@@ -270,7 +270,7 @@ def _parse_payload(p, where) -> Payload:
 
 def load_npz(path) -> Payload:
     """Read a payload ``.npz`` (keys ``<id>.<op>.<param>`` or ``<id>.<param>``)."""
-    path = os.fspath(path)
+    path = files.check(path, "payload file")     # regular file within the size cap
     try:
         data = np.load(path, allow_pickle=False)
     except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
@@ -347,10 +347,11 @@ def read_text(path, what: str = "graph file", error=GraphError) -> str:
     unreadable, not UTF-8)."""
     path = os.fspath(path)
     try:
-        with open(path) as fh:
-            return fh.read()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise error(f"{what} {path}: cannot read: {exc}") from None
+        return files.read_text(path, what)     # a regular file within the size cap
+    except files.InputFileError as exc:
+        if error is GraphError:
+            raise
+        raise error(str(exc)) from None
 
 
 def load(path) -> tuple:

@@ -35,6 +35,8 @@ from fractions import Fraction
 import mpmath
 import numpy as np
 
+from scalarlab.scalars.base import to_fraction
+from scalarlab.scalars.errors import ContextError
 from scalarlab.scalars.values import Interval
 
 from .axes import is_int
@@ -70,8 +72,8 @@ def real_attr(op: str, name: str, v, *, allow_none: bool = False):
         return v
     if isinstance(v, str):
         try:
-            Fraction(v.strip())
-        except (ValueError, ZeroDivisionError):
+            to_fraction(v)           # bounded: no 10^e built for a huge exponent
+        except ContextError:
             raise ShapeRuleError(f"{op}: attribute {name} must be a real number or an exact "
                                  f"decimal string, got {v!r}") from None
         return v
@@ -79,7 +81,7 @@ def real_attr(op: str, name: str, v, *, allow_none: bool = False):
 
 
 def _frac(v) -> Fraction:
-    return Fraction(v.strip()) if isinstance(v, str) else Fraction(v)
+    return to_fraction(v) if isinstance(v, str) else Fraction(v)
 
 
 def _same_shape_checked(op, names):

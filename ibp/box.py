@@ -395,7 +395,7 @@ def _to_float_directed(a: np.ndarray, down: bool) -> np.ndarray:
     flat, fo = a.reshape(-1), out.reshape(-1)
     for i, t in enumerate(flat):
         if isinstance(t, str):
-            t = Fraction(t)
+            t = to_fraction(t)       # bounded literal reader
         f = float(t)
         if _finite(f) and _finite(t):
             q = to_fraction(t)

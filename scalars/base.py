@@ -24,6 +24,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from .errors import ContextError
+from .kernels import literals
 from .functions import FUNCTIONS
 from .functions_binary import BINARY_FUNCTIONS
 
@@ -198,10 +199,8 @@ def to_fraction(x) -> Fraction:
     if isinstance(x, Fraction):
         return x
     if isinstance(x, str):
-        try:
-            return Fraction(x.strip())
-        except (ValueError, ZeroDivisionError) as exc:
-            raise ContextError(f"cannot read {x!r} as an exact decimal or fraction") from exc
+        # bounded: a literal beyond 10^+-1000 is refused before 10^e is built
+        return literals.exact(x)
     if isinstance(x, (bool, np.bool_)):
         return Fraction(int(x))
     if isinstance(x, (int, np.integer)):

@@ -41,6 +41,7 @@ from .kernels import binary32_matmul as BM
 from .kernels import binary32_pairwise as PW
 from .kernels import binary_format as K
 from .kernels import correct_rounding
+from .kernels import literals
 from . import formats
 from .arrayshape import ArrayShapeOps
 from .base import check_broadcast, fixed_text
@@ -205,8 +206,10 @@ class BinaryContext(ArrayShapeOps):
         if isinstance(x, str):
             s = x.strip()
             try:
-                q = Fraction(s)
-            except (ValueError, ZeroDivisionError):
+                # a literal beyond 10^+-1000 becomes a stand-in beyond the format's range
+                # that rounds to the same value (+-inf/max or +-0/min subnormal)
+                q = literals.for_rounding(s)
+            except literals.NotALiteral:
                 try:
                     f = float(s)
                 except ValueError:
@@ -215,6 +218,8 @@ class BinaryContext(ArrayShapeOps):
                     raise ContextError(f"context {self.name}: convert: cannot read {x!r} as "
                                        f"an exact decimal or fraction") from None
                 return float(self._round(np.asarray(f)))
+            except literals.LiteralError as exc:
+                raise ContextError(f"context {self.name}: convert: {exc}") from None
             return formats.round_fraction(q, self.fmt)
         if isinstance(x, (complex, np.complexfloating)):
             raise ContextError(f"context {self.name}: convert: complex value {x!r} has no "

@@ -34,7 +34,8 @@ def _complex_leaf(x) -> complex:
             return complex(s.replace(" ", ""))
         except ValueError:
             pass
-        return complex(float(to_fraction(s)))
+        from .float64 import _exact_to_float64  # p/q text: bounded, rounded like float64
+        return complex(_exact_to_float64(s))
     try:
         return complex(float(to_fraction(x)))  # Fraction.__float__ rounds correctly
     except OverflowError:

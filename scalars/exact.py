@@ -17,6 +17,7 @@ import numpy as np
 from .arrayshape import ArrayShapeOps
 from .base import as_object_array, check_broadcast, object_result as _object_result
 from .errors import ContextError
+from .kernels import literals
 
 MPQ = type(gmpy2.mpq(0))
 MPZ = type(gmpy2.mpz(0))
@@ -385,16 +386,11 @@ def _mpq_leaf(x):
             raise ContextError(f"context rational: convert: {xf} is not a rational number")
         return gmpy2.mpq(xf)  # every finite double is a dyadic rational: exact
     if isinstance(x, str):
-        s = x.strip()
         try:
-            return gmpy2.mpq(s)
-        except (ValueError, ZeroDivisionError):
-            pass
-        try:
-            f = Fraction(s)
-        except (ValueError, ZeroDivisionError):
-            raise ContextError(f"context rational: convert: cannot read {x!r} as an exact "
-                               f"decimal or fraction") from None
+            # bounded: a literal beyond 10^+-1000 is refused before 10^e is built
+            f = literals.exact(x)
+        except literals.LiteralError as exc:
+            raise ContextError(f"context rational: convert: {exc}") from None
         return gmpy2.mpq(f.numerator, f.denominator)
     if isinstance(x, MPFR):
         if not gmpy2.is_finite(x):

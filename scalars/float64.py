@@ -8,6 +8,7 @@ BLAS below it (order unspecified): ``reduction="native"``.
 """
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 
 import numpy as np
@@ -18,6 +19,7 @@ from .kernels.eft import fma_f64
 from .errors import ContextError
 from .kernels.f64_matmul import product as f64_product
 from .formats import binary64
+from .kernels import literals
 from .kernels.f64_libm import heaviside_f64, mul_heaviside_f64
 
 
@@ -32,7 +34,12 @@ def _exact_to_float64(x) -> float:
         try:
             return float(s)  # Python's float() of a decimal string is correctly rounded
         except ValueError:
-            return float(to_fraction(s))
+            pass
+        q = literals.for_rounding(s)  # p/q, bounded (beyond 10^+-1000: a stand-in)
+        try:
+            return float(q)
+        except OverflowError:  # beyond binary64 as text: inf, like float("1e999")
+            return math.inf if q > 0 else -math.inf
     return float(to_fraction(x))  # Fraction.__float__ is correctly rounded
 
 

@@ -50,6 +50,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from .kernels import literals as _literals
 from .kernels import rounding as _k
 from .errors import ContextError, FormatError
 
@@ -359,9 +360,10 @@ def _as_ratio(q, what: str):
         return f.as_integer_ratio() if tname == "mpfr" else float(f).as_integer_ratio()
     if isinstance(q, str):
         try:
-            fr = Fraction(q.strip())
-        except (ValueError, ZeroDivisionError):
-            raise ContextError(f"{what}: cannot read {q!r} as an exact decimal or fraction")
+            # bounded; beyond 10^+-1000 a stand-in that rounds like the literal
+            fr = _literals.for_rounding(q)
+        except ContextError as exc:
+            raise ContextError(f"{what}: {exc}") from None
         return fr.numerator, fr.denominator
     raise ContextError(f"{what}: expected an exact number (int, Fraction, mpq, float, "
                        f"decimal string), got {tname}: {q!r}")

@@ -87,6 +87,7 @@ def test_lazy_subpackage_attributes():
         scalarlab.nope
 
 
+@pytest.mark.slow   # builds a wheel (13 s CPU); the editable install below stays default
 def test_wheel_holds_only_scalarlab(tmp_path):
     """Build a real (non-editable) wheel, install it into a fresh target and import it."""
     wheels = tmp_path / "wheels"

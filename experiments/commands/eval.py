@@ -52,11 +52,16 @@ def _parse_input(text, g):
     parts = [t.strip() for t in text.split(",") if t.strip()]
     if not parts:
         raise GraphError("--input: no values given")
+    from scalarlab.scalars.kernels import literals
     for t in parts:
+        # the spelling only: the context converts it (a float context rounds 1e999999999
+        # to inf, an exact one refuses it), through the same bounded reader
         try:
-            scalars.base.to_fraction(t)
-        except scalars.ContextError:
+            literals.for_rounding(t)
+        except literals.NotALiteral:
             raise GraphError(f"--input: {t!r} is not a decimal or p/q number") from None
+        except literals.LiteralError as exc:
+            raise GraphError(f"--input: {exc}") from None
     shape = g.nodes[ids[0]].out_shape
     size = int(np.prod(shape)) if shape else 1
     if size == 0 or len(parts) % size:
@@ -67,21 +72,40 @@ def _parse_input(text, g):
     return arr.reshape(lead + tuple(shape))
 
 
+def _input_array(arr, where: str):
+    """One array of input values: numbers or exact decimal strings, not empty."""
+    if arr.dtype.kind not in "fiuU":
+        raise GraphError(f"{where}: dtype {arr.dtype} is not numbers or exact decimal "
+                         f"strings")
+    if arr.size == 0:
+        raise GraphError(f"{where}: the array is empty (shape {list(arr.shape)})")
+    return arr.astype(object) if arr.dtype.kind == "U" else arr
+
+
 def _read_input_file(path, g):
+    import zipfile
+    from scalarlab.graph import files
+    files.check(path, "--input-file")        # a regular file within the size cap
+    bad = (OSError, ValueError, EOFError, zipfile.BadZipFile)
     try:
         data = np.load(path, allow_pickle=False)
-    except (OSError, ValueError, EOFError) as exc:
+    except bad as exc:
         raise GraphError(f"--input-file {path}: cannot read: {exc}") from None
     if isinstance(data, np.ndarray):
-        if data.dtype.kind == "U":
-            return data.astype(object)
-        return data
+        return _input_array(data, f"--input-file {path}")
     with data:
         out = {}
         for k in data.files:
             if not k.isdigit():
                 raise GraphError(f"--input-file {path}: key {k!r} is not an input node id")
-            out[int(k)] = data[k]
+            try:
+                arr = data[k]
+            except bad as exc:   # a truncated or corrupt member
+                raise GraphError(f"--input-file {path}: array {k!r}: cannot read: "
+                                 f"{exc}") from None
+            out[int(k)] = _input_array(arr, f"--input-file {path}: array {k!r}")
+        if not out:
+            raise GraphError(f"--input-file {path}: the archive holds no arrays")
         return out
 
 

@@ -94,6 +94,8 @@ def _shapes(args):
     shapes = {}
     if args.input_file:
         import numpy as np
+        from scalarlab.graph import files
+        files.check(args.input_file, "--input-file")   # a regular file within the cap
         try:
             data = np.load(args.input_file, allow_pickle=False)
         except Exception as exc:
@@ -108,7 +110,11 @@ def _shapes(args):
                                  f"with {len(feeds)} inputs; give an .npz keyed by input name")
             shapes[feeds[0].name] = tuple(data.shape)
         else:
-            shapes.update({k: tuple(data[k].shape) for k in data.files})
+            try:
+                shapes.update({k: tuple(data[k].shape) for k in data.files})
+            except Exception as exc:     # a truncated or corrupt member
+                raise GraphError(f"--input-file {args.input_file}: cannot read it "
+                                 f"({type(exc).__name__}: {exc})") from None
     for name, shape in args.shape or []:
         shapes[name] = shape
     return shapes

@@ -9,9 +9,9 @@ for it.  Numeric attributes (decimal strings included) are written as ONNX float
 """
 from __future__ import annotations
 
-from fractions import Fraction
-
 import numpy as np
+
+from scalarlab.scalars.base import to_fraction
 
 from ..axes import norm_axes, norm_axis
 from ..importers.interchange import Unsupported
@@ -22,7 +22,7 @@ _ONNX_REDUCE = {"reduce_max": "ReduceMax", "reduce_min": "ReduceMin",
 
 
 def _f(v) -> float:
-    return float(Fraction(v.strip()) if isinstance(v, str) else v)
+    return float(to_fraction(v) if isinstance(v, str) else v)
 
 
 def _lst(v) -> list:

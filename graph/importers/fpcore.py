@@ -230,7 +230,10 @@ def read_fpcore(src, *, source: str | None = None, translate: bool = True) -> li
     :class:`FPCoreError`.
     """
     text = src
-    if isinstance(src, os.PathLike) or (isinstance(src, str) and "(" not in src):
+    # a path that exists is a file, whatever its name holds ("prog (1).fpcore"); other text
+    # is FPCore source when it holds a form, else a path that does not exist (one error)
+    if isinstance(src, os.PathLike) or (isinstance(src, str) and (
+            "(" not in src or ("\n" not in src and os.path.lexists(src)))):
         path = os.fspath(src)
         text = read_text(path, "FPCore file", FPCoreError)
         source = source or path
@@ -259,7 +262,8 @@ def read_fpcore(src, *, source: str | None = None, translate: bool = True) -> li
 def read_fpcore_file(path, index: int = 0):
     """``(Graph, Payload)`` of FPCore number ``index`` of a file (the CLI's graph loader);
     an untranslatable program is a :class:`GraphError` with the reason."""
-    progs = read_fpcore(os.fspath(path))
+    from pathlib import Path
+    progs = read_fpcore(Path(os.fspath(path)))   # a path, never taken for FPCore text
     if not progs:
         raise FPCoreError(f"FPCore file {path}: holds no FPCore")
     if not 0 <= index < len(progs):

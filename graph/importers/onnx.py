@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import files
 from ..errors import GraphError
 from ..optable import OPS
 from .interchange import (Batched, IRBuilder, PendingConst, Unsupported, UnsupportedOpsError,
@@ -89,10 +90,7 @@ def load_onnx(path_or_model, *, batch_dims=None, output=None, shapes=None, concr
             path = str(path_or_model)
             if not os.path.exists(path):
                 raise GraphError(f"cannot read ONNX model {what}: no such file")
-            if os.path.isdir(path):
-                raise GraphError(f"cannot read ONNX model {what}: it is a directory")
-            with open(path, "rb") as f:
-                data = f.read()
+            data = files.read_bytes(path, "ONNX model")   # regular file within the cap
         if not data:
             raise GraphError(f"{what} is not an ONNX model: the file is empty (0 bytes)")
         try:

@@ -11,6 +11,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from scalarlab.experiments.cli import main
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "fpbench"
@@ -34,6 +36,7 @@ def _stop(proc, grace=2.0):
             continue
 
 
+@pytest.mark.slow   # a scheduler and worker as subprocesses (7 s CPU); the sweep's twin stays
 def test_fpbench_on_a_dask_scheduler_equals_the_local_run(tmp_path, capsys):
     dask = shutil.which("dask", path=os.path.dirname(sys.executable)) or shutil.which("dask")
     assert dask, "the dask command-line tool comes with dask[distributed] (test extra)"

@@ -62,7 +62,8 @@ NETS = {
 
 
 @pytest.mark.parametrize("net", sorted(NETS))
-@pytest.mark.parametrize("fmt", ["float64", "binary32", "bfloat16"])
+@pytest.mark.parametrize("fmt", ["float64", "binary32",
+                                 pytest.param("bfloat16", marks=pytest.mark.slow)])
 def test_point_runs_inside_crown_boxes(net, fmt):
     g, p, shape = NETS[net]()
     x0 = np.random.default_rng(len(net)).normal(0, 1, shape)

@@ -58,6 +58,7 @@ def test_sweep_is_deterministic_and_shard_independent_of_engine(six):
     assert c.iloc[0]["vertices"] == 0 and a.iloc[0]["vertices"] == 16
 
 
+@pytest.mark.slow   # a local cluster (9 s CPU); test_sweep_dask_scheduler stays default
 def test_dask_two_workers_equals_serial(six):
     g, p, x0 = six
     kw = dict(seed=9, shard_size=150)

@@ -108,6 +108,7 @@ def test_run_planned_keeps_the_folds_input_checks():
         run_planned(g, p, x0[:3], Policy())
 
 
+@pytest.mark.slow   # 4.5 s CPU; the fold's 100k chain (test_graph_properties) stays default
 def test_run_planned_evaluates_a_100000_node_chain():
     """One loop, no recursion: the planned run of a long chain does not hit the stack."""
     n = 100_000

@@ -25,7 +25,8 @@ def every_value(fmt) -> np.ndarray:
     return v[~np.isnan(v)]  # both zeros, and ±inf for e5m2
 
 
-@pytest.mark.parametrize("fmt", [F.e4m3, F.e5m2], ids=lambda f: f.name)
+@pytest.mark.parametrize("fmt", [F.e4m3, pytest.param(F.e5m2, marks=pytest.mark.slow)],
+                         ids=lambda f: f.name)
 @pytest.mark.parametrize("op", list(OPS))
 def test_every_pair(fmt, op):
     v = every_value(fmt)

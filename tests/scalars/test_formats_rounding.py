@@ -88,8 +88,9 @@ def random_cases(fmt, n: int, seed: int) -> np.ndarray:
     return rng.permutation(out)[:n] if out.size > n else out
 
 
-@pytest.mark.parametrize("fmt", [F.binary16, F.bfloat16, F.binary32, F.tf32, F.e4m3, F.e5m2],
-                         ids=lambda f: f.name)
+@pytest.mark.parametrize("fmt", [F.binary16, F.e4m3] + [
+    pytest.param(f, marks=pytest.mark.slow) for f in (F.bfloat16, F.binary32, F.tf32, F.e5m2)],
+    ids=lambda f: f.name)
 def test_random_values_every_mode(fmt):
     check_against_mpfr(random_cases(fmt, 100_000, seed=fmt.total_bits), fmt)
 

@@ -2,10 +2,12 @@
 import sys
 
 import numpy as np
+import pytest
 
 from scalarlab.tape import TapeBuilder, backward
 
 
+@pytest.mark.slow   # 2.6 s CPU; the fold's 100k chain (test_graph_properties) stays default
 def test_100k_node_chain_backward():
     n = 100_000
     b = TapeBuilder("float64")

@@ -29,7 +29,7 @@ from .cases import GraphCase, load_case
 from .cli import _Parser, command_module
 from .errors import ExperimentError
 
-__all__ = ["compare", "gaps", "sweep", "fpbench"]
+__all__ = ["compare", "gaps", "sweep", "fpbench", "bound"]
 
 
 class _KeywordParser(_Parser):
@@ -259,3 +259,29 @@ def fpbench(files, contexts=None, *, samples=None, sampling=None, seed=None,
                  positional=[os.fspath(p) for p in paths])
     rows, meta = command_module("fpbench").table(args)
     return _frame("fpbench", rows, meta)
+
+
+def bound(source, formats=None, *, box=None, only=None, samples=None, seed=0,
+          real_inputs=False, budget_s=None, tol=None) -> pd.DataFrame:
+    """The table of ``scalarlab bound``: per program x format, a sound upper bound on
+    |format execution - exact real result| over the input box, the largest sampled error
+    and their ratio (:func:`scalarlab.experiments.bound.bound`; ``df.attrs["meta"]`` as
+    the ``--json`` meta).
+
+    >>> import pathlib, scalarlab
+    >>> _ = pathlib.Path("sum.fpcore").write_text(
+    ...     "(FPCore (x y) :name \\"sum\\" :pre (and (<= 1 x 2) (<= 1 y 2)) (+ x y))")
+    >>> df = scalarlab.bound("sum.fpcore", formats=["binary64"], samples=64)
+    >>> round(float(df["bound_abs"][0]) / 2.0**-53, 9)     # |x + y| <= 4: 4 u, outward
+    4.0
+    >>> int(df["violations"][0])
+    0
+    """
+    from . import bound as B
+    kw = dict(box=box, only=only, seed=seed, real_inputs=real_inputs)
+    for key, value, default in (("samples", samples, B.DEFAULT_SAMPLES),
+                                ("budget_s", budget_s, B.DEFAULT_BUDGET_S),
+                                ("tol", tol, B.DEFAULT_TOL)):
+        kw[key] = default if value is None else value
+    rows, meta = B.bound(source, formats=formats or B.DEFAULT_FORMATS, **kw)
+    return _frame("bound", rows, meta)

@@ -11,6 +11,11 @@ import sys
 import threading
 
 
+#: the output files this run has published (experiments.output_sets appends; kept here,
+#: in a module of the standard library only, so that --help/--version load no numerics)
+PUBLISHED: list = []
+
+
 class Terminated(KeyboardInterrupt):
     """SIGTERM or SIGHUP, raised where the program is so that every ``finally`` and
     temporary-file cleanup runs as for Ctrl-C."""
@@ -45,7 +50,6 @@ def setup_process():
     """SIGTERM/SIGHUP end the run like Ctrl-C; a closed descriptor 1 or 2 gets /dev/null
     (so no file the run opens lands on it) and a closed stdout a stream whose writes fail
     with EBADF.  Returns the function that undoes it (``main`` runs in tests too)."""
-    from .output_sets import PUBLISHED
     PUBLISHED.clear()
     saved = {}
     if threading.current_thread() is threading.main_thread():
@@ -80,7 +84,6 @@ def exit_status(exc) -> int:
 
 def message(exc) -> str:
     """The one line of a run ended by a signal: which outputs were already published."""
-    from .output_sets import PUBLISHED
     n = getattr(exc, "signum", signal.SIGINT)
     what = "interrupted" if n == signal.SIGINT else f"terminated by {signal.Signals(n).name}"
     if not PUBLISHED:

@@ -60,7 +60,7 @@ TEMP_NAME = re.compile(r"^\.(?P<name>.+)\.(?P<kind>new|old|commit)-(?P<pid>\d+)-
                        r"(?P<token>[0-9a-f]{12})(?P<partial>\.tmp)?$")
 
 #: Paths published by this process (the interrupt message names them).
-PUBLISHED: list = []
+from .interrupts import PUBLISHED  # noqa: E402  (the run's published files)
 
 _ACTIVE = contextvars.ContextVar("scalarlab_output_set", default=None)
 _SIGNALS = tuple(getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP")

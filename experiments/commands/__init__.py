@@ -19,6 +19,11 @@ class Command(NamedTuple):
 
 
 COMMANDS: dict[str, Command] = {
+    "bound": Command("bound", "sound upper bound on |format execution - exact real result| "
+                              "over an input box (FPTaylor's symbolic Taylor forms, interval "
+                              "derivatives, branch and bound), with the largest sampled "
+                              "error, the ratio and the time; FPTaylor's published binary64 "
+                              "bound beside its benchmarks"),
     "check": Command("check", "validate a graph: structure (ids, parents, arity), shapes, "
                               "payload (finite weights); prints ok or the error"),
     "compare": Command("compare", "evaluate a graph in several contexts against an oracle: "

@@ -8,12 +8,10 @@ from .. import argtypes as T
 from .. import bound as B
 from .. import outputs
 from .. import tables
+from . import help_of
 
 NAME = "bound"
-HELP = ("sound upper bound on |format execution - exact real result| over an input box "
-        "(FPTaylor's symbolic Taylor forms, interval derivatives, branch and bound), with "
-        "the largest sampled error, the ratio and the time; FPTaylor's published binary64 "
-        "bound beside its benchmarks")
+HELP = help_of(NAME)
 
 
 def add_arguments(p) -> None:

@@ -133,15 +133,15 @@ def test_cli_errors_exit_1_with_the_message(tmp_path, capsys):
     import onnx
     from onnx import helper
     et = onnx.TensorProto.FLOAT
-    gr = helper.make_graph([helper.make_node("Hardmax", ["x"], ["y"])], "e",
+    gr = helper.make_graph([helper.make_node("NonZero", ["x"], ["y"])], "e",
                            [helper.make_tensor_value_info("x", et, ["N", 2])],
                            [helper.make_tensor_value_info("y", et, None)])
-    path = tmp_path / "hardmax.onnx"
+    path = tmp_path / "nonzero.onnx"
     onnx.save(helper.make_model(gr, opset_imports=[helper.make_opsetid("", 20)]), str(path))
     assert cli.main(["import", str(path), "-o", str(tmp_path / "g.json")]) == 1
     err = capsys.readouterr().err
     assert "scalarlab import: error: from_onnx: 1 unsupported operation" in err
-    assert "node 0 Hardmax (outputs y): no IR mapping for ONNX op 'Hardmax'" in err
+    assert "node 0 NonZero (outputs y): no IR mapping for ONNX op 'NonZero'" in err
     assert cli.main(["export", "no-such-graph", "-o", str(tmp_path / "x.onnx")]) == 1
     assert "neither a built-in" in capsys.readouterr().err
 

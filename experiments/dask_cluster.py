@@ -184,18 +184,21 @@ def client_for(*, scheduler: str | None = None, workers: int | None = None,
 @contextlib.contextmanager
 def _quiet_dask_logs():
     """Dask logs a lost scheduler or worker with tracebacks on stderr; the command says
-    it in one line instead, so its loggers are silenced while it runs."""
+    it in one line instead, so those loggers are silenced while it runs."""
     import logging
-    names = ["distributed"] + [n for n in logging.root.manager.loggerDict
-                               if n.startswith("distributed.")]
+    # tornado and asyncio log the failures of Dask's background tasks (a result fetch
+    # cut by the lost scheduler) with tracebacks too
+    roots = ("distributed", "tornado", "asyncio")
+    names = list(roots) + [n for n in logging.root.manager.loggerDict
+                           if n.startswith(tuple(r + "." for r in roots))]
     saved = {n: logging.getLogger(n).level for n in names}
     for n in names:
         logging.getLogger(n).setLevel(logging.CRITICAL + 1)
-    try:
-        yield
-    finally:
-        for n, level in saved.items():
-            logging.getLogger(n).setLevel(level)
+    yield
+    # restored after a clean run only: after a fault, the client's background tasks and
+    # finalizers keep logging the lost connection until the process ends
+    for n, level in saved.items():
+        logging.getLogger(n).setLevel(level)
 
 
 def _close(client, cluster) -> None:
@@ -217,8 +220,6 @@ def run_tasks(client, where: str, fn, shared, arg_lists: list, *, retries: int =
     # toolz (a dependency of dask) is importable on every scheduler and worker, whatever
     # version of this lab they run: the scheduler unpickles the task graph
     from toolz import identity
-    from distributed.client import FutureCancelledError, FuturesCancelledError
-    cancelled = (FutureCancelledError, FuturesCancelledError)
     from distributed.scheduler import KilledWorker
 
     total = len(arg_lists)
@@ -229,11 +230,13 @@ def run_tasks(client, where: str, fn, shared, arg_lists: list, *, retries: int =
     except (OSError, TimeoutError) as exc:
         raise ExperimentError(f"{where}: lost the scheduler while submitting: "
                               f"{' '.join(str(exc).split())[:200]}") from None
-    # as_completed hands over each future once, whatever its end (finished, error,
-    # cancelled): polling it without blocking leaves time for the watchdog below, at a
-    # cost independent of the number of pending tasks
-    queue = as_completed(futures)
-    pending = len(futures)
+    # as_completed hands over each future once with its result fetched (so a result is
+    # safe here before its worker can die), whatever its end: finished, error, cancelled.
+    # Polling it without blocking leaves time for the watchdog below.
+    index = {f.key: i for i, f in enumerate(futures)}
+    results = [None] * total
+    queue = as_completed(futures, with_results=True, raise_errors=False)
+    pending = total
     done = 0
     workerless_since = None
     next_check = time.monotonic()
@@ -241,28 +244,31 @@ def run_tasks(client, where: str, fn, shared, arg_lists: list, *, retries: int =
         finished = queue.next_batch(block=False)
         if not finished:
             time.sleep(POLL_SECONDS / 10)
-        for f in finished:
+        for f, res in finished:
             pending -= 1
             if f.status == "finished":
+                results[index[f.key]] = res
                 done += 1
                 if progress:
                     progress(1)
                 continue
             if f.status == "error":
-                exc = f.exception()
+                exc = res[1] if isinstance(res, tuple) else res
                 if isinstance(exc, KilledWorker):
                     raise ExperimentError(
                         f"{where}: a task failed {retries + 1} times because its workers "
                         f"died while running it ({done} of {total} tasks done)") from None
-                raise exc
-            raise ExperimentError(_lost(client, where, done, total, _reason(f)))
+                if isinstance(exc, BaseException):
+                    raise exc
+            raise ExperimentError(_lost(client, where, done, total,
+                                        str(getattr(res, "reason", "") or "")))
         if pending and time.monotonic() >= next_check:
             next_check = time.monotonic() + 2 * POLL_SECONDS
             if client.status != "running":
                 raise ExperimentError(_lost(client, where, done, total))
             try:
                 workers = len(client.nthreads())
-            except (OSError, TimeoutError):
+            except Exception:               # noqa: BLE001 -- a closing client raises
                 raise ExperimentError(_lost(client, where, done, total)) from None
             if workers:
                 workerless_since = None
@@ -272,23 +278,17 @@ def run_tasks(client, where: str, fn, shared, arg_lists: list, *, retries: int =
                 raise ExperimentError(f"{where}: no worker in the cluster for "
                                       f"{wait_for_worker:g} s ({done} of {total} tasks "
                                       "done)")
-    try:
-        return client.gather(futures)
-    except (OSError, TimeoutError) + cancelled:
-        raise ExperimentError(_lost(client, where, done, total)) from None
-
-
-def _reason(future) -> str:
-    """Dask's reason for a cancelled future (``scheduler-connection-lost``, ...)."""
-    try:
-        future.result(timeout=0)
-    except Exception as exc:                 # noqa: BLE001 -- only its reason is wanted
-        return str(getattr(exc, "reason", "") or "")
-    return ""
+    return results
 
 
 def _lost(client, where, done, total, reason="") -> str:
     why = f", Dask's reason: {reason}" if reason and reason != "unknown" else ""
+    # a dead scheduler's futures can be cancelled a moment before the client notices the
+    # broken connection: give it that moment before blaming the scheduler
+    deadline = time.monotonic() + 2.0
+    while client.status == "running" and "connection-lost" not in reason \
+            and time.monotonic() < deadline:
+        time.sleep(0.05)
     if client.status != "running" or "connection-lost" in reason:
         return (f"{where}: lost the connection to the scheduler ({done} of {total} tasks "
                 f"done{why})")

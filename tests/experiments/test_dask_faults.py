@@ -239,7 +239,7 @@ def test_losing_the_only_worker_or_the_scheduler_mid_sweep_is_one_line(tmp_path,
             out, err = cli.communicate(timeout=120)
     finally:
         cluster.close()
-    assert cli.returncode == 1 and out == ""
+    assert cli.returncode == 1 and out == "", (cli.returncode, out[-300:], err[-3000:])
     line = _one_line(err, "sweep")
     want = ("no worker in the cluster for 3 s" if fault == "kill-only-worker"
             else "lost the connection to the scheduler")

@@ -47,7 +47,6 @@ import mpmath
 import numpy as np
 
 from scalarlab.scalars.errors import ContextError
-from scalarlab.scalars.kernels.f64_matmul import product as f64_product
 from scalarlab.scalars.values import Interval
 
 from .axes import norm_axis
@@ -744,6 +743,8 @@ def _dense_extra(ctx, pr, args, g, n):
         return None
     with np.errstate(all="ignore"):
         m = np.abs(x.lo) if x.lo is x.hi else np.maximum(np.abs(x.lo), np.abs(x.hi))
+        # imported here: the op table (which imports this module) loads no Numba
+        from scalarlab.scalars.kernels.f64_matmul import product as f64_product
         p = f64_product(m, np.abs(W.lo).T)      # any order: the bound holds for all
         s = (p + k * 2.0 ** -1074) / (1 - gk) + np.maximum(np.abs(b.lo), np.abs(b.hi))
         e = (s * float(g) + float(n * pr.eta)) * (_F64_STEPS * (1 + 2.0 ** -52)) \

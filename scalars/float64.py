@@ -15,12 +15,11 @@ import numpy as np
 
 from .arrayshape import NumpyArithmetic
 from .base import as_object_array, check_broadcast, fixed_text, to_fraction
-from .kernels.eft import fma_f64
 from .errors import ContextError
-from .kernels.f64_matmul import product as f64_product
 from .formats import binary64
 from .kernels import literals
-from .kernels.f64_libm import heaviside_f64, mul_heaviside_f64
+# The compiled kernels (scalars.kernels: eft's fma ufunc, the fixed-order matmul, the libm
+# ufuncs) are imported where they are called: importing this context imports no Numba.
 
 
 def _exact_to_float64(x) -> float:
@@ -132,6 +131,7 @@ class Float64Context(NumpyArithmetic):
         """a*b + c with ONE rounding (IEEE fusedMultiplyAdd), vectorised (scalars.kernels.eft)."""
         a = self._arr(a, "fma"); b = self._arr(b, "fma"); c = self._arr(c, "fma")
         check_broadcast(self, "fma", a.shape, b.shape, c.shape)
+        from .kernels.eft import fma_f64
         with np.errstate(all="ignore"):
             return np.asarray(fma_f64(a, b, c))
 
@@ -147,10 +147,12 @@ class Float64Context(NumpyArithmetic):
         return fn.eval_f64(a, b)
 
     def heaviside(self, a):
+        from .kernels.f64_libm import heaviside_f64
         return np.asarray(heaviside_f64(self._arr(a, "heaviside")))
 
     def mul_heaviside(self, g, x):
         """``mul(g, heaviside(x))`` in one pass (the relu derivative's product)."""
+        from .kernels.f64_libm import mul_heaviside_f64
         return self._bin("mul", mul_heaviside_f64, g, x)
 
     def sign(self, a): return np.asarray(np.sign(self._arr(a, "sign")))
@@ -197,7 +199,10 @@ class Float64Context(NumpyArithmetic):
         of 256 added in order (:mod:`scalars.kernels.f64_matmul`: bit-reproducible,
         oracle-checkable); smaller ones, and contexts without it, get numpy's BLAS."""
         a = self._arr(a, "matmul"); b = self._arr(b, "matmul")
-        mm = f64_product if self.fixed_order_matmul else np.matmul
+        if self.fixed_order_matmul:
+            from .kernels.f64_matmul import product as mm
+        else:
+            mm = np.matmul
         try:
             with np.errstate(all="ignore"):  # native: inf/NaN propagate as the FMA gives them
                 return np.asarray(mm(a, b))

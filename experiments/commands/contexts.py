@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import textwrap
 
-import pandas as pd
-
-from scalarlab import scalars
-from scalarlab.scalars.errors import ScalarLabError
-from scalarlab.scalars.registry import aliases
 from . import help_of
+
+# The registry, the contexts and pandas are imported where they are used: building this
+# command's parser (its --help) imports none of them.
 
 NAME = "contexts"
 HELP = help_of(NAME)
@@ -35,6 +33,8 @@ def add_arguments(parser) -> None:
 
 def collect(only=None) -> tuple[list[dict], list[str]]:
     """Property dicts of the contexts to list, and the family patterns registered."""
+    from scalarlab import scalars
+    from scalarlab.scalars.errors import ScalarLabError
     families = scalars.family_examples()
     if only:
         names = list(dict.fromkeys(only))      # an alias is listed under the name given
@@ -112,6 +112,7 @@ def _wrapped(df, cols: int) -> str:
 
 
 def _frame(rows: list[dict]):
+    import pandas as pd
     return pd.DataFrame([{
         "name": r["name"],
         "kind": r["kind"],
@@ -125,6 +126,7 @@ def _frame(rows: list[dict]):
 
 
 def run(args) -> int:
+    from scalarlab.scalars.registry import aliases
     rows, families = collect(args.name)
     if args.json:
         from .. import outputs

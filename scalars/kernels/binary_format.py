@@ -437,8 +437,8 @@ def matmul_hw(fused, a, b, out):
                     out[q, i0 + r, j] = acc[r, j]
 
 
-@_jit
-def matmul_sequential(mode, fused, a, b, out, unsafe, spec):
+@_inline
+def _matmul_sequential_loop(mode, fused, a, b, out, unsafe, spec):
     """Batched dot products out[q, i, j] = sum_k a[q, i, k] * b[q, k, j] in sequential k
     order, emulated in float64.  ``fused=False``: acc = RN(acc + RN(a*b)); ``fused=True``:
     acc = RN(a*b + acc) (one rounding).  The first product RN(a0*b0) starts the
@@ -498,6 +498,61 @@ def matmul_sequential(mode, fused, a, b, out, unsafe, spec):
                             unsafe[q, i, j] = 1
             for j in range(N):
                 out[q, i, j] = acc[j]
+
+
+# One compiled kernel per (path, fused): with mode and fused as runtime arguments one
+# kernel held all six loops and cost about 3 s of CPU to compile cold, while a run uses one
+# or two of them (a default 'scalarlab compare': FAST unfused only).  Each calls the
+# inlined loop with constants, so Numba prunes the other branches before typing them.
+@_jit
+def matmul_sequential_fast(a, b, out, unsafe, spec):
+    """:func:`matmul_sequential` on the FAST path, unfused."""
+    _matmul_sequential_loop(FAST, False, a, b, out, unsafe, spec)
+
+
+@_jit
+def matmul_sequential_fast_fused(a, b, out, unsafe, spec):
+    """:func:`matmul_sequential` on the FAST path, fused."""
+    _matmul_sequential_loop(FAST, True, a, b, out, unsafe, spec)
+
+
+@_jit
+def matmul_sequential_native(a, b, out, unsafe, spec):
+    """:func:`matmul_sequential` on the NATIVE path (binary64), unfused."""
+    _matmul_sequential_loop(NATIVE, False, a, b, out, unsafe, spec)
+
+
+@_jit
+def matmul_sequential_native_fused(a, b, out, unsafe, spec):
+    """:func:`matmul_sequential` on the NATIVE path (binary64), fused."""
+    _matmul_sequential_loop(NATIVE, True, a, b, out, unsafe, spec)
+
+
+@_jit
+def matmul_sequential_sticky(a, b, out, unsafe, spec):
+    """:func:`matmul_sequential` on the STICKY path, unfused."""
+    _matmul_sequential_loop(STICKY, False, a, b, out, unsafe, spec)
+
+
+@_jit
+def matmul_sequential_sticky_fused(a, b, out, unsafe, spec):
+    """:func:`matmul_sequential` on the STICKY path, fused."""
+    _matmul_sequential_loop(STICKY, True, a, b, out, unsafe, spec)
+
+
+_MATMUL_SEQUENTIAL = {(FAST, False): matmul_sequential_fast,
+                      (FAST, True): matmul_sequential_fast_fused,
+                      (NATIVE, False): matmul_sequential_native,
+                      (NATIVE, True): matmul_sequential_native_fused,
+                      (STICKY, False): matmul_sequential_sticky,
+                      (STICKY, True): matmul_sequential_sticky_fused}
+
+
+def matmul_sequential(mode, fused, a, b, out, unsafe, spec):
+    """Batched dot products out[q, i, j] = sum_k a[q, i, k] * b[q, k, j] in sequential k
+    order, emulated in float64 (see :func:`_matmul_sequential_loop`); dispatches to the
+    compiled kernel of ``(mode, fused)``, so a run compiles only the paths it uses."""
+    _MATMUL_SEQUENTIAL[(int(mode), bool(fused))](a, b, out, unsafe, spec)
 
 
 _JB = 64   # pairwise: column block of the K x _JB product buffer

@@ -16,7 +16,8 @@ an error term that is itself a float64, with no approximation:
 These are Numba functions on float64 *scalars*, meant to be called from other compiled
 kernels (:mod:`scalars.kernels.binary_format`, :mod:`scalars.kernels.directed`); Numba keeps IEEE
 semantics (no fast-math, no contraction of ``a*b + c`` into an fma), which the EFTs need.
-Array versions with numpy broadcasting are ufuncs: :data:`fma_f64` and :data:`prod_err`.
+Array versions with numpy broadcasting are ufuncs built on first call: :data:`fma_f64` and
+:data:`prod_err`.
 Overflow anywhere makes an EFT meaningless (inf - inf); callers check finiteness.
 """
 from __future__ import annotations
@@ -28,6 +29,8 @@ from llvmlite import ir
 from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
+
+from .lazy_ufunc import lazy_vectorize
 
 # Compiled once and linked into each calling kernel, where LLVM inlines them.  Numba's
 # on-disk cache of a *calling* module does not notice edits here: after changing this file,
@@ -118,14 +121,16 @@ def to_odd(r, t):
 
 
 # ---------------------------------------------------------------- array versions
-@numba.vectorize(["float64(float64, float64, float64)"], cache=True)
+# Built on first call (scalars.kernels.lazy_ufunc): every kernel module imports this one,
+# and an eager ufunc costs its build in every process that imports any kernel.
+@lazy_vectorize("float64(float64, float64, float64)")
 def fma_f64(a, b, c):
     """Correctly rounded a*b + c on float64 arrays (numpy broadcasting), IEEE special
     cases (signed zeros, inf, NaN, subnormals) as the hardware operation gives them."""
     return fma(a, b, c)
 
 
-@numba.vectorize(["float64(float64, float64)"], cache=True)
+@lazy_vectorize("float64(float64, float64)")
 def prod_err(a, b):
     """The error term of :func:`two_prod`: a*b - RN(a*b), elementwise (exact where it does
     not underflow; NaN where the product overflows)."""

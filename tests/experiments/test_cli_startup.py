@@ -137,3 +137,48 @@ def test_sweep_centre_file_and_refused_input_file(tmp_path, capsys):
     assert len(err) == 1 and "give the box centre with --center-file" in err[0], err
     assert main([*argv, "--center-file", str(tmp_path / "c.npy"), "--box", "0:1"]) == 1
     assert "--box replaces --center-file" in capsys.readouterr().err
+
+
+def _run_fresh(code: str) -> str:
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    return res.stdout
+
+
+def test_op_table_loads_no_numba_and_float64_builds_its_ufuncs_on_use():
+    # (The float64 context itself imports scalars.formats, whose rounding kernels import
+    # Numba; it compiles nothing of its own until an operation needs it.)
+    out = _run_fresh(
+        "import sys\n"
+        "import scalarlab.graph.optable\n"
+        "print('numba' in sys.modules)\n"
+        "import scalarlab.scalars.float64\n"
+        "import scalarlab.scalars.kernels.f64_libm as L\n"
+        "print('scalarlab.scalars.kernels.f64_matmul' in sys.modules,\n"
+        "      [f._ufunc is None for f in (L.erf_f64, L.heaviside_f64)])\n"
+        "import numpy as np\n"
+        "c = scalarlab.scalars.float64.Float64Context()\n"
+        "print(c.heaviside(np.array([-1.0, 0.0, 2.0])).tolist(),\n"
+        "      [f._ufunc is None for f in (L.erf_f64, L.heaviside_f64)])\n")
+    assert out.split("\n")[:3] == ["False", "False [True, True]",
+                                    "[0.0, 0.0, 1.0] [True, False]"]
+
+
+def test_a_plain_compare_compiles_only_the_kernels_it_runs():
+    # A dispatcher's signatures list what it compiled or loaded from the on-disk cache in
+    # this process: the default compare (FAST formats, unfused, nearest-even) needs one
+    # sequential matmul loop and one rounding mode.
+    out = _run_fresh(
+        "from scalarlab.experiments.cli import main\n"
+        "assert main(['compare', '--quiet']) == 0\n"
+        "from scalarlab.scalars.kernels import binary_format as K, rounding as R\n"
+        "from scalarlab.scalars.kernels import f64_libm as L\n"
+        "print('@', sorted(n for n, f in vars(K).items()\n"
+        "                  if n.startswith('matmul_sequential_') and f.signatures))\n"
+        "print('@', sorted(n for n, f in vars(R).items() if n.startswith('round_bits')\n"
+        "                  and f.signatures))\n"
+        "print('@', L.erf_f64._ufunc is None, L.gamma_f64._ufunc is None)\n")
+    mine = [line[2:] for line in out.splitlines() if line.startswith("@ ")]
+    assert mine == ["['matmul_sequential_fast']",
+                                   "['round_bits_nearest_even']", "True True"]

@@ -68,8 +68,24 @@ RADIUS_MAX = 1e300
 radius = real(0.0, RADIUS_MAX)
 
 
+def split_top(text: str) -> list[str]:
+    """``text`` split at its top-level commas only: ``binary(5,10),e4m3`` is two items
+    (a comma inside brackets belongs to the item; an unmatched closer is ignored)."""
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth = max(depth - 1, 0)
+        elif ch == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    parts.append(text[start:])
+    return parts
+
+
 def _items(text: str, what: str) -> list[str]:
-    parts = [t.strip() for t in str(text).split(",")]
+    parts = [t.strip() for t in split_top(str(text))]
     if not any(parts):
         _fail(f"no {what} given")
     if any(not t for t in parts):

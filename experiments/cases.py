@@ -137,7 +137,8 @@ def load_case(arg: str | None) -> GraphCase:
 def parse_contexts(spec) -> list:
     """Comma-separated context names, or a list of names or contexts (the CLI's
     ``--contexts`` arrives resolved) -> contexts (point contexts with real values only)."""
-    items = spec.split(",") if isinstance(spec, str) else list(spec)
+    from .argtypes import split_top
+    items = split_top(spec) if isinstance(spec, str) else list(spec)  # binary(5,10): one
     items = [s.strip() if isinstance(s, str) else s for s in items]
     items = [s for s in items if not isinstance(s, str) or s]
     if not items:

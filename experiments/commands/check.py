@@ -49,6 +49,47 @@ def _finite_mask(a) -> np.ndarray:
     return np.vectorize(one, otypes=[bool])(a) if a.size else np.ones(a.shape, bool)
 
 
+def _bad_string(a):
+    """``(position, text, reason)`` of the first payload string that is no number literal
+    (``"banana"``, ``"1/0"``, more than 4000 digits), or None.  Read by the lab's bounded
+    literal reader, so a huge exponent costs nothing here; ``inf``/``nan`` spellings are
+    left to the non-finite check."""
+    from scalarlab.scalars.kernels import literals
+    a = np.asarray(a)
+    if a.dtype.kind not in "OU" or a.size == 0:
+        return None
+    for pos, t in np.ndenumerate(a):
+        if not isinstance(t, str):
+            continue
+        try:
+            literals.for_rounding(t)
+        except literals.NotALiteral as exc:
+            try:
+                float(t)                         # inf, -inf, nan: the non-finite check's
+                continue
+            except ValueError:
+                return pos, t, str(exc)
+        except literals.LiteralError as exc:
+            return pos, t, str(exc)
+    return None
+
+
+def unreadable_strings(payload) -> list[str]:
+    """One description per payload field holding a string that is not a number."""
+    out = []
+    for k, params in graph.Payload(payload).items():
+        for name, v in params.items():
+            parts = [("lo", v.lo), ("hi", v.hi)] if hasattr(v, "lo") else [("", v)]
+            for tag, arr in parts:
+                bad = _bad_string(arr)
+                if bad is not None:
+                    pos, t, why = bad
+                    shown = t if len(t) <= 40 else t[:37] + "..."
+                    out.append(f"payload entry {k} field {name!r}{' ' + tag if tag else ''}: "
+                               f"{shown!r} at {[int(i) for i in pos]} is not a number ({why})")
+    return out
+
+
 def nonfinite_weights(payload) -> list[str]:
     """One description per payload field holding NaN or infinite values."""
     out = []
@@ -73,6 +114,10 @@ def run(args) -> int:
     graph.check_well_formed(g)
     graph.check_shapes(g)
     graph.check_payload(g, payload)
+    unreadable = unreadable_strings(payload) if payload is not None else []
+    if unreadable:       # never a warning: no context can evaluate such an entry
+        more = f" (and {len(unreadable) - 1} more field(s))" if len(unreadable) > 1 else ""
+        raise GraphError(unreadable[0] + more)
     bad = nonfinite_weights(payload) if payload is not None else []
     if bad and not args.allow_nonfinite:
         more = f" (and {len(bad) - 1} more field(s))" if len(bad) > 1 else ""

@@ -112,6 +112,32 @@ def load_onnx(path_or_model, *, batch_dims=None, output=None, shapes=None, concr
                      concrete=concrete)
 
 
+#: Most entries one ONNX tensor may declare (2^31: 16 GiB of float64; a model declaring
+#: more is refused before numpy tries to shape it).
+MAX_TENSOR_ENTRIES = 2 ** 31
+
+
+def _tensor_array(numpy_helper, t, what: str) -> np.ndarray:
+    """``numpy_helper.to_array(t)`` once the declared shape is sane: no negative dimension,
+    at most :data:`MAX_TENSOR_ENTRIES` entries, and the stored data fills it; otherwise a
+    GraphError naming the tensor (a file declaring [1e9, 1e9] over no data is refused)."""
+    dims = [int(d) for d in t.dims]
+    name = f"{what} {t.name!r}" if getattr(t, "name", "") else what
+    if any(d < 0 for d in dims):
+        raise GraphError(f"ONNX {name}: negative dimension in its shape {dims}")
+    n = 1
+    for d in dims:
+        n *= d
+    if n > MAX_TENSOR_ENTRIES:
+        raise GraphError(f"ONNX {name}: declares shape {dims} ({n} entries; at most "
+                         f"{MAX_TENSOR_ENTRIES} are read)")
+    try:
+        return numpy_helper.to_array(t)
+    except (ValueError, TypeError, OSError, MemoryError) as exc:
+        raise GraphError(f"ONNX {name}: its data does not fill the declared shape {dims} "
+                         f"({type(exc).__name__}: {exc})") from None
+
+
 def external_data_used(model) -> bool:
     """True when an initializer keeps its values in a file beside the model."""
     return any(init.data_location == 1 for init in model.graph.initializer)
@@ -209,7 +235,8 @@ def _from_onnx(model, batch_dims, output):
     conv = _OnnxConverter(onnx, numpy_helper, _opset(model), batch_dims)
     env: dict = {}
     for init in g.initializer:
-        env[init.name] = PendingConst(numpy_helper.to_array(init), init.name)
+        env[init.name] = PendingConst(_tensor_array(numpy_helper, init, "initializer"),
+                                      init.name)
     for vi in g.input:
         if vi.name in env:
             continue
@@ -373,7 +400,8 @@ class _OnnxConverter:
             lead += 1
         if lead > self.nb or any(isinstance(t, BatchDim) for t in raw[lead:]):
             raise Unsupported(f"ConstantOfShape of {raw}: batch extents only in front")
-        v = self.nh.to_array(A["value"]).reshape(-1)[0] if "value" in A else np.float32(0)
+        v = (_tensor_array(self.nh, A["value"], "ConstantOfShape value").reshape(-1)[0]
+             if "value" in A else np.float32(0))
         c = PendingConst(np.full([int(t) for t in raw[lead:]], v), "ConstantOfShape")
         return Batched(self.materialize(c).id, lead)
 
@@ -711,7 +739,8 @@ class _OnnxConverter:
 # :data:`.onnx_ops.CONVERTERS`, whose network ops are merged in below).
 def _constant(conv, node, ins, A):
     if "value" in A:
-        return [PendingConst(conv.nh.to_array(A["value"]), node.output[0])]
+        return [PendingConst(_tensor_array(conv.nh, A["value"], "Constant value"),
+                             node.output[0])]
     for key, dt in (("value_float", np.float32), ("value_floats", np.float32),
                     ("value_int", np.int64), ("value_ints", np.int64)):
         if key in A:

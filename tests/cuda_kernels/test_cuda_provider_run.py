@@ -137,6 +137,7 @@ def test_provider_diff_table_and_markdown(tmp_path, capsys):
     assert "| numba_cuda.reduce_sum |" in out.read_text() or "numba_cuda.reduce_sum" in out.read_text()
 
 
+@pytest.mark.slow   # a subprocess (3.8 s CPU); test_a_driver_failure_at_launch... stays default
 def test_without_device_or_simulator_the_error_says_what_to_do():
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0", CUDA_VISIBLE_DEVICES="")
     r = subprocess.run([sys.executable, "-m", "scalarlab.experiments", "provider-diff"], cwd=ROOT,

@@ -167,6 +167,7 @@ def _transcript(capsys, device):
     return rc, out
 
 
+@pytest.mark.slow   # 1.4 s CPU; the loss and MSE row tests stay default
 def test_quickstart_on_cuda_prints_the_cpu_transcript(capsys):
     rc_c, cpu = _transcript(capsys, "cpu")
     rc_g, gpu = _transcript(capsys, "cuda")

@@ -62,8 +62,8 @@ NETS = {
 
 
 @pytest.mark.parametrize("net", sorted(NETS))
-@pytest.mark.parametrize("fmt", ["float64", "binary32",
-                                 pytest.param("bfloat16", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("fmt", ["float64"] + [pytest.param(f, marks=pytest.mark.slow)
+                                              for f in ("binary32", "bfloat16")])
 def test_point_runs_inside_crown_boxes(net, fmt):
     g, p, shape = NETS[net]()
     x0 = np.random.default_rng(len(net)).normal(0, 1, shape)

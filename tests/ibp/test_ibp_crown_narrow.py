@@ -131,7 +131,8 @@ NETS = {
 }
 
 
-@pytest.mark.parametrize("net", sorted(NETS))
+@pytest.mark.parametrize("net", [pytest.param(n, marks=pytest.mark.slow) if n == "cnn-max" else n
+                                 for n in sorted(NETS)])
 def test_networks_never_looser_than_ibp_at_any_node(net):
     g, p, shape = NETS[net]()
     rng = np.random.default_rng(len(net))

@@ -247,7 +247,10 @@ def _samples(prog, regions, residual, fmt, n, seed, worst):
                             max_draw=40 * half)
             parts.append(more.x)
         except ExperimentError:
-            pass        # a leaf narrower than the format's spacing holds no sample
+            # a leaf narrower than the format's spacing may hold no sample: the other half
+            # comes from the box too, so a row always has the samples asked for
+            parts.append(S.sample(regions, prog.arguments, residual, fmt, half, rng,
+                                  "box").x)
     return np.concatenate(parts)
 
 

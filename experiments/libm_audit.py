@@ -199,7 +199,7 @@ CUSTOM: dict = {}
 def register_library(name: str, functions: dict) -> None:
     """Audit your own implementation: ``functions`` maps ``(func, fmt)`` to ``x -> y`` on
     the format's carrier arrays (float32 for binary32 and bfloat16, float16, float64).
-    Processes started for chunks inherit it where they fork (Linux)."""
+    Chunks run in this process only (``workers=1``): worker processes start clean."""
     if name in LIBRARIES:
         raise ExperimentError(f"libm: {name!r} is a built-in library name")
     CUSTOM[name] = dict(functions)
@@ -444,7 +444,11 @@ def _run_exhaustive(libs, funcs, fmt, lo, hi, *, workers, resume, quiet, chunk):
             record(*_chunk_task(t))
             bar.update(1)
     else:
-        with ProcessPoolExecutor(max_workers=workers) as pool:
+        # forkserver, not fork: a child forked from a process whose torch/OpenMP threads
+        # hold locks can hang forever; the forkserver's children start from a clean process
+        import multiprocessing
+        with ProcessPoolExecutor(max_workers=workers,
+                                 mp_context=multiprocessing.get_context("forkserver")) as pool:
             for span, part in pool.map(_chunk_task, tasks):
                 record(span, part)
                 bar.update(1)
@@ -452,11 +456,13 @@ def _run_exhaustive(libs, funcs, fmt, lo, hi, *, workers, resume, quiet, chunk):
     return total
 
 
-def _run_sampled(libs, funcs, fmt, lo, hi, *, samples, search, seed):
+def _run_sampled(libs, funcs, fmt, lo, hi, *, samples, search, seed, specials):
     rng = np.random.default_rng(seed)
     # sorted, so that the error envelope of check_block runs along the input axis
     ords = np.sort(rng.integers(lo, hi + 1, size=samples))
-    x = np.concatenate([special_inputs(fmt), from_ordinals(fmt, ords)])
+    x = from_ordinals(fmt, ords)
+    if specials:
+        x = np.concatenate([special_inputs(fmt), x])
     total: dict = {}
     for func in funcs:
         ref = reference(func, fmt, x)
@@ -528,6 +534,9 @@ def libm_audit(funcs=DEFAULT_FUNCS, libs=("numpy", "torch", "libm"), fmt="binary
         if lib not in LIBRARIES and lib not in CUSTOM:
             raise ExperimentError(f"libm: unknown library {lib!r}; known: "
                                   f"{', '.join((*LIBRARIES, *CUSTOM))}")
+    if workers > 1 and any(lib in CUSTOM for lib in libs):
+        raise ExperimentError("libm: registered libraries run in this process only; "
+                              "use workers=1")
     if exhaustive and fmt == "binary64":
         raise ExperimentError("libm: binary64 has 2^64 inputs; use --samples N --search")
     pairs, skipped = [], []
@@ -543,11 +552,13 @@ def libm_audit(funcs=DEFAULT_FUNCS, libs=("numpy", "torch", "libm"), fmt="binary
     if exhaustive:
         total = _run_exhaustive(use_libs, funcs, fmt, lo, hi, workers=workers,
                                 resume=resume, quiet=quiet, chunk=chunk)
-        # the ordinals cover -0 only through +0: score the Annex F inputs as well
-        _merge(total, _special_total(use_libs, funcs, fmt))
+        # the ordinals cover -0 only through +0: score the Annex F inputs as well (a run
+        # restricted by a range keeps to it)
+        if range is None:
+            _merge(total, _special_total(use_libs, funcs, fmt))
     else:
         total = _run_sampled(use_libs, funcs, fmt, lo, hi, samples=samples, search=search,
-                             seed=seed)
+                             seed=seed, specials=range is None)
     elapsed = time.perf_counter() - t0
     rows, specials, curves = [], [], {}
     for lib, func in pairs:

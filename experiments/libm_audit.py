@@ -399,7 +399,8 @@ def _chunk_task(task):
     for func in funcs:
         ref = reference(func, fmt, x)
         for lib in libs:
-            res[f"{lib}|{func}"] = check_block(lib, func, fmt, x, ref)
+            if library_function(lib, func, fmt) is not None:
+                res[f"{lib}|{func}"] = check_block(lib, func, fmt, x, ref)
     return (lo, hi), res
 
 
@@ -476,7 +477,8 @@ def _run_sampled(libs, funcs, fmt, lo, hi, *, samples, search, seed, specials):
     for func in funcs:
         ref = reference(func, fmt, x)
         for lib in libs:
-            _merge(total, {f"{lib}|{func}": check_block(lib, func, fmt, x, ref)})
+            if library_function(lib, func, fmt) is not None:
+                _merge(total, {f"{lib}|{func}": check_block(lib, func, fmt, x, ref)})
     if search:
         # local search (Zimmermann's black-box idea): around each worst point, try values
         # at ordinal distances 2^k, k shrinking, keeping any worse point found

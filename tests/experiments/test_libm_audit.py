@@ -286,6 +286,14 @@ def test_cli_table_json_and_plot(tmp_path, capsys):
     assert rc == 0 and "glibc" in text and "lower bounds" in text
 
 
+def test_libraries_missing_a_function_are_skipped_not_run():
+    """numpy has no erf: its row is left out (and named), the others still run."""
+    df = L.libm_audit(["exp", "erf"], ["numpy", "lab"], "binary32", samples=500, search=1)
+    assert set(zip(df.library, df.function)) == {("numpy", "exp"), ("lab", "exp"),
+                                                 ("lab", "erf")}
+    assert df.attrs["skipped"] == ["numpy erf binary32"]
+
+
 @pytest.mark.parametrize("argv, msg", [
     (["libm", "exq"], "unknown function 'exq'"),
     (["libm", "--lib", "numpi"], "unknown library 'numpi'"),

@@ -87,6 +87,10 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
+    if args.plot_function and args.plot_function[0] not in args.funcs:
+        from ..errors import ExperimentError
+        raise ExperimentError(f"--plot-function {args.plot_function[0]}: not among the "
+                              f"audited functions ({','.join(args.funcs)})")
     df = L.libm_audit(args.funcs, args.lib, args.format, exhaustive=args.exhaustive,
                       samples=args.samples, search=args.search, range=args.range,
                       seed=args.seed, workers=args.workers, resume=args.resume,

@@ -284,6 +284,8 @@ def test_cli_table_json_and_plot(tmp_path, capsys):
                "--quiet"])
     text = capsys.readouterr().out
     assert rc == 0 and "glibc" in text and "lower bounds" in text
+    rc = main(["libm", "exp", "--plot-function", "log", "--samples", "10", "--quiet"])
+    assert rc == 1 and "--plot-function log: not among" in capsys.readouterr().err
 
 
 def test_libraries_missing_a_function_are_skipped_not_run():

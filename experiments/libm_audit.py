@@ -1,0 +1,641 @@
+"""``scalarlab libm``: how far from correctly rounded are the math libraries people call?
+
+For each (library, function, format) the audit evaluates the library on a set of format
+values (all of them, or a sample) and compares with the correctly rounded result:
+
+* the reference for binary32, binary16 and bfloat16 is the lab's binary context of that
+  format, which rounds every FPCore function correctly (float64 evaluation, MPFR where the
+  float64 value cannot decide the rounding); bit patterns are compared, so the fast check is
+  one vectorised comparison per input;
+* for binary64 the reference is MPFR itself (gmpy2 in the format's context), per sample;
+* where the library's result differs, its error in ulps *of the exact result* is first
+  estimated from the lab's float64 evaluator (accurate to ~2^-28 binary32 ulps), and the
+  worst candidates are recomputed with MPFR at ``p + 40`` bits: the reported figure is
+  MPFR's (Zimmermann's convention: 0.5 means correctly rounded at worst);
+* special-value disagreements (NaN, +-inf, signed zero, underflow to zero) are listed in a
+  separate table and kept out of the ulp figure.
+
+Exhaustive runs walk the format's values in order (ordinals) in chunks; chunks run in
+local processes and every finished chunk is recorded in a resume file written atomically,
+so an interrupted run continues where it stopped.  Sampled runs (binary64 in particular)
+draw ordinals uniformly, i.e. uniformly over exponents, then search around the worst
+points; their figure is a lower bound and labelled so.
+"""
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import json
+import math
+import os
+import platform
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import gmpy2
+import numpy as np
+import pandas as pd
+
+from scalarlab import scalars
+from scalarlab.scalars import formats as F
+from scalarlab.scalars.functions import FUNCTIONS
+
+from . import outputs, tables
+from .errors import ExperimentError
+
+FORMATS = ("binary32", "binary64", "binary16", "bfloat16")
+LIBRARIES = ("numpy", "torch", "libm", "jax", "lab")
+DEFAULT_FUNCS = ("exp", "log", "sin", "cos", "tanh")
+#: Extra precision of the MPFR value an error figure is computed from: the figure's
+#: relative error is then ~2^-40, far below the two decimals printed.
+GUARD_BITS = 40
+#: Chunk of an exhaustive binary32 run (2^32 / 2^22 = 1024 chunks).
+CHUNK = 1 << 22
+#: Per chunk, this many worst candidates (by the float64 estimate) are recomputed in MPFR.
+CANDIDATES = 8
+#: Bins of the error-vs-input envelope kept per chunk for the plot.
+BINS = 256
+#: Special-value examples kept per (library, function, kind).
+EXAMPLES = 3
+
+_NUMPY_NAMES = {"atan": "arctan", "asin": "arcsin", "acos": "arccos", "asinh": "arcsinh",
+                "acosh": "arccosh", "atanh": "arctanh"}
+_TORCH_ONLY = {"erf", "erfc", "lgamma", "sigmoid"}
+_LIBM_NAMES = {"round": "round", "nearbyint": "nearbyint", "tgamma": "tgamma"}
+
+
+# ---------------------------------------------------------------------- formats, ordinals
+def _carrier(fmt: str):
+    """numpy dtype that holds the format's values exactly (bfloat16 inside float32)."""
+    return {"binary32": np.float32, "binary64": np.float64, "binary16": np.float16,
+            "bfloat16": np.float32}[fmt]
+
+
+def _nbits(fmt: str) -> int:
+    return {"binary32": 32, "binary64": 64, "binary16": 16, "bfloat16": 16}[fmt]
+
+
+def ordinal_range(fmt: str) -> tuple[int, int]:
+    """(lo, hi) ordinals of -inf and +inf: ordinal 0 is +0, n > 0 the n-th value above it,
+    -n the n-th below -0 (so -0 is not an ordinal of its own; it is added as a special)."""
+    top = {32: 0x7F800000, 64: 0x7FF0000000000000, 16: 0x7C00}[_nbits(fmt)]
+    if fmt == "bfloat16":
+        top = 0x7F80
+    return -top, top
+
+
+def from_ordinals(fmt: str, ords: np.ndarray) -> np.ndarray:
+    """The format values (in the carrier dtype) at the given ordinals."""
+    o = np.asarray(ords, dtype=np.int64)
+    mag = np.abs(o).astype(np.uint64)
+    sign = np.where(o < 0, np.uint64(1), np.uint64(0))
+    n = _nbits(fmt)
+    bits = (sign << np.uint64(n - 1)) | mag
+    if fmt == "binary64":
+        return bits.view(np.float64)
+    if fmt == "binary32":
+        return bits.astype(np.uint32).view(np.float32)
+    if fmt == "binary16":
+        return bits.astype(np.uint16).view(np.float16)
+    return (bits.astype(np.uint32) << np.uint32(16)).view(np.float32)
+
+
+def to_ordinals(fmt: str, x) -> np.ndarray:
+    """Inverse of :func:`from_ordinals` (-0 maps to 0)."""
+    x = np.asarray(x, dtype=_carrier(fmt))
+    if fmt == "binary64":
+        b = x.view(np.uint64).astype(np.uint64)
+    elif fmt == "binary16":
+        b = x.view(np.uint16).astype(np.uint64)
+    elif fmt == "binary32":
+        b = x.view(np.uint32).astype(np.uint64)
+    else:
+        b = (x.view(np.uint32) >> np.uint32(16)).astype(np.uint64)
+    n = _nbits(fmt)
+    mag = (b & np.uint64((1 << (n - 1)) - 1)).astype(np.int64)
+    return np.where((b >> np.uint64(n - 1)) != 0, -mag, mag)
+
+
+def special_inputs(fmt: str) -> np.ndarray:
+    """Inputs every run includes: signed zeros, infinities, NaN, +-1, the subnormal and
+    overflow ends (C99 Annex F's cases)."""
+    lo, hi = ordinal_range(fmt)
+    ext = from_ordinals(fmt, np.array([1, hi - 1, -1, lo + 1]))
+    base = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0])
+    return np.concatenate([base.astype(_carrier(fmt)), ext])
+
+
+# ----------------------------------------------------------------------------- libraries
+def numpy_simd() -> str:
+    """The SIMD targets numpy's dispatcher uses on this CPU (baseline + best dispatched)."""
+    try:
+        m = np._core._multiarray_umath
+        on = [t for t in m.__cpu_dispatch__ if m.__cpu_features__.get(t)]
+        return f"baseline {' '.join(m.__cpu_baseline__)}; dispatched {' '.join(on) or 'none'}"
+    except AttributeError:  # pragma: no cover - older numpy layout
+        return "unknown"
+
+
+def glibc_version() -> str:
+    try:
+        return os.confstr("CS_GNU_LIBC_VERSION")
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - not glibc
+        return "unknown"
+
+
+def provenance() -> dict:
+    """Versions and CPU facts the figures depend on."""
+    meta = {"glibc": glibc_version(), "numpy": np.__version__, "numpy_simd": numpy_simd(),
+            "machine": platform.machine(), "processor": platform.processor()}
+    try:
+        import torch
+        meta["torch"] = torch.__version__
+        meta["torch_cpu_capability"] = torch.backends.cpu.get_cpu_capability()
+    except ImportError:  # pragma: no cover
+        pass
+    return meta
+
+
+_LIBM = None
+_LIBM_KERNELS: dict = {}
+
+
+def _libm_kernel(name: str, fmt: str):
+    """A compiled loop calling the C library's ``name`` (``expf`` or ``exp``) per element:
+    Numba calls a ctypes function pointer natively, ~100x faster than a Python loop."""
+    global _LIBM
+    key = (name, fmt)
+    if key in _LIBM_KERNELS:
+        return _LIBM_KERNELS[key]
+    import numba
+    if _LIBM is None:
+        _LIBM = ctypes.CDLL(ctypes.util.find_library("m") or "libm.so.6")
+    cname = name + ("f" if fmt == "binary32" else "")
+    try:
+        fn = getattr(_LIBM, cname)
+    except AttributeError:
+        raise ExperimentError(f"libm: the C library has no {cname}") from None
+    t = ctypes.c_float if fmt == "binary32" else ctypes.c_double
+    fn.argtypes, fn.restype = [t], t
+
+    @numba.njit
+    def loop(x, out):  # pragma: no cover - compiled
+        for i in range(x.size):
+            out[i] = fn(x[i])
+
+    def call(x):
+        out = np.empty_like(x)
+        loop(x, out)
+        return out
+    _LIBM_KERNELS[key] = call
+    return call
+
+
+#: Libraries registered at run time (:func:`register_library`): name -> {(func, fmt): fn}.
+CUSTOM: dict = {}
+
+
+def register_library(name: str, functions: dict) -> None:
+    """Audit your own implementation: ``functions`` maps ``(func, fmt)`` to ``x -> y`` on
+    the format's carrier arrays (float32 for binary32 and bfloat16, float16, float64).
+    Chunks run in this process only (``workers=1``): worker processes start clean."""
+    if name in LIBRARIES:
+        raise ExperimentError(f"libm: {name!r} is a built-in library name")
+    CUSTOM[name] = dict(functions)
+
+
+def library_function(lib: str, func: str, fmt: str):
+    """``x -> y`` for one library's ``func`` on carrier arrays of ``fmt``, or None when the
+    library has no such function or format (the row is then left out, with a note)."""
+    if lib in CUSTOM:
+        return CUSTOM[lib].get((func, fmt))
+    if lib == "lab":
+        ctx = scalars.get("float64" if fmt == "binary64" else fmt)
+        f = getattr(ctx, func)
+        dt = _carrier(fmt)
+        return lambda x: np.asarray(ctx.to_float64(f(ctx.convert(x.astype(np.float64)))),
+                                    dtype=np.float64).astype(dt)
+    if lib == "numpy":
+        if fmt == "bfloat16" or func in _TORCH_ONLY:
+            return None
+        f = getattr(np, _NUMPY_NAMES.get(func, func), None)
+        if f is None or not isinstance(f, np.ufunc):
+            return None
+        return f
+    if lib == "torch":
+        import torch
+        f = getattr(torch, func, None) or getattr(torch.special, func, None)
+        if func == "softplus":
+            f = torch.nn.functional.softplus
+        if f is None:
+            return None
+        tdt = {"binary32": torch.float32, "binary64": torch.float64,
+               "binary16": torch.float16, "bfloat16": torch.bfloat16}[fmt]
+
+        def call(x):
+            t = torch.from_numpy(np.ascontiguousarray(x)).to(tdt)  # exact: x is in fmt
+            with torch.no_grad():
+                y = f(t)
+            return y.to(torch.float32 if fmt == "bfloat16" else tdt).numpy()
+        return call
+    if lib == "libm":
+        if fmt not in ("binary32", "binary64") or func in ("sigmoid", "softplus", "digamma"):
+            return None
+        try:
+            return _libm_kernel(_LIBM_NAMES.get(func, func), fmt)
+        except ExperimentError:
+            return None
+    if lib == "jax":
+        try:
+            import jax.numpy as jnp
+        except ImportError:
+            return None
+        f = getattr(jnp, _NUMPY_NAMES.get(func, func), None)
+        if f is None or fmt == "binary64":
+            return None
+        jdt = {"binary32": jnp.float32, "binary16": jnp.float16,
+               "bfloat16": jnp.bfloat16}[fmt]
+        return lambda x: np.asarray(f(jnp.asarray(x, dtype=jdt)).astype(jnp.float32)) \
+            .astype(_carrier(fmt))
+    raise ExperimentError(f"libm: unknown library {lib!r}; known: {', '.join(LIBRARIES)}")
+
+
+# ----------------------------------------------------------------------------- reference
+def reference(func: str, fmt: str, x: np.ndarray) -> np.ndarray:
+    """Correctly rounded ``func(x)`` in ``fmt`` (carrier dtype)."""
+    if fmt == "binary64":
+        gctx = F.gmpy2_context(F.get(fmt))
+        fn = FUNCTIONS[func]
+        out = np.empty(x.shape, dtype=np.float64)
+        for i, v in enumerate(x.tolist()):
+            out[i] = _mpfr_round(fn, v, gctx)
+        return out
+    ctx = scalars.get(fmt)
+    with np.errstate(all="ignore"):
+        y = ctx.to_float64(getattr(ctx, func)(ctx.convert(x.astype(np.float64))))
+    return np.asarray(y, dtype=np.float64).astype(_carrier(fmt))
+
+
+def _mpfr_round(fn, v: float, gctx) -> float:
+    """One correctly rounded binary64 value through MPFR (Ziv's loop via the bounds)."""
+    if fn.mpfr is not None and fn.mpfr != "rint":
+        with gmpy2.context(gctx) as c:
+            r = getattr(c, fn.mpfr)(gmpy2.mpfr(v))
+            return float(c.check_range(r)) if not gmpy2.is_nan(r) else math.nan
+    prec = 100
+    while prec < 1 << 14:
+        lo, hi = fn.bounds(gmpy2.mpfr(v, 53), prec)
+        with gmpy2.context(gctx) as c:
+            a, b = c.check_range(c.add(lo, 0)), c.check_range(c.add(hi, 0))
+        if a == b or (gmpy2.is_nan(a) and gmpy2.is_nan(b)):
+            return float(a)
+        prec *= 2
+    raise ExperimentError(f"libm: MPFR could not round {fn.name}({v!r}) in binary64")
+
+
+def exact_ulps(func: str, fmt: str, x: float, y: float) -> float:
+    """|y - f(x)| / ulp(f(x)) with f(x) from MPFR at p + GUARD_BITS bits, ulp the format's
+    at the exact value (the subnormal ulp below the normal range; the largest binade's ulp
+    above it)."""
+    f = F.get(fmt)
+    p = f.precision
+    fn = FUNCTIONS[func]
+    lo, hi = fn.bounds(gmpy2.mpfr(float(x), 53), p + GUARD_BITS)
+    with gmpy2.context(precision=p + GUARD_BITS + 8):
+        ex = (lo + hi) / 2
+        if not gmpy2.is_finite(ex):
+            return math.inf
+        e = f.emin if ex == 0 else int(gmpy2.floor(gmpy2.log2(abs(ex))))
+        e = min(max(e, f.emin), f.emax)
+        ulp = gmpy2.mpfr(2) ** (e - p + 1)
+        return float(abs(gmpy2.mpfr(float(y)) - ex) / ulp)
+
+
+def _estimate_ulps(func: str, fmt: str, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Float64 estimate of :func:`exact_ulps` (lab's float64 evaluator, a few float64 ulps:
+    good to ~2^-28 ulps of a 24-bit format), used to pick the candidates MPFR settles."""
+    f = F.get(fmt)
+    ex = FUNCTIONS[func].eval_f64(x.astype(np.float64))
+    with np.errstate(all="ignore"):
+        e = np.floor(np.log2(np.abs(ex)))
+        e = np.clip(np.where(ex == 0, f.emin, e), f.emin, f.emax)
+        return np.abs(y.astype(np.float64) - ex) / np.ldexp(1.0, (e - f.precision + 1)
+                                                               .astype(np.int64))
+
+
+# ------------------------------------------------------------------------- classification
+#: Special-value disagreement kinds, by code (0: none, scored in ulps).
+KINDS = ("nan", "overflow/inf", "signed zero", "underflow to zero")
+
+
+def _special_kind(y: np.ndarray, r: np.ndarray, fmt: str) -> np.ndarray:
+    """Per element: 0 when the pair is scored in ulps, else 1 + the index in KINDS of the
+    Annex F disagreement (int8 codes: string arrays cost seconds per 2^22 chunk)."""
+    y64, r64 = y.astype(np.float64), r.astype(np.float64)
+    kind = np.zeros(y.shape, dtype=np.int8)
+    yn, rn = np.isnan(y64), np.isnan(r64)
+    kind[yn != rn] = 1
+    with np.errstate(invalid="ignore"):
+        inf = (np.isinf(y64) | np.isinf(r64)) & ~(yn | rn) & (y64 != r64)
+        kind[inf] = 2
+        zero = (y64 == 0) & (r64 == 0) & (np.signbit(y64) != np.signbit(r64))
+        kind[zero] = 3
+        flush = (y64 == 0) & (r64 != 0) & (np.abs(r64) < F.get(fmt).min_normal) & ~rn
+        kind[flush] = 4
+    return kind
+
+
+def _same(y: np.ndarray, r: np.ndarray) -> np.ndarray:
+    """Bitwise equality of results, any NaN equal to any NaN."""
+    y64, r64 = y.astype(np.float64), r.astype(np.float64)
+    both_nan = np.isnan(y64) & np.isnan(r64)
+    return both_nan | ((y64 == r64) & (np.signbit(y64) == np.signbit(r64)))
+
+
+def check_block(lib: str, func: str, fmt: str, x: np.ndarray, ref=None) -> dict:
+    """Score one library on the inputs ``x``: counts, worst candidates (float64 estimate),
+    special-value disagreements and the error envelope for the plot."""
+    call = library_function(lib, func, fmt)
+    with np.errstate(all="ignore"):
+        y = np.asarray(call(x))
+    r = reference(func, fmt, x) if ref is None else ref
+    same = _same(y, r)
+    kind = _special_kind(y, r, fmt)
+    scored = ~same & (kind == 0)
+    out = {"n": int(x.size), "not_cr": int(scored.sum()), "special": {}, "cands": [],
+           "curve": []}
+    for code, k in enumerate(KINDS, 1):
+        idx = np.flatnonzero(kind == code)
+        if idx.size:
+            out["special"][k] = [int(idx.size)] + [
+                [float(x[i]), float(y[i]), float(r[i])] for i in idx[:EXAMPLES]]
+    idx = np.flatnonzero(scored)
+    if idx.size:
+        if fmt == "binary64":
+            err = np.array([exact_ulps(func, fmt, float(x[i]), float(y[i])) for i in idx])
+        else:
+            err = _estimate_ulps(func, fmt, x[idx], y[idx])
+        k = min(CANDIDATES, err.size)
+        top = np.argpartition(-err, k - 1)[:k]
+        top = top[np.argsort(-err[top], kind="stable")]
+        out["cands"] = [[float(x[idx[t]]), float(y[idx[t]]), float(err[t])] for t in top]
+        # envelope: the worst estimate in each of BINS slices of the block (idx ascends, so
+        # the slice numbers do too: each slice is one contiguous run)
+        pos = idx * BINS // max(x.size, 1)
+        starts = np.flatnonzero(np.r_[True, pos[1:] != pos[:-1]])
+        mx = np.maximum.reduceat(err, starts)
+        hits = np.flatnonzero(err == np.repeat(mx, np.diff(np.r_[starts, err.size])))
+        first = hits[np.searchsorted(hits, starts)]    # the first maximum of each slice
+        out["curve"] = [[float(x[idx[j]]), float(err[j])] for j in first]
+    return out
+
+
+# ------------------------------------------------------------------------- chunked runs
+def _chunk_task(task):
+    libs, funcs, fmt, lo, hi = task
+    x = from_ordinals(fmt, np.arange(lo, hi, dtype=np.int64))
+    res = {}
+    for func in funcs:
+        ref = reference(func, fmt, x)
+        for lib in libs:
+            if library_function(lib, func, fmt) is not None:
+                res[f"{lib}|{func}"] = check_block(lib, func, fmt, x, ref)
+    return (lo, hi), res
+
+
+def _merge(total: dict, part: dict) -> None:
+    for key, r in part.items():
+        t = total.setdefault(key, {"n": 0, "not_cr": 0, "special": {}, "cands": [],
+                                   "curve": []})
+        t["n"] += r["n"]
+        t["not_cr"] += r["not_cr"]
+        for k, v in r["special"].items():
+            s = t["special"].setdefault(k, [0])
+            s[0] += v[0]
+            s.extend(v[1:][:EXAMPLES + 1 - len(s)])
+        t["cands"] = sorted(t["cands"] + r["cands"], key=lambda c: -c[2])[:CANDIDATES]
+        t["curve"].extend(r["curve"])
+
+
+def _chunks(fmt: str, lo: int, hi: int, size: int):
+    return [(a, min(a + size, hi + 1)) for a in range(lo, hi + 1, size)]
+
+
+def _run_exhaustive(libs, funcs, fmt, lo, hi, *, workers, resume, quiet, chunk):
+    spans = _chunks(fmt, lo, hi, chunk)
+    total: dict = {}
+    done: list = []
+    key = {"libs": libs, "funcs": funcs, "format": fmt, "range": [lo, hi], "chunk": chunk}
+    if resume is not None and Path(resume).exists():
+        try:
+            saved = json.loads(Path(resume).read_text())
+        except (OSError, ValueError) as exc:
+            raise ExperimentError(f"--resume {resume}: unreadable ({exc})") from None
+        if saved.get("key") != key:
+            raise ExperimentError(f"--resume {resume}: recorded for another run "
+                                  f"({saved.get('key')}); use a new file")
+        total, done = saved["total"], [tuple(d) for d in saved["done"]]
+    todo = [s for s in spans if tuple(s) not in set(done)]
+    tasks = [(libs, funcs, fmt, a, b) for a, b in todo]
+
+    def record(span, part):
+        _merge(total, part)
+        done.append(tuple(span))
+        if resume is not None:
+            outputs.write_text(resume, json.dumps({"key": key, "total": total,
+                                                   "done": [list(d) for d in done]}),
+                               flag="--resume")
+
+    bar = tables.progress(total=len(spans), desc="libm chunks", quiet=quiet)
+    bar.update(len(spans) - len(todo))
+    if workers <= 1 or len(tasks) <= 1:
+        for t in tasks:
+            record(*_chunk_task(t))
+            bar.update(1)
+    else:
+        # forkserver, not fork: a child forked from a process whose torch/OpenMP threads
+        # hold locks can hang forever; the forkserver's children start from a clean process
+        import multiprocessing
+        with ProcessPoolExecutor(max_workers=workers,
+                                 mp_context=multiprocessing.get_context("forkserver")) as pool:
+            for span, part in pool.map(_chunk_task, tasks):
+                record(span, part)
+                bar.update(1)
+    bar.close()
+    return total
+
+
+def _run_sampled(libs, funcs, fmt, lo, hi, *, samples, search, seed, specials):
+    rng = np.random.default_rng(seed)
+    # sorted, so that the error envelope of check_block runs along the input axis
+    ords = np.sort(rng.integers(lo, hi + 1, size=samples))
+    x = from_ordinals(fmt, ords)
+    if specials:
+        x = np.concatenate([special_inputs(fmt), x])
+    total: dict = {}
+    for func in funcs:
+        ref = reference(func, fmt, x)
+        for lib in libs:
+            if library_function(lib, func, fmt) is not None:
+                _merge(total, {f"{lib}|{func}": check_block(lib, func, fmt, x, ref)})
+    if search:
+        # local search (Zimmermann's black-box idea): around each worst point, try values
+        # at ordinal distances 2^k, k shrinking, keeping any worse point found
+        for key, t in total.items():
+            lib, func = key.split("|")
+            for _ in range(search):
+                if not t["cands"]:
+                    break
+                centres = to_ordinals(fmt, np.array([c[0] for c in t["cands"][:4]],
+                                                    dtype=_carrier(fmt)))
+                near = np.concatenate([c + rng.integers(-(1 << k), (1 << k) + 1, size=16)
+                                       for c in centres for k in range(0, 20, 3)])
+                near = np.clip(near, lo, hi)
+                _merge(total, {key: check_block(lib, func, fmt, from_ordinals(fmt, near))})
+                t = total[key]
+    return total
+
+
+# --------------------------------------------------------------------------------- audit
+def _parse_range(rng, fmt):
+    lo, hi = ordinal_range(fmt)
+    if rng is None:
+        return lo, hi
+    a, b = rng
+    if not a <= b:
+        raise ExperimentError(f"--range {a}:{b}: empty (LO must not exceed HI)")
+    dt = _carrier(fmt)
+    with np.errstate(all="ignore"):
+        fa = dt(a) if fmt != "bfloat16" else _round_bf16(a)
+        fb = dt(b) if fmt != "bfloat16" else _round_bf16(b)
+    oa, ob = int(to_ordinals(fmt, np.array([fa]))[0]), int(to_ordinals(fmt, np.array([fb]))[0])
+    # keep inside the range: a rounded endpoint outside it moves one value inwards
+    if float(fa) < a:
+        oa += 1
+    if float(fb) > b:
+        ob -= 1
+    return max(oa, lo), min(ob, hi)
+
+
+def _round_bf16(v: float) -> np.float32:
+    return np.float32(F.round_to_format(np.array([v]), F.get("bfloat16"))[0])
+
+
+def libm_audit(funcs=DEFAULT_FUNCS, libs=("numpy", "torch", "libm"), fmt="binary32", *,
+               exhaustive=False, samples=100_000, search=0, range=None, seed=0,
+               workers=1, resume=None, quiet=True, chunk=CHUNK) -> pd.DataFrame:
+    """Audit ``libs``' ``funcs`` in ``fmt`` against the correctly rounded result.
+
+    Returns one row per (library, function) that exists: ``max_ulps`` (MPFR figure, two
+    decimals, 0.5 = correctly rounded), ``worst_input``, ``not_cr`` and ``not_cr_frac``,
+    ``special`` (count of Annex F disagreements, not in the ulp figure), ``bound``
+    (``exact`` for exhaustive runs, ``lower bound`` for sampled ones).  ``df.attrs`` holds
+    ``specials`` (one row per disagreement kind with examples), ``curves`` (error vs input
+    envelopes for :func:`plot_errors`), ``skipped`` and ``meta``.
+    """
+    if fmt not in FORMATS:
+        raise ExperimentError(f"libm: unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
+    funcs = list(funcs)
+    for f in funcs:
+        if f not in FUNCTIONS or not FUNCTIONS[f].op:
+            raise ExperimentError(f"libm: unknown function {f!r}; known: "
+                                  f"{', '.join(n for n, v in FUNCTIONS.items() if v.op)}")
+    for lib in libs:
+        if lib not in LIBRARIES and lib not in CUSTOM:
+            raise ExperimentError(f"libm: unknown library {lib!r}; known: "
+                                  f"{', '.join((*LIBRARIES, *CUSTOM))}")
+    if workers > 1 and any(lib in CUSTOM for lib in libs):
+        raise ExperimentError("libm: registered libraries run in this process only; "
+                              "use workers=1")
+    if exhaustive and fmt == "binary64":
+        raise ExperimentError("libm: binary64 has 2^64 inputs; use --samples N --search")
+    pairs, skipped = [], []
+    for lib in libs:
+        for func in funcs:
+            if library_function(lib, func, fmt) is None:
+                skipped.append(f"{lib} {func} {fmt}")
+            else:
+                pairs.append((lib, func))
+    use_libs = sorted({p[0] for p in pairs}, key=list(libs).index)
+    lo, hi = _parse_range(range, fmt)
+    t0 = time.perf_counter()
+    if exhaustive:
+        total = _run_exhaustive(use_libs, funcs, fmt, lo, hi, workers=workers,
+                                resume=resume, quiet=quiet, chunk=chunk)
+        # the ordinals cover -0 only through +0: score the Annex F inputs as well (a run
+        # restricted by a range keeps to it)
+        if range is None:
+            _merge(total, _special_total(use_libs, funcs, fmt))
+    else:
+        total = _run_sampled(use_libs, funcs, fmt, lo, hi, samples=samples, search=search,
+                             seed=seed, specials=range is None)
+    elapsed = time.perf_counter() - t0
+    rows, specials, curves = [], [], {}
+    for lib, func in pairs:
+        t = total[f"{lib}|{func}"]
+        worst, figure = None, 0.5 if t["n"] else math.nan
+        for x, y, _ in t["cands"]:     # the candidates' figure, settled in MPFR
+            e = exact_ulps(func, fmt, x, y)
+            if e > figure or worst is None and e >= figure:
+                worst, figure = x, e
+        rows.append({"library": lib, "function": func, "format": fmt,
+                     "max_ulps": round(figure, 2), "worst_input": worst,
+                     "not_cr": t["not_cr"], "not_cr_frac": t["not_cr"] / max(t["n"], 1),
+                     "special": sum(v[0] for v in t["special"].values()), "inputs": t["n"],
+                     "bound": "exact" if exhaustive else "lower bound"})
+        for k, v in t["special"].items():
+            specials.append({"library": lib, "function": func, "format": fmt, "kind": k,
+                             "count": v[0], "examples": "; ".join(
+                                 f"f({a!r}) = {b!r}, expected {c!r}" for a, b, c in v[1:])})
+        curves[f"{lib} {func}"] = sorted(t["curve"])
+    df = pd.DataFrame(rows, columns=["library", "function", "format", "max_ulps",
+                                     "worst_input", "not_cr", "not_cr_frac", "special",
+                                     "inputs", "bound"])
+    df.attrs["specials"] = pd.DataFrame(specials, columns=["library", "function", "format",
+                                                           "kind", "count", "examples"])
+    df.attrs["curves"] = curves
+    df.attrs["skipped"] = skipped
+    df.attrs["meta"] = {**provenance(), "format": fmt, "mode": "exhaustive" if exhaustive
+                        else f"{samples} samples + {search} search rounds", "seed": seed,
+                        "range_ordinals": [lo, hi], "seconds": round(elapsed, 3)}
+    return df
+
+
+def _special_total(libs, funcs, fmt):
+    x = special_inputs(fmt)
+    out = {}
+    for func in funcs:
+        ref = reference(func, fmt, x)
+        for lib in libs:
+            if library_function(lib, func, fmt) is not None:
+                r = check_block(lib, func, fmt, x, ref)
+                r["n"] = r["not_cr"] = 0   # counted by the ordinal walk already (bar -0, NaN)
+                r["cands"], r["curve"] = [], []
+                out[f"{lib}|{func}"] = r
+    return out
+
+
+def plot_errors(df: pd.DataFrame, func: str, path) -> Path:
+    """Error in ulps against input for ``func``, one series per library (the worst error in
+    each slice of the inputs: an envelope, not every point)."""
+    fig, ax = tables.new_figure()
+    drawn = False
+    for key, pts in df.attrs["curves"].items():
+        lib, f = key.split(" ")
+        if f != func or not pts:
+            continue
+        a = np.array(pts)
+        ax.plot(a[:, 0], a[:, 1], ".", ms=3, label=lib)
+        drawn = True
+    ax.axhline(0.5, color="grey", lw=0.8, ls="--")
+    # inputs span many binades: logarithmic in |x| beyond 1, linear inside
+    ax.set_xscale("symlog", linthresh=1.0)
+    ax.set_xlabel("input x")
+    ax.set_ylabel("error (ulps of the exact result)")
+    fmt = df["format"].iloc[0] if len(df) else ""
+    ax.set_title(f"{func} in {fmt}: error vs input"
+                 + ("" if drawn else " (every result correctly rounded)"))
+    if drawn:
+        ax.legend()
+    return tables.save_figure(fig, path)

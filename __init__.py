@@ -18,7 +18,7 @@ except _metadata.PackageNotFoundError:  # running from a source tree that is not
 
 SUBPACKAGES = ("scalars", "graph", "tape", "ibp", "cuda_kernels", "experiments")
 #: the Python API, loaded from experiments.api on first use
-API = ("compare", "gaps", "sweep", "fpbench", "bound")
+API = ("compare", "gaps", "sweep", "fpbench", "bound", "libm_audit")
 
 
 def __getattr__(name):

@@ -29,7 +29,7 @@ from .cases import GraphCase, load_case
 from .cli import _Parser, command_module
 from .errors import ExperimentError
 
-__all__ = ["compare", "gaps", "sweep", "fpbench", "bound"]
+__all__ = ["compare", "gaps", "sweep", "fpbench", "bound", "libm_audit"]
 
 
 class _KeywordParser(_Parser):
@@ -285,3 +285,17 @@ def bound(source, formats=None, *, box=None, only=None, samples=None, seed=0,
         kw[key] = default if value is None else value
     rows, meta = B.bound(source, formats=formats or B.DEFAULT_FORMATS, **kw)
     return _frame("bound", rows, meta)
+
+
+def libm_audit(*args, **kwargs) -> pd.DataFrame:
+    """The table of ``scalarlab libm``: how far numpy's, torch's, the C library's (and
+    the lab's) functions are from correctly rounded (:func:`scalarlab.experiments.
+    libm_audit.libm_audit`, whose arguments it takes).
+
+    >>> import scalarlab
+    >>> df = scalarlab.libm_audit(["exp"], ["lab"], "bfloat16", exhaustive=True)
+    >>> df[["library", "function", "max_ulps", "not_cr"]].values.tolist()
+    [['lab', 'exp', 0.5, 0]]
+    """
+    from .libm_audit import libm_audit as audit
+    return audit(*args, **kwargs)

@@ -82,7 +82,7 @@ def _run_shard(graph, payload, center, output_id, shard: _Shard):
         lo, hi = np.nanmin(out, axis=0), np.nanmax(out, axis=0)
     else:
         lo, hi = np.full(shape, np.inf), np.full(shape, -np.inf)
-    return {"row": shard.row, "checked": rep.samples, "vertices": rep.vertices,
+    return {"row": shard.row, "vertices": rep.vertices,
             "violations": rep.violation_count, "failures": len(rep.failures),
             "unbounded": len(rep.unbounded), "sampled_lo": lo, "sampled_hi": hi,
             "first": rep.first_counterexample(), "box": boxes[output_id],

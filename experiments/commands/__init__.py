@@ -51,6 +51,9 @@ COMMANDS: dict[str, Command] = {
                                       "write a scalarlab graph file"),
     "ir-axis-ops": Command("ir_axis_ops", "the IR axis tutorial: softmax/layernorm/concat at "
                                           "axis 1 on [2,3,4], shapes and values"),
+    "libm": Command("libm", "how far from correctly rounded are numpy's, torch's and the C "
+                            "library's exp, log, sin, ...: max ulps, worst input, % not "
+                            "correctly rounded, special values apart"),
     "provider-diff": Command("provider_diff", "per node ULP gap between the numba-cuda "
                                               "kernels and the binary32 reference (needs a "
                                               "GPU or NUMBA_ENABLE_CUDASIM=1)"),

@@ -11,9 +11,10 @@ from .. import libm_audit as L
 from .. import outputs, tables
 from ..command_args import add_output_arguments
 
+from . import help_of
+
 NAME = "libm"
-HELP = ("how far from correctly rounded are numpy's, torch's and the C library's exp, log, "
-        "sin, ...: max ulps, worst input, %% not correctly rounded, special values apart")
+HELP = help_of(NAME)
 
 
 def _funcs(text: str) -> list[str]:

@@ -130,20 +130,25 @@ def _resize(conv, n, x, size, scale_factor, mode, align_corners, recompute):
         if mode == "nearest":
             # torch: floor(dst * (1 / scale)), ONNX asymmetric + floor
             y = S._resize_axis(conv_shim(conv), y, pa, n_in, n_out, scale, "nearest",
-                               "asymmetric", "floor")
+                               "asymmetric", "floor", _PLAIN)
         elif mode == "nearest-exact":
             # floor((dst + 0.5) / scale) = half_pixel rounded with ties up
             y = S._resize_axis(conv_shim(conv), y, pa, n_in, n_out, scale, "nearest",
-                               "half_pixel", "round_prefer_ceil")
+                               "half_pixel", "round_prefer_ceil", _PLAIN)
         elif align_corners:
             # (in - 1) / (out - 1) whatever the scale factor: ONNX align_corners on sizes
             y = S._resize_axis(conv_shim(conv), y, pa, n_in, n_out, n_out / n_in, "linear",
-                               "align_corners", None)
+                               "align_corners", None, _PLAIN)
         else:
             # max((dst + 0.5) / scale - 0.5, 0): pytorch_half_pixel, clipped
             y = S._resize_axis(conv_shim(conv), y, pa, n_in, n_out, scale, "linear",
-                               "pytorch_half_pixel", None)
+                               "pytorch_half_pixel", None, _PLAIN)
     return _checked(conv, n, y)
+
+
+#: ONNX Resize's cubic facts (coefficient a, exclude_outside, antialias) for the plain
+#: nearest/linear modes torch's interpolate maps to: no antialiasing
+_PLAIN = (-0.75, False, False)
 
 
 def conv_shim(conv):

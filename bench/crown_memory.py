@@ -10,7 +10,8 @@ op's Jacobian from the forward rule at the basis vectors), the ``after`` rows th
 operator path.  A configuration whose estimate passes ``--limit`` GiB is refused by
 ``run_crown`` itself: the row says so and shows the estimate.
 
-Run: ``python bench/crown_memory.py [--sides 16,32,44] [--resnet] [--limit 6]``.
+Run: ``python bench/crown_memory.py [--sides 16,32,44] [--methods crown,crown-ibp]
+[--resnet] [--limit 6]``.
 """
 from __future__ import annotations
 
@@ -109,13 +110,18 @@ def main():
     ap.add_argument("--sides", default="16,32,44")
     ap.add_argument("--resnet", action="store_true")
     ap.add_argument("--limit", type=float, default=6.0, help="GiB per backward pass")
+    ap.add_argument("--methods", default="crown,crown-ibp",
+                    help="crown (CROWN at every relu input) and/or crown-ibp")
     a = ap.parse_args()
     configs = []
     for side in [int(s) for s in a.sides.split(",")]:
-        configs += [("cnn4", side, "crown", "dense", False), ("cnn4", side, "crown", "operator", False),
-                    ("cnn4", side, "crown-ibp", "dense", False),
-                    ("cnn4", side, "crown-ibp", "operator", False),
-                    ("cnn4", side, "crown-ibp", "operator", True)]
+        if "crown" in a.methods.split(","):
+            configs += [("cnn4", side, "crown", "dense", False),
+                        ("cnn4", side, "crown", "operator", False)]
+        if "crown-ibp" in a.methods.split(","):
+            configs += [("cnn4", side, "crown-ibp", "dense", False),
+                        ("cnn4", side, "crown-ibp", "operator", False),
+                        ("cnn4", side, "crown-ibp", "operator", True)]
     if a.resnet:
         configs += [("resnet18", 32, "crown-ibp", "operator", False),
                     ("resnet18", 32, "crown-ibp", "operator", True)]

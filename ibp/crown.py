@@ -926,7 +926,8 @@ def _rule_err(st, vals, i, node, r):
 def _check_memory(st, t, rows):
     """Refuse (one line) a backward pass from node t with ``rows`` rows whose estimated
     memory passes the limit: rows x the largest node crossed x 16 bytes (an interval of
-    float64) x the working factor, plus the dense Jacobians when asked for."""
+    float64) x the working factor, plus the dense Jacobians when asked for and the
+    max-pool windows' matrices."""
     graph, dep = st.graph, st.dep
     anc = [False] * (t + 1)
     anc[t] = True
@@ -941,15 +942,19 @@ def _check_memory(st, t, rows):
         if st.kinds[i] is not None or not dep[i]:
             for p in node.parents:
                 anc[p] = True
+                n_p = int(np.prod(tuple(graph.nodes[p].out_shape), dtype=np.int64))
                 if st.dense and dep[p] and st.kinds[i] == "affine":
-                    n_p = int(np.prod(tuple(graph.nodes[p].out_shape), dtype=np.int64))
                     jac = max(jac, 2 * (n_p + 1) * max(n_p, n_i) * 16)
+                if st.kinds[i] == "maxpool":
+                    # its windows from the forward rule at the basis vectors (n_p^2
+                    # float64) and the dense selection matrices S_L, S_U (intervals)
+                    jac = max(jac, n_p * n_p * 8 + 6 * n_i * n_p * 16)
     est = rows * cols * 16 * _WORK_FACTOR + jac
     if est > st.limit:
         op = graph.nodes[t].kind.op
         raise CrownError(
             f"run_crown: node {t} ({op}): the backward pass needs about {est / 2 ** 30:.2f} "
-            f"GiB ({rows} rows x {cols} columns of intervals{' + dense Jacobians' if jac else ''}"
+            f"GiB ({rows} rows x {cols} columns of intervals{' + dense matrices' if jac else ''}"
             f"), over the limit of {st.limit / 2 ** 30:.2f} GiB; raise memory_limit= or "
             f"SCALARLAB_CROWN_MEMORY, or bound fewer rows (method='crown-ibp', spec=)")
 

@@ -101,7 +101,9 @@ def run(net, side, method, jac, limit, spec):
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     if r.returncode != 0:
         return dict(seconds=float("nan"), peak_gib=float("nan"), width=float("nan"),
-                    status="failed: " + (r.stderr.strip().splitlines() or ["?"])[-1])
+                    status=f"failed (exit {r.returncode}"
+                           + ("; killed: out of memory?" if r.returncode == -9 else "") + "): "
+                           + (r.stderr.strip().splitlines() or [""])[-1])
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 

@@ -778,7 +778,7 @@ def _node_err(st, vals, i, node, kind):
             err = None
         elif vals[u] is None:
             raise _NoBox(u)
-        elif not st.dense and n_u * n_v > _DENSE_ERR_ENTRIES:
+        elif not st.dense and (n_u + 1) * max(n_u, n_v) > _DENSE_ERR_ENTRIES:
             err = _affine_err_operator(st, node, vals, u)
         else:
             # a small Jacobian: the exact non-zero count per row (and linear's running
@@ -799,8 +799,9 @@ def _node_err(st, vals, i, node, kind):
     return err
 
 
-#: largest Jacobian (entries) formed for an affine node's rounding-error bound on the
-#: operator path (16 MiB as an interval): below it the bound is the dense path's
+#: largest Jacobian (entries; its basis batch has (n_u + 1) x max(n_u, n_v)) formed for
+#: an affine node's rounding-error bound on the operator path (16 MiB as an interval):
+#: below it the bound is the dense path's (exact row counts, linear's running bound)
 _DENSE_ERR_ENTRIES = 2 ** 20
 
 

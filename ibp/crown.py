@@ -726,6 +726,83 @@ def _maxpool_relax(graph, payload, ictx, node, vals):
     return u, ictx.convert(SL), ictx.convert(SU), ictx.convert(bU)
 
 
+def _maxpool_windows(graph, payload, ictx, node, vals):
+    """:func:`_maxpool_relax` without its dense matrices: (u, j* per output, the mask of
+    outputs whose max is x[j*], b_U as an interval).  The windows come from the forward
+    rule at chunks of basis vectors (memory: a chunk x max(n_u, n_v) batch), with the
+    largest lower bound (its first index, as np.argmax) and the two largest upper bounds
+    of each window tracked across chunks."""
+    u = node.parents[0]
+    shp = tuple(graph.nodes[u].out_shape)
+    n_u = int(np.prod(shp, dtype=np.int64))
+    n_v = int(np.prod(tuple(node.out_shape), dtype=np.int64))
+    from scalarlab import scalars
+    f64 = scalars.get("float64")
+    lo, hi = _ends(ictx.to_float64(vals[u]))
+    rows = np.arange(n_v)
+    best = np.full(n_v, -np.inf)
+    jstar = np.zeros(n_v, dtype=np.int64)
+    seen = np.zeros(n_v, dtype=bool)
+    t1, t2 = np.full(n_v, -np.inf), np.full(n_v, -np.inf)
+    t1i = np.full(n_v, -1, dtype=np.int64)
+    step = max(1, min(n_u, 2 ** 22 // max(n_u, n_v)))
+    local = list(vals)
+    for a in range(0, n_u, step):
+        b = min(n_u, a + step)
+        E = np.zeros((b - a, n_u))
+        E[np.arange(b - a), np.arange(a, b)] = 1.0
+        local[u] = E.reshape((b - a,) + shp)
+        args, attrs = node_args(graph, payload, f64, node, local)
+        m = np.asarray(OPS["max_pool2d"].forward(f64, args, attrs, 1)).reshape(b - a, -1).T > 0
+        lc = np.where(m, lo[None, a:b], -np.inf)
+        k = np.argmax(lc, axis=1)
+        v = lc[rows, k]
+        has = m.any(axis=1)
+        upd = has & (~seen | (v > best))
+        best = np.where(upd, v, best)
+        jstar = np.where(upd, a + k, jstar)
+        seen |= has
+        hc = np.where(m, hi[None, a:b], -np.inf)
+        k1 = np.argmax(hc, axis=1)
+        v1 = hc[rows, k1]
+        hc[rows, k1] = -np.inf
+        v2 = np.max(hc, axis=1) if hc.shape[1] > 1 else np.full(n_v, -np.inf)
+        up1 = has & (v1 > t1)
+        t2 = np.where(up1, np.maximum(t1, v2), np.maximum(t2, v1))
+        t1i = np.where(up1, a + k1, t1i)
+        t1 = np.where(up1, v1, t1)
+    others = np.where(t1i == jstar, t2, t1)      # the largest upper bound but x[j*]'s
+    exact = lo[jstar] >= others
+    bU = np.where(exact, 0.0, t1)
+    return u, jstar, exact, ictx.convert(bU)
+
+
+def _scatter_columns(ictx, part, jstar, n_u, mask=None) -> Interval:
+    """``part S`` for the selection matrix S with S[r, jstar[r]] = 1 (rows r where
+    ``mask``): column r of ``part`` added into column jstar[r].  Outputs sharing a j*
+    (overlapping windows) are split into classes of distinct j*: within a class the
+    columns are placed (no arithmetic), classes are summed by the context (outward)."""
+    R = ictx.shape(part)[0]
+    r_all = np.arange(jstar.shape[0]) if mask is None else np.flatnonzero(mask)
+    out = None
+    order = np.argsort(jstar[r_all], kind="stable")
+    r_sorted = r_all[order]
+    js = jstar[r_sorted]
+    # rank of each r within its j*: the class it goes to
+    first = np.searchsorted(js, js, side="left")
+    rank = np.arange(js.shape[0]) - first
+    lo_p, hi_p = np.asarray(part.lo), np.asarray(part.hi)
+    for c in range(int(rank.max()) + 1 if rank.size else 0):
+        sel = r_sorted[rank == c]
+        lo = np.zeros((R, n_u), dtype=lo_p.dtype)
+        hi = np.zeros((R, n_u), dtype=hi_p.dtype)
+        lo[:, jstar[sel]] = lo_p[:, sel]
+        hi[:, jstar[sel]] = hi_p[:, sel]
+        term = ictx.make(lo, hi)
+        out = term if out is None else ictx.add(out, term)
+    return ictx.zeros((R, n_u)) if out is None else out
+
+
 def _scale_columns(ictx, pos, neg, al, au) -> Interval:
     """``pos * al + neg * au`` for pos >= 0 >= neg (the parts of Lambda) and slopes
     al, au >= 0 (every relaxation here has non-negative slopes), per column.
@@ -946,7 +1023,7 @@ def _check_memory(st, t, rows):
                 n_p = int(np.prod(tuple(graph.nodes[p].out_shape), dtype=np.int64))
                 if st.dense and dep[p] and st.kinds[i] == "affine":
                     jac = max(jac, 2 * (n_p + 1) * max(n_p, n_i) * 16)
-                if st.kinds[i] == "maxpool":
+                if st.kinds[i] == "maxpool" and st.dense:
                     # its windows from the forward rule at the basis vectors (n_p^2
                     # float64) and the dense selection matrices S_L, S_U (intervals)
                     jac = max(jac, n_p * n_p * 8 + 6 * n_i * n_p * 16)
@@ -1004,9 +1081,15 @@ def _backward(st, vals, t, seed=None) -> Interval:
         if kind == "maxpool":
             wv = [None] * len(vals)
             wv[node.parents[0]] = st.w(vals[node.parents[0]])
-            u, SL, SU, bU = _maxpool_relax(graph, payload, ictx, node, wv)
             pos, neg = _split(ictx, lam)
-            _acc(ictx, lams, u, ictx.add(ictx.matmul(pos, SL), ictx.matmul(neg, SU)))
+            if st.dense or ictx.endpoint_kind != "float":
+                u, SL, SU, bU = _maxpool_relax(graph, payload, ictx, node, wv)
+                _acc(ictx, lams, u, ictx.add(ictx.matmul(pos, SL), ictx.matmul(neg, SU)))
+            else:
+                u, jstar, exact, bU = _maxpool_windows(graph, payload, ictx, node, wv)
+                n_u = int(np.prod(tuple(graph.nodes[u].out_shape), dtype=np.int64))
+                _acc(ictx, lams, u, ictx.add(_scatter_columns(ictx, pos, jstar, n_u),
+                                             _scatter_columns(ictx, neg, jstar, n_u, exact)))
             c = ictx.add(c, ictx.matmul(neg, bU))
             continue
         if kind == "relaxed":

@@ -216,3 +216,26 @@ def test_memory_estimate_refuses_before_allocating(monkeypatch):
     monkeypatch.setenv("SCALARLAB_CROWN_MEMORY", "lots")
     with pytest.raises(IBPError, match="SCALARLAB_CROWN_MEMORY='lots' is not a byte count"):
         run_crown(g, p, box, method="crown-ibp")
+
+
+@pytest.mark.parametrize("guarantee", ["execution", "real"])
+def test_overlapping_max_pool_windows_without_dense_matrices(guarantee):
+    """max_pool2d 3x3, stride 2, padding 1 (resnet's stem): windows overlap, so several
+    outputs can select the same input; the scattered classes equal the dense S_L, S_U."""
+    rng = np.random.default_rng(11)
+    g = Graph([Node(0, [], "input", [1, 6, 6]),
+               Node(1, [0], OpKind("conv2d", kernel_size=3, padding=1), [2, 6, 6]),
+               Node(2, [1], "relu", [2, 6, 6]),
+               Node(3, [2], OpKind("max_pool2d", kernel_size=3, stride=2, padding=1),
+                    [2, 3, 3]),
+               Node(4, [3], "flatten", [18]),
+               Node(5, [4], "linear", [3])])
+    p = {1: {"conv2d": {"weight": rng.normal(0, 0.5, (2, 1, 3, 3)),
+                        "bias": rng.normal(0, 0.1, 2)}},
+         5: {"linear": {"W": rng.normal(0, 0.5, (3, 18)), "b": rng.normal(0, 0.1, 3)}}}
+    x = rng.normal(0, 1, (1, 6, 6))
+    for r in (0.05, 0.5):
+        box = Box(x - r, x + r)
+        op = run_crown(g, p, box, method="crown", guarantee=guarantee)
+        dense = run_crown(g, p, box, method="crown", guarantee=guarantee, jacobian="dense")
+        _assert_equal_or_tighter(op, dense)

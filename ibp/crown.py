@@ -1017,6 +1017,17 @@ def _check_memory(st, t, rows):
         n_i = int(np.prod(tuple(node.out_shape), dtype=np.int64))
         if dep[i]:
             cols = max(cols, n_i)
+        op = node.kind.op
+        if dep[i] and st.kinds[i] == "affine" and op in ("conv1d", "conv2d", "conv3d") \
+                and not st.dense:
+            # the VJP's im2col adjoint holds positions x C_in x kernel entries per row
+            # (the input's size times the windows' overlap), plus the interval
+            # product's temporaries: counted as that many extra columns, x 3 / 6
+            k = node.kind.attrs.get("kernel_size", 1)
+            kk = int(np.prod([k] * int(op[4]) if np.ndim(k) == 0 else list(k)))
+            shp = tuple(node.out_shape)
+            c_in = int(tuple(graph.nodes[node.parents[0]].out_shape)[0])
+            cols = max(cols, (n_i // max(1, int(shp[0]))) * c_in * kk // 2)
         if st.kinds[i] is not None or not dep[i]:
             for p in node.parents:
                 anc[p] = True

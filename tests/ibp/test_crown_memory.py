@@ -200,14 +200,15 @@ def test_spec_and_intermediate_errors():
 def test_memory_estimate_refuses_before_allocating(monkeypatch):
     g, p = _wide_conv(8, 24)
     box = Box(np.full((2, 24, 24), -0.1), np.full((2, 24, 24), 0.1))
-    # method crown seeds the relu's input (4 x 24 x 24 = 2304 coordinates): 4608 rows
-    # x 2304 columns x 16 bytes x 6 = 0.95 GiB; a 0.1 GiB limit refuses it
+    # method crown seeds the relu's input (4 x 24 x 24 = 2304 coordinates): 4608 rows;
+    # the conv's VJP holds 576 positions x 2 x 9 entries per row (counted as 5184
+    # columns): x 16 bytes x 6 = 2.14 GiB; a 0.1 GiB limit refuses it
     with pytest.raises(CrownError) as e:
         run_crown(g, p, box, method="crown", memory_limit=10 ** 8)
     msg = str(e.value)
     assert "\n" not in msg
-    assert "node 1 (conv2d)" in msg and "4608 rows x 2304 columns" in msg
-    assert "GiB" in msg and "limit of 0.09 GiB" in msg
+    assert "node 1 (conv2d)" in msg and "4608 rows x 5184 columns" in msg
+    assert "about 2.14 GiB" in msg and "limit of 0.09 GiB" in msg
     monkeypatch.setenv("SCALARLAB_CROWN_MEMORY", "0.1G")
     with pytest.raises(CrownError, match="limit of 0.10 GiB"):
         run_crown(g, p, box, method="crown")

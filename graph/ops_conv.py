@@ -260,20 +260,28 @@ def _conv_record(d):
         q = geom_of(ctx, x, w, attrs, nb)
         return ctx.add(_conv_core(ctx, x, w, q, nb), _bias_b(ctx, b, d))
 
-    def vjp(ctx, g, args, y, attrs, nb):
+    def vjp(ctx, g, args, y, attrs, nb, needs=None):
         x, w, b = args
         q = geom_of(ctx, x, w, attrs, nb)
-        cols, B, idxs = _conv_cols(ctx, x, q, nb)
-        N, K = ctx.shape(cols)[0], ctx.shape(cols)[3]
+        B = tuple(ctx.shape(x)[:nb])
+        N, K = _size(B), q["C"] // q["G"] * _size(q["k"])
         G, O, P = q["G"], q["OC"], _size(q["O"])
         gy = ctx.reshape(g, (N, G, O // G, P))
         gyT = ctx.transpose(gy, (0, 1, 3, 2))                    # [N, G, P, O/G]
-        # weight: sum over samples and positions of cols^T gy
-        colsT = ctx.reshape(ctx.transpose(cols, (1, 3, 0, 2)), (G, K, N * P))
-        gyr = ctx.reshape(ctx.transpose(gyT, (1, 0, 2, 3)), (G, N * P, O // G))
-        gw = ctx.matmul(colsT, gyr)                              # [G, K, O/G]
-        gw = ctx.reshape(ctx.transpose(gw, (0, 2, 1)), ctx.shape(w))
-        gb = ctx.sum(ctx.reshape(g, (N, O, P)), axis=(0, 2))
+        gw = gb = None
+        if needs is None or needs[1]:
+            # weight: sum over samples and positions of cols^T gy (im2col of x: skipped
+            # when only the input's cotangent is wanted, e.g. CROWN's backward pass)
+            cols = _conv_cols(ctx, x, q, nb)[0]
+            colsT = ctx.reshape(ctx.transpose(cols, (1, 3, 0, 2)), (G, K, N * P))
+            gyr = ctx.reshape(ctx.transpose(gyT, (1, 0, 2, 3)), (G, N * P, O // G))
+            gw = ctx.matmul(colsT, gyr)                          # [G, K, O/G]
+            gw = ctx.reshape(ctx.transpose(gw, (0, 2, 1)), ctx.shape(w))
+        if needs is None or needs[2]:
+            gb = ctx.sum(ctx.reshape(g, (N, O, P)), axis=(0, 2))
+        if needs is not None and not needs[0]:
+            return [None, gw, gb]
+        idxs = [_window_index(q["O"][j], q["k"][j], q["s"][j], q["dl"][j]) for j in range(q["d"])]
         # input: gcols = gy W, then the adjoint of im2col
         w3 = ctx.transpose(_wmat(ctx, w, q), (0, 2, 1))          # [G, O/G, K]
         gcols = ctx.matmul(gyT, w3)                              # [N, G, P, K]
@@ -283,6 +291,8 @@ def _conv_record(d):
         padded = tuple(S + b0 + e0 for S, b0, e0 in zip(q["S"], q["pb"], q["pe"]))
         gx = _unpad(ctx, _scatter(ctx, t, idxs, padded), q["pb"], q["S"])
         return [ctx.reshape(gx, B + (q["C"],) + q["S"]), gw, gb]
+
+    vjp.takes_needs = True       # see oprecord: skip the cotangents nobody asked for
 
     def jvp(ctx, args, tans, y, attrs, nb):
         x, w, b = args

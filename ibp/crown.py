@@ -127,7 +127,9 @@ class _NoBox(Exception):
 
 
 def run_crown(graph, payload, box: Box, ctx="interval:float64", method: str = "crown",
-              output_id: Optional[int] = None, guarantee: str = "execution") -> list:
+              output_id: Optional[int] = None, guarantee: str = "execution", *,
+              spec=None, intermediate: Optional[str] = None,
+              memory_limit: Optional[int] = None, jacobian: str = "operator"):
     """One :class:`Box` per node: CROWN bounds at the output and (``method="crown"``) at
     every input of a nonlinearity, the op's interval rule on its parents' boxes
     everywhere, intersected (see the module doc: never looser than IBP); ``None`` for
@@ -143,6 +145,24 @@ def run_crown(graph, payload, box: Box, ctx="interval:float64", method: str = "c
     ``box`` bounds the graph's one input; with leading batch axes each box of the batch
     is bounded separately (CROWN is per example).  ``method="ibp"`` returns
     :func:`run_ibp`'s boxes, for uniform callers.
+
+    ``intermediate="ibp"`` is ``method="crown-ibp"`` (intermediate bounds from IBP, CROWN
+    only where asked), ``"crown"`` is ``method="crown"``; ``None`` follows ``method``.
+
+    ``spec=C`` (an array (m, n_out) or (m,) + the output's shape, exact floats): bound
+    only the m linear functions ``C z_out`` of the output node and return their
+    :class:`Box` (shape (m,), with the box's batch axes in front) instead of the per-node
+    list; the backward pass from the output then carries 2m rows instead of 2 n_out.
+
+    Memory: each backward pass needs about rows x columns x 16 bytes per interval array
+    (rows = 2 n_t or 2m, columns the largest node crossed) times a working factor; the
+    estimate is checked before allocating and a pass above ``memory_limit`` bytes
+    (default ``SCALARLAB_CROWN_MEMORY`` -- bytes or ``"16G"`` --, else 4 GiB) raises a
+    one-line :class:`CrownError` naming the node, the estimate and the limit.
+
+    ``jacobian="operator"`` (default) applies affine ops to Lambda through their VJP
+    rules (transposed operators, never the Jacobian); ``"dense"`` materializes each
+    Jacobian from the forward rule at the basis vectors (the reference for tests).
     """
     from scalarlab.graph.payload import as_payload
     from scalarlab.graph.validate import check_payload, ensure_valid
@@ -151,6 +171,16 @@ def run_crown(graph, payload, box: Box, ctx="interval:float64", method: str = "c
 
     if method not in METHODS:
         raise IBPError(f"run_crown: unknown method {method!r}; use one of {', '.join(METHODS)}")
+    if intermediate is not None:
+        if intermediate not in ("ibp", "crown"):
+            raise IBPError(f"run_crown: unknown intermediate {intermediate!r}; use 'ibp' or "
+                           f"'crown'")
+        if method == "ibp":
+            raise IBPError("run_crown: intermediate= needs method 'crown' or 'crown-ibp'")
+        method = "crown-ibp" if intermediate == "ibp" else "crown"
+    if jacobian not in ("operator", "dense"):
+        raise IBPError(f"run_crown: unknown jacobian {jacobian!r}; use 'operator' or 'dense'")
+    limit = _memory_limit(memory_limit)
     if guarantee not in GUARANTEES:
         raise IBPError(f"run_crown: unknown guarantee {guarantee!r}; use one of "
                        f"{', '.join(GUARANTEES)}")
@@ -158,6 +188,8 @@ def run_crown(graph, payload, box: Box, ctx="interval:float64", method: str = "c
     if not isinstance(box, Box):
         raise IBPError(f"run_crown: expected a Box for the input, got {type(box).__name__}")
     if method == "ibp":
+        if spec is not None:
+            raise IBPError("run_crown: spec= needs method 'crown' or 'crown-ibp'")
         return run_ibp(graph, payload, box, ictx, guarantee=guarantee)
     ensure_valid(graph)
     payload = as_payload(payload)
@@ -172,7 +204,9 @@ def run_crown(graph, payload, box: Box, ctx="interval:float64", method: str = "c
         raise CrownError(f"run_crown: box shape {list(box.shape)} does not match the input "
                          f"node's shape {list(in_shape)} (leading batch axes allowed)")
     out = graph.output if output_id is None else int(output_id)
+    seed = None if spec is None else _spec_matrix(spec, tuple(graph.nodes[out].out_shape))
     errs = PointErrors(ictx) if guarantee == "execution" else None
+    opts = {"limit": limit, "dense": jacobian == "dense", "seed": seed}
     # the whole batch in one fold; for the execution guarantee an IBP box is used only
     # where it says it holds the executed values (the fold's boxes carry both today)
     ibp = run_ibp(graph, payload, box, ictx, guarantee=guarantee)
@@ -180,15 +214,67 @@ def run_crown(graph, payload, box: Box, ctx="interval:float64", method: str = "c
         ibp = [b if b is not None and EXECUTION in b.guarantee else None for b in ibp]
     if nb:
         per = [_crown_one(graph, payload, box[idx], ictx, method, out,
-                          [None if b is None else b[idx] for b in ibp], errs)
+                          [None if b is None else b[idx] for b in ibp], errs, opts)
                for idx in np.ndindex(box.shape[:nb])]
+        if seed is not None:
+            return _tag(Box(np.stack([p.lo for p in per]).reshape(box.shape[:nb] + (-1,)),
+                            np.stack([p.hi for p in per]).reshape(box.shape[:nb] + (-1,))),
+                        guarantee)
         return [None if any(p[i] is None for p in per) else
                 _tag(Box(np.stack([p[i].lo for p in per]).reshape(box.shape[:nb] + p0.shape),
                          np.stack([p[i].hi for p in per]).reshape(box.shape[:nb] + p0.shape)),
                      guarantee)
                 for i, p0 in enumerate(per[0])]
-    return [None if b is None else _tag(b, guarantee)
-            for b in _crown_one(graph, payload, box, ictx, method, out, ibp, errs)]
+    res = _crown_one(graph, payload, box, ictx, method, out, ibp, errs, opts)
+    if seed is not None:
+        return _tag(res, guarantee)
+    return [None if b is None else _tag(b, guarantee) for b in res]
+
+
+#: default ceiling of one backward pass's estimated memory (bytes)
+DEFAULT_MEMORY_LIMIT = 4 * 2 ** 30
+#: interval arrays of Lambda's size alive at once in a backward pass: Lambda, its
+#: positive and negative parts, the product, a second branch's Lambda (skip connections)
+#: and the VJP's temporaries
+_WORK_FACTOR = 6
+
+
+def _memory_limit(limit) -> int:
+    """The byte limit of one backward pass: the keyword, else SCALARLAB_CROWN_MEMORY."""
+    import os
+    if limit is not None:
+        return int(limit)
+    env = os.environ.get("SCALARLAB_CROWN_MEMORY")
+    if not env:
+        return DEFAULT_MEMORY_LIMIT
+    text = env.strip().upper().rstrip("B")
+    scale = {"K": 2 ** 10, "M": 2 ** 20, "G": 2 ** 30, "T": 2 ** 40}.get(text[-1:], 1)
+    try:
+        value = float(text[:-1] if scale > 1 else text)
+    except ValueError:
+        raise IBPError(f"run_crown: SCALARLAB_CROWN_MEMORY={env!r} is not a byte count "
+                       f"(e.g. 8000000000 or 8G)") from None
+    if not value > 0:
+        raise IBPError(f"run_crown: SCALARLAB_CROWN_MEMORY={env!r} must be positive")
+    return int(value * scale)
+
+
+def _spec_matrix(spec, out_shape) -> np.ndarray:
+    """The specification as a float64 (m, n_out) matrix (its entries must be floats)."""
+    n = int(np.prod(out_shape, dtype=np.int64))
+    C = np.asarray(spec)
+    if C.dtype == object or not np.issubdtype(C.dtype, np.number):
+        raise IBPError(f"run_crown: spec must be a numeric array, got dtype {C.dtype}")
+    C64 = C.astype(np.float64)
+    if not np.array_equal(C64, C) or not np.all(np.isfinite(C64)):
+        raise IBPError("run_crown: spec entries must be finite float64 values")
+    if C64.ndim == 1 + len(out_shape) and tuple(C64.shape[1:]) == tuple(out_shape):
+        C64 = C64.reshape(C64.shape[0], n)
+    if C64.ndim != 2 or C64.shape[1] != n or C64.shape[0] == 0:
+        raise IBPError(f"run_crown: spec shape {list(C.shape)} does not fit the output "
+                       f"node's shape {list(out_shape)}: expected (m, {n}) or "
+                       f"(m, {', '.join(map(str, out_shape))})")
+    return C64
 
 
 def _tag(box: Box, guarantee: str) -> Box:
@@ -215,7 +301,7 @@ def _depends(graph, input_id) -> list:
     return dep
 
 
-def _crown_one(graph, payload, box, ictx, method, out, ibp, errs) -> list:
+def _crown_one(graph, payload, box, ictx, method, out, ibp, errs, opts) -> list:
     in_id = graph.input_ids()[0]
     dep = _depends(graph, in_id)
     need = [False] * len(graph.nodes)
@@ -246,6 +332,9 @@ def _crown_one(graph, payload, box, ictx, method, out, ibp, errs) -> list:
     vals: list = [None] * len(graph.nodes)
     vals[in_id] = box.to_interval(ictx)
     st = _State(graph, payload, ictx, dep, kinds, ibp_iv, errs)
+    st.limit, st.dense = opts["limit"], opts["dense"]
+    seed = opts["seed"]
+    spec_box = None
     for node in graph.nodes:
         i = node.id
         if i == in_id or not anc[i]:
@@ -273,7 +362,14 @@ def _crown_one(graph, payload, box, ictx, method, out, ibp, errs) -> list:
                 cands.append(r)
             except (ContextError, OpDataError, _NoBox):
                 pass
-        if need[i] and dep[i] and kinds[i] is not None and (
+        if seed is not None and i == out:
+            # the specification's rows only: no identity seed at the output
+            if dep[i] and kinds[i] is not None:
+                try:
+                    spec_box = _backward(st, vals, i, seed)
+                except (ContextError, OpDataError, _NoBox):
+                    pass
+        elif need[i] and dep[i] and kinds[i] is not None and (
                 method != "crown" or kinds[i] not in ("relaxed", "maxpool")):
             try:
                 cands.append(_backward(st, vals, i))
@@ -286,7 +382,24 @@ def _crown_one(graph, payload, box, ictx, method, out, ibp, errs) -> list:
             for w in cands[1:]:
                 v = _intersect(ictx, v, w, i)
             vals[i] = v
+    if seed is not None:
+        return _spec_result(st, seed, vals[out], spec_box, out)
     return [None if v is None else Box.from_interval(ictx, v) for v in vals]
+
+
+def _spec_result(st, C, out_box, spec_box, out) -> Box:
+    """The box of C z_out: CROWN's spec bound intersected with C applied to the output
+    node's box (interval product: never looser than IBP)."""
+    ictx = st.ictx
+    cands = [] if spec_box is None else [spec_box]
+    if out_box is not None:
+        cands.append(ictx.matmul(ictx.convert(C), _flat(ictx, out_box)))
+    if not cands:
+        raise CrownError(f"run_crown: the output node {out} got no box, so the spec has none")
+    v = cands[0]
+    for w in cands[1:]:
+        v = _intersect(ictx, v, w, out)
+    return Box.from_interval(ictx, v)
 
 
 class _State:
@@ -307,6 +420,8 @@ class _State:
         self.jac: dict = {}        # node id -> (parent, M, b) of an affine node
         self.err: dict = {}        # node id -> symmetric interval [-err, err] (or None)
         self.own: dict = {}        # node id -> its interval-rule box (execution: widened)
+        self.off: dict = {}        # node id -> f(0) of an affine node (operator path)
+        self.limit, self.dense = DEFAULT_MEMORY_LIMIT, False
 
     def w(self, v):
         """A base-context box as a work-context interval (exact: the base's values are
@@ -377,6 +492,53 @@ def _affine_parts(st, node, vals):
     b = ictx.take(Y, [0], axis=0)
     cols = ictx.sub(ictx.take(Y, list(range(1, n_u + 1)), axis=0), b)   # (n_u, n_v)
     return u, ictx.transpose(cols, (1, 0)), ictx.reshape(b, (ictx.shape(b)[1],))
+
+
+def _affine_vjp(st, node, vals, lam):
+    """(variable parent u, Lambda M as an interval (rows, n_u), offset b = f(0) (n_v,))
+    of an affine node without forming M: Lambda M is the op's VJP rule (the transposed
+    operator: conv -> the adjoint of im2col, linear -> g W, pools -> scattered windows)
+    applied to the rows of Lambda in the work context.  For an affine f the cotangent
+    of its varying argument is sum_i Lambda_i dy_i/dx = (Lambda M) exactly in the reals,
+    whatever x is (zeros are passed), so the interval evaluation encloses it as the
+    dense product does."""
+    graph, payload, ictx = st.graph, st.payload, st.wctx
+    u = next(p for p in node.parents if st.dep[p])
+    k = node.parents.index(u)
+    op = node.kind.op
+    R = ictx.shape(lam)[0]
+    shp_u, shp_v = tuple(graph.nodes[u].out_shape), tuple(node.out_shape)
+    if node.id not in st.off:
+        st.off[node.id] = _affine_offset(st, node, vals, u)
+    local = list(vals)
+    for p in node.parents:          # constant parents broadcast over Lambda's rows
+        if p != u:
+            v = st.w(vals[p])
+            local[p] = ictx.broadcast_to(ictx.reshape(v, (1,) + ictx.shape(v)),
+                                         (R,) + ictx.shape(v))
+    local[u] = ictx.broadcast_to(ictx.zeros((1,) + shp_u), (R,) + shp_u)
+    args, attrs = node_args(graph, payload, ictx, node, local)
+    g = ictx.reshape(lam, (R,) + shp_v)
+    y = ictx.broadcast_to(ictx.zeros((1,) + shp_v), (R,) + shp_v)
+    rule = OPS[op].vjp
+    if getattr(rule, "takes_needs", False):
+        cots = rule(ictx, g, args, y, attrs, 1, needs=[j == k for j in range(len(args))])
+    else:
+        cots = rule(ictx, g, args, y, attrs, 1)
+    gx = cots[k]
+    if gx is None:                  # the op ignores x along Lambda: a zero row block
+        gx = ictx.zeros((R,) + shp_u)
+    n_u = int(np.prod(shp_u, dtype=np.int64))
+    return u, ictx.reshape(gx, (R, n_u)), st.off[node.id]
+
+
+def _affine_offset(st, node, vals, u):
+    """f(0) of an affine node (flat, n_v), its forward rule in the work context."""
+    ictx = st.wctx
+    local = [None if v is None else st.w(v) for v in vals]
+    local[u] = ictx.zeros(tuple(st.graph.nodes[u].out_shape))
+    args, attrs = node_args(st.graph, st.payload, ictx, node, local)
+    return _flat(ictx, OPS[node.kind.op].forward(ictx, args, attrs, 0))
 
 
 def _split(ictx, lam: Interval):
@@ -564,6 +726,83 @@ def _maxpool_relax(graph, payload, ictx, node, vals):
     return u, ictx.convert(SL), ictx.convert(SU), ictx.convert(bU)
 
 
+def _maxpool_windows(graph, payload, ictx, node, vals):
+    """:func:`_maxpool_relax` without its dense matrices: (u, j* per output, the mask of
+    outputs whose max is x[j*], b_U as an interval).  The windows come from the forward
+    rule at chunks of basis vectors (memory: a chunk x max(n_u, n_v) batch), with the
+    largest lower bound (its first index, as np.argmax) and the two largest upper bounds
+    of each window tracked across chunks."""
+    u = node.parents[0]
+    shp = tuple(graph.nodes[u].out_shape)
+    n_u = int(np.prod(shp, dtype=np.int64))
+    n_v = int(np.prod(tuple(node.out_shape), dtype=np.int64))
+    from scalarlab import scalars
+    f64 = scalars.get("float64")
+    lo, hi = _ends(ictx.to_float64(vals[u]))
+    rows = np.arange(n_v)
+    best = np.full(n_v, -np.inf)
+    jstar = np.zeros(n_v, dtype=np.int64)
+    seen = np.zeros(n_v, dtype=bool)
+    t1, t2 = np.full(n_v, -np.inf), np.full(n_v, -np.inf)
+    t1i = np.full(n_v, -1, dtype=np.int64)
+    step = max(1, min(n_u, 2 ** 22 // max(n_u, n_v)))
+    local = list(vals)
+    for a in range(0, n_u, step):
+        b = min(n_u, a + step)
+        E = np.zeros((b - a, n_u))
+        E[np.arange(b - a), np.arange(a, b)] = 1.0
+        local[u] = E.reshape((b - a,) + shp)
+        args, attrs = node_args(graph, payload, f64, node, local)
+        m = np.asarray(OPS["max_pool2d"].forward(f64, args, attrs, 1)).reshape(b - a, -1).T > 0
+        lc = np.where(m, lo[None, a:b], -np.inf)
+        k = np.argmax(lc, axis=1)
+        v = lc[rows, k]
+        has = m.any(axis=1)
+        upd = has & (~seen | (v > best))
+        best = np.where(upd, v, best)
+        jstar = np.where(upd, a + k, jstar)
+        seen |= has
+        hc = np.where(m, hi[None, a:b], -np.inf)
+        k1 = np.argmax(hc, axis=1)
+        v1 = hc[rows, k1]
+        hc[rows, k1] = -np.inf
+        v2 = np.max(hc, axis=1) if hc.shape[1] > 1 else np.full(n_v, -np.inf)
+        up1 = has & (v1 > t1)
+        t2 = np.where(up1, np.maximum(t1, v2), np.maximum(t2, v1))
+        t1i = np.where(up1, a + k1, t1i)
+        t1 = np.where(up1, v1, t1)
+    others = np.where(t1i == jstar, t2, t1)      # the largest upper bound but x[j*]'s
+    exact = lo[jstar] >= others
+    bU = np.where(exact, 0.0, t1)
+    return u, jstar, exact, ictx.convert(bU)
+
+
+def _scatter_columns(ictx, part, jstar, n_u, mask=None) -> Interval:
+    """``part S`` for the selection matrix S with S[r, jstar[r]] = 1 (rows r where
+    ``mask``): column r of ``part`` added into column jstar[r].  Outputs sharing a j*
+    (overlapping windows) are split into classes of distinct j*: within a class the
+    columns are placed (no arithmetic), classes are summed by the context (outward)."""
+    R = ictx.shape(part)[0]
+    r_all = np.arange(jstar.shape[0]) if mask is None else np.flatnonzero(mask)
+    out = None
+    order = np.argsort(jstar[r_all], kind="stable")
+    r_sorted = r_all[order]
+    js = jstar[r_sorted]
+    # rank of each r within its j*: the class it goes to
+    first = np.searchsorted(js, js, side="left")
+    rank = np.arange(js.shape[0]) - first
+    lo_p, hi_p = np.asarray(part.lo), np.asarray(part.hi)
+    for c in range(int(rank.max()) + 1 if rank.size else 0):
+        sel = r_sorted[rank == c]
+        lo = np.zeros((R, n_u), dtype=lo_p.dtype)
+        hi = np.zeros((R, n_u), dtype=hi_p.dtype)
+        lo[:, jstar[sel]] = lo_p[:, sel]
+        hi[:, jstar[sel]] = hi_p[:, sel]
+        term = ictx.make(lo, hi)
+        out = term if out is None else ictx.add(out, term)
+    return ictx.zeros((R, n_u)) if out is None else out
+
+
 def _scale_columns(ictx, pos, neg, al, au) -> Interval:
     """``pos * al + neg * au`` for pos >= 0 >= neg (the parts of Lambda) and slopes
     al, au >= 0 (every relaxation here has non-negative slopes), per column.
@@ -609,12 +848,21 @@ def _node_err(st, vals, i, node, kind):
             raise _NoBox(i)
         err = st.errs.elementwise(op, st.errs.mag(own))
     else:                                            # affine
-        u, M, b = st.jac[i]
+        u = next(p for p in node.parents if st.dep[p])
+        n_u = int(np.prod(tuple(st.graph.nodes[u].out_shape), dtype=np.int64))
+        n_v = int(np.prod(tuple(node.out_shape), dtype=np.int64))
         if op in EXACT_AFFINE or st.errs.exact:
             err = None
+        elif vals[u] is None:
+            raise _NoBox(u)
+        elif not st.dense and (n_u + 1) * max(n_u, n_v) > _DENSE_ERR_ENTRIES:
+            err = _affine_err_operator(st, node, vals, u)
         else:
-            if vals[u] is None:
-                raise _NoBox(u)
+            # a small Jacobian: the exact non-zero count per row (and linear's running
+            # error bound), as the dense path
+            if i not in st.jac:
+                st.jac[i] = _affine_parts(st, node, vals)
+            u, M, b = st.jac[i]
             err = st.errs.affine(op, M, b, st.errs.mag(vals[u]),
                                  _bn_offset_mag(st, node, vals) if op == "batchnorm_eval"
                                  else None)
@@ -626,6 +874,63 @@ def _node_err(st, vals, i, node, kind):
         err = None if not np.any(err) else err
     st.err[i] = err
     return err
+
+
+#: largest Jacobian (entries; its basis batch has (n_u + 1) x max(n_u, n_v)) formed for
+#: an affine node's rounding-error bound on the operator path (16 MiB as an interval):
+#: below it the bound is the dense path's (exact row counts, linear's running bound)
+_DENSE_ERR_ENTRIES = 2 ** 20
+
+
+def _affine_err_operator(st, node, vals, u):
+    """err per output of a large affine node without forming M: s >= |M| |x| + |b| from
+    two forward evaluations in the work context -- the width of f([0, xm]) (an interval
+    enclosure of the range of M x + b over the box, whose exact width is sum |m_j| xm_j)
+    plus |f(0)| (batchnorm: its own offset magnitude) -- and n = a fan-in bound + 2 >=
+    the non-zero count of any row + 2 (:func:`_fan_in`)."""
+    w, op = st.wctx, node.kind.op
+    shp_u = tuple(st.graph.nodes[u].out_shape)
+    n_v = int(np.prod(tuple(node.out_shape), dtype=np.int64))
+    xm = st.errs.mag(vals[u])
+    if not np.all(np.isfinite(xm)):
+        return np.full(n_v, np.inf)
+    local = [None if v is None else st.w(v) for v in vals]
+    local[u] = Box(np.zeros(shp_u), xm.reshape(shp_u)).to_interval(w)
+    args, attrs = node_args(st.graph, st.payload, w, node, local)
+    Y = w.to_float64(OPS[op].forward(w, args, attrs, 0))
+    with np.errstate(all="ignore"):
+        width = np.nextafter(np.asarray(Y.hi, dtype=np.float64).reshape(-1)
+                             - np.asarray(Y.lo, dtype=np.float64).reshape(-1), np.inf)
+        if op == "batchnorm_eval":
+            bm = _bn_offset_mag(st, node, vals)
+        else:
+            if node.id not in st.off:
+                st.off[node.id] = _affine_offset(st, node, vals, u)
+            bm = st.errs.mag(st.off[node.id])
+        s = np.nextafter(width + bm, np.inf)
+    return st.errs.affine_sums(op, s, _fan_in(st, node, u, args, attrs) + 2)
+
+
+def _fan_in(st, node, u, args, attrs) -> int:
+    """An upper bound on the non-zero coefficients of any row of an affine node's M: the
+    window of a convolution (C_in / groups x kernel entries, from the weight's shape) or
+    of an average pool, one for an elementwise op, linear's in_features, else every
+    input entry (n_u).  Padding only removes entries, so each is >= the dense count."""
+    op, w = node.kind.op, st.wctx
+    n_u = int(np.prod(tuple(st.graph.nodes[u].out_shape), dtype=np.int64))
+    rec = OPS[op]
+    if rec.elementwise:
+        return 1
+    if op in ("conv1d", "conv2d", "conv3d"):
+        return min(n_u, int(np.prod(w.shape(args[1])[1:], dtype=np.int64)))
+    if op == "linear":
+        return min(n_u, int(w.shape(args[1])[-1]))
+    if op in ("avg_pool1d", "avg_pool2d", "avg_pool3d"):
+        d = int(op[-2])
+        k = attrs.get("kernel_size")
+        ks = [int(k)] * d if np.ndim(k) == 0 else [int(v) for v in k]
+        return min(n_u, int(np.prod(ks)))
+    return n_u
 
 
 def _bn_offset_mag(st, node, vals):
@@ -682,8 +987,6 @@ def _rule_err(st, vals, i, node, r):
     if kind == "affine":
         if op in EXACT_AFFINE:
             return None
-        if i not in st.jac:
-            st.jac[i] = _affine_parts(st, node, vals)
         err = _node_err(st, vals, i, node, kind)
         return None if err is None else st.ictx.make(-err, err)
     rec = OPS[op]
@@ -698,14 +1001,67 @@ def _rule_err(st, vals, i, node, r):
     return None
 
 
-def _backward(st, vals, t) -> Interval:
+def _check_memory(st, t, rows):
+    """Refuse (one line) a backward pass from node t with ``rows`` rows whose estimated
+    memory passes the limit: rows x the largest node crossed x 16 bytes (an interval of
+    float64) x the working factor, plus the dense Jacobians when asked for and the
+    max-pool windows' matrices."""
+    graph, dep = st.graph, st.dep
+    anc = [False] * (t + 1)
+    anc[t] = True
+    cols, jac = 1, 0
+    for i in range(t, -1, -1):
+        if not anc[i]:
+            continue
+        node = graph.nodes[i]
+        n_i = int(np.prod(tuple(node.out_shape), dtype=np.int64))
+        if dep[i]:
+            cols = max(cols, n_i)
+        op = node.kind.op
+        if dep[i] and st.kinds[i] == "affine" and op in ("conv1d", "conv2d", "conv3d") \
+                and not st.dense:
+            # the VJP's im2col adjoint holds positions x C_in x kernel entries per row
+            # (the input's size times the windows' overlap), plus the interval
+            # product's temporaries: counted as that many extra columns, x 3 / 6
+            k = node.kind.attrs.get("kernel_size", 1)
+            kk = int(np.prod([k] * int(op[4]) if np.ndim(k) == 0 else list(k)))
+            shp = tuple(node.out_shape)
+            c_in = int(tuple(graph.nodes[node.parents[0]].out_shape)[0])
+            cols = max(cols, (n_i // max(1, int(shp[0]))) * c_in * kk // 2)
+        if st.kinds[i] is not None or not dep[i]:
+            for p in node.parents:
+                anc[p] = True
+                n_p = int(np.prod(tuple(graph.nodes[p].out_shape), dtype=np.int64))
+                if st.dense and dep[p] and st.kinds[i] == "affine":
+                    jac = max(jac, 2 * (n_p + 1) * max(n_p, n_i) * 16)
+                if st.kinds[i] == "maxpool" and st.dense:
+                    # its windows from the forward rule at the basis vectors (n_p^2
+                    # float64) and the dense selection matrices S_L, S_U (intervals)
+                    jac = max(jac, n_p * n_p * 8 + 6 * n_i * n_p * 16)
+    est = rows * cols * 16 * _WORK_FACTOR + jac
+    if est > st.limit:
+        op = graph.nodes[t].kind.op
+        raise CrownError(
+            f"run_crown: node {t} ({op}): the backward pass needs about {est / 2 ** 30:.2f} "
+            f"GiB ({rows} rows x {cols} columns of intervals{' + dense matrices' if jac else ''}"
+            f"), over the limit of {st.limit / 2 ** 30:.2f} GiB; raise memory_limit= or "
+            f"SCALARLAB_CROWN_MEMORY, or bound fewer rows (method='crown-ibp', spec=)")
+
+
+def _backward(st, vals, t, seed=None) -> Interval:
     """CROWN bounds of node t (an Interval of its shape) from the boxes in ``vals``;
-    with the execution guarantee each node crossed adds ``Lambda [-err, err]``."""
+    with the execution guarantee each node crossed adds ``Lambda [-err, err]``.
+    ``seed`` (a float64 (m, n_t) matrix): bounds of ``seed z_t`` instead, shape (m,)."""
     graph, payload, ictx, dep = st.graph, st.payload, st.wctx, st.dep
     shp = tuple(graph.nodes[t].out_shape)
     n = int(np.prod(shp, dtype=np.int64))
-    lams = {t: ictx.convert(np.concatenate([np.eye(n), -np.eye(n)]))}
-    c = ictx.zeros((2 * n,))
+    rows = 2 * (n if seed is None else seed.shape[0])
+    _check_memory(st, t, rows)
+    C = np.eye(n) if seed is None else seed
+    lams = {t: ictx.convert(np.concatenate([C, -C]))}
+    if seed is not None:
+        n, shp = seed.shape[0], (seed.shape[0],)
+    c = ictx.zeros((rows,))
     lower = None
     for i in range(t, -1, -1):
         lam = lams.pop(i, None)
@@ -727,7 +1083,7 @@ def _backward(st, vals, t) -> Interval:
             continue
         if kind in ("relaxed", "maxpool") and vals[node.parents[0]] is None:
             raise _NoBox(node.parents[0])
-        if kind == "affine" and i not in st.jac:
+        if kind == "affine" and st.dense and i not in st.jac:
             st.jac[i] = _affine_parts(st, node, vals)
         # the executed value is the op on the executed inputs plus e_i, |e_i| <= err_i
         e = _node_err(st, vals, i, node, kind)
@@ -736,9 +1092,15 @@ def _backward(st, vals, t) -> Interval:
         if kind == "maxpool":
             wv = [None] * len(vals)
             wv[node.parents[0]] = st.w(vals[node.parents[0]])
-            u, SL, SU, bU = _maxpool_relax(graph, payload, ictx, node, wv)
             pos, neg = _split(ictx, lam)
-            _acc(ictx, lams, u, ictx.add(ictx.matmul(pos, SL), ictx.matmul(neg, SU)))
+            if st.dense or ictx.endpoint_kind != "float":
+                u, SL, SU, bU = _maxpool_relax(graph, payload, ictx, node, wv)
+                _acc(ictx, lams, u, ictx.add(ictx.matmul(pos, SL), ictx.matmul(neg, SU)))
+            else:
+                u, jstar, exact, bU = _maxpool_windows(graph, payload, ictx, node, wv)
+                n_u = int(np.prod(tuple(graph.nodes[u].out_shape), dtype=np.int64))
+                _acc(ictx, lams, u, ictx.add(_scatter_columns(ictx, pos, jstar, n_u),
+                                             _scatter_columns(ictx, neg, jstar, n_u, exact)))
             c = ictx.add(c, ictx.matmul(neg, bU))
             continue
         if kind == "relaxed":
@@ -754,8 +1116,12 @@ def _backward(st, vals, t) -> Interval:
             _acc(ictx, lams, a, lam)
             _acc(ictx, lams, b, lam if op == "add" else ictx.neg(lam))
             continue
-        u, M, b = st.jac[i]                                                # affine
-        _acc(ictx, lams, u, ictx.matmul(lam, M))
+        if st.dense:                                                       # affine
+            u, M, b = st.jac[i]
+            _acc(ictx, lams, u, ictx.matmul(lam, M))
+        else:
+            u, lam_u, b = _affine_vjp(st, node, vals, lam)
+            _acc(ictx, lams, u, lam_u)
         c = ictx.add(c, ictx.matmul(lam, b))
     if lower is None:                                # the input was never reached
         lower = c

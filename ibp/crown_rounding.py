@@ -142,13 +142,28 @@ class PointErrors:
         bm = self.mag(b) if bmag is None else np.asarray(bmag, dtype=np.float64).reshape(-1)
         xm = np.asarray(xmag, dtype=np.float64).reshape(-1)
         n = np.count_nonzero(m, axis=1) + 2
-        if op == "batchnorm_eval":
-            n = np.full(n_v, BN_ROUNDINGS)
         with np.errstate(all="ignore"):
             # sum of non-negative terms, each product and sum rounded to nearest in
             # float64: the exact sum is below fl(...) (1 + 2(k+1) 2^-53)
             s = np.where(m > 0, m * xm[None, :], 0.0).sum(axis=1) + bm
             s = _up(s * (1.0 + (m.shape[1] + 2) * 2.0 ** -52))
+        return self.affine_sums(op, s, n)
+
+    def affine_sums(self, op: str, s, n) -> np.ndarray:
+        """The bound of :meth:`affine` from its ingredients: ``s >= sum |m_j| |x_j| + |b|``
+        per output (float64, rounded up) and ``n`` >= the number of non-zero coefficients
+        of the row + 2 (any upper bound is sound: theta_n grows with n).  CROWN's operator
+        path gets s without forming M (see ibp/crown.py) and takes n = n_u + 2."""
+        s = np.asarray(s, dtype=np.float64).reshape(-1)
+        n_v = s.shape[0]
+        if self.exact or op in EXACT_AFFINE:
+            return np.zeros(n_v)
+        if op not in DOT_AFFINE:
+            return np.full(n_v, np.inf)
+        n = np.broadcast_to(np.asarray(n, dtype=np.float64), (n_v,))
+        if op == "batchnorm_eval":
+            n = np.full(n_v, BN_ROUNDINGS)
+        with np.errstate(all="ignore"):
             # theta_n <= (1 + u)^n - 1, computed with a relative margin (gamma_n where a
             # rounded value is divided by)
             theta = _up(np.expm1(n * math.log1p(self.u)) * (1.0 + 2.0 ** -40))

@@ -96,12 +96,17 @@ def _index_box(ctx, first, last):
 
 
 # ---------------------------------------------------------------------- argmax / argmin
+def _ranked_axis(op, in_shapes, attrs) -> tuple:
+    """``(input shape, its normalised axis attribute)``; a rank-0 input is refused."""
+    s = tuple(in_shapes[0])
+    if not s:
+        raise ShapeRuleError(f"{op}: needs an input of rank >= 1, got []")
+    return s, norm_axis(op, attrs["axis"], len(s))
+
+
 def _arg_shape(op):
     def shape(in_shapes, attrs, declared=None):
-        s = tuple(in_shapes[0])
-        if not s:
-            raise ShapeRuleError(f"{op}: needs an input of rank >= 1, got []")
-        a = norm_axis(op, attrs["axis"], len(s))
+        s, a = _ranked_axis(op, in_shapes, attrs)
         _flag(op, attrs, "select_last_index")
         if s[a] == 0:
             raise ShapeRuleError(f"{op}: axis {a} of {list(s)} is empty")
@@ -185,10 +190,7 @@ for _op, _sign, _what in (("argmax", 1, "largest"), ("argmin", -1, "smallest")):
 # ----------------------------------------------------------------------- topk
 def _topk_shape(op):
     def shape(in_shapes, attrs, declared=None):
-        s = tuple(in_shapes[0])
-        if not s:
-            raise ShapeRuleError(f"{op}: needs an input of rank >= 1, got []")
-        a = norm_axis(op, attrs["axis"], len(s))
+        s, a = _ranked_axis(op, in_shapes, attrs)
         k = attrs["k"]
         if not is_int(k) or not 1 <= k <= s[a]:
             raise ShapeRuleError(f"{op}: k={k!r} must be an integer in [1, {s[a]}] (the "

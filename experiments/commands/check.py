@@ -77,33 +77,37 @@ def _bad_string(a):
 def unreadable_strings(payload) -> list[str]:
     """One description per payload field holding a string that is not a number."""
     out = []
+    for k, name, tag, arr in _fields(payload):
+        bad = _bad_string(arr)
+        if bad is not None:
+            pos, t, why = bad
+            shown = t if len(t) <= 40 else t[:37] + "..."
+            out.append(f"payload entry {k} field {name!r}{' ' + tag if tag else ''}: "
+                       f"{shown!r} at {[int(i) for i in pos]} is not a number ({why})")
+    return out
+
+
+def _fields(payload):
+    """``(entry, field, "lo"/"hi"/"", array)`` for every array of a payload (an interval
+    field gives its two ends)."""
     for k, params in graph.Payload(payload).items():
         for name, v in params.items():
             parts = [("lo", v.lo), ("hi", v.hi)] if hasattr(v, "lo") else [("", v)]
             for tag, arr in parts:
-                bad = _bad_string(arr)
-                if bad is not None:
-                    pos, t, why = bad
-                    shown = t if len(t) <= 40 else t[:37] + "..."
-                    out.append(f"payload entry {k} field {name!r}{' ' + tag if tag else ''}: "
-                               f"{shown!r} at {[int(i) for i in pos]} is not a number ({why})")
-    return out
+                yield k, name, tag, arr
 
 
 def nonfinite_weights(payload) -> list[str]:
     """One description per payload field holding NaN or infinite values."""
     out = []
-    for k, params in graph.Payload(payload).items():
-        for name, v in params.items():
-            parts = [("lo", v.lo), ("hi", v.hi)] if hasattr(v, "lo") else [("", v)]
-            for tag, arr in parts:
-                ok = _finite_mask(arr)
-                if not ok.all():
-                    first = tuple(int(i) for i in np.argwhere(~ok)[0])
-                    val = np.asarray(arr)[first] if first else np.asarray(arr).item()
-                    out.append(f"payload entry {k} field {name!r}{' ' + tag if tag else ''}: "
-                               f"{int((~ok).sum())} non-finite value(s), first at "
-                               f"{list(first)}: {val}")
+    for k, name, tag, arr in _fields(payload):
+        ok = _finite_mask(arr)
+        if not ok.all():
+            first = tuple(int(i) for i in np.argwhere(~ok)[0])
+            val = np.asarray(arr)[first] if first else np.asarray(arr).item()
+            out.append(f"payload entry {k} field {name!r}{' ' + tag if tag else ''}: "
+                       f"{int((~ok).sum())} non-finite value(s), first at "
+                       f"{list(first)}: {val}")
     return out
 
 

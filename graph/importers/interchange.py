@@ -230,3 +230,14 @@ def payload_field(g: Graph, payload, node, name: str, ctx) -> np.ndarray:
                else ctx.full(shape, d) if shape else ctx.convert(d))
     # binary contexts hold float64 arrays whose entries are values of their format
     return np.asarray(ctx.to_float64(val), dtype=np.float64).reshape(shape)
+
+
+def ir_shape(op: str, shape, attrs: dict):
+    """The output shape the IR's rule for ``op`` gives an input of ``shape`` (the
+    converters' check before they emit a node), or :class:`Unsupported` saying why not."""
+    from ..optable import full_attrs, get_op
+    rec = get_op(op)
+    try:
+        return rec.shape([shape], full_attrs(rec, attrs))
+    except Exception as exc:
+        raise Unsupported(f"IR rule rejects it: {exc}") from None

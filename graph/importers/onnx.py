@@ -43,7 +43,7 @@ from .. import files
 from ..errors import GraphError
 from ..optable import OPS
 from .interchange import (Batched, IRBuilder, PendingConst, Unsupported, UnsupportedOpsError,
-                          exact_gelu_only, require)
+                          exact_gelu_only, ir_shape, require)
 from .onnx_fold import BatchDim, fold_constant, fold_symbolic, is_symbolic, shape_value
 from .onnx_layout import moved, shape_of
 from .onnx_ops import available as _network_converters
@@ -635,12 +635,7 @@ class _OnnxConverter:
         return out
 
     def _ir_shape(self, op, s, attrs):
-        from ..optable import full_attrs, get_op
-        rec = get_op(op)
-        try:
-            return rec.shape([s], full_attrs(rec, attrs))
-        except Exception as exc:
-            raise Unsupported(f"IR rule rejects it: {exc}") from None
+        return ir_shape(op, s, attrs)
 
     def conv(self, ins, A, node):
         x = self.t(ins[0])

@@ -17,7 +17,7 @@ import types
 import numpy as np
 
 from ..optable import OPS
-from .interchange import Batched, PendingConst, Unsupported
+from .interchange import Batched, PendingConst, Unsupported, ir_shape
 from . import onnx_ops_spatial as S
 
 
@@ -44,12 +44,7 @@ class _Shim:
         return [self.t(a), self.t(b)]
 
     def _ir_shape(self, op, s, attrs):
-        from ..optable import full_attrs, get_op
-        rec = get_op(op)
-        try:
-            return rec.shape([s], full_attrs(rec, attrs))
-        except Exception as exc:
-            raise Unsupported(f"IR rule rejects it: {exc}") from None
+        return ir_shape(op, s, attrs)
 
     def with_channels_first(self, x, fn, what):
         """``fn`` over a per-example [C, spatial...] value: ``x`` with one batch axis, an

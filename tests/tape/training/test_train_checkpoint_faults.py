@@ -274,7 +274,7 @@ def _kill_loop(tmp_path, kills: int, seed: int) -> dict:
 
 
 def test_save_killed_at_random_points_leaves_old_or_new(tmp_path):
-    seen = _kill_loop(tmp_path, kills=20, seed=1)
+    seen = _kill_loop(tmp_path, kills=12, seed=1)
     assert len(seen["steps"]) > 1
 
 

@@ -96,6 +96,10 @@ def run(args) -> int:
                       samples=args.samples, search=args.search, range=args.range,
                       seed=args.seed, workers=args.workers, resume=args.resume,
                       quiet=args.quiet)
+    if not len(df):                  # a run that checked nothing writes nothing, exits 1
+        from ..errors import ExperimentError
+        raise ExperimentError(f"nothing to audit in {args.format}: "
+                              + ", ".join(df.attrs["skipped"]) + " are not available")
     specials = df.attrs["specials"]
     meta = {**df.attrs["meta"], "skipped": df.attrs["skipped"]}
     func = (args.plot_function or args.funcs)[0]

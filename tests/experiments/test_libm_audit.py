@@ -286,6 +286,13 @@ def test_cli_table_json_and_plot(tmp_path, capsys):
     assert rc == 0 and "glibc" in text and "lower bounds" in text
     rc = main(["libm", "exp", "--plot-function", "log", "--samples", "10", "--quiet"])
     assert rc == 1 and "--plot-function log: not among" in capsys.readouterr().err
+    # nothing available (numpy and libm have no bfloat16 exp): exit 1, nothing written
+    out = tmp_path / "none.csv"
+    rc = main(["libm", "exp", "--lib", "numpy,libm", "--format", "bfloat16", "--exhaustive",
+               "--out", str(out), "--quiet"])
+    err = capsys.readouterr().err
+    assert rc == 1 and "nothing to audit in bfloat16: numpy exp bfloat16" in err
+    assert not out.exists()
 
 
 def test_libraries_missing_a_function_are_skipped_not_run():

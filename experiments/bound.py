@@ -156,7 +156,7 @@ def program_of_fpcore(p) -> _Program:
 def _point_context(name):
     ctx = scalars.get(name) if isinstance(name, str) else name
     fmt = metrics.format_of(ctx)
-    if fmt is None or getattr(ctx, "is_interval", False) or getattr(ctx, "is_dual", False):
+    if fmt is None or ctx.is_interval or ctx.is_dual:
         raise ExperimentError(f"format {ctx.name}: not a binary-format point context "
                               f"(binary64, binary32, bfloat16, binary16, ...)")
     return ctx, fmt
@@ -272,11 +272,10 @@ def bound_one(prog, ctx, *, box=None, samples=DEFAULT_SAMPLES, seed=0, real_inpu
     row = _row(prog, ctx, inputs, "")
     if prog.graph is None:
         return row
-    if prog.tensor is not None and (getattr(ctx, "reduction", None) != "sequential"
-                                    or getattr(ctx, "fma_dot", False)):
+    if prog.tensor is not None and (ctx.reduction != "sequential" or ctx.fma_dot):
         # the scalar graph models sequential sums of separately rounded products
         row["skip"] = (f"context {ctx.name} sums {ctx.reduction}"
-                       f"{' with fma' if getattr(ctx, 'fma_dot', False) else ''}; the "
+                       f"{' with fma' if ctx.fma_dot else ''}; the "
                        f"bound models sequential sums without fma")
         return row
     try:

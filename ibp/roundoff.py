@@ -214,7 +214,7 @@ class _Program:
                 for p in nodes[i].parents:
                     need[p] = True
         self.need = need
-        cr = set(getattr(ctx_point, "correctly_rounded", ()) or ()) if ctx_point else None
+        cr = set(ctx_point.correctly_rounded) if ctx_point else None
         self.rounds = [False] * len(nodes)     # has a binade (or exact-constant) error term
         self.eta = [False] * len(nodes)        # has a subnormal (eta) term
         self.exact_value = [False] * len(nodes)  # executed value == exact real value

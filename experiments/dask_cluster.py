@@ -261,7 +261,8 @@ def run_tasks(client, where: str, fn, shared, arg_lists: list, *, retries: int =
                 if isinstance(exc, BaseException):
                     raise exc
             raise ExperimentError(_lost(client, where, done, total,
-                                        str(getattr(res, "reason", "") or "")))
+                                        str(getattr(res, "reason", "") or ""),
+                                        wait_for_worker))
         if pending and time.monotonic() >= next_check:
             next_check = time.monotonic() + 2 * POLL_SECONDS
             if client.status != "running":
@@ -281,7 +282,7 @@ def run_tasks(client, where: str, fn, shared, arg_lists: list, *, retries: int =
     return results
 
 
-def _lost(client, where, done, total, reason="") -> str:
+def _lost(client, where, done, total, reason="", wait_for_worker=None) -> str:
     why = f", Dask's reason: {reason}" if reason and reason != "unknown" else ""
     # a dead scheduler's futures can be cancelled a moment before the client notices the
     # broken connection: give it that moment before blaming the scheduler
@@ -292,5 +293,24 @@ def _lost(client, where, done, total, reason="") -> str:
     if client.status != "running" or "connection-lost" in reason:
         return (f"{where}: lost the connection to the scheduler ({done} of {total} tasks "
                 f"done{why})")
+    if wait_for_worker is not None and _workerless_for(client, wait_for_worker):
+        # the scheduler cancels the tasks of a cluster whose last worker died: that, not
+        # the cancellation, is the cause to name
+        return (f"{where}: no worker in the cluster for {wait_for_worker:g} s (the "
+                f"scheduler cancelled the run's tasks; {done} of {total} tasks done{why})")
     return (f"{where}: the scheduler cancelled the run's tasks ({done} of {total} tasks "
             f"done{why})")
+
+
+def _workerless_for(client, seconds: float) -> bool:
+    """Whether the cluster has no worker now and none joins within ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            if client.status != "running" or len(client.nthreads()):
+                return False
+        except Exception:                   # noqa: BLE001 -- a closing client raises
+            return False
+        if time.monotonic() >= deadline:
+            return True
+        time.sleep(0.1)

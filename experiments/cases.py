@@ -16,9 +16,9 @@ import numpy as np
 from scalarlab import scalars
 
 from . import metrics
+from . import progress as live
 from .errors import ExperimentError
 from .npy_input import read_npy
-from .tables import progress
 
 
 # --------------------------------------------------------------------------- graph in
@@ -286,7 +286,7 @@ def box_samples(center, radius: float, n: int, seed: int, case=None):
 # --------------------------------------------------------------------------- evaluation
 def _chunk_size(ctx) -> int:
     # Object-valued contexts (mpmath, rationals) cost microseconds per scalar op: small
-    # chunks keep the progress bar moving; array contexts take big batches.
+    # chunks keep the progress moving and its ETA fed; array contexts take big batches.
     return 1 << 18 if is_array_context(ctx) else 256
 
 
@@ -297,28 +297,34 @@ def evaluate_split(case: GraphCase, x, ctx, *, quiet=True, desc=None, partial=Fa
     Batched: one ``denote_all`` call per chunk of samples (the whole batch when small).
     With ``partial`` a node the context cannot compute (e.g. tanh over rationals) is
     ``None``, together with its dependents, instead of raising; ``errors`` (a dict) then
-    receives the fold's first message per node that failed itself.
+    receives the fold's first message per node that failed itself.  Unless ``quiet``,
+    :mod:`experiments.progress` shows the evaluation per chunk and per node (``desc``
+    names it, default the context) where the command's progress is shown.
     """
     import scalarlab.graph as G
     n = batch_size(x)
     step = _chunk_size(ctx)
     parts: list = [[] for _ in case.nodes]
     kernels = ieee_kernels(case.graph, ctx)
-    starts = range(0, n, step)
-    bar = progress(starts, total=len(starts), desc=desc or ctx.name,
-                   quiet=quiet or len(starts) < 2)
-    for s in bar:
-        found: dict = {}
-        values = G.denote_all(case.graph, case.payload, batch_take(x, slice(s, s + step)), ctx,
-                              partial=partial, kernels=kernels, errors=found)
-        if errors is not None:
-            for i, msg in found.items():
-                errors.setdefault(i, msg)
-        for i, v in enumerate(values):
-            if v is None or parts[i] is None:
-                parts[i] = None
-            else:
-                parts[i].append(split_values(ctx, v))
+    ev = live.evaluation(case.graph, n, step, desc or ctx.name, quiet=quiet)
+    try:
+        for s in range(0, n, step):
+            ev.chunk(s, min(step, n - s))
+            found: dict = {}
+            values = G.denote_all(case.graph, case.payload, batch_take(x, slice(s, s + step)),
+                                  ctx, partial=partial, kernels=kernels, errors=found,
+                                  on_node=ev.node_done)
+            ev.end_chunk()
+            if errors is not None:
+                for i, msg in found.items():
+                    errors.setdefault(i, msg)
+            for i, v in enumerate(values):
+                if v is None or parts[i] is None:
+                    parts[i] = None
+                else:
+                    parts[i].append(split_values(ctx, v))
+    finally:
+        ev.close()
     return [None if p is None else p[0] if len(p) == 1 else
             (np.concatenate([h for h, _ in p]), np.concatenate([lo for _, lo in p]))
             for p in parts]

@@ -223,10 +223,14 @@ def main(argv=None) -> int:
         command_line = outputs.COMMAND_LINE
         command_line[:] = argv
         _check_outputs(parser, args)
+        from . import progress      # --quiet / --progress / SCALARLAB_PROGRESS / a TTY
+        shown = progress.wanted(bool(getattr(args, "quiet", False)),
+                                bool(getattr(args, "progress", False)))
         from .first_run import watch     # one line if compiling kernels keeps us waiting
         watcher = watch(lambda text: _say(cmd, text), bool(getattr(args, "quiet", False)))
         try:
-            status = int(args._run(args) or 0)
+            with progress.session(shown):
+                status = int(args._run(args) or 0)
         finally:
             if watcher is not None:
                 watcher.stop()

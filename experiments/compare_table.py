@@ -160,20 +160,27 @@ def display_frame(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def header_lines(res: CompareResult) -> list[str]:
-    case = res.case
-    ctxs = ", ".join(c.name for c in res.contexts)
-    reds = ", ".join(f"{c.name}={reduction_label(c)}" for c in res.contexts)
+    return plan_lines(res.case, res.contexts, res.reference.label, res.input_desc,
+                      res.samples, res.threshold)
+
+
+def plan_lines(case, contexts, reference: str, input_desc: str, samples: int,
+               threshold: float) -> list[str]:
+    """The header's lines from its parts: before the work (``reference`` then names the
+    oracle asked for) and with the table (the reference's label: what was used)."""
+    ctxs = ", ".join(c.name for c in contexts)
+    reds = ", ".join(f"{c.name}={reduction_label(c)}" for c in contexts)
     return [
         f"scalarlab compare: graph {case.name} ({len(case.nodes)} nodes, output node "
         f"{case.output_id})",
-        f"  reference  : {res.reference.label}",
+        f"  reference  : {reference}",
         f"  contexts   : {ctxs}",
         f"  reductions : {reds}",
-        f"  input      : {res.input_desc}",
-        f"  samples    : {res.samples}",
+        f"  input      : {input_desc}",
+        f"  samples    : {samples}",
         "  metrics    : ULP = distance to the reference correctly rounded into the context's "
         "format; bits = log2(1 + ULP)",
-        f"  divergence : first node whose max bits of error > {res.threshold:g} (marked *)",
+        f"  divergence : first node whose max bits of error > {threshold:g} (marked *)",
     ]
 
 

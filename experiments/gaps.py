@@ -178,16 +178,25 @@ def gaps(case: CS.GraphCase, ctx, *, samples=2000, sampling="box", radius=0.05, 
 
 
 def header_lines(res: GapsResult) -> list[str]:
+    return plan_lines(res.case, res.node, res.ctx, res.reference.label, res.sampling,
+                      res.samples, res.radius, res.seed, res.center_desc)
+
+
+def plan_lines(case, node, ctx, reference: str, sampling, samples, radius, seed,
+               center_desc) -> list[str]:
+    """The header's lines from its parts (before the work ``reference`` names the oracle
+    asked for; a NaN ``radius`` means a given batch, described by ``center_desc``)."""
+    fmt = _fmt_of(ctx)
     return [
-        f"scalarlab gaps: graph {res.case.name}, node {res.node} "
-        f"({CS.node_op(res.case.nodes[res.node])})",
-        f"  context    : {res.ctx.name} (format {res.fmt.name}, reduction "
-        f"{CS.reduction_label(res.ctx)})",
-        f"  reference  : {res.reference.label}",
-        (f"  sampling   : {res.center_desc}" if res.radius != res.radius else
-         f"  sampling   : {res.sampling}, {res.samples} inputs of {res.fmt.name} in the l-inf box "
-         f"of radius {res.radius:g} around {res.center_desc} (seed {res.seed})"),
-        f"  gap        : ULP distance to the reference correctly rounded into {res.fmt.name}; "
+        f"scalarlab gaps: graph {case.name}, node {node} "
+        f"({CS.node_op(case.nodes[node])})",
+        f"  context    : {ctx.name} (format {fmt.name}, reduction "
+        f"{CS.reduction_label(ctx)})",
+        f"  reference  : {reference}",
+        (f"  sampling   : {center_desc}" if radius != radius else
+         f"  sampling   : {sampling}, {samples} inputs of {fmt.name} in the l-inf box "
+         f"of radius {radius:g} around {center_desc} (seed {seed})"),
+        f"  gap        : ULP distance to the reference correctly rounded into {fmt.name}; "
         f"bits = log2(1 + ULP)",
     ]
 

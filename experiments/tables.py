@@ -28,11 +28,15 @@ PLOT_DPI = 100
 
 # ----------------------------------------------------------------------------- progress
 def progress(iterable=None, *, total=None, desc="", quiet=False):
-    """A tqdm progress bar on stderr, silent with ``quiet`` or when stderr is not a TTY."""
+    """A tqdm progress bar on stderr, silent with ``quiet`` or when stderr is not a TTY
+    (within a command: as its ``--progress``/``--quiet``/``SCALARLAB_PROGRESS`` decide,
+    :mod:`experiments.progress`)."""
     from tqdm.auto import tqdm
-    disable = bool(quiet) or not _stderr_is_tty()
+    from . import progress as live
+    decided = live.decided()
+    disable = bool(quiet) or not (_stderr_is_tty() if decided is None else decided)
     return tqdm(iterable, total=total, desc=desc, disable=disable, leave=False,
-                file=sys.stderr, dynamic_ncols=True)
+                file=live.stream(), dynamic_ncols=True)
 
 
 def _stderr_is_tty() -> bool:

@@ -90,7 +90,8 @@ def rule_for(rec, ctx):
 
 
 def denote_all(g: Graph, payload, x, ctx, *, partial: bool = False, kernels=None,
-               label: str = "IR eval", errors: dict | None = None, _need=None) -> list:
+               label: str = "IR eval", errors: dict | None = None, on_node=None,
+               _need=None) -> list:
     """The value table: one context value per node (``None`` for skipped/failed nodes).
 
     ``x``: the input value (anything ``ctx.convert`` accepts, or already a ``ctx`` value),
@@ -104,26 +105,32 @@ def denote_all(g: Graph, payload, x, ctx, *, partial: bool = False, kernels=None
     node listed there runs its kernel instead of the op table's rule (the kernel planner's
     bound plan), every other node runs the op table.  An error a kernel raises keeps its
     class and gets the node prepended.  ``label`` starts every error message.
+    ``on_node``: ``f(node_id)``, called after each node the fold ran (its value computed
+    or, under ``partial``, its failure recorded), in the fold's order; input nodes and
+    nodes skipped (not needed, or a failed parent) are not reported.  A caller's progress
+    report hangs here (one node of a big graph in an oracle context can take minutes); the
+    fold itself never prints.  With ``select``, a node reached on new rows in a later
+    round is reported again.
 
     A graph with ``select`` (an op with a ``guarded`` rule) evaluates each branch only on
     the batch rows that take it (see :func:`denote_rows`); a row a node was not evaluated
     on holds no value: NaN (the whole line over intervals, a float NaN in the object
     arrays of contexts that hold no NaN).
     """
-    return _fold(g, payload, x, ctx, partial, kernels, label, _need, errors)[0]
+    return _fold(g, payload, x, ctx, partial, kernels, label, _need, errors, on_node)[0]
 
 
 def denote_rows(g: Graph, payload, x, ctx, *, partial: bool = False, kernels=None,
-                label: str = "IR eval", errors: dict | None = None) -> tuple:
+                label: str = "IR eval", errors: dict | None = None, on_node=None) -> tuple:
     """``(values, rows)``: :func:`denote_all`'s table and, per node, the batch rows it
     was evaluated on -- ``None`` for every row, else a bool array over the batch axes
     (shape ``()`` without batch axes).  Only graphs with ``select`` have nodes evaluated
     on fewer rows: a branch runs on the rows whose condition takes it (both where an
     interval condition is undecided), so a guarded domain error never reaches a row that
     does not take it.  Per-node statistics read ``rows`` to skip the rows without value.
-    ``errors``: as for :func:`denote_all`.
+    ``errors``, ``on_node``: as for :func:`denote_all`.
     """
-    return _fold(g, payload, x, ctx, partial, kernels, label, None, errors)
+    return _fold(g, payload, x, ctx, partial, kernels, label, None, errors, on_node)
 
 
 _GUARDED: set = set()
@@ -138,7 +145,8 @@ def _guarded_ops() -> set:
     return _GUARDED
 
 
-def _fold(g: Graph, payload, x, ctx, partial, kernels, label, _need, errors=None):
+def _fold(g: Graph, payload, x, ctx, partial, kernels, label, _need, errors=None,
+          on_node=None):
     ctx = scalars.get(ctx)
     ensure_valid(g)
     payload = as_payload(payload)
@@ -174,7 +182,7 @@ def _fold(g: Graph, payload, x, ctx, partial, kernels, label, _need, errors=None
     guarded = _guarded_ops()
     if any(n.kind.op in guarded for n in g.nodes):
         return _Masked(g, payload, ctx, vals, batch, partial, kernels, label, _need,
-                       errors).run()
+                       errors, on_node).run()
 
     failed = [False] * len(g.nodes)
     any_failed = False
@@ -190,6 +198,8 @@ def _fold(g: Graph, payload, x, ctx, partial, kernels, label, _need, errors=None
                       kernels, partial)
         except _NodeError as exc:
             raise exc.cls(f"{label}: {node.kind.op} {i}: {exc.args[0]}") from exc.cause
+        if on_node is not None:          # one test per node when no one listens
+            on_node(i)
         if isinstance(y, _Failed):
             failed[i] = any_failed = True
             if errors is not None:
@@ -383,12 +393,13 @@ class _Masked:
     """
 
     def __init__(self, g, payload, ctx, vals, batch, partial, kernels, label, need,
-                 errors=None):
+                 errors=None, on_node=None):
         self.g, self.payload, self.ctx = g, payload, ctx
         self.vals, self.batch, self.nb = vals, tuple(batch), len(batch)
         self.B = int(np.prod(batch, dtype=np.int64)) if batch else 1
         self.partial, self.kernels, self.label = partial, kernels, label
         self.errors = errors                  # node id -> first failure message
+        self.on_node = on_node                # progress hook: f(node id) per evaluation
         n = len(g.nodes)
         self.need = need
         self.done: list = [True if v is not None else None for v in vals]
@@ -586,6 +597,8 @@ class _Masked:
                 continue
             y = self._evaluate(node, S, req)
             progressed = True
+            if self.on_node is not None:
+                self.on_node(i)
             if isinstance(y, _Failed):
                 self.failed[i] = True
                 if self.errors is not None:

@@ -5,6 +5,7 @@ from .. import argtypes as T
 from .. import cases as CS
 from .. import compare as C
 from .. import compare_table as TB
+from .. import progress
 from .. import tables
 from ..command_args import (add_graph_and_input_arguments, add_output_arguments,
                             add_reference_arguments, batch_from_args, run_meta)
@@ -27,6 +28,7 @@ def add_arguments(p) -> None:
                    help="divergence = first node whose max bits of error exceeds BITS "
                         f"(default {C.DEFAULT_THRESHOLD_BITS:g})")
     add_output_arguments(p)
+    progress.add_arguments(p)
 
 
 def table(args, case):
@@ -36,6 +38,11 @@ def table(args, case):
     (:func:`scalarlab.compare`) returns them as a DataFrame."""
     contexts = CS.parse_contexts(args.contexts)
     x, desc = batch_from_args(case, args)
+    # where progress is shown, the header comes before the work (stdout's comes with the
+    # table: the reference's label says what was used, known only after the work)
+    progress.header(TB.plan_lines(case, contexts, f"{args.reference} (asked; the table's "
+                                  f"header says what was used)", desc, CS.batch_size(x),
+                                  args.threshold))
     res = C.compare(case, contexts, x, reference=args.reference, threshold=args.threshold,
                     input_desc=desc, quiet=args.quiet, oracle_limit=args.oracle_limit,
                     check_samples=args.check_samples, seed=args.seed)

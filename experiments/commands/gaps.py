@@ -7,6 +7,7 @@ from .. import argtypes as T
 from .. import cases as CS
 from ..errors import ExperimentError
 from .. import gaps as G
+from .. import progress
 from .. import tables
 from ..command_args import add_output_arguments, add_reference_arguments, run_meta
 from . import help_of
@@ -37,6 +38,17 @@ def add_arguments(p) -> None:
     sampling.add_arguments(p)
     add_reference_arguments(p)
     add_output_arguments(p)
+    progress.add_arguments(p)
+
+
+def _header(case, ctx, args, sampling, samples, radius, center_desc) -> None:
+    """The header on the progress stream before the work (when progress is shown and the
+    node exists: a bad --node is refused by the work itself, with its message)."""
+    node = case.output_id if args.node is None else int(args.node)
+    if 0 <= node < len(case.nodes):
+        progress.header(G.plan_lines(case, node, ctx, f"{args.reference} (asked; the "
+                                     f"table's header says what was used)", sampling,
+                                     samples, radius, args.seed, center_desc))
 
 
 def table(args, case):
@@ -48,6 +60,8 @@ def table(args, case):
     if args.input_file is not None or args.box is not None:
         CS.check_point_context(ctx, "--context")
         got = sampling.batch_from_flags(case, args, fmt=G._fmt_of(ctx), sampling=args.sampling)
+        _header(case, ctx, args, args.sampling if args.box else "file", CS.batch_size(got[0]),
+                float("nan"), got[1])
         res = G.gaps(case, ctx, x=got[0], sampling=args.sampling if args.box else "file",
                      seed=args.seed, reference=args.reference, node=args.node,
                      quiet=args.quiet, oracle_limit=args.oracle_limit,
@@ -57,6 +71,9 @@ def table(args, case):
         center = CS.center_of(case, args.input)
         if CS.batch_size(center) != 1:
             raise ExperimentError("--input must be a single centre input for gaps")
+        CS.check_point_context(ctx, "--context")
+        _header(case, ctx, args, args.sampling, args.samples, args.radius,
+                "--input" if args.input is not None else "x0")
         res = G.gaps(case, ctx, samples=args.samples, sampling=args.sampling,
                      radius=args.radius, seed=args.seed, center=center,
                      reference=args.reference, node=args.node, quiet=args.quiet,

@@ -34,6 +34,7 @@ from scalarlab.ibp.roundoff import BoundError, roundoff_bound
 
 from . import metrics
 from . import oracle as O
+from . import progress
 from . import sampling as S
 from .errors import ExperimentError
 
@@ -326,7 +327,9 @@ def bound(source, *, formats=DEFAULT_FORMATS, box=None, only=None,
     progs = _programs(source, only)
     t0 = time.perf_counter()
     rows = [bound_one(p, c, box=box, samples=samples, seed=seed, real_inputs=real_inputs,
-                      budget_s=budget_s, tol=tol) for p in progs for c in ctxs]
+                      budget_s=budget_s, tol=tol)
+            # a bar per row (each up to budget_s), shown inside the CLI only
+            for p, c in progress.loop([(p, c) for p in progs for c in ctxs], "bound", "row")]
     df = pd.DataFrame(rows, columns=list(ROW_COLUMNS))
     meta = {"formats": [c.name for c in ctxs], "programs": len(progs),
             "inputs": "reals rounded once into the format" if real_inputs

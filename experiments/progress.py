@@ -130,6 +130,25 @@ def stream():
     return _stream()
 
 
+def loop(items, desc: str, unit: str = "it"):
+    """Iterate ``items`` (a sequence) with a bar on the progress stream, redrawn every
+    second, inside a command whose progress is shown; plain iteration otherwise (the
+    Python API opens no session, so it stays silent)."""
+    if not (_SESSION is not None and _SESSION.enabled):
+        yield from items
+        return
+    from tqdm.auto import tqdm
+    b = tqdm(total=len(items), desc=desc, unit=unit, leave=False, file=_SESSION.stream,
+             dynamic_ncols=True)
+    try:
+        with ticking(b):
+            for item in items:
+                yield item
+                b.update(1)
+    finally:
+        b.close()
+
+
 # ----------------------------------------------------------------------- node costs
 def _size(shape) -> int:
     n = 1
@@ -177,6 +196,44 @@ def node_costs(graph) -> list:
     return [node_cost(graph, n) for n in graph.nodes]
 
 
+class Ticker:
+    """Calls ``redraw()`` every :data:`TICK_S` seconds on a daemon thread until
+    :meth:`stop`: a bar whose next update is minutes away still shows its elapsed time
+    moving (tqdm redraws only when updated)."""
+
+    def __init__(self, redraw):
+        self._redraw = redraw
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="scalarlab-progress",
+                                        daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(TICK_S):
+            try:
+                self._redraw()
+            except Exception:            # pragma: no cover - a closed stream: stop drawing
+                return
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not threading.current_thread():
+            self._thread.join()
+
+
+@contextmanager
+def ticking(bar):
+    """Within the block, the tqdm ``bar`` (if shown) is redrawn every second."""
+    if bar is None or getattr(bar, "disable", False):
+        yield bar
+        return
+    t = Ticker(bar.refresh)
+    try:
+        yield bar
+    finally:
+        t.stop()
+
+
 # ------------------------------------------------------------------ the evaluation bar
 class Evaluation:
     """The bar of one evaluation of a graph over ``samples`` rows in chunks (one context's,
@@ -206,13 +263,10 @@ class Evaluation:
         self.base = 0                    # work done before this chunk
         self.running = None              # node id now computing
         self.since = time.monotonic()
-        self._stop = threading.Event()
         self._lock = threading.RLock()
         self._drawn = 0.0                # monotonic time of the last redraw
-        self._ticker = threading.Thread(target=self._tick, name="scalarlab-progress",
-                                        daemon=True)
         self._show(force=True)
-        self._ticker.start()
+        self._ticker = Ticker(lambda: self._show(force=True))
 
     # the fold's hooks
     def chunk(self, start: int, rows: int) -> None:
@@ -243,9 +297,7 @@ class Evaluation:
         self._show()
 
     def close(self) -> None:
-        self._stop.set()
-        if self._ticker.is_alive() and self._ticker is not threading.current_thread():
-            self._ticker.join()
+        self._ticker.stop()
         self.bar.close()
 
     # display
@@ -279,12 +331,6 @@ class Evaluation:
             self.bar.set_postfix_str(self.postfix(), refresh=False)
             self.bar.refresh()
 
-    def _tick(self) -> None:
-        while not self._stop.wait(TICK_S):
-            try:
-                self._show(force=True)
-            except Exception:            # pragma: no cover - a closed stream: stop drawing
-                return
 
 
 class _Silent:

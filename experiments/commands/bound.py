@@ -7,6 +7,7 @@ import sys
 from .. import argtypes as T
 from .. import bound as B
 from .. import outputs
+from .. import progress
 from .. import tables
 from . import help_of
 
@@ -42,6 +43,23 @@ def add_arguments(p) -> None:
     p.add_argument("--out", type=outputs.output_file(".csv", ".md", ".json"), default=None,
                    metavar="FILE",
                    help="also write the table to FILE (.csv, .md or .json), atomically")
+    progress.add_arguments(p, quiet=True)
+
+
+PRE = "each program's :pre"
+
+
+def header_lines(args) -> list:
+    """What the run will bound, shown before the work where progress is shown."""
+    formats = args.format if isinstance(args.format, str) else ", ".join(args.format)
+    return [f"scalarlab bound: {', '.join(args.sources)}" +
+            (f" (programs whose name contains {args.only!r})" if args.only else ""),
+            f"  formats    : {formats}",
+            "  inputs     : " + ("reals rounded once into the format" if args.inputs == "real"
+                                 else "format values"),
+            f"  box        : {args.box if args.box is not None else PRE}",
+            f"  samples    : {args.samples} (seed {args.seed})",
+            f"  budget     : {args.budget:g} s per program and format (tol {args.tol:g})"]
 
 
 def _sci(v) -> str:
@@ -49,6 +67,7 @@ def _sci(v) -> str:
 
 
 def run(args) -> int:
+    progress.header(header_lines(args))
     df, meta = B.bound(args.sources if len(args.sources) > 1 else args.sources[0],
                        formats=args.format, box=args.box, only=args.only,
                        samples=args.samples, seed=args.seed,

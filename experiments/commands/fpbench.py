@@ -8,6 +8,7 @@ from .. import cases as CS
 from ..errors import ExperimentError
 from .. import fpbench as F
 from .. import outputs
+from .. import progress
 from .. import tables
 from . import help_of
 
@@ -55,7 +56,22 @@ def add_arguments(p) -> None:
     p.add_argument("--out", type=outputs.output_file(".csv", ".md", ".json"), default=None,
                    metavar="FILE",
                    help="also write the table to FILE (.csv, .md or .json), atomically")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    progress.add_arguments(p, quiet=True)
+
+
+def header_lines(args, progs, contexts, x) -> list:
+    """What the run will measure, shown before the work where progress is shown."""
+    return [f"scalarlab fpbench: {len(progs)} benchmark{'s' if len(progs) != 1 else ''} "
+            f"from {', '.join(map(str, args.files))}" + (" (and their :alt forms)"
+                                                         if args.alts else ""),
+            f"  contexts   : {', '.join(c.name for c in contexts)}",
+            ("  samples    : the rows of " + args.input_file if x is not None else
+             f"  samples    : {args.samples} valid per benchmark and context, {args.sampling} "
+             f"sampling (seed {args.seed})"),
+            f"  reference  : Arb balls from {args.reference_bits} bits, doubled per undecided "
+            f"sample up to {max(F.MAX_ORACLE_BITS, args.reference_bits)}",
+            "  execution  : " + (f"dask scheduler {args.scheduler}" if args.scheduler
+                                  else "local")]
 
 
 def short_lines(df) -> list:
@@ -92,6 +108,7 @@ def table(args):
         import numpy as np
         x = np.stack([np.asarray(batch[i]) for i in sorted(batch)], axis=1) \
             if isinstance(batch, dict) else np.asarray(batch).reshape(-1, 1)
+    progress.header(header_lines(args, progs, contexts, x))
     df, _ = F.run(progs, contexts, samples=args.samples, sampling=args.sampling,
                   seed=args.seed, threshold=args.threshold,
                   reference_bits=args.reference_bits, x=x, quiet=args.quiet,

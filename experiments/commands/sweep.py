@@ -7,6 +7,7 @@ import numpy as np
 
 from .. import argtypes as T
 from .. import outputs
+from .. import progress
 from . import help_of
 
 NAME = "sweep"
@@ -77,7 +78,22 @@ def add_arguments(p):
                    help="write the table to FILE.csv (meta in FILE.csv.meta.json), .md or "
                         ".json")
     p.add_argument("--json", action="store_true", help="print the JSON document on stdout")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    progress.add_arguments(p, quiet=True)
+
+
+def header_lines(case, g, radii, total, args) -> list:
+    """What the sweep will run, shown before the work where progress is shown."""
+    def radius(r):
+        return r if isinstance(r, str) else "per-entry box" if np.ndim(r) else f"{r:g}"
+    where = (f"dask scheduler {args.scheduler}" if args.scheduler else
+             f"local dask, {args.workers} workers" if args.workers else "serial")
+    return [f"scalarlab sweep: graph {case.name} ({len(g.nodes)} nodes)",
+            f"  contexts   : {', '.join(c.name for c in args.contexts)} (boxes in "
+            f"interval:<context>)",
+            f"  radii      : {', '.join(radius(r) for r in radii)}",
+            f"  samples    : {', '.join(str(n) for n in args.samples)} (seed {args.seed})",
+            f"  methods    : {', '.join(args.method)}",
+            f"  shards     : {total} of at most {args.shard_size} samples, {where}"]
 
 
 def _box_of(case, payload, args):
@@ -168,13 +184,16 @@ def table(args, case):
     g, payload, center, radii = _box_of(case, payload, args)
     total = len(radii) * len(args.contexts) * sum(max(1, -(-n // args.shard_size))
                                                    for n in args.samples)
+    progress.header(header_lines(case, g, radii, total, args))
     bar = None
-    if not args.quiet and sys.stderr.isatty():
-        from tqdm import tqdm
-        bar = tqdm(total=total, unit="shard", desc="sweep", file=sys.stderr)
+    if progress.shown(args.quiet):
+        from tqdm.auto import tqdm
+        bar = tqdm(total=total, unit="shard", desc="sweep", file=progress.stream(),
+                   leave=False, dynamic_ncols=True)
     import warnings
     try:
-        with warnings.catch_warnings():      # all-NaN outputs are reported per row below
+        with warnings.catch_warnings(), progress.ticking(bar):
+            # all-NaN outputs are reported per row below
             warnings.simplefilter("ignore", RuntimeWarning)
             df = _run_sweep(g, payload, center, radii, args, bar.update if bar else None)
     finally:

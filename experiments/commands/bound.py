@@ -67,7 +67,8 @@ def _sci(v) -> str:
 
 
 def run(args) -> int:
-    progress.header(header_lines(args))
+    if progress.header_shown():
+        progress.header(header_lines(args))
     df, meta = B.bound(args.sources if len(args.sources) > 1 else args.sources[0],
                        formats=args.format, box=args.box, only=args.only,
                        samples=args.samples, seed=args.seed,

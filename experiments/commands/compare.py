@@ -36,13 +36,15 @@ def table(args, case):
     ask, the meta of its JSON output and the :class:`~experiments.compare_table.
     CompareResult` (verdicts, header); :func:`run` prints and writes them, the Python API
     (:func:`scalarlab.compare`) returns them as a DataFrame."""
-    contexts = CS.parse_contexts(args.contexts)
     x, desc = batch_from_args(case, args)
     # where progress is shown, the header comes before the work (stdout's comes with the
-    # table: the reference's label says what was used, known only after the work)
-    progress.header(TB.plan_lines(case, contexts, f"{args.reference} (asked; the table's "
-                                  f"header says what was used)", desc, CS.batch_size(x),
-                                  args.threshold))
+    # table: the reference's label says what was used, known only after the work), and
+    # before the contexts' check, which loads their compiled conversions (~1 s cold)
+    if progress.header_shown() and not isinstance(args.contexts, str):   # resolved already
+        progress.header(TB.plan_lines(case, list(args.contexts), f"{args.reference} (asked; "
+                                      f"the table's header says what was used)", desc,
+                                      CS.batch_size(x), args.threshold))
+    contexts = CS.parse_contexts(args.contexts)
     res = C.compare(case, contexts, x, reference=args.reference, threshold=args.threshold,
                     input_desc=desc, quiet=args.quiet, oracle_limit=args.oracle_limit,
                     check_samples=args.check_samples, seed=args.seed)

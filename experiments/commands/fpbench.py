@@ -108,7 +108,8 @@ def table(args):
         import numpy as np
         x = np.stack([np.asarray(batch[i]) for i in sorted(batch)], axis=1) \
             if isinstance(batch, dict) else np.asarray(batch).reshape(-1, 1)
-    progress.header(header_lines(args, progs, contexts, x))
+    if progress.header_shown():
+        progress.header(header_lines(args, progs, contexts, x))
     df, _ = F.run(progs, contexts, samples=args.samples, sampling=args.sampling,
                   seed=args.seed, threshold=args.threshold,
                   reference_bits=args.reference_bits, x=x, quiet=args.quiet,

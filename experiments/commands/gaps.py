@@ -42,13 +42,19 @@ def add_arguments(p) -> None:
 
 
 def _header(case, ctx, args, sampling, samples, radius, center_desc) -> None:
-    """The header on the progress stream before the work (when progress is shown and the
-    node exists: a bad --node is refused by the work itself, with its message)."""
+    """The header on the progress stream before the work, when progress is shown and the
+    header can be made (a bad --node or a context without a format is refused by the
+    work itself, with its own message)."""
     node = case.output_id if args.node is None else int(args.node)
-    if 0 <= node < len(case.nodes):
-        progress.header(G.plan_lines(case, node, ctx, f"{args.reference} (asked; the "
-                                     f"table's header says what was used)", sampling,
-                                     samples, radius, args.seed, center_desc))
+    if not progress.header_shown() or not 0 <= node < len(case.nodes):
+        return
+    try:
+        lines = G.plan_lines(case, node, ctx, f"{args.reference} (asked; the table's "
+                             f"header says what was used)", sampling, samples, radius,
+                             args.seed, center_desc)
+    except ExperimentError:
+        return
+    progress.header(lines)
 
 
 def table(args, case):
@@ -71,7 +77,6 @@ def table(args, case):
         center = CS.center_of(case, args.input)
         if CS.batch_size(center) != 1:
             raise ExperimentError("--input must be a single centre input for gaps")
-        CS.check_point_context(ctx, "--context")
         _header(case, ctx, args, args.sampling, args.samples, args.radius,
                 "--input" if args.input is not None else "x0")
         res = G.gaps(case, ctx, samples=args.samples, sampling=args.sampling,

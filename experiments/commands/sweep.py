@@ -184,7 +184,8 @@ def table(args, case):
     g, payload, center, radii = _box_of(case, payload, args)
     total = len(radii) * len(args.contexts) * sum(max(1, -(-n // args.shard_size))
                                                    for n in args.samples)
-    progress.header(header_lines(case, g, radii, total, args))
+    if progress.header_shown():
+        progress.header(header_lines(case, g, radii, total, args))
     bar = None
     if progress.shown(args.quiet):
         from tqdm.auto import tqdm

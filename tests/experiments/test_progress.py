@@ -68,6 +68,20 @@ def test_fold_reports_each_node_once_in_order_and_values_are_unchanged(six):
     assert "tanh" in errors[5]
 
 
+def test_fold_with_select_reports_every_node_it_ran():
+    # (if (< x 0) (sqrt (- x)) (sqrt x)): the masked fold runs the branches on their rows
+    g = Graph([Node(0, [], "input", []), Node(1, [0], "neg", []), Node(2, [1], "sqrt", []),
+               Node(3, [0], "sqrt", []), Node(4, [], "const", []),
+               Node(5, [0, 4], "lt", []), Node(6, [5, 2, 3], "select", [])])
+    p = Payload({4: {"const": {"value": "0"}}})
+    x = np.array([-4.0, 9.0, -2.25, 0.25])
+    seen = []
+    got = graph.denote_all(g, p, x, "float64", on_node=seen.append)
+    assert np.asarray(got[6]).tolist() == [2.0, 3.0, 1.5, 0.5]
+    assert sorted(set(seen)) == [1, 2, 3, 4, 5, 6] and seen[-1] == 6
+    assert 5 in seen[:seen.index(2)]            # the condition ran before its branch
+
+
 def test_node_costs_weight_dot_products_by_fan_in(six):
     g, _, _ = _conv_case()
     costs = progress.node_costs(g)

@@ -52,7 +52,7 @@ def _conv_case():
 def test_fold_reports_each_node_once_in_order_and_values_are_unchanged(six):
     x = CS.box_samples(CS.center_of(six, None), 0.05, 3, 0, six)
     seen = []
-    ctx = scalars.get("binary32")
+    ctx = scalars.get("float64")
     vals = graph.denote_all(six.graph, six.payload, x, ctx, on_node=seen.append)
     assert seen == [1, 2, 3, 4, 5]                    # every node but the input, in order
     plain = graph.denote_all(six.graph, six.payload, x, ctx)
@@ -187,7 +187,7 @@ def _from_header(err: str, first: str) -> str:
     return err[k:]
 
 
-COMPARE = ["compare", "--contexts", "binary32", "--samples", "300"]
+COMPARE = ["compare", "--contexts", "binary32", "--samples", "257"]   # 2 oracle chunks
 
 
 def test_compare_header_comes_before_the_progress_and_stdout_is_unchanged(capsys,
@@ -197,7 +197,7 @@ def test_compare_header_comes_before_the_progress_and_stdout_is_unchanged(capsys
     assert rc == 0
     head = _from_header(err, "scalarlab compare: graph six-node (6 nodes, output node 5)\n")
     head = head.split(BAR)[0]
-    assert "  reference  : mpmath:200 (asked" in head and "  samples    : 300\n" in head
+    assert "  reference  : mpmath:200 (asked" in head and "  samples    : 257\n" in head
     assert "seed 0" in head
     bars = err.split(BAR)[1:]
     assert any(b.startswith("reference mpmath:200:") and "chunk 2/2" in b for b in bars)

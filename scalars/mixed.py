@@ -77,6 +77,7 @@ class MixedContext(BinaryContext):
     def properties(self) -> dict:
         d = super().properties()
         d["accumulation"] = self.accumulation.name
+        d["reduction"] = f"{self.reduction}@{self.accumulation.name}" + ("+fma" if self.fma_dot else "")
         d["naming"] = ("<storage>@<accum> sequential accumulation; <storage>@<accum>+fma "
                        "fused dot products in the accumulator")
         return d

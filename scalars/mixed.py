@@ -25,13 +25,17 @@ Semantics, exactly:
 
 The two-step rounding (ACCUM then STORAGE) is the double rounding torch does too; it is
 not the correctly rounded sum.  ACCUM must hold every STORAGE value and have
-``p_accum >= 2 p_storage + 2`` significand bits (and a range at least STORAGE's): then
-one ACCUM-accumulated reduction rounded once onto STORAGE errs by at most
-``u_s + gamma_n(u_a)(1 + u_s)``, which is inside every bound the interval rules and CROWN
-use for the STORAGE context's own sequential reduction (they carry ``gamma_n(u_s)`` or
-``(1 + u_s)^n - 1``, whose ``u_s^2`` slack covers ``u_a``); so ``interval:STORAGE@ACCUM`` is
-the interval context of STORAGE with the mixed context as the point context its
-``execution`` guarantee speaks of.
+``p_accum >= 2 p_storage + 2`` significand bits (and a range at least STORAGE's).  Then a
+product of two STORAGE values is exact in ACCUM (2 p_s <= p_a bits; only an underflow
+below STORAGE's own subnormal spacing can round it), and one ACCUM-accumulated reduction
+of n terms rounded once onto STORAGE errs by at most ``u_s + gamma_n(u_a)(1 + u_s)``
+(plus underflow terms no larger than STORAGE's): inside every bound the interval rules
+and CROWN charge the STORAGE context's own sequential reduction (``gamma_n(u_s)``,
+``(1 + u_s)^n - 1``, the running-error bound with ``2 u_s + u_s^2`` per product: their
+``u_s^2`` slack covers ``u_a``).  So ``interval:STORAGE@ACCUM`` is the interval context of
+STORAGE with the mixed context as the point context its ``execution`` guarantee speaks
+of (tested by sampling, IBP and CROWN).  ``scalarlab bound``'s scalar model rounds each
+operation in one format and has no such slack: it skips mixed contexts.
 """
 from __future__ import annotations
 

@@ -99,6 +99,11 @@ def test_names_aliases_listing_and_refusals():
     assert (c.kind, c.reduction, c.fmt, c.accumulation) == ("mixed", "sequential",
                                                             formats.bfloat16, formats.binary32)
     assert scalars.get("bfloat16").accumulation is None
+    from scalarlab.experiments.commands.contexts import collect
+    rows = {r["name"]: r for r in collect()[0]}
+    assert rows["bfloat16@binary32"]["reduction"] == "sequential@binary32"
+    assert rows["binary16@binary32"]["accumulation"] == "binary32"
+    assert rows["interval:bfloat16@binary32"]["interval"] is True
     with pytest.raises(ContextError, match=r"bfloat16@binary16: .*p >= 2\*8\+2 = 18"):
         scalars.get("bfloat16@binary16")
     with pytest.raises(ContextError, match="unknown context 'bfloat16@nope'"):

@@ -6,7 +6,10 @@ only.  Printed per model: the median and maximum of |y - y_float64| / max |y_flo
 (errors in units of the output scale) for the lab's ``bfloat16`` (every addition rounded
 to bfloat16), ``bfloat16@binary32`` (float32 accumulation, one rounding) and torch CPU
 bfloat16, the ratio of the plain context's median error to torch's, and the share of
-outputs where the mixed context and torch agree bit for bit.
+outputs where the mixed context and torch agree bit for bit; then, per torch op, the
+share of outputs equal to the lab's ``bfloat16@binary32`` (matmul, sum, conv2d without
+bias: torch's float32 accumulation and one rounding; with a bias torch adds it in float32
+before rounding, the lab after, in bfloat16).
 
     python bench/mixed_precision.py [--batch 16]
 """
@@ -56,6 +59,41 @@ def run(batch: int):
     return rows
 
 
+def op_agreement():
+    """Share of torch bfloat16 outputs equal to the lab's bfloat16@binary32, per op."""
+    import torch
+    from scalarlab import scalars
+    from scalarlab.graph import denote
+    from scalarlab.graph.importers.torch_fx import from_torch
+
+    ctx = scalars.get("bfloat16@binary32")
+    g = torch.Generator().manual_seed(0)
+
+    def bf(*shape):
+        return torch.randn(*shape, generator=g).bfloat16()
+
+    def lab(module, x):
+        gr, pl = from_torch(module, x.double(), batch_dims=1)
+        return np.asarray(ctx.to_float64(denote(gr, pl, x.double().numpy(), ctx)))
+
+    out = {}
+    a, b = bf(64, 256), bf(256, 64)
+    out["matmul 64x256x64"] = np.mean(ctx.matmul(a.double().numpy(), b.double().numpy())
+                                      == (a @ b).double().numpy())
+    x = bf(64, 1024)
+    out["sum over 1024"] = np.mean(ctx.sum(x.double().numpy(), axis=1) == x.sum(1).double().numpy())
+    xi = bf(4, 8, 12, 12)
+    for name, mod in (("conv2d 8->16 3x3, no bias", torch.nn.Conv2d(8, 16, 3, bias=False)),
+                      ("conv2d 8->16 3x3, bias", torch.nn.Conv2d(8, 16, 3)),
+                      ("linear 512->64, bias", torch.nn.Linear(512, 64))):
+        m = torch.nn.Sequential(mod).bfloat16().double()
+        inp = xi if "conv" in name else bf(16, 512)
+        with torch.no_grad():
+            want = m.bfloat16()(inp).double().numpy()
+        out[name] = np.mean(lab(m.double(), inp) == want)
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--batch", type=int, default=16)
@@ -67,6 +105,9 @@ def main():
         print(f"  bfloat16 / torch median ratio {med['bfloat16'] / med['torch bfloat16']:.1f}; "
               f"bfloat16@binary32 / torch {med['bfloat16@binary32'] / med['torch bfloat16']:.2f}; "
               f"bfloat16@binary32 == torch on {100 * agree:.1f}% of outputs")
+    print("torch bfloat16 op == bfloat16@binary32 (share of outputs):")
+    for k, v in op_agreement().items():
+        print(f"  {k:28s} {100 * v:.1f}%")
 
 
 if __name__ == "__main__":

@@ -180,3 +180,14 @@ def test_torch_bfloat16_matmul_and_conv_agree():
     with torch.no_grad():
         want = conv.bfloat16()(xi.bfloat16()).double().numpy()
     np.testing.assert_array_equal(ctx.to_float64(denote(gr, pl, xi.numpy(), ctx)), want)
+
+
+def test_compare_accepts_a_mixed_context_and_names_its_accumulator(capsys):
+    import json
+    from scalarlab.experiments.cli import main
+    assert main(["compare", "--contexts", "bfloat16,bf16@fp32", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["rows"]
+    out = {r["context"]: r for r in rows if r["node"] == 4}      # six-node's sum
+    assert out["bfloat16@binary32"]["reduction"] == "sequential@binary32"
+    assert out["bfloat16"]["reduction"] == "sequential"
+    assert out["bfloat16@binary32"]["evaluated"] and out["bfloat16@binary32"]["max_ulps"] <= 1

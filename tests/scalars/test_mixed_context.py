@@ -103,7 +103,7 @@ def test_names_aliases_listing_and_refusals():
     rows = {r["name"]: r for r in collect()[0]}
     assert rows["bfloat16@binary32"]["reduction"] == "sequential@binary32"
     assert rows["binary16@binary32"]["accumulation"] == "binary32"
-    assert rows["interval:bfloat16@binary32"]["interval"] is True
+    assert rows["e4m3@binary32"]["kind"] == "mixed"
     with pytest.raises(ContextError, match=r"bfloat16@binary16: .*p >= 2\*8\+2 = 18"):
         scalars.get("bfloat16@binary16")
     with pytest.raises(ContextError, match="unknown context 'bfloat16@nope'"):

@@ -273,11 +273,15 @@ def bound_one(prog, ctx, *, box=None, samples=DEFAULT_SAMPLES, seed=0, real_inpu
     row = _row(prog, ctx, inputs, "")
     if prog.graph is None:
         return row
-    if prog.tensor is not None and (ctx.reduction != "sequential" or ctx.fma_dot):
-        # the scalar graph models sequential sums of separately rounded products
+    if prog.tensor is not None and (ctx.reduction != "sequential" or ctx.fma_dot
+                                    or ctx.accumulation is not None):
+        # the scalar graph models sequential sums of separately rounded products, each
+        # rounded in ctx's format (a mixed context's sums round in its accumulator)
+        acc = ctx.accumulation
         row["skip"] = (f"context {ctx.name} sums {ctx.reduction}"
-                       f"{' with fma' if ctx.fma_dot else ''}; the "
-                       f"bound models sequential sums without fma")
+                       f"{' with fma' if ctx.fma_dot else ''}"
+                       f"{f' in {acc.name}' if acc is not None else ''}; the "
+                       f"bound models sequential sums without fma in the value format")
         return row
     try:
         regions, residual = prog.regions(box)

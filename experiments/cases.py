@@ -165,7 +165,11 @@ def check_point_context(ctx, flag: str) -> None:
 
 
 def reduction_label(ctx) -> str:
-    return ctx.reduction + ("+fma" if ctx.fma_dot else "")
+    """The order of a context's sums as tables show it (``sequential@binary32``: a mixed
+    context accumulating in binary32)."""
+    acc = ctx.accumulation
+    return ctx.reduction + (f"@{acc.name}" if acc is not None else "") + (
+        "+fma" if ctx.fma_dot else "")
 
 
 # ----------------------------------------------------------------------------- inputs

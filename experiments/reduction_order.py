@@ -105,8 +105,8 @@ def order_contexts(fmt_name: str) -> tuple[dict, dict]:
             ctx = scalars.get(name)
         except scalars.ContextError:
             continue
-        if ctx.is_interval or ctx.is_dual or ctx.fmt != fmt:
-            continue
+        if ctx.is_interval or ctx.is_dual or ctx.fmt != fmt or ctx.accumulation is not None:
+            continue               # (a mixed context sums in another format)
         for order, (red, fma) in want.items():
             if order not in found and ctx.reduction == red and bool(ctx.fma_dot) == fma:
                 found[order] = ctx

@@ -60,6 +60,8 @@ class Context:
     ``kind``               short family label used in listings
     ``exact_strings``      ``exact_string(v)`` gives each entry's exact text
     ``mp``                 the ``mpmath.MPContext`` of an mpmath-valued context, else ``None``
+    ``accumulation``       the :class:`Format` sums and dot products accumulate in before one
+                           rounding to ``fmt`` (mixed precision ``STORAGE@ACCUM``), else ``None``
 
     Interval contexts add ``endpoint_kind``, ``endpoint_format``, ``float64_endpoints`` and
     ``has_base(ctx)`` (``ctx`` is the base whose point runs the boxes also enclose).
@@ -76,6 +78,7 @@ class Context:
     fma_dot: bool = False
     exact_strings: bool = False
     mp = None
+    accumulation = None
     description: str = ""
 
     # ------------------------------------------------------------------ helpers

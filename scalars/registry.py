@@ -33,16 +33,17 @@ from .base import Context
 from .errors import ContextError
 
 # The context modules, in the order their names are listed by names().
-CONTEXT_MODULES = ("float64", "binary", "exact", "fp32_real", "mpmath_ctx", "complex128",
+CONTEXT_MODULES = ("float64", "binary", "mixed", "exact", "fp32_real", "mpmath_ctx", "complex128",
                    "interval", "dual")
 
 #: other libraries' names for the lab's formats -> the canonical context name
 ALIASES = {"float32": "binary32", "fp32": "binary32", "single": "binary32",
            "float16": "binary16", "fp16": "binary16", "half": "binary16",
            "bf16": "bfloat16", "double": "float64"}
-# an alias is a whole format name: at the start or after a family's "prefix:", and at the
-# end or before a variant suffix ("+fma", "/pairwise"); "fp32-real" is a context of its own
-_ALIAS = re.compile(r"(?:^|(?<=:))(" + "|".join(map(re.escape, ALIASES)) + r")(?=$|[+/])")
+# an alias is a whole format name: at the start, after a family's "prefix:" or a mixed
+# context's "@", and at the end or before a variant suffix ("+fma", "/pairwise") or "@";
+# "fp32-real" is a context of its own
+_ALIAS = re.compile(r"(?:^|(?<=[:@]))(" + "|".join(map(re.escape, ALIASES)) + r")(?=$|[+/@])")
 
 
 def canonical(name: str) -> str:

@@ -19,8 +19,9 @@ NAME = "contexts"
 HELP = help_of(NAME)
 
 # Concrete instances shown for the parametrised families (when the family is registered).
-FAMILY_EXAMPLES = ("binary(5,10)", "binary(8,7)", "mpmath:100", "interval:binary16",
-                   "interval:mpmath:100", "dual:binary32", "dual:rational")
+FAMILY_EXAMPLES = ("binary(5,10)", "binary(8,7)", "e4m3@binary32", "mpmath:100",
+                   "interval:binary16", "interval:mpmath:100",
+                   "dual:binary32", "dual:rational")
 
 
 def add_arguments(parser) -> None:

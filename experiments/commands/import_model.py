@@ -1,4 +1,10 @@
-"""``scalarlab import MODEL.onnx -o GRAPH.json``: an ONNX model as a scalarlab graph file."""
+"""``scalarlab import MODEL.onnx -o GRAPH.json``: an ONNX model as a scalarlab graph file.
+
+The weights go to a side file ``GRAPH.npz`` beside the JSON when they hold more than
+``graph.fileformat.SIDE_FILE_NUMBERS`` numbers (about 16 MiB of JSON; resnet18 would be
+444 MB of it), or always with ``--npz``; ``--inline`` keeps them in the JSON.  The pair is
+one output set (both files or neither) and the JSON records the side file's size and
+SHA-256; the command says in one line where the weights went."""
 from __future__ import annotations
 
 import argparse
@@ -34,7 +40,8 @@ def add_arguments(p) -> None:
                    help="the ONNX model file")
     p.add_argument("-o", "--out", required=True, metavar="GRAPH.json",
                    type=outputs.output_file(".json"),
-                   help="graph file to write (JSON; payload inline unless --npz)")
+                   help="graph file to write (JSON; weights in GRAPH.npz beside it above "
+                        "2^19 numbers or with --npz, else inline)")
     p.add_argument("--batch-dims", type=T.integer(0, 8), default=None, metavar="K",
                    help="leading batch axes of the model's inputs (default: inferred, the "
                         "leading symbolic dimensions such as 'N'/'batch' are batch axes and "
@@ -53,29 +60,49 @@ def add_arguments(p) -> None:
                         "input's shape (default: none)")
     p.add_argument("--output", default=None, metavar="NAME",
                    help="which model output the graph computes (needed when it has several)")
-    p.add_argument("--npz", action="store_true", help="write the payload as a .npz beside the JSON")
+    side = p.add_mutually_exclusive_group()
+    side.add_argument("--npz", action="store_true",
+                      help="always write the weights as GRAPH.npz beside the JSON (default: "
+                           "when they hold more than 2^19 numbers)")
+    side.add_argument("--inline", action="store_true",
+                      help="always write the weights into the JSON (readable, large: 444 MB "
+                           "for resnet18)")
     p.add_argument("--listing", action="store_true", help="print the node listing")
 
 
 def run(args) -> int:
-    npz_path = os.path.splitext(args.out)[0] + ".npz" if args.npz else None
-    if npz_path:                       # checked before the import, like --out itself
-        outputs.check_output_file(npz_path, "--npz")
-        outputs.check_not_input(npz_path, [args.model], "--npz")
+    npz_path = None if args.inline else os.path.splitext(args.out)[0] + ".npz"
+    if args.npz:                       # checked before the import, like --out itself
+        _check_side_file(args, npz_path)
     shapes = _shapes(args)
     g, p = load_onnx_typed(args.model, batch_dims=args.batch_dims, output=args.output,
                            shapes=shapes)
+    fileformat = graph.fileformat
+    numbers = fileformat.payload_numbers(p)
+    if not (args.npz or (npz_path and numbers > fileformat.SIDE_FILE_NUMBERS)):
+        npz_path = None
+    elif not args.npz:                 # the size chose it: checked before anything is written
+        _check_side_file(args, npz_path)
     # The payload and the graph file that names it are one output set: both or neither
     # (the graph file, which refers to the payload, is published last).
-    ref = os.path.basename(npz_path) if npz_path else None
+    ref = None
     with outputs.output_set([(npz_path, "--npz"), (args.out, "--out")]):
         if npz_path:
             with outputs.atomic_path(npz_path, "--npz") as tmp:
-                graph.fileformat.save_npz(tmp, g, p)
-        doc = graph.fileformat.to_json(g, p, payload_file=ref)
+                fileformat.save_npz(tmp, g, p)
+                # the JSON records the side file's size and hash: a file from another
+                # import beside it is refused when the graph is loaded
+                ref = fileformat.side_file_ref(os.path.basename(npz_path), tmp)
+        doc = fileformat.to_json(g, p, payload_file=ref)
         outputs.write_text(args.out, json.dumps(doc, indent=1) + "\n")
     if args.listing:
         print(graph.listing(g))
+    if npz_path:
+        why = ("--npz" if args.npz else
+               f"more than {fileformat.SIDE_FILE_NUMBERS:,} numbers; --inline writes them "
+               f"into the JSON")
+        print(f"weights: {npz_path} ({ref['bytes'] / 2 ** 20:.1f} MiB, {numbers:,} numbers) "
+              f"beside {os.path.basename(args.out)}, which loads it ({why})")
     shown = "" if shapes is None else " (concrete shapes: " + ", ".join(
         f"{k}={'x'.join(map(str, v))}" for k, v in shapes.items()) + ")"
     # the per-example input shapes say which import it was (a refused per-example import
@@ -85,6 +112,12 @@ def run(args) -> int:
     print(f"wrote {args.out}: {len(g.nodes)} nodes, {len(p)} payload entries{shown}; "
           f"input shape {ins} per sample")
     return 0
+
+
+def _check_side_file(args, npz_path) -> None:
+    """The side file must be writable and must not be the model itself."""
+    outputs.check_output_file(npz_path, "--npz")
+    outputs.check_not_input(npz_path, [args.model], "--npz")
 
 
 def _shapes(args):

@@ -40,7 +40,8 @@ def test_round_trip_npz_float_and_attrs(tmp_path):
     path = tmp_path / "ln.json"
     graph.save(path, g, p, npz=True)
     doc = json.loads(path.read_text())
-    assert doc["payload"] == "ln.npz"
+    assert doc["payload"]["file"] == "ln.npz"
+    assert doc["payload"]["bytes"] == (tmp_path / "ln.npz").stat().st_size
     assert doc["nodes"][1]["kind"] == {"op": "layernorm", "axis": 1}
     g2, p2 = graph.load(path)
     assert g2 == g and str(g2.nodes[1].kind) == "layernorm(axis=1, payload=node_id)"

@@ -1,0 +1,114 @@
+"""bfloat16 vs bfloat16@binary32 vs torch's bfloat16, on a small CNN and an MLP.
+
+Weights and inputs are first rounded to bfloat16 (as ``model.bfloat16()`` does), so the
+float64 run of the same values is the reference and every figure is arithmetic error
+only.  Printed per model: the median and maximum of |y - y_float64| / max |y_float64|
+(errors in units of the output scale) for the lab's ``bfloat16`` (every addition rounded
+to bfloat16), ``bfloat16@binary32`` (float32 accumulation, one rounding) and torch CPU
+bfloat16, the ratio of the plain context's median error to torch's, and the share of
+outputs where the mixed context and torch agree bit for bit; then, per torch op, the
+share of outputs equal to the lab's ``bfloat16@binary32`` (matmul, sum, conv2d without
+bias: torch's float32 accumulation and one rounding; with a bias torch adds it in float32
+before rounding, the lab after, in bfloat16).
+
+    python bench/mixed_precision.py [--batch 16]
+"""
+from __future__ import annotations
+
+import argparse
+
+import benchlib  # noqa: F401  (thread settings before numpy)
+import numpy as np
+
+
+def models(torch):
+    nn = torch.nn
+    torch.manual_seed(0)
+    cnn = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), nn.Conv2d(16, 32, 3, padding=1),
+                        nn.ReLU(), nn.AvgPool2d(4), nn.Flatten(), nn.Linear(512, 64),
+                        nn.ReLU(), nn.Linear(64, 10))
+    mlp = nn.Sequential(nn.Linear(256, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(),
+                        nn.Linear(512, 10))
+    return {"cnn": (cnn, (3, 16, 16)), "mlp": (mlp, (256,))}
+
+
+def run(batch: int):
+    import torch
+    from scalarlab import scalars
+    from scalarlab.graph import denote
+    from scalarlab.graph.importers.torch_fx import from_torch
+
+    rows = []
+    for name, (model, shape) in models(torch).items():
+        model = model.eval().bfloat16().double()      # bfloat16 weights, held exactly
+        x = torch.randn(batch, *shape).bfloat16().double()
+        g, p = from_torch(model, x, batch_dims=1)
+        xs = x.numpy()
+        y64 = np.asarray(scalars.get("float64").to_float64(denote(g, p, xs, scalars.get("float64"))))
+        with torch.no_grad():
+            yt = model.bfloat16()(x.bfloat16()).double().numpy()
+        out = {"torch bfloat16": yt}
+        for cname in ("bfloat16", "bfloat16@binary32"):
+            ctx = scalars.get(cname)
+            out[cname] = np.asarray(ctx.to_float64(denote(g, p, xs, ctx)))
+        scale = np.abs(y64).max()
+        med = {k: float(np.median(np.abs(v - y64)) / scale) for k, v in out.items()}
+        mx = {k: float(np.abs(v - y64).max() / scale) for k, v in out.items()}
+        agree = float(np.mean(out["bfloat16@binary32"] == yt))
+        rows.append((name, med, mx, agree))
+    return rows
+
+
+def op_agreement():
+    """Share of torch bfloat16 outputs equal to the lab's bfloat16@binary32, per op."""
+    import torch
+    from scalarlab import scalars
+    from scalarlab.graph import denote
+    from scalarlab.graph.importers.torch_fx import from_torch
+
+    ctx = scalars.get("bfloat16@binary32")
+    g = torch.Generator().manual_seed(0)
+
+    def bf(*shape):
+        return torch.randn(*shape, generator=g).bfloat16()
+
+    def lab(module, x):
+        gr, pl = from_torch(module, x.double(), batch_dims=1)
+        return np.asarray(ctx.to_float64(denote(gr, pl, x.double().numpy(), ctx)))
+
+    out = {}
+    a, b = bf(64, 256), bf(256, 64)
+    out["matmul 64x256x64"] = np.mean(ctx.matmul(a.double().numpy(), b.double().numpy())
+                                      == (a @ b).double().numpy())
+    x = bf(64, 1024)
+    out["sum over 1024"] = np.mean(ctx.sum(x.double().numpy(), axis=1) == x.sum(1).double().numpy())
+    xi = bf(4, 8, 12, 12)
+    for name, mod in (("conv2d 8->16 3x3, no bias", torch.nn.Conv2d(8, 16, 3, bias=False)),
+                      ("conv2d 8->16 3x3, bias", torch.nn.Conv2d(8, 16, 3)),
+                      ("linear 512->64, bias", torch.nn.Linear(512, 64))):
+        m = torch.nn.Sequential(mod).bfloat16().double()
+        inp = xi if "conv" in name else bf(16, 512)
+        with torch.no_grad():
+            want = m.bfloat16()(inp).double().numpy()
+        out[name] = np.mean(lab(m.double(), inp) == want)
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--batch", type=int, default=16)
+    args = ap.parse_args()
+    for name, med, mx, agree in run(args.batch):
+        print(f"{name}: median |y - y64| / max|y64|, (max):")
+        for k in med:
+            print(f"  {k:20s} {med[k]:.3e}  ({mx[k]:.3e})")
+        print(f"  bfloat16 / torch median ratio {med['bfloat16'] / med['torch bfloat16']:.1f}; "
+              f"bfloat16@binary32 / torch {med['bfloat16@binary32'] / med['torch bfloat16']:.2f}; "
+              f"bfloat16@binary32 == torch on {100 * agree:.1f}% of outputs")
+    print("torch bfloat16 op == bfloat16@binary32 (share of outputs):")
+    for k, v in op_agreement().items():
+        print(f"  {k:28s} {100 * v:.1f}%")
+
+
+if __name__ == "__main__":
+    main()

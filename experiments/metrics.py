@@ -307,38 +307,39 @@ def _per_sample(a: np.ndarray, samples) -> np.ndarray:
     return a.reshape(n, -1)
 
 
-def figures(e: EntryErrors, v_hi, v_lo, ref_hi, ref_lo, samples=1) -> dict:
-    """The vector figures of one value array (:data:`FIGURE_COLUMNS`, module docstring).
+@dataclass
+class VectorErrors:
+    """Per-sample and per-entry parts of the vector figures (:func:`vector_errors`)."""
+    normwise: np.ndarray          # per sample: max|error| / ulp(max|exact|) (NaN: no format)
+    scale: np.ndarray             # per sample: max|exact| over its finite entries
+    nontiny: np.ndarray           # per entry: the relative error is reported there
+    underflow: np.ndarray         # per entry: 0 where the exact value is not
+    underflow_rounded: np.ndarray  # per entry: ... and 0 is its correctly rounded value
 
-    ``e`` is :func:`entry_errors` of the same arrays; ``samples`` the number of samples
-    the flattened arrays hold (the scale and the tiny cut are per sample: one sample's
-    large output must not make another's look tiny).  Reference entries that are not
-    finite take no part in a scale; a pair that disagrees there (NaN for a number, inf
-    for a finite value) makes the normwise figure inf, as it is counted in ``nonfinite``.
-    """
+
+def vector_errors(e: EntryErrors, v_hi, v_lo, ref_hi, ref_lo, samples=1) -> VectorErrors:
+    """The parts of :func:`figures`, per sample and per entry (``gaps`` shows their
+    distribution).  ``e`` is :func:`entry_errors` of the same arrays; ``samples`` the
+    number of samples the flattened arrays hold: the scale and the tiny cut are per
+    sample (one sample's large output must not make another's look tiny)."""
     v_hi = np.asarray(v_hi, dtype=np.float64).reshape(-1)
     v_lo = np.asarray(v_lo, dtype=np.float64).reshape(-1)
     r_hi = np.asarray(ref_hi, dtype=np.float64).reshape(-1)
     r_lo = np.asarray(ref_lo, dtype=np.float64).reshape(-1)
-    nan = float("nan")
-    if not r_hi.size:
-        return {"normwise_ulps": nan, "max_abs_ref": nan, "max_rel_err_nontiny": nan,
-                "mean_rel_err_nontiny": nan, "nontiny": 0, "underflow": 0,
-                "underflow_rounded": 0}
     fmt = e.fmt
     with np.errstate(all="ignore"):
         r_abs = np.abs(r_hi + r_lo)
     fin = np.isfinite(r_abs)
     mag = _per_sample(np.where(fin, r_abs, 0.0), samples)
-    scale = mag.max(axis=1)
-    normwise = nan
-    if fmt is not None:
+    scale = mag.max(axis=1) if mag.size else np.full(mag.shape[0], np.nan)
+    normwise = np.full(scale.shape, np.nan)
+    if fmt is not None and mag.size:
         from scalarlab.scalars import formats
         # the spacing of the format at the sample's largest exact magnitude (ulp(0) is the
         # smallest subnormal: an all-zero exact output scores its error in those)
         unit = np.asarray(formats.ulp(scale, fmt), dtype=np.float64)
         with np.errstate(all="ignore"):
-            normwise = float(np.max(_per_sample(e.abs_err, samples).max(axis=1) / unit))
+            normwise = _per_sample(e.abs_err, samples).max(axis=1) / unit
     # Not tiny: at least 2^-p of the sample's scale (a smaller entry is below the rounding
     # noise of the operations that produced its neighbours: a cancellation may leave it
     # 100% wrong while the vector is right) and in the format's normal range (below it the
@@ -347,15 +348,25 @@ def figures(e: EntryErrors, v_hi, v_lo, ref_hi, ref_lo, samples=1) -> dict:
     normal = fmt.min_normal if fmt is not None else 2.0 ** -1022
     cut = np.maximum(np.ldexp(scale, -p), normal)[:, None]
     keep = ((mag >= cut) & (mag > 0)).reshape(-1) & fin
-    rel = e.rel_err[keep]
     zero_out = (v_hi == 0) & (v_lo == 0) & fin & (r_abs > 0)
-    rounded = 0
-    if e.target is not None:
-        rounded = int(np.count_nonzero(zero_out & (e.target == 0)))
-    return {"normwise_ulps": normwise, "max_abs_ref": float(np.max(mag)),
+    rounded = zero_out & (e.target == 0) if e.target is not None else np.zeros_like(zero_out)
+    return VectorErrors(normwise, scale, keep, zero_out, rounded)
+
+
+def figures(e: EntryErrors, v_hi, v_lo, ref_hi, ref_lo, samples=1) -> dict:
+    """The vector figures of one value array (:data:`FIGURE_COLUMNS`, module docstring):
+    the max over samples of the normwise figure, the relative error over the entries
+    that are not tiny, the underflow counts.
+
+    Reference entries that are not finite take no part in a scale; a pair that
+    disagrees there (NaN for a number, inf for a finite value) makes the normwise figure
+    inf, as it is counted in ``nonfinite``."""
+    w = vector_errors(e, v_hi, v_lo, ref_hi, ref_lo, samples)
+    rel = e.rel_err[w.nontiny]
+    return {"normwise_ulps": _max(w.normwise), "max_abs_ref": _max(w.scale),
             "max_rel_err_nontiny": _max(rel), "mean_rel_err_nontiny": _mean(rel),
-            "nontiny": int(rel.size), "underflow": int(np.count_nonzero(zero_out)),
-            "underflow_rounded": rounded}
+            "nontiny": int(rel.size), "underflow": int(np.count_nonzero(w.underflow)),
+            "underflow_rounded": int(np.count_nonzero(w.underflow_rounded))}
 
 
 def first_divergence(max_by_node, threshold: float):

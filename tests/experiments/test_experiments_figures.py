@@ -216,3 +216,22 @@ def test_divergence_at_the_node_scale_not_node_one(build, node):
     low = C.compare(case, CS.parse_contexts("binary32"), x, divergence_ulps=0.6)
     assert low.verdicts["binary32"]["divergence_node"] == 1
     assert low.meta()["divergence_ulps"] == 0.6
+
+
+def test_gaps_verdict_counts_underflow_apart():
+    """y = 2^-20 x on x near 2^-6: the exact outputs lie near 2^-26, under half binary16's
+    smallest subnormal 2^-24: every output is 0, the correctly rounded value, and the
+    verdict says 0% correctly rounded and names the underflow."""
+    from scalarlab.experiments import gaps as G
+    g = Graph([Node(0, [], "input", [1]), Node(1, [0], "linear", [1])])
+    p = Payload({1: {"linear": {"W": np.array([[2.0 ** -20]]), "b": np.zeros(1)}}})
+    case = CS.GraphCase("tiny", g, p, np.array([2.0 ** -6]))
+    res = G.gaps(case, CS.parse_contexts("binary16")[0], samples=20, radius=2.0 ** -9)
+    assert np.all(res.ulps == 0)
+    text = G.verdict_text(res)
+    assert text.startswith("0.0% of outputs correctly rounded; worst 0 ULP")
+    assert text.endswith("underflow: 20 of 20 outputs are 0 where the exact value is not "
+                         "(20 of them correctly rounded to 0)")
+    nw = res.summary.set_index("metric").loc["normwise_ulps"]
+    assert 0.1 < nw["max"] < 0.5            # |exact| / 2^-24, exact in [2^-26 - 2^-29, ...]
+    assert res.summary.set_index("metric").loc["rel_err_nontiny", "entries"] == 0

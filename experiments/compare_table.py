@@ -261,19 +261,26 @@ def header_lines(res: CompareResult) -> list[str]:
     ]
 
 
-def plot_bits(res: CompareResult, path) -> Path:
-    """Max bits of error per node, one line per context, with the threshold line."""
+def plot_normwise(res: CompareResult, path) -> Path:
+    """Normwise error per node (ulps of the node's own scale, symlog axis), one line per
+    context, with the divergence threshold: the figure divergence is located by.  Per-entry
+    bits would show node 1 above any threshold on a real network (an entry near zero)."""
     from .tables import finish_figure, new_figure
     fig, ax = new_figure()
     for ctx in res.contexts:
         sub = res.rows[res.rows["context"] == ctx.name]
-        y = np.where(np.isfinite(sub["max_bits"]), sub["max_bits"], np.nan)
+        y = np.where(np.isfinite(sub["normwise_ulps"]), sub["normwise_ulps"], np.nan)
         ax.plot(sub["node"], y, marker="o", label=f"{ctx.name} [{reduction_label(ctx)}]")
-    ax.axhline(res.threshold, color="grey", linestyle="--", linewidth=1,
-               label=f"threshold {res.threshold:g} bits")
+    ax.axhline(res.divergence_ulps, color="grey", linestyle="--", linewidth=1,
+               label=f"divergence {res.divergence_ulps:g} ulps")
+    # linear up to 1 ulp (an exact node, 0, stays on the axis), logarithmic above: a
+    # cancellation node can be 10^6 ulps off its own scale
+    ax.set_yscale("symlog", linthresh=1.0)
+    ax.set_ylim(bottom=0)
     nodes = res.case.nodes
     ax.set_xticks([int(n.id) for n in nodes])
     ax.set_xticklabels([f"{int(n.id)}\n{node_op(n)}" for n in nodes], fontsize=8)
-    return finish_figure(fig, ax, path, "node", "max bits of error  (log2(1 + ULP))",
-                         f"{res.case.name}: bits of error per node vs {res.reference.name} "
+    return finish_figure(fig, ax, path, "node",
+                         "normwise error (ulps of the node's scale max|exact|)",
+                         f"{res.case.name}: normwise error per node vs {res.reference.name} "
                          f"({res.samples} sample{'s' if res.samples != 1 else ''})")

@@ -61,7 +61,7 @@ def run(args) -> int:
                                                 f"[{v['reduction']}]: {v['text']}"
                                                 for v in verdicts)
     notes = tables.write_outputs(args, "compare", meta, rows,
-                                 plot=lambda path: TB.plot_bits(res, path),
+                                 plot=lambda path: TB.plot_normwise(res, path),
                                  title=f"scalarlab compare: {case.name}", extra_md=md_verdicts,
                                  verdicts=verdicts)
     if args.json:

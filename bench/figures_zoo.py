@@ -107,7 +107,8 @@ def measure(name, tmp, exact=False):
         v = one.verdicts[ctx]
         rows.append(dict(model=name, what=ctx, nodes=len(g.nodes),
                          normwise=out["normwise_ulps"], max_ulps=out["max_ulps"],
-                         rel=out["max_rel_err_nontiny"], nontiny=out["nontiny"],
+                         scale=out["max_abs_ref"], rel=out["max_rel_err_nontiny"],
+                         nontiny=out["nontiny"],
                          entries=out["entries"], underflow=out["underflow"],
                          underflow_rounded=out["underflow_rounded"],
                          old_div=None if old is None else int(case.nodes[old].id),
@@ -146,10 +147,10 @@ def main():
     ap.add_argument("--models", nargs="+", default=list(DEFAULT_MODELS))
     ap.add_argument("--exact", action="store_true")
     a = ap.parse_args()
-    print("| model | context | normwise ulps of the output scale | per-entry max ULPs | "
+    print("| model | context | scale | normwise ulps of the scale | per-entry max ULPs | "
           "rel err (not tiny) | underflow | divergence: node scale (4 ulps) / per-entry "
           "bits (2) | CPU s |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     libs = []
     with tempfile.TemporaryDirectory() as tmp:
         for name in a.models:
@@ -161,13 +162,14 @@ def main():
                     libs.append(r)
                     continue
                 if "error" in r:
-                    print(f"| {name} | {r['what']} | refused: {r['error']} | | | | | |")
+                    print(f"| {name} | {r['what']} | refused: {r['error']} | | | | | | |")
                     continue
                 under = f"{r['underflow']} of {r['entries']}" + (
                     f" ({r['underflow_rounded']} CR to 0)" if r["underflow"] else "")
                 rel = "-" if not r["nontiny"] else f"{r['rel']:.2g}"
-                print(f"| {name} | {r['what']} | {_fmt(r['normwise'], '.2f')} | "
-                      f"{_fmt(r['max_ulps'], '.0f')} | {rel} | {under} | "
+                print(f"| {name} | {r['what']} | {r['scale']:.2g} | "
+                      f"{_fmt(r['normwise'], '.2f')} | {_fmt(r['max_ulps'], '.0f')} | {rel} | "
+                      f"{under} | "
                       f"{_fmt(r['new_div'])} / {_fmt(r['old_div'])} | {r['secs']:.1f} |",
                       flush=True)
     print()

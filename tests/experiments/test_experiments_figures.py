@@ -160,9 +160,9 @@ def test_formatless_context_has_no_normwise_figure():
 
 # ------------------------------------------------------------------------- divergence
 def _deep_cancellation():
-    """An MLP whose node 6 subtracts the two nearly equal entries of node 5 (rows of
-    W5 with relative gap 2^-10): the error at nodes 1..5 is rounding as usual, at node 6 it is thousands of
-    ulps of the node's (small) scale.  Per-entry bits exceed 2 at node 1 already."""
+    """An MLP whose node 6 subtracts the two nearly equal entries of node 5 (rows of W5
+    with relative gap 2^-10): the error at nodes 1..5 is rounding as usual, at node 6 it is
+    hundreds of ulps of the node's (small) scale.  Per-entry bits exceed 2 at node 1."""
     rng = np.random.default_rng(7)
     W1, W3 = rng.standard_normal((16, 8)), rng.standard_normal((16, 16)) / 4
     a = np.abs(rng.standard_normal(16))   # node 5: positive terms, no cancellation there

@@ -145,8 +145,9 @@ def underflow_text(out) -> str:
     if not n:
         return ""
     if n == m:
-        text = (f"the whole output underflowed: all {m} output{'s are' if m > 1 else ' is'} "
-                f"0 where the exact value is not")
+        text = ("the whole output underflowed: " +
+                (f"all {m} outputs are" if m > 1 else "it is") + " 0 where the exact value "
+                "is not")
     else:
         text = f"underflow: {n} of {m} outputs are 0 where the exact value is not"
     if k == n:

@@ -218,14 +218,33 @@ def test_divergence_at_the_node_scale_not_node_one(build, node):
     assert low.meta()["divergence_ulps"] == 0.6
 
 
-def test_gaps_verdict_counts_underflow_apart():
-    """y = 2^-20 x on x near 2^-6: the exact outputs lie near 2^-26, under half binary16's
-    smallest subnormal 2^-24: every output is 0, the correctly rounded value, and the
-    verdict says 0% correctly rounded and names the underflow."""
-    from scalarlab.experiments import gaps as G
+def _tiny_case():
+    """y = 2^-20 x: on x near 2^-6 the exact output lies near 2^-26, under half binary16's
+    smallest subnormal 2^-24 (0 is its correctly rounded value), a binary32 normal."""
     g = Graph([Node(0, [], "input", [1]), Node(1, [0], "linear", [1])])
     p = Payload({1: {"linear": {"W": np.array([[2.0 ** -20]]), "b": np.zeros(1)}}})
-    case = CS.GraphCase("tiny", g, p, np.array([2.0 ** -6]))
+    return CS.GraphCase("tiny", g, p, np.array([2.0 ** -6]))
+
+
+def test_compare_verdict_on_an_underflowing_output():
+    res = C.compare(_tiny_case(), CS.parse_contexts("binary16,binary32"),
+                    np.array([[2.0 ** -6]]))
+    v = res.verdicts["binary16"]
+    assert v["output_max_ulps"] == 0                 # what the old verdict called CR
+    assert v["output_underflow"] == 1 and v["output_underflow_rounded"] == 1
+    assert v["text"].startswith("the whole output underflowed: it is 0 where the exact "
+                                "value is not (0 is the correctly rounded value")
+    assert "correctly rounded (0 ULP)" not in v["text"]
+    assert v["output_normwise_ulps"] == 0.25          # 2^-26 / ulp(2^-26) = 2^-24
+    b32 = res.verdicts["binary32"]                   # 2^-26 exactly: no underflow
+    assert b32["output_underflow"] == 0 and "every entry correctly rounded (0 ULP)" in b32["text"]
+
+
+def test_gaps_verdict_counts_underflow_apart():
+    """Every output of the tiny graph is 0 in binary16, the correctly rounded value: the
+    verdict says 0% correctly rounded and names the underflow."""
+    from scalarlab.experiments import gaps as G
+    case = _tiny_case()
     res = G.gaps(case, CS.parse_contexts("binary16")[0], samples=20, radius=2.0 ** -9)
     assert np.all(res.ulps == 0)
     text = G.verdict_text(res)

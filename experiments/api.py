@@ -180,7 +180,9 @@ def gaps(graph=None, context=None, *, samples=None, inputs=None, payload=None,
          reference=None, oracle_limit=None, check_samples=None,
          quiet=True) -> pd.DataFrame:
     """The summary table of ``scalarlab gaps``: percentiles, mean and max of the output's
-    ULP distance and bits of error in one ``context`` (default binary32) over ``samples``
+    ULP distance and bits of error (and of the per-sample normwise figure and the
+    relative error where the exact value is not tiny: rows ``normwise_ulps``,
+    ``rel_err_nontiny``) in one ``context`` (default binary32) over ``samples``
     inputs (default 2000) drawn around ``inputs`` (default the graph's x0).
     ``df.attrs["histogram"]`` holds the ULP histogram.
 

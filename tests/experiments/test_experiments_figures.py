@@ -11,6 +11,7 @@ from scalarlab.experiments import cases as CS
 from scalarlab.experiments import compare as C
 from scalarlab.experiments import compare_table as TB
 from scalarlab.experiments import metrics
+from scalarlab.experiments.errors import ExperimentError
 from scalarlab.graph import Graph, Node, OpKind, Payload
 from scalarlab.scalars import formats
 
@@ -216,6 +217,8 @@ def test_divergence_at_the_node_scale_not_node_one(build, node):
     low = C.compare(case, CS.parse_contexts("binary32"), x, divergence_ulps=0.6)
     assert low.verdicts["binary32"]["divergence_node"] == 1
     assert low.meta()["divergence_ulps"] == 0.6
+    with pytest.raises(ExperimentError, match="--divergence-ulps must be a number of ulps"):
+        C.compare(case, CS.parse_contexts("binary32"), x, divergence_ulps=float("inf"))
 
 
 def _tiny_case():

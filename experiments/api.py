@@ -134,9 +134,10 @@ def _set_graph(args, case: GraphCase, graph) -> None:
 def compare(graph=None, contexts=None, *, samples=None, inputs=None, payload=None,
             radius=None, seed=None, box=None, input_file=None, sampling=None,
             reference=None, threshold=None, oracle_limit=None, check_samples=None,
-            quiet=True) -> pd.DataFrame:
+            quiet=True, divergence_ulps=None) -> pd.DataFrame:
     """The discrepancy table of ``scalarlab compare``: one row per node x context with
-    max/mean absolute, relative, ULP and bits of error against the oracle.
+    max/mean absolute, relative, ULP and bits of error against the oracle, and the
+    vector figures (``normwise_ulps``, ``max_rel_err_nontiny``, ``underflow``, ...).
 
     ``contexts``: names or context objects (default float64, binary32, bfloat16,
     binary16, e4m3); ``samples=N`` draws N inputs from the box of ``radius`` around
@@ -166,7 +167,7 @@ def compare(graph=None, contexts=None, *, samples=None, inputs=None, payload=Non
                                  box=box, input_file=input_file, sampling=sampling,
                                  reference=reference, threshold=threshold,
                                  oracle_limit=oracle_limit, check_samples=check_samples,
-                                 quiet=quiet))
+                                 quiet=quiet, divergence_ulps=divergence_ulps))
     if ctxs is not None:
         args.contexts = ctxs
     _set_graph(args, case, graph)
@@ -179,7 +180,9 @@ def gaps(graph=None, context=None, *, samples=None, inputs=None, payload=None,
          reference=None, oracle_limit=None, check_samples=None,
          quiet=True) -> pd.DataFrame:
     """The summary table of ``scalarlab gaps``: percentiles, mean and max of the output's
-    ULP distance and bits of error in one ``context`` (default binary32) over ``samples``
+    ULP distance and bits of error (and of the per-sample normwise figure and the
+    relative error where the exact value is not tiny: rows ``normwise_ulps``,
+    ``rel_err_nontiny``) in one ``context`` (default binary32) over ``samples``
     inputs (default 2000) drawn around ``inputs`` (default the graph's x0).
     ``df.attrs["histogram"]`` holds the ULP histogram.
 

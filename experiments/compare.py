@@ -16,7 +16,8 @@ import numpy as np
 import pandas as pd
 
 from .cases import GraphCase, batch_size, evaluate_split
-from .compare_table import ROW_COLUMNS, CompareResult, context_rows, failure_reason, verdict
+from .compare_table import DEFAULT_DIVERGENCE_ULPS, ROW_COLUMNS, CompareResult, context_rows, \
+    failure_reason, verdict
 from .errors import ExperimentError
 from .reference import DEFAULT_CHECK_SAMPLES, DEFAULT_ORACLE_LIMIT, DEFAULT_REFERENCE, \
     compute_reference
@@ -29,10 +30,13 @@ DEFAULT_THRESHOLD_BITS = 2.0
 def compare(case: GraphCase, contexts, x, *, reference=DEFAULT_REFERENCE,
             threshold=DEFAULT_THRESHOLD_BITS, input_desc="", quiet=True,
             oracle_limit=DEFAULT_ORACLE_LIMIT, check_samples=DEFAULT_CHECK_SAMPLES,
-            seed=0) -> CompareResult:
+            seed=0, divergence_ulps=DEFAULT_DIVERGENCE_ULPS) -> CompareResult:
     """Evaluate ``case`` on the batch ``x`` in every context and tabulate the errors."""
     if not np.isfinite(threshold) or threshold < 0:
         raise ExperimentError(f"--threshold must be a number of bits >= 0, got {threshold}")
+    if not np.isfinite(divergence_ulps) or divergence_ulps < 0:
+        raise ExperimentError(f"--divergence-ulps must be a number of ulps >= 0, got "
+                              f"{divergence_ulps}")
     ref = compute_reference(case, x, reference, contexts, oracle_limit=oracle_limit,
                             check_samples=check_samples, seed=seed, quiet=quiet)
     rows = []
@@ -42,9 +46,11 @@ def compare(case: GraphCase, contexts, x, *, reference=DEFAULT_REFERENCE,
         vals = evaluate_split(case, x, ctx, quiet=quiet, partial=True, errors=errors)
         failed = [int(n.id) for n, v in zip(case.nodes, vals) if v is None]
         reason = failure_reason(errors) if failed else ""
-        ctx_rows, first = context_rows(case, ctx, vals, ref, batch_size(x), threshold)
+        ctx_rows, first = context_rows(case, ctx, vals, ref, batch_size(x), threshold,
+                                       divergence_ulps)
         rows.extend(ctx_rows)
-        verdicts[ctx.name] = verdict(case, ctx, ctx_rows, first, threshold, failed, reason)
+        verdicts[ctx.name] = verdict(case, ctx, ctx_rows, first, threshold, failed, reason,
+                                     divergence_ulps)
     df = pd.DataFrame(rows, columns=list(ROW_COLUMNS))
     return CompareResult(case, list(contexts), ref, batch_size(x), input_desc, threshold,
-                         df, verdicts)
+                         df, verdicts, divergence_ulps)

@@ -2,8 +2,11 @@
 
 For every node and every context the table holds the max and mean absolute, relative,
 ULP and bits-of-error metrics of :mod:`experiments.metrics`, computed over all samples
-and all entries of the node's value against the reference; the verdict says where the
-error first exceeds the threshold, or which nodes the context could not compute and why.
+and all entries of the node's value against the reference, and the vector figures
+(normwise ulps of the node's scale, relative error where the exact value is not tiny,
+underflow counts).  The verdict leads with the output's normwise figure, says where the
+error first exceeds ``divergence_ulps`` ulps of a node's own scale, or which nodes the
+context could not compute and why.
 """
 from __future__ import annotations
 
@@ -19,7 +22,14 @@ from .reference import Reference
 
 ROW_COLUMNS = ("graph", "node", "op", "shape", "context", "format", "reduction", "reference",
                "samples", "entries", "evaluated", *metrics.SUMMARY_COLUMNS,
-               "exceeds_threshold", "divergence_start")
+               "exceeds_threshold", "divergence_start", *metrics.FIGURE_COLUMNS,
+               "exceeds_divergence_ulps")
+
+#: Divergence: the first node whose normwise error exceeds this many ulps of its own scale
+#: (max|exact| of the node, per sample).  A few ulps: one correctly rounded operation
+#: scores <= 0.5, a dot product or sum of n terms rounded in sequence about sqrt(n) / 2 on
+#: random data, so 4 separates "rounding as usual" from an error that has grown.
+DEFAULT_DIVERGENCE_ULPS = 4.0
 
 
 @dataclass
@@ -32,6 +42,7 @@ class CompareResult:
     threshold: float
     rows: pd.DataFrame
     verdicts: dict          # context name -> dict(verdict fields)
+    divergence_ulps: float = DEFAULT_DIVERGENCE_ULPS
 
     def meta(self) -> dict:
         return {
@@ -46,6 +57,7 @@ class CompareResult:
             "samples": self.samples,
             "input": self.input_desc,
             "threshold_bits": self.threshold,
+            "divergence_ulps": self.divergence_ulps,
         }
 
 
@@ -56,20 +68,24 @@ def failure_reason(errors: dict) -> str:
 
 
 def context_rows(case: GraphCase, ctx, vals, ref: Reference, samples: int,
-                 threshold: float) -> tuple[list, int | None]:
+                 threshold: float, divergence_ulps: float = DEFAULT_DIVERGENCE_ULPS
+                 ) -> tuple[list, int | None]:
     """``(rows, first)``: one row per node for ``ctx``'s values ``vals`` (per node (hi,
     lo), or None where the context could not compute it) against ``ref``, and the index of
-    the first node whose max bits of error exceed ``threshold`` (None if none)."""
+    the first node whose normwise error exceeds ``divergence_ulps`` ulps of the node's
+    own scale (None if none).  ``exceeds_threshold`` keeps the per-entry rule: max bits
+    of error above ``threshold``."""
     fmt = metrics.format_of(ctx)
     rows = []
     for node, val, (rh, rl) in zip(case.nodes, vals, ref.values):
         if val is None:          # the context cannot compute this node: no figures
-            s = {c: float("nan") for c in metrics.SUMMARY_COLUMNS}
-            s["nonfinite"] = 0
+            s = {c: float("nan") for c in (*metrics.SUMMARY_COLUMNS, *metrics.FIGURE_COLUMNS)}
+            s.update(nonfinite=0, nontiny=0, underflow=0, underflow_rounded=0)
             entries = 0
         else:
             e = metrics.entry_errors(val[0], val[1], rh, rl, fmt)
-            s = metrics.summarize(e)
+            s = {**metrics.summarize(e),
+                 **metrics.figures(e, val[0], val[1], rh, rl, samples)}
             entries = int(e.abs_err.size)
         rows.append({
             "graph": case.name, "node": int(node.id), "op": node_op(node),
@@ -78,16 +94,20 @@ def context_rows(case: GraphCase, ctx, vals, ref: Reference, samples: int,
             "reduction": reduction_label(ctx), "reference": ref.name,
             "samples": samples, "entries": entries, "evaluated": val is not None,
             **s})
-    # Divergence is measured in bits of error, so it needs a binary format: a
-    # format-less context (mpmath, rational) has NaN bits and never "diverges".
-    first = metrics.first_divergence([r["max_bits"] for r in rows], threshold)
+    # Divergence is measured in ulps of the node's scale, so it needs a binary format: a
+    # format-less context (mpmath, rational) has NaN figures and never "diverges".  Not
+    # per-entry bits: an entry that cancels to near zero is many ULPs off at the first
+    # linear node of every network while the node's value as a whole is fine.
+    first = metrics.first_divergence([r["normwise_ulps"] for r in rows], divergence_ulps)
     for i, r in enumerate(rows):
         r["exceeds_threshold"] = bool(r["max_bits"] > threshold)
         r["divergence_start"] = first is not None and i == first
+        r["exceeds_divergence_ulps"] = bool(r["normwise_ulps"] > divergence_ulps)
     return rows, first
 
 
-def verdict(case: GraphCase, ctx, rows, first, threshold, failed=(), reason="") -> dict:
+def verdict(case: GraphCase, ctx, rows, first, threshold, failed=(), reason="",
+            divergence_ulps: float = DEFAULT_DIVERGENCE_ULPS) -> dict:
     """One context's verdict fields from its rows (:func:`context_rows`)."""
     nodes = case.nodes
     out = rows[case.output_id]
@@ -99,11 +119,50 @@ def verdict(case: GraphCase, ctx, rows, first, threshold, failed=(), reason="") 
         "divergence_op": None if first is None else node_op(nodes[first]),
         "divergence_bits": None if first is None else rows[first]["max_bits"],
         "failed_nodes": list(failed), "failure": reason,
-        "text": verdict_text(ctx, out, first, nodes, rows, threshold, failed, reason),
+        "text": verdict_text(ctx, out, first, nodes, rows, threshold, failed, reason,
+                             divergence_ulps),
+        "output_normwise_ulps": out["normwise_ulps"],
+        "output_max_rel_err_nontiny": out["max_rel_err_nontiny"],
+        "output_entries": out["entries"], "output_underflow": out["underflow"],
+        "output_underflow_rounded": out["underflow_rounded"],
+        "divergence_normwise_ulps": None if first is None else rows[first]["normwise_ulps"],
+        "divergence_ulps": divergence_ulps,
     }
 
 
-def verdict_text(ctx, out, first, nodes, ctx_rows, threshold, failed=(), reason="") -> str:
+def _ulps(v: float) -> str:
+    from .tables import fmt_number
+    return f"{fmt_number(v)} ulp{'' if v == 1 else 's'}"
+
+
+def underflow_text(out) -> str:
+    """The underflow clause of a verdict ('' when no output entry underflowed).
+
+    An entry that is 0 where the exact value is not scores 0 ULP when 0 is the correctly
+    rounded value, yet every digit of it is lost: it is counted here, never called
+    correctly rounded."""
+    n, m, k = int(out["underflow"]), int(out["entries"]), int(out["underflow_rounded"])
+    if not n:
+        return ""
+    if n == m:
+        text = ("the whole output underflowed: " +
+                (f"all {m} outputs are" if m > 1 else "it is") + " 0 where the exact value "
+                "is not")
+    else:
+        text = f"underflow: {n} of {m} outputs are 0 where the exact value is not"
+    if k == n:
+        return text + (" (0 is the correctly rounded value: the exact "
+                       f"{'values lie' if n > 1 else 'value lies'} below the format's range)")
+    if k:
+        return text + f" ({k} of them correctly rounded to 0)"
+    return text
+
+
+def verdict_text(ctx, out, first, nodes, ctx_rows, threshold, failed=(), reason="",
+                 divergence_ulps: float = DEFAULT_DIVERGENCE_ULPS) -> str:
+    """The verdict line: the normwise figure first (ulps of the output scale), then the
+    per-entry ULPs, the relative error where the exact value is not tiny, underflow and
+    where the error first exceeds ``divergence_ulps`` ulps of a node's own scale."""
     from .tables import fmt_number
     if failed:
         head = (f"cannot compute node{'s' if len(failed) > 1 else ''} "
@@ -115,24 +174,45 @@ def verdict_text(ctx, out, first, nodes, ctx_rows, threshold, failed=(), reason=
                 head += (f"; up to node {last['node']}: max rel err "
                          f"{fmt_number(last['max_rel_err'])}")
             return head
+    under = underflow_text(out)
     if np.isnan(out["max_ulps"]):
         head = f"output max rel err {fmt_number(out['max_rel_err'])} (no binary format: no ULPs)"
-    elif out["max_ulps"] == 0:
-        head = "output is the correctly rounded value (0 ULP)"
+        parts = [head] + ([under] if under else [])
     else:
-        ulp = "ULP" if out["max_ulps"] == 1 else "ULPs"
-        head = (f"output off by up to {fmt_number(out['max_ulps'])} {ulp} "
-                f"({out['max_bits']:.2f} bits, rel err {fmt_number(out['max_rel_err'])})")
+        parts = [f"output within {_ulps(out['normwise_ulps'])} of its scale "
+                 f"{fmt_number(out['max_abs_ref'])} (normwise)"]
+        if under and out["underflow"] == out["entries"]:
+            parts = [under, parts[0]]         # nothing of the output is left: say so first
+            under = ""
+        if out["max_ulps"] == 0 and not out["underflow"]:
+            parts.append("every entry correctly rounded (0 ULP)")
+        elif out["max_ulps"] == 0:
+            parts.append("every entry 0 ULP from the correctly rounded value")
+        else:
+            ulp = "ULP" if out["max_ulps"] == 1 else "ULPs"
+            parts.append(f"per entry up to {fmt_number(out['max_ulps'])} {ulp} "
+                         f"({out['max_bits']:.2f} bits)")
+        if out["nontiny"]:
+            some = "" if out["nontiny"] == out["entries"] else \
+                f" ({out['nontiny']} of {out['entries']})"
+            parts.append(f"rel err {fmt_number(out['max_rel_err_nontiny'])} where |exact| is "
+                         f"not tiny{some}")
+        else:
+            parts.append("no entry above the tiny cut: no relative figure")
+        if under:
+            parts.append(under)
+    head = "; ".join(parts)
     if out["nonfinite"]:
         head += f"; {out['nonfinite']} non-finite entries"
-    if first is None and all(np.isnan(r["max_bits"]) for r in ctx_rows):
+    if first is None and all(np.isnan(r["normwise_ulps"]) for r in ctx_rows):
         return head
     if first is None:
-        tail = f"never above {threshold:g} bits"
+        tail = f"never above {divergence_ulps:g} ulps of a node's scale"
     else:
         r = ctx_rows[first]
-        tail = (f"gap first exceeds {threshold:g} bits at node {int(nodes[first].id)} "
-                f"({node_op(nodes[first])}: {r['max_bits']:.2f} bits)")
+        tail = (f"error first exceeds {divergence_ulps:g} ulps of the node's scale at node "
+                f"{int(nodes[first].id)} ({node_op(nodes[first])}: "
+                f"{_ulps(r['normwise_ulps'])})")
     return f"{head}; {tail}"
 
 
@@ -141,18 +221,23 @@ DISPLAY_COLUMNS = {
     "context": "context", "node": "node", "op": "op", "shape": "shape",
     "max_abs_err": "max|abs err|", "mean_abs_err": "mean|abs err|",
     "max_rel_err": "max rel err", "max_ulps": "max ULP", "mean_ulps": "mean ULP",
-    "max_bits": "max bits", "mean_bits": "mean bits",
+    "max_bits": "max bits", "mean_bits": "mean bits", "normwise_ulps": "norm ulps",
 }
 
 
+def _marked(values, marks) -> list:
+    """Figures as 2-decimal text with a ``*`` on the marked rows (``-`` for NaN)."""
+    return [(f"{b:.2f}" if np.isfinite(b) else ("inf" if b == np.inf else "-"))
+            + ("*" if d and not np.isnan(b) else "") for b, d in zip(values, marks)]
+
+
 def display_frame(df: pd.DataFrame) -> pd.DataFrame:
-    """The terminal view: fewer columns, a ``*`` marking each context's divergence node."""
+    """The terminal view: fewer columns, a ``*`` marking each context's divergence node
+    (on its normwise figure, the one divergence is measured in)."""
     view = df[list(DISPLAY_COLUMNS)].rename(columns=DISPLAY_COLUMNS).copy()
-    view["max bits"] = [f"{b:.2f}" + ("*" if d else "") if np.isfinite(b) else
-                        ("inf*" if d else ("inf" if b == np.inf else "-"))
-                        for b, d in zip(df["max_bits"], df["divergence_start"])]
-    view["mean bits"] = [f"{b:.2f}" if np.isfinite(b) else ("inf" if b == np.inf else "-")
-                         for b in df["mean_bits"]]
+    view["max bits"] = _marked(df["max_bits"], [False] * len(df))
+    view["mean bits"] = _marked(df["mean_bits"], [False] * len(df))
+    view["norm ulps"] = _marked(df["normwise_ulps"], df["divergence_start"])
     # Show each context's name once, on its first row, so the blocks read as groups.
     ctx = list(view["context"])
     view["context"] = [c if i == 0 or ctx[i - 1] != c else "" for i, c in enumerate(ctx)]
@@ -161,11 +246,11 @@ def display_frame(df: pd.DataFrame) -> pd.DataFrame:
 
 def header_lines(res: CompareResult) -> list[str]:
     return plan_lines(res.case, res.contexts, res.reference.label, res.input_desc,
-                      res.samples, res.threshold)
+                      res.samples, res.divergence_ulps)
 
 
 def plan_lines(case, contexts, reference: str, input_desc: str, samples: int,
-               threshold: float) -> list[str]:
+               divergence_ulps: float) -> list[str]:
     """The header's lines from its parts: before the work (``reference`` then names the
     oracle asked for) and with the table (the reference's label: what was used)."""
     ctxs = ", ".join(c.name for c in contexts)
@@ -179,24 +264,31 @@ def plan_lines(case, contexts, reference: str, input_desc: str, samples: int,
         f"  input      : {input_desc}",
         f"  samples    : {samples}",
         "  metrics    : ULP = distance to the reference correctly rounded into the context's "
-        "format; bits = log2(1 + ULP)",
-        f"  divergence : first node whose max bits of error > {threshold:g} (marked *)",
+        "format; bits = log2(1 + ULP); norm ulps = max|error| / ulp(max|exact|) per sample",
+        f"  divergence : first node whose norm ulps > {divergence_ulps:g} (marked *)",
     ]
 
 
-def plot_bits(res: CompareResult, path) -> Path:
-    """Max bits of error per node, one line per context, with the threshold line."""
+def plot_normwise(res: CompareResult, path) -> Path:
+    """Normwise error per node (ulps of the node's own scale, symlog axis), one line per
+    context, with the divergence threshold: the figure divergence is located by.  Per-entry
+    bits would show node 1 above any threshold on a real network (an entry near zero)."""
     from .tables import finish_figure, new_figure
     fig, ax = new_figure()
     for ctx in res.contexts:
         sub = res.rows[res.rows["context"] == ctx.name]
-        y = np.where(np.isfinite(sub["max_bits"]), sub["max_bits"], np.nan)
+        y = np.where(np.isfinite(sub["normwise_ulps"]), sub["normwise_ulps"], np.nan)
         ax.plot(sub["node"], y, marker="o", label=f"{ctx.name} [{reduction_label(ctx)}]")
-    ax.axhline(res.threshold, color="grey", linestyle="--", linewidth=1,
-               label=f"threshold {res.threshold:g} bits")
+    ax.axhline(res.divergence_ulps, color="grey", linestyle="--", linewidth=1,
+               label=f"divergence {res.divergence_ulps:g} ulps")
+    # linear up to 1 ulp (an exact node, 0, stays on the axis), logarithmic above: a
+    # cancellation node can be 10^6 ulps off its own scale
+    ax.set_yscale("symlog", linthresh=1.0)
+    ax.set_ylim(bottom=0)
     nodes = res.case.nodes
     ax.set_xticks([int(n.id) for n in nodes])
     ax.set_xticklabels([f"{int(n.id)}\n{node_op(n)}" for n in nodes], fontsize=8)
-    return finish_figure(fig, ax, path, "node", "max bits of error  (log2(1 + ULP))",
-                         f"{res.case.name}: bits of error per node vs {res.reference.name} "
+    return finish_figure(fig, ax, path, "node",
+                         "normwise error (ulps of the node's scale max|exact|)",
+                         f"{res.case.name}: normwise error per node vs {res.reference.name} "
                          f"({res.samples} sample{'s' if res.samples != 1 else ''})")

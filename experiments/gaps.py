@@ -11,7 +11,10 @@ the input:
   sample reaches subnormals and tiny values that uniform sampling never sees.
 
 The gap at each sample is the ULP distance (and bits of error) of the context's output to
-the reference correctly rounded into the context's format.
+the reference correctly rounded into the context's format.  Beside these per-entry rows
+the summary has the vector figures of :mod:`experiments.metrics`: ``normwise_ulps`` (one
+value per sample: max|error| / ulp(max|exact|)) and ``rel_err_nontiny`` (the entries whose
+exact value is not tiny); the verdict counts the entries that underflowed to 0.
 """
 from __future__ import annotations
 
@@ -109,6 +112,7 @@ class GapsResult:
     bits: np.ndarray
     rel_err: np.ndarray
     summary: pd.DataFrame
+    vector: metrics.VectorErrors | None = None
 
     def meta(self) -> dict:
         return {"graph": self.case.name, "node": self.node, "context": self.ctx.name,
@@ -131,6 +135,8 @@ class GapsResult:
 def distribution_row(values: np.ndarray) -> dict:
     """mean, percentiles and max of one metric (percentiles by linear interpolation)."""
     v = np.asarray(values, dtype=np.float64)
+    if not v.size:                     # e.g. no entry above the tiny cut: no figure
+        return dict.fromkeys(("mean", "p50", "p90", "p99", "p99.9", "max"), float("nan"))
     with np.errstate(all="ignore"):
         pct = np.percentile(v, PERCENTILES) if v.size else [np.nan] * len(PERCENTILES)
         return {"mean": float(np.mean(v)), "p50": float(pct[0]), "p90": float(pct[1]),
@@ -168,13 +174,39 @@ def gaps(case: CS.GraphCase, ctx, *, samples=2000, sampling="box", radius=0.05, 
     base = {"graph": case.name, "node": node, "context": ctx.name, "format": fmt.name,
             "reduction": CS.reduction_label(ctx), "reference": ref.name, "sampling": sampling,
             "samples": int(samples), "entries": int(e.ulps.size)}
+    w = metrics.vector_errors(e, vh, vl, rh, rl, samples)
+    rel = e.rel_err[w.nontiny]
     rows = [{**base, "metric": "ulps", **distribution_row(e.ulps)},
             {**base, "metric": "bits", **distribution_row(e.bits)},
-            {**base, "metric": "rel_err", **distribution_row(e.rel_err)}]
+            {**base, "metric": "rel_err", **distribution_row(e.rel_err)},
+            {**base, "entries": int(w.normwise.size), "metric": "normwise_ulps",
+             **distribution_row(w.normwise)},
+            {**base, "entries": int(rel.size), "metric": "rel_err_nontiny",
+             **distribution_row(rel)}]
     summary = pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))
     return GapsResult(case, ctx, fmt, ref, sampling, int(samples), float(radius), int(seed),
                       node, center_desc or "the given centre", e.ulps, e.bits, e.rel_err,
-                      summary)
+                      summary, w)
+
+
+def verdict_text(res: GapsResult) -> str:
+    """The gaps verdict: the share of entries correctly rounded (an entry that underflowed
+    to 0 is not counted there even when 0 is its correctly rounded value), the worst
+    per-entry gap, the worst normwise figure and the underflow count."""
+    from .tables import fmt_number
+    n = max(1, res.ulps.size)
+    under = int(np.count_nonzero(res.vector.underflow)) if res.vector is not None else 0
+    rounded0 = int(np.count_nonzero(res.vector.underflow_rounded)) if under else 0
+    exact = (int(np.count_nonzero(res.ulps == 0)) - rounded0) / n
+    s = res.summary.set_index("metric")
+    text = (f"{exact:.1%} of outputs correctly rounded; worst {fmt_number(s.loc['ulps', 'max'])}"
+            f" ULP ({s.loc['bits', 'max']:.2f} bits); normwise worst "
+            f"{fmt_number(s.loc['normwise_ulps', 'max'])} ulps of the sample's output scale "
+            f"(p99 {fmt_number(s.loc['normwise_ulps', 'p99'])})")
+    if under:
+        text += (f"; underflow: {under} of {res.ulps.size} outputs are 0 where the exact "
+                 f"value is not ({rounded0} of them correctly rounded to 0)")
+    return text
 
 
 def header_lines(res: GapsResult) -> list[str]:
@@ -197,7 +229,7 @@ def plan_lines(case, node, ctx, reference: str, sampling, samples, radius, seed,
          f"  sampling   : {sampling}, {samples} inputs of {fmt.name} in the l-inf box "
          f"of radius {radius:g} around {center_desc} (seed {seed})"),
         f"  gap        : ULP distance to the reference correctly rounded into {fmt.name}; "
-        f"bits = log2(1 + ULP)",
+        f"bits = log2(1 + ULP); normwise = max|error| / ulp(max|exact|) per sample",
     ]
 
 

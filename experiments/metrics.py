@@ -12,6 +12,23 @@ or a checked cheaper reference) entry by entry:
 * bits of error ``log2(1 + ulp distance)`` (Herbie's definition), at most the format's
   width.
 
+Per-entry ULPs are dominated by the entries closest to zero (a value that cancels to
+1e-6 of the output's scale can be thousands of ULPs off while the output as a vector is
+fine), so :func:`figures` adds the figures that describe a vector output
+(:data:`FIGURE_COLUMNS`):
+
+* normwise error in ulps of the output scale: per sample
+  ``max_i |v_i - r_i| / ulp_fmt(max_i |r_i|)``, the max over samples (the unit of a
+  tolerance such as "8 binary32 ulps of max|y|"); a correctly rounded vector scores at
+  most 0.5;
+* relative error where ``|r|`` is not tiny: ``|r_i| >= 2^-p * max_j |r_j|`` (below the
+  rounding noise of the sample's largest entry) and ``|r_i| >= min_normal`` of the format
+  (below it the format itself has fewer than ``p`` bits); ``p`` is the format's precision
+  (53 and binary64's range for a format-less context);
+* underflow: the entries that are 0 where the exact value is not (a format without
+  subnormals flushes to 0 as well), and how many of them are nevertheless the correctly
+  rounded value (0 ULP, yet every digit lost).
+
 A NaN produced where the reference is a number (or the converse) has infinite error in
 every metric but bits.  Herbie's counting: where the reference is finite, a NaN or an
 infinity from the context scores the format's width in bits (the worst possible figure,
@@ -28,6 +45,10 @@ import numpy as np
 #: Names of the summary columns, in the order every table uses.
 SUMMARY_COLUMNS = ("max_abs_err", "mean_abs_err", "max_rel_err", "mean_rel_err",
                    "max_ulps", "mean_ulps", "max_bits", "mean_bits", "nonfinite")
+
+#: Names of the vector figures (:func:`figures`), appended after the summary columns.
+FIGURE_COLUMNS = ("normwise_ulps", "max_abs_ref", "max_rel_err_nontiny",
+                  "mean_rel_err_nontiny", "nontiny", "underflow", "underflow_rounded")
 
 
 #: Binary exponents past which a value's float64 rounding needs no exact arithmetic: a
@@ -203,6 +224,8 @@ class EntryErrors:
     ulps: np.ndarray | None       # None when the context has no binary format
     bits: np.ndarray | None
     nonfinite: int                # entries where exactly one side is NaN (or inf vs finite)
+    fmt: object = None            # the format the ULPs are in (None: no ULP metrics)
+    target: np.ndarray | None = None   # the reference correctly rounded into ``fmt``
 
 
 def entry_errors(v_hi, v_lo, ref_hi, ref_lo, fmt) -> EntryErrors:
@@ -231,7 +254,7 @@ def entry_errors(v_hi, v_lo, ref_hi, ref_lo, fmt) -> EntryErrors:
         r_abs = np.abs(r_hi + r_lo)
         rel = np.where(r_abs == 0, np.where(abs_err == 0, 0.0, np.inf), abs_err / r_abs)
         rel = np.where(both_nan, 0.0, np.where(broken, np.inf, rel))
-    ulps = bits = None
+    ulps = bits = target = None
     if fmt is not None and not representable(v_hi, v_lo, fmt):
         fmt = None          # e.g. fp32-real: binary32 precision but unbounded exponent
     if fmt is not None:
@@ -250,7 +273,7 @@ def entry_errors(v_hi, v_lo, ref_hi, ref_lo, fmt) -> EntryErrors:
         with np.errstate(all="ignore"):
             bits = np.minimum(np.log2(1.0 + d), width)     # Herbie: bits of error
         bits = np.where(worst, width, bits)
-    return EntryErrors(abs_err, rel, ulps, bits, int(np.count_nonzero(broken)))
+    return EntryErrors(abs_err, rel, ulps, bits, int(np.count_nonzero(broken)), fmt, target)
 
 
 def _max(a):
@@ -275,9 +298,81 @@ def summarize(e: EntryErrors) -> dict:
     }
 
 
-def first_divergence(max_bits_by_node, threshold: float):
-    """Index of the first entry whose max bits of error exceeds ``threshold``, or None."""
-    for i, b in enumerate(max_bits_by_node):
+def _per_sample(a: np.ndarray, samples) -> np.ndarray:
+    """``a`` (flat) as one row per sample when it splits evenly, else as one row (a node
+    without the batch axis)."""
+    n = int(samples) if samples else 1
+    if n < 1 or a.size % n:
+        n = 1
+    return a.reshape(n, -1)
+
+
+@dataclass
+class VectorErrors:
+    """Per-sample and per-entry parts of the vector figures (:func:`vector_errors`)."""
+    normwise: np.ndarray          # per sample: max|error| / ulp(max|exact|) (NaN: no format)
+    scale: np.ndarray             # per sample: max|exact| over its finite entries
+    nontiny: np.ndarray           # per entry: the relative error is reported there
+    underflow: np.ndarray         # per entry: 0 where the exact value is not
+    underflow_rounded: np.ndarray  # per entry: ... and 0 is its correctly rounded value
+
+
+def vector_errors(e: EntryErrors, v_hi, v_lo, ref_hi, ref_lo, samples=1) -> VectorErrors:
+    """The parts of :func:`figures`, per sample and per entry (``gaps`` shows their
+    distribution).  ``e`` is :func:`entry_errors` of the same arrays; ``samples`` the
+    number of samples the flattened arrays hold: the scale and the tiny cut are per
+    sample (one sample's large output must not make another's look tiny)."""
+    v_hi = np.asarray(v_hi, dtype=np.float64).reshape(-1)
+    v_lo = np.asarray(v_lo, dtype=np.float64).reshape(-1)
+    r_hi = np.asarray(ref_hi, dtype=np.float64).reshape(-1)
+    r_lo = np.asarray(ref_lo, dtype=np.float64).reshape(-1)
+    fmt = e.fmt
+    with np.errstate(all="ignore"):
+        r_abs = np.abs(r_hi + r_lo)
+    fin = np.isfinite(r_abs)
+    mag = _per_sample(np.where(fin, r_abs, 0.0), samples)
+    scale = mag.max(axis=1) if mag.size else np.full(mag.shape[0], np.nan)
+    normwise = np.full(scale.shape, np.nan)
+    if fmt is not None and mag.size:
+        from scalarlab.scalars import formats
+        # the spacing of the format at the sample's largest exact magnitude (ulp(0) is the
+        # smallest subnormal: an all-zero exact output scores its error in those)
+        unit = np.asarray(formats.ulp(scale, fmt), dtype=np.float64)
+        with np.errstate(all="ignore"):
+            normwise = _per_sample(e.abs_err, samples).max(axis=1) / unit
+    # Not tiny: at least 2^-p of the sample's scale (a smaller entry is below the rounding
+    # noise of the operations that produced its neighbours: a cancellation may leave it
+    # 100% wrong while the vector is right) and in the format's normal range (below it the
+    # format holds fewer than p bits of the value).
+    p = fmt.precision if fmt is not None else 53
+    normal = fmt.min_normal if fmt is not None else 2.0 ** -1022
+    cut = np.maximum(np.ldexp(scale, -p), normal)[:, None]
+    keep = ((mag >= cut) & (mag > 0)).reshape(-1) & fin
+    zero_out = (v_hi == 0) & (v_lo == 0) & fin & (r_abs > 0)
+    rounded = zero_out & (e.target == 0) if e.target is not None else np.zeros_like(zero_out)
+    return VectorErrors(normwise, scale, keep, zero_out, rounded)
+
+
+def figures(e: EntryErrors, v_hi, v_lo, ref_hi, ref_lo, samples=1) -> dict:
+    """The vector figures of one value array (:data:`FIGURE_COLUMNS`, module docstring):
+    the max over samples of the normwise figure, the relative error over the entries
+    that are not tiny, the underflow counts.
+
+    Reference entries that are not finite take no part in a scale; a pair that
+    disagrees there (NaN for a number, inf for a finite value) makes the normwise figure
+    inf, as it is counted in ``nonfinite``."""
+    w = vector_errors(e, v_hi, v_lo, ref_hi, ref_lo, samples)
+    rel = e.rel_err[w.nontiny]
+    return {"normwise_ulps": _max(w.normwise), "max_abs_ref": _max(w.scale),
+            "max_rel_err_nontiny": _max(rel), "mean_rel_err_nontiny": _mean(rel),
+            "nontiny": int(rel.size), "underflow": int(np.count_nonzero(w.underflow)),
+            "underflow_rounded": int(np.count_nonzero(w.underflow_rounded))}
+
+
+def first_divergence(max_by_node, threshold: float):
+    """Index of the first entry of ``max_by_node`` (per node: bits of error, or normwise
+    ulps of the node's scale) that exceeds ``threshold``, or None."""
+    for i, b in enumerate(max_by_node):
         if b is not None and not np.isnan(b) and b > threshold:
             return i
     return None

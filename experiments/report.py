@@ -32,7 +32,8 @@ from . import tables
 
 REPORT_NAME = "report.md"
 COMPARE_VIEW = ["context", "reduction", "node", "op", "shape", "max_abs_err", "max_rel_err",
-                "max_ulps", "mean_ulps", "max_bits", "mean_bits", "divergence_start"]
+                "max_ulps", "mean_ulps", "max_bits", "mean_bits", "normwise_ulps",
+                "max_rel_err_nontiny", "underflow", "divergence_start"]
 
 
 @dataclass
@@ -105,7 +106,9 @@ def _build(rep: Report, *, samples, gap_samples, seed, quiet, graphs, six, cente
     rep.add("# scalarlab report\n\n"
             f"Reference: the `{RF.DEFAULT_REFERENCE}` oracle unless a section says otherwise. "
             "ULP = ordinal distance between a context's value and the reference correctly "
-            "rounded into that context's format; bits of error = log2(1 + ULP) (Herbie). "
+            "rounded into that context's format; bits of error = log2(1 + ULP) (Herbie); "
+            "normwise = max|error| / ulp(max|exact|) per sample, in ulps of the output "
+            "scale (the verdicts lead with it; divergence is located by it). "
             f"Seeds: {seed}. Contexts and their reduction orders: "
             + ", ".join(f"`{c.name}` ({CS.reduction_label(c)})" for c in contexts) + ".\n\n"
             + tables.markdown_meta({"versions": meta["versions"], "command": meta["command"],
@@ -133,7 +136,7 @@ def _build(rep: Report, *, samples, gap_samples, seed, quiet, graphs, six, cente
             {"reference": res.reference.label, "input": where}))
         rep.table(f"compare_{_safe(name)}", res.rows, COMPARE_VIEW)
         rep.add("\n".join(f"- **{v['context']}**: {v['text']}" for v in res.verdicts.values()))
-        rep.image(f"compare_{_safe(name)}", lambda p, r=res: TB.plot_bits(r, p))
+        rep.image(f"compare_{_safe(name)}", lambda p, r=res: TB.plot_normwise(r, p))
         steps.update(1)
 
     # 2. sampled compare
@@ -144,7 +147,7 @@ def _build(rep: Report, *, samples, gap_samples, seed, quiet, graphs, six, cente
             + tables.markdown_meta({"reference": res.reference.label, "input": desc}))
     rep.table(f"compare_{_safe(label)}_sampled", res.rows, COMPARE_VIEW)
     rep.add("\n".join(f"- **{v['context']}**: {v['text']}" for v in res.verdicts.values()))
-    rep.image(f"compare_{_safe(label)}_sampled", lambda p: TB.plot_bits(res, p))
+    rep.image(f"compare_{_safe(label)}_sampled", lambda p: TB.plot_normwise(res, p))
     steps.update(1)
 
     # 3. gaps

@@ -25,8 +25,12 @@ def add_arguments(p) -> None:
     add_reference_arguments(p)
     p.add_argument("--threshold", type=T.real(0), default=C.DEFAULT_THRESHOLD_BITS,
                    metavar="BITS",
-                   help="divergence = first node whose max bits of error exceeds BITS "
-                        f"(default {C.DEFAULT_THRESHOLD_BITS:g})")
+                   help="exceeds_threshold = a node whose max bits of error per entry "
+                        f"exceeds BITS (default {C.DEFAULT_THRESHOLD_BITS:g})")
+    p.add_argument("--divergence-ulps", type=T.real(0), default=C.DEFAULT_DIVERGENCE_ULPS,
+                   metavar="ULPS",
+                   help="divergence = first node whose normwise error exceeds ULPS ulps of "
+                        f"its own scale (default {C.DEFAULT_DIVERGENCE_ULPS:g})")
     add_output_arguments(p)
     progress.add_arguments(p)
 
@@ -43,11 +47,12 @@ def table(args, case):
     if progress.header_shown() and not isinstance(args.contexts, str):   # resolved already
         progress.header(TB.plan_lines(case, list(args.contexts), f"{args.reference} (asked; "
                                       f"the table's header says what was used)", desc,
-                                      CS.batch_size(x), args.threshold))
+                                      CS.batch_size(x), args.divergence_ulps))
     contexts = CS.parse_contexts(args.contexts)
     res = C.compare(case, contexts, x, reference=args.reference, threshold=args.threshold,
                     input_desc=desc, quiet=args.quiet, oracle_limit=args.oracle_limit,
-                    check_samples=args.check_samples, seed=args.seed)
+                    check_samples=args.check_samples, seed=args.seed,
+                    divergence_ulps=args.divergence_ulps)
     sampled = getattr(args, "box", None) is not None or \
         getattr(args, "input_file", None) is not None
     meta = {**res.meta(), **run_meta(args, case, None if sampled else
@@ -65,7 +70,7 @@ def run(args) -> int:
                                                 f"[{v['reduction']}]: {v['text']}"
                                                 for v in verdicts)
     notes = tables.write_outputs(args, "compare", meta, rows,
-                                 plot=lambda path: TB.plot_bits(res, path),
+                                 plot=lambda path: TB.plot_normwise(res, path),
                                  title=f"scalarlab compare: {case.name}", extra_md=md_verdicts,
                                  verdicts=verdicts)
     if args.json:

@@ -111,10 +111,7 @@ def run(args) -> int:
     shown = list(hist.items())
     more = f", ... ({len(shown) - 12} more)" if len(shown) > 12 else ""
     print("histogram (ULP: entries): " + ", ".join(f"{k}: {v}" for k, v in shown[:12]) + more)
-    exact = hist.get("0", 0) / max(1, res.ulps.size)
-    print(f"verdict: {exact:.1%} of outputs correctly rounded; worst "
-          f"{tables.fmt_number(res.summary.loc[0, 'max'])} ULP "
-          f"({res.summary.loc[1, 'max']:.2f} bits)")
+    print(f"verdict: {G.verdict_text(res)}")
     for n in notes:
         print(n)
     return 0

@@ -198,6 +198,8 @@ def test_cheap_reference_only_after_check(six):
     (["--samples", "0"], "--samples: must be >= 1", 2),
     (["--reference", "mpmath:x"], "unknown context", 2),
     (["--threshold", "-1"], "--threshold", 2),
+    (["--divergence-ulps", "-1"], "--divergence-ulps: must be >= 0, got -1", 2),
+    (["--divergence-ulps", "nan"], "--divergence-ulps: must be a finite number", 2),
 ])
 def test_user_errors_exit_1_with_message(argv, msg, status, capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)

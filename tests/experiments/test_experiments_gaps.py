@@ -85,6 +85,12 @@ def test_distribution_recomputed_independently():
     assert ulps["p50"] == np.percentile(d, 50) and ulps["p99"] == np.percentile(d, 99)
     assert bits["max"] == pytest.approx(np.log2(1 + d.max()))
     assert bits["mean"] == pytest.approx(np.mean(np.log2(1 + d)))
+    # normwise, one figure per sample (a scalar output: its own scale); 1/ulp exact here
+    ex = [_exact(t) for t in r]
+    norm = [float(abs(Fraction(float(a)) - q) / Fraction(float(formats.ulp(float(q), "binary16"))))
+            for a, q in zip(v, ex)]
+    nw = res.summary[res.summary["metric"] == "normwise_ulps"].iloc[0]
+    assert nw["max"] == pytest.approx(max(norm)) and nw["mean"] == pytest.approx(np.mean(norm))
     hist = res.histogram()
     assert sum(hist.values()) == 150
     assert hist == {str(int(k)): int(n) for k, n in zip(*np.unique(d, return_counts=True))}
@@ -96,7 +102,9 @@ def test_cli_json_out_and_histogram_png(tmp_path, capsys):
                  "--quiet", "--json", "--out", str(out), "--plot", str(png)]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["format"] == "scalarlab-gaps" and doc["meta"]["sampling"] == "bitpattern"
-    assert [r["metric"] for r in doc["rows"]] == ["ulps", "bits", "rel_err"]
+    assert [r["metric"] for r in doc["rows"]] == ["ulps", "bits", "rel_err", "normwise_ulps",
+                                                  "rel_err_nontiny"]
+    assert [r["entries"] for r in doc["rows"]][3:] == [80, 80]     # per sample / not tiny
     assert sum(doc["histogram"].values()) == 80
     df = pd.read_csv(out)
     assert list(df.columns) == list(G.SUMMARY_COLUMNS)

@@ -107,10 +107,10 @@ def midpoint_dd(lo, hi) -> tuple[np.ndarray, np.ndarray]:
 
 
 def enclosure_reference(case, x, oracle, contexts, fallback, *, nodes=None, quiet=True):
-    """``(Reference, "")`` from the enclosure (with ``fallback(case, x_sub)`` -> Reference
-    on the samples it does not settle), or ``(None, why)`` when it cannot be used."""
+    """``((name, label, values, check), "")`` from the enclosure -- ``fallback(case,
+    x_sub)`` gives the oracle's Reference on the samples it does not settle -- or
+    ``(None, why)`` when it cannot be used."""
     from scalarlab.scalars.errors import ScalarLabError
-    from .reference import Reference
     why = ineligible(contexts)
     if why:
         return None, f"enclosure not used: {why}"
@@ -186,8 +186,8 @@ def enclosure_reference(case, x, oracle, contexts, fallback, *, nodes=None, quie
         label += f"; {sel.size} sample{'s' if sel.size != 1 else ''} by {sub_label}"
     if contradicted:
         label += f"; WARNING: the oracle contradicts {contradicted} proven entries"
-    return Reference(ENCLOSURE_CONTEXT if not sel.size else
-                     f"{ENCLOSURE_CONTEXT}+{oracle}", oracle, label, values, check), ""
+    name = ENCLOSURE_CONTEXT if not sel.size else f"{ENCLOSURE_CONTEXT}+{oracle}"
+    return (name, label, values, check), ""
 
 
 def settled_value(lo, fmt) -> np.ndarray:

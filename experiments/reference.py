@@ -112,10 +112,11 @@ def _enclosure_then_oracle(case, x, contexts, **kw) -> Reference:
 
     def fallback(case_, xs):
         return compute_reference(case_, xs, DEFAULT_ORACLE, contexts, **kw)
-    ref, why = enclosure_reference(case, x, DEFAULT_ORACLE, contexts, fallback,
+    got, why = enclosure_reference(case, x, DEFAULT_ORACLE, contexts, fallback,
                                    nodes=kw.get("nodes"), quiet=kw.get("quiet", True))
-    if ref is not None:
-        return ref
+    if got is not None:
+        name, label, values, check = got
+        return Reference(name, DEFAULT_ORACLE, label, values, check)
     ref = fallback(case, x)
     ref.label += f"; {why}"
     ref.check = {**ref.check, "enclosure_not_used": why}

@@ -165,25 +165,25 @@ def enclosure_reference(case, x, oracle, contexts, fallback, *, nodes=None, quie
         settled[name] = {"enclosure": by_enc, "oracle": total - by_enc, "unsettled": 0}
     check["settled"] = settled
     check["oracle_contradicted"] = contradicted
-    rad = []
-    for i in report:
-        lo, hi = enc[i]
-        keep = np.repeat(ok, lo.size // max(n, 1))
-        mid = np.abs(values[i][0].reshape(-1)[keep])
-        w = (hi - lo).reshape(-1)[keep]
+    # Relative radius of the midpoints the rows are measured against, per node, over the
+    # samples the enclosure settled (the oracle's samples carry the oracle's values).
+    radius = []
+    for (lo, hi), (mh, _) in zip(enc, values):
+        keep = ok.reshape((n,) + (1,) * (lo.ndim - 1))
+        keep = np.broadcast_to(keep, lo.shape)
         with np.errstate(all="ignore"):
-            r = np.where(w == 0, 0.0, 0.5 * w / mid)
-        rad.append(float(np.max(r)) if r.size else 0.0)
-    check["max_rel_radius"] = max(rad) if rad else 0.0
+            r = np.where(hi == lo, 0.0, 0.5 * (hi - lo) / np.abs(mh))[keep]
+        radius.append(float(np.max(r)) if r.size else 0.0)
+    check["node_max_rel_radius"] = radius
+    check["max_rel_radius"] = max(radius[i] for i in report)
     where = "output" if nodes is None else \
         "node" + ("s " if len(report) > 1 else " ") + ", ".join(map(str, report))
     figures = ", ".join(f"{name} {v['enclosure']}/{v['enclosure'] + v['oracle']}"
                         for name, v in settled.items())
-    label = (f"{ENCLOSURE_CONTEXT} enclosure, {n - sel.size} of {n} samples settled "
-             f"(correctly rounded {where} values proven; entries settled by the enclosure: "
-             f"{figures})")
+    label = (f"{ENCLOSURE_CONTEXT} enclosure, proven on {n - sel.size} of {n} samples "
+             f"({where} entries settled: {figures})")
     if sel.size:
-        label += f"; {sel.size} sample{'s' if sel.size != 1 else ''} by {sub_label}"
+        label += f"; {sel.size} by {sub_label}"
     if contradicted:
         label += f"; WARNING: the oracle contradicts {contradicted} proven entries"
     name = ENCLOSURE_CONTEXT if not sel.size else f"{ENCLOSURE_CONTEXT}+{oracle}"

@@ -64,6 +64,11 @@ def test_settled_outputs_are_the_oracles(which):
     for c in ctxs:
         assert _same_rounding(ref, oracle, out, metrics.format_of(c)), c.name
         assert ref.check["settled"][c.name]["oracle"] == 0
+    # every node's midpoint lies within its reported radius of the oracle's value
+    for i, ((mh, ml), (oh, ol)) in enumerate(zip(ref.values, oracle.values)):
+        d = np.abs((mh - oh) + (ml - ol))
+        assert np.all(d <= ref.check["node_max_rel_radius"][i] * np.abs(mh) * (1 + 1e-9)
+                      + 1e-300), i
     new = C.compare(case, ctxs, x).rows
     old = C.compare(case, ctxs, x, reference="mpmath:200").rows
     at = new["node"] == out
@@ -108,7 +113,7 @@ def test_boundary_value_falls_back_and_is_labelled():
     ref = RF.compute_reference(case, x, "enclosure", ctxs)
     assert ref.check["samples_by_oracle"] == 1 and ref.check["samples_by_enclosure"] == 1
     assert ref.check["settled"]["binary32"] == {"enclosure": 1, "oracle": 1, "unsettled": 0}
-    assert "1 sample by mpmath:200 (oracle" in ref.label
+    assert "proven on 1 of 2 samples" in ref.label and "; 1 by mpmath:200 (oracle" in ref.label
     assert ref.check["oracle_contradicted"] == 0
     r = metrics.correctly_rounded(*ref.values[1], metrics.format_of(ctxs[0])).reshape(-1)
     assert r.tolist() == [1 + 2.0 ** -23, 1.0]      # 1 + 2^-30 rounds to 1 in binary32
@@ -148,9 +153,15 @@ def test_enclosure_that_cannot_evaluate_uses_the_old_path():
 
 
 def test_cli_default_and_explicit_reference(capsys):
+    import json
     from scalarlab.experiments.cli import main
+    assert main(["gaps", "--samples", "20", "--quiet", "--json"]) == 0
+    meta = json.loads(capsys.readouterr().out)["meta"]
+    assert meta["reference_check"]["settled"] == {
+        "binary32": {"enclosure": 20, "oracle": 0, "unsettled": 0}}
     assert main(["gaps", "--samples", "20", "--quiet"]) == 0
     out = capsys.readouterr().out
-    assert "reference  : interval:float64 enclosure, 20 of 20 samples settled" in out
+    assert "reference  : interval:float64 enclosure, proven on 20 of 20 samples (node 5 " \
+        "entries settled: binary32 20/20)" in out
     assert main(["gaps", "--samples", "20", "--quiet", "--reference", "mpmath:200"]) == 0
     assert "reference  : mpmath:200 (oracle, all samples)" in capsys.readouterr().out

@@ -42,6 +42,9 @@ ENCLOSURE_CONTEXT = "interval:float64"
 ENCLOSURE_MAX_PRECISION = 26
 #: Samples per interval evaluation chunk (bounds the memory of one ``denote_all``).
 CHUNK = 256
+#: The first PILOT samples are evaluated first; when the enclosure proves none of them
+#: the run goes to the oracle without evaluating the rest.
+PILOT = 32
 
 
 def ineligible(contexts) -> str:
@@ -118,22 +121,23 @@ def enclosure_reference(case, x, oracle, contexts, fallback, *, nodes=None, quie
     report = [case.output_id] if nodes is None else [int(i) for i in nodes]
     n = batch_size(x)
     try:
-        enc = evaluate_enclosure(case, x, quiet=quiet)
+        # A pilot chunk first: a network too deep for the enclosure proves nothing, and
+        # the pass over the whole batch would then be time lost before the oracle.
+        k = min(n, PILOT)
+        enc = evaluate_enclosure(case, batch_take(x, slice(0, k)), quiet=True)
+        ok, _ = _settled_samples(enc, fmts, report, k)
+        if n > k and not ok.any():
+            return None, (f"enclosure not used: it proved none of the first {k} samples "
+                          f"(relative interval width up to "
+                          f"{_max_rel_width(enc[report[0]]):.2g} at node {report[0]})")
+        if n > k:
+            rest = evaluate_enclosure(case, batch_take(x, slice(k, n)), quiet=quiet)
+            enc = [(np.concatenate([a[0], b[0]]), np.concatenate([a[1], b[1]]))
+                   for a, b in zip(enc, rest)]
     except (ScalarLabError, ArithmeticError, ValueError, TypeError) as exc:
         msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         return None, f"enclosure not used: {ENCLOSURE_CONTEXT} cannot evaluate the graph ({msg})"
-    # A sample is settled when every entry of every reported node is settled in every
-    # format and every node's enclosure is finite (a midpoint of an unbounded interval
-    # is no reference value for the per-node rows).
-    ok = np.ones(n, dtype=bool)
-    per_fmt = {}
-    for name, f in fmts.items():
-        per_fmt[name] = [settled_entries(enc[i][0], enc[i][1], f).reshape(n, -1)
-                         for i in report]
-        for s in per_fmt[name]:
-            ok &= np.all(s, axis=1)
-    for lo, hi in enc:
-        ok &= np.all(np.isfinite(lo.reshape(n, -1)) & np.isfinite(hi.reshape(n, -1)), axis=1)
+    ok, per_fmt = _settled_samples(enc, fmts, report, n)
     values = [midpoint_dd(lo, hi) for lo, hi in enc]
     sel = np.flatnonzero(~ok)
     check: dict = {"enclosure": ENCLOSURE_CONTEXT, "samples_by_enclosure": int(n - sel.size),
@@ -188,6 +192,31 @@ def enclosure_reference(case, x, oracle, contexts, fallback, *, nodes=None, quie
         label += f"; WARNING: the oracle contradicts {contradicted} proven entries"
     name = ENCLOSURE_CONTEXT if not sel.size else f"{ENCLOSURE_CONTEXT}+{oracle}"
     return (name, label, values, check), ""
+
+
+def _settled_samples(enc, fmts, report, n):
+    """``(ok, per_fmt)``: per sample, is every entry of every reported node settled in
+    every format and every node's enclosure finite (a midpoint of an unbounded interval
+    is no reference value for the per-node rows); per format the settled-entry masks of
+    the reported nodes, ``(n, entries)`` each."""
+    ok = np.ones(n, dtype=bool)
+    per_fmt = {}
+    for name, f in fmts.items():
+        per_fmt[name] = [settled_entries(enc[i][0], enc[i][1], f).reshape(n, -1)
+                         for i in report]
+        for s in per_fmt[name]:
+            ok &= np.all(s, axis=1)
+    for lo, hi in enc:
+        ok &= np.all(np.isfinite(lo.reshape(n, -1)) & np.isfinite(hi.reshape(n, -1)), axis=1)
+    return ok, per_fmt
+
+
+def _max_rel_width(pair) -> float:
+    lo, hi = pair
+    with np.errstate(all="ignore"):
+        w = np.where(hi == lo, 0.0, (hi - lo) / np.maximum(np.abs(lo), np.abs(hi)))
+    w = np.where(np.isnan(w), np.inf, w)       # a NaN end: the whole line
+    return float(np.max(w)) if w.size else 0.0
 
 
 def settled_value(lo, fmt) -> np.ndarray:

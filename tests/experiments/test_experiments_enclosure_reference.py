@@ -119,20 +119,31 @@ def test_boundary_value_falls_back_and_is_labelled():
     assert r.tolist() == [1 + 2.0 ** -23, 1.0]      # 1 + 2^-30 rounds to 1 in binary32
 
 
-def test_cancellation_falls_back_in_gaps(cancel_graph):
-    """The elapsed-time graph (t0 + dt) - t0 with t0 ~ 1.7e9: the float64 enclosure of the
-    sum is 2^-22 wide, far wider than binary16's ulp at dt ~ 1e-3: every sample goes to
-    the oracle, and the gaps equal the oracle's."""
+def test_cancellation_falls_back(cancel_graph):
+    """The elapsed-time graph (t0 + dt) - t0 with t0 ~ 1.7e12 s: the float64 enclosure of
+    the sum is about 2^-11 wide, far wider than binary16's ulp at dt ~ 1e-3 (2^-20): no
+    sample is proven, so after the pilot chunk (32 samples) the run goes to the oracle and
+    the reference is the oracle's; with 8 samples (no pilot) each sample goes to the
+    oracle.  In gaps (inputs rounded to binary16: t0 overflows) the enclosure is NaN."""
     case = CS.GraphCase("elapsed", *cancel_graph)
     rng = np.random.default_rng(11)
-    t0 = 1.7e9 + rng.uniform(0.0, 1e6, 8)
-    dt = rng.uniform(1e-3, 2e-3, 8)
+    t0 = 1.7e12 + rng.uniform(0.0, 1e6, 40)
+    dt = rng.uniform(1e-3, 2e-3, 40)
     x = np.stack([t0, dt], axis=1)
+    ctxs = CS.parse_contexts("binary16")
+    new = RF.compute_reference(case, x, "enclosure", ctxs)
+    old = RF.compute_reference(case, x, "mpmath:200", ctxs)
+    assert new.name == "mpmath:200"
+    assert "enclosure not used: it proved none of the first 32 samples" in new.label
+    assert np.array_equal(new.values[2][0], old.values[2][0])
+    few = RF.compute_reference(case, x[:8], "enclosure", ctxs)
+    assert few.check["samples_by_oracle"] == 8 and few.check["oracle_contradicted"] == 0
+    assert np.array_equal(few.values[2][0], old.values[2][0][:8])
+    assert np.array_equal(few.values[2][0].reshape(-1), dt[:8])     # the oracle's exact dt
     ctx = scalars.get("binary16")
-    new = G.gaps(case, ctx, x=x)
-    old = G.gaps(case, ctx, x=x, reference="mpmath:200")
-    assert new.reference.check["samples_by_oracle"] == 8
-    assert np.array_equal(new.ulps, old.ulps)
+    g = G.gaps(case, ctx, x=x[:8])
+    assert np.array_equal(g.ulps, G.gaps(case, ctx, x=x[:8], reference="mpmath:200").ulps)
+    assert g.reference.check["samples_by_oracle"] == 8
 
 
 def test_enclosure_that_cannot_evaluate_uses_the_old_path():

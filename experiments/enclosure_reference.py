@@ -180,10 +180,14 @@ def enclosure_reference(case, x, oracle, contexts, fallback, *, nodes=None, quie
         radius.append(float(np.max(r)) if r.size else 0.0)
     check["node_max_rel_radius"] = radius
     check["max_rel_radius"] = max(radius[i] for i in report)
-    where = "output" if nodes is None else \
-        "node" + ("s " if len(report) > 1 else " ") + ", ".join(map(str, report))
-    figures = ", ".join(f"{name} {v['enclosure']}/{v['enclosure'] + v['oracle']}"
-                        for name, v in settled.items())
+    where = ("output" if nodes is None else
+             "every node's" if len(report) == len(case.nodes) > 1 else
+             "node" + ("s " if len(report) > 1 else " ") + ", ".join(map(str, report)))
+    by_format = {}                  # contexts of one format have the same counts
+    for name, v in settled.items():
+        by_format.setdefault(fmts[name].name, v)
+    figures = ", ".join(f"{f} {v['enclosure']}/{v['enclosure'] + v['oracle']}"
+                        for f, v in by_format.items())
     label = (f"{ENCLOSURE_CONTEXT} enclosure, proven on {n - sel.size} of {n} samples "
              f"({where} entries settled: {figures})")
     if sel.size:

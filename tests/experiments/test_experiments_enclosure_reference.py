@@ -176,3 +176,17 @@ def test_cli_default_and_explicit_reference(capsys):
         "entries settled: binary32 20/20)" in out
     assert main(["gaps", "--samples", "20", "--quiet", "--reference", "mpmath:200"]) == 0
     assert "reference  : mpmath:200 (oracle, all samples)" in capsys.readouterr().out
+
+
+def test_reduction_order_settles_every_node():
+    """reduction-order reports every node against the reference: the enclosure must prove
+    every node's values, and the 'vs reference' figures equal the oracle's."""
+    from scalarlab.experiments import reduction_order as R
+    case = CS.load_case("six-node")
+    x = CS.box_samples(CS.center_of(case, None), 0.05, 30, seed=4)
+    new = R.reduction_order(case, x, formats=("bfloat16",))
+    old = R.reduction_order(case, x, formats=("bfloat16",), reference="mpmath:200")
+    assert "proven on 30 of 30 samples (every node's entries settled: bfloat16 570/570)" \
+        in new.reference
+    cols = ["max_ulps_vs_reference", "mean_ulps_vs_reference", "max_bits_vs_reference"]
+    assert np.array_equal(new.rows[cols].to_numpy(), old.rows[cols].to_numpy())

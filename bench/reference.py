@@ -8,11 +8,17 @@ process per phase, CPU seconds and peak RSS each:
 * ``enclosure``: the interval:float64 pass of :mod:`experiments.enclosure_reference` and
   how many samples it settles for binary32 / bfloat16 at the output (the rest would go to
   the oracle; the oracle is not run here), with the largest relative width at the output;
+* ``reference``: the whole default reference (enclosure, then mpmath:200 on the samples
+  it leaves) for binary32, bfloat16, binary16, e4m3;
 * ``oracle``: the old reference (``mpmath:200`` on every node) on ``--oracle-samples``
   samples (default 1; it is minutes per sample at 32x32).
 
+``mlp:64-128-128-10`` is a relu MLP of those widths (He-scaled random weights) instead of
+a torchvision model.
+
     python bench/reference.py [--models resnet18:224 mobilenet_v3_small:32] [--samples 16]
-                              [--phases forward,enclosure,oracle] [--oracle-samples 1]
+                              [--phases forward,enclosure,reference,oracle] [--oracle-samples 1]
+    python bench/reference.py --models mlp:64-128-128-10 --samples 2000 --oracle-samples 200
 
 Prints a Markdown table (model, phase, samples, CPU s, peak RSS MB, settled).  The model
 builders are the tests' own (tests/importers), put on ``sys.path``.
@@ -61,7 +67,12 @@ def child(args):
     from scalarlab.experiments import metrics
     from scalarlab.experiments import reference as RF
     from scalarlab.graph.importers.onnx import load_onnx
-    g, p = load_onnx(args.file)
+    if args.file.startswith("mlp:"):
+        import benchlib as B
+        g, p = B.mlp_graph([int(t) for t in args.file[4:].split("-")],
+                           np.random.default_rng(0))
+    else:
+        g, p = load_onnx(args.file)
     case = CS.GraphCase(os.path.basename(args.file), g, p)
     shape = tuple(g.nodes[0].out_shape)
     rng = np.random.default_rng(3)
@@ -70,6 +81,11 @@ def child(args):
     x = center + rng.uniform(-2.0 ** -8, 2.0 ** -8, (n, *shape))
     x = x.astype(np.float32).astype(np.float64)          # inputs every format holds
     out = {"phase": args.phase, "samples": n}
+    # warm: compile the kernels the phase runs (Numba caches, lazy ufuncs) on 2 samples
+    if args.phase.startswith("forward "):
+        graph.denote_all(g, p, x[:2], scalars.get(args.phase.split()[1]))
+    elif args.phase in ("enclosure", "reference"):
+        ER.evaluate_enclosure(case, x[:2])
     c0 = time.process_time()
     if args.phase.startswith("forward "):
         graph.denote_all(g, p, x, scalars.get(args.phase.split()[1]))
@@ -84,6 +100,11 @@ def child(args):
         mid = np.maximum(np.abs(lo), np.abs(hi))
         out["settled"] = settled
         out["max_rel_width"] = float(np.max((hi - lo) / mid))
+    elif args.phase == "reference":
+        ref = RF.compute_reference(case, x, RF.ENCLOSURE, CS.parse_contexts(
+            "binary32,bfloat16,binary16,e4m3"))
+        out["settled"] = {"samples": ref.check.get("samples_by_enclosure", 0)}
+        out["max_rel_width"] = 2 * ref.check.get("max_rel_radius", float("nan"))
     elif args.phase == "oracle":
         RF.compute_reference(case, x, RF.DEFAULT_ORACLE, CS.parse_contexts("binary32"))
     out["cpu_s"] = time.process_time() - c0
@@ -106,7 +127,7 @@ def main():
     ap.add_argument("--models", nargs="+", default=["resnet18:224", "mobilenet_v3_small:32"])
     ap.add_argument("--samples", type=int, default=16)
     ap.add_argument("--oracle-samples", type=int, default=1)
-    ap.add_argument("--phases", default="forward,enclosure,oracle")
+    ap.add_argument("--phases", default="forward,enclosure,reference,oracle")
     ap.add_argument("--child", default=None)
     ap.add_argument("--file", default=None)
     ap.add_argument("--n", type=int, default=1)
@@ -120,14 +141,19 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         for spec in args.models:
             name, side = spec.split(":")
-            path = os.path.join(tmp, f"{name}_{side}.onnx")
-            export(name, int(side), path)
+            if name == "mlp":
+                path = spec
+            else:
+                path = os.path.join(tmp, f"{name}_{side}.onnx")
+                export(name, int(side), path)
             todo = []
             if "forward" in phases:
-                todo += [(f"forward {c}", args.samples) for c in ("float64", "binary32",
-                                                                  "bfloat16")]
+                todo += [(f"forward {c}", args.samples) for c in (
+                    "float64", "binary32", "bfloat16", "binary16", "e4m3")]
             if "enclosure" in phases:
                 todo.append(("enclosure", args.samples))
+            if "reference" in phases:
+                todo.append(("reference", args.samples))
             if "oracle" in phases:
                 todo.append(("oracle", args.oracle_samples))
             for phase, n in todo:

@@ -27,10 +27,22 @@ def add_graph_and_input_arguments(p, *, samples_default=None, radius_default=0.0
                    help="random seed of the sampling (default 0)")
 
 
+def reference_name(text: str) -> str:
+    """``enclosure`` (the interval enclosure, the oracle where it does not settle) or an
+    oracle context name."""
+    return RF.ENCLOSURE if text.strip() == RF.ENCLOSURE else T.context_name(text)
+
+
+reference_name.__name__ = "reference"
+
+
 def add_reference_arguments(p) -> None:
-    p.add_argument("--reference", type=T.context_name, default=RF.DEFAULT_REFERENCE,
+    p.add_argument("--reference", type=reference_name, default=RF.DEFAULT_REFERENCE,
                    metavar="CTX",
-                   help=f"oracle context (default {RF.DEFAULT_REFERENCE})")
+                   help=f"{RF.ENCLOSURE} (default): interval:float64 enclosures prove the "
+                        f"correctly rounded outputs they can, {RF.DEFAULT_ORACLE} takes the "
+                        f"samples they leave (and every run with float64); or an oracle "
+                        f"context for all samples (e.g. {RF.DEFAULT_ORACLE}, the old default)")
     p.add_argument("--oracle-limit", type=T.integer(0), default=RF.DEFAULT_ORACLE_LIMIT,
                    metavar="N",
                    help="above N samples a float64 reference replaces the oracle, but only "

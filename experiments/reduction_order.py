@@ -162,8 +162,10 @@ def reduction_order(case: CS.GraphCase, x, *, formats=DEFAULT_FORMATS,
         per_fmt[f] = ctxs
         missing[f] = miss
     all_ctx = [c for d in per_fmt.values() for c in d.values()]
+    # every node's figures are reported: the reference must settle every node
     ref = RF.compute_reference(case, x, reference, all_ctx, oracle_limit=oracle_limit,
-                               check_samples=check_samples, seed=seed, quiet=quiet)
+                               check_samples=check_samples, seed=seed, quiet=quiet,
+                               nodes=list(range(len(case.nodes))))
     rows = []
     nodes = case.nodes
     for f, ctxs in per_fmt.items():

@@ -1,6 +1,11 @@
 """The reference a discrepancy table measures against: which oracle, at what precision.
 
-The oracle context evaluates every sample, or -- on large batches of cheap formats -- a
+The default, ``enclosure``, evaluates the graph once in ``interval:float64`` and proves the
+correctly rounded values it can (:mod:`experiments.enclosure_reference`); the samples it
+does not settle, and every run that compares a context it cannot settle (float64, or a
+context without a binary format), go to the ``mpmath:200`` oracle as below.
+
+An explicit oracle (``--reference mpmath:200``): the oracle context evaluates every sample, or -- on large batches of cheap formats -- a
 float64 reference replaces it once a check shows the two give the same correctly rounded
 values (with near-boundary samples re-evaluated in the oracle).  An ``mpmath:P`` oracle is
 raised to the precision the inputs' exponents need.  The label says which was used and why.
@@ -17,7 +22,11 @@ from . import metrics
 from .cases import (batch_size, batch_take, check_point_context, evaluate_split,
                     is_array_context)
 
-DEFAULT_REFERENCE = "mpmath:200"
+#: The default reference: the float64 enclosure, the oracle where it does not settle.
+ENCLOSURE = "enclosure"
+DEFAULT_REFERENCE = ENCLOSURE
+#: The oracle behind the enclosure (and the old default).
+DEFAULT_ORACLE = "mpmath:200"
 #: Above this many samples a float64 reference may replace the oracle, once checked.
 DEFAULT_ORACLE_LIMIT = 20_000
 DEFAULT_CHECK_SAMPLES = 256
@@ -64,7 +73,15 @@ def compute_reference(case, x, oracle_name, contexts, *, oracle_limit=DEFAULT_OR
     wider than ``CHEAP_REFERENCE_MAX_PRECISION`` significand bits.  When it is not taken,
     or declines, the oracle runs on everything (:func:`oracle_reference`) and the label
     says why.
+
+    ``oracle_name`` ``"enclosure"`` (the default): the interval enclosure settles what it
+    can and the samples it leaves go through this function with ``mpmath:200``
+    (:func:`experiments.enclosure_reference.enclosure_reference`).
     """
+    if oracle_name == ENCLOSURE:
+        return _enclosure_then_oracle(case, x, contexts, oracle_limit=oracle_limit,
+                                      check_samples=check_samples, seed=seed, quiet=quiet,
+                                      nodes=nodes)
     oracle = scalars.get(oracle_name)
     check_point_context(oracle, "--reference")
     oracle, raised = _oracle_for_inputs(oracle, x)
@@ -86,6 +103,24 @@ def compute_reference(case, x, oracle_name, contexts, *, oracle_limit=DEFAULT_OR
                 return ref
     why = "; ".join(t for t in (raised, why) if t)
     return oracle_reference(case, x, oracle, why, quiet=quiet)
+
+
+def _enclosure_then_oracle(case, x, contexts, **kw) -> Reference:
+    """The enclosure reference, the oracle on the samples it does not settle; the oracle
+    on all samples (label says why) when the enclosure cannot be used."""
+    from .enclosure_reference import enclosure_reference
+
+    def fallback(case_, xs):
+        return compute_reference(case_, xs, DEFAULT_ORACLE, contexts, **kw)
+    got, why = enclosure_reference(case, x, DEFAULT_ORACLE, contexts, fallback,
+                                   nodes=kw.get("nodes"), quiet=kw.get("quiet", True))
+    if got is not None:
+        name, label, values, check = got
+        return Reference(name, DEFAULT_ORACLE, label, values, check)
+    ref = fallback(case, x)
+    ref.label += f"; {why}"
+    ref.check = {**ref.check, "enclosure_not_used": why}
+    return ref
 
 
 #: An mpmath oracle carries at least this many bits beyond twice the largest binary

@@ -104,7 +104,9 @@ def _build(rep: Report, *, samples, gap_samples, seed, quiet, graphs, six, cente
     meta["graph"] = outputs.graph_meta(spec, six.graph, six.payload)
     contexts = CS.parse_contexts(list(C.DEFAULT_CONTEXTS))
     rep.add("# scalarlab report\n\n"
-            f"Reference: the `{RF.DEFAULT_REFERENCE}` oracle unless a section says otherwise. "
+            f"Reference: the `{RF.DEFAULT_REFERENCE}` reference (interval:float64 "
+            f"enclosures where they prove the outputs, the `{RF.DEFAULT_ORACLE}` oracle "
+            "elsewhere); each section's header says which. "
             "ULP = ordinal distance between a context's value and the reference correctly "
             "rounded into that context's format; bits of error = log2(1 + ULP) (Herbie); "
             "normwise = max|error| / ulp(max|exact|) per sample, in ulps of the output "

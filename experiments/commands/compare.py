@@ -57,6 +57,8 @@ def table(args, case):
         getattr(args, "input_file", None) is not None
     meta = {**res.meta(), **run_meta(args, case, None if sampled else
                                      CS.center_of(case, args.input))}
+    if res.reference.check:        # how the reference was settled (enclosure / oracle)
+        meta["reference_check"] = res.reference.check
     if sampled:
         meta["input_source"] = "--box" if args.box is not None else "--input-file"
     return res.rows, meta, res

@@ -86,6 +86,8 @@ def table(args, case):
                      center_desc="--input" if args.input is not None else "x0")
         source = None
     meta = {**res.meta(), **run_meta(args, case, center)}
+    if res.reference.check:        # how the reference was settled (enclosure / oracle)
+        meta["reference_check"] = res.reference.check
     if source is not None:
         meta["input_source"] = source
     return res.summary, meta, res, ctx

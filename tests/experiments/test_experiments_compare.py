@@ -172,16 +172,17 @@ def test_cli_files_round_trip_and_plot(tmp_path, capsys, cancel_graph):
 def test_cheap_reference_only_after_check(six):
     x = CS.box_samples(CS.center_of(six, None), 0.05, 120, seed=2)
     ctxs = CS.parse_contexts("binary16,bfloat16")
-    res = C.compare(six, ctxs, x, oracle_limit=100, check_samples=32)
+    res = C.compare(six, ctxs, x, oracle_limit=100, check_samples=32, reference="mpmath:200")
     assert res.reference.name == "float64"
     assert "checked against mpmath:200 on 32 samples" in res.reference.label
     assert res.reference.check["rounding_mismatches"] == 0
-    oracle = C.compare(six, ctxs, x)                     # 120 <= default limit: all oracle
+    oracle = C.compare(six, ctxs, x, reference="mpmath:200")   # 120 <= limit: all oracle
     assert oracle.reference.name == "mpmath:200"
     cols = ["max_ulps", "mean_ulps", "max_bits"]
     assert np.allclose(res.rows[cols].to_numpy(), oracle.rows[cols].to_numpy())
     # float64 as a compared context: a float64 reference is refused, with the reason
-    res = C.compare(six, CS.parse_contexts("float64,binary16"), x, oracle_limit=100)
+    res = C.compare(six, CS.parse_contexts("float64,binary16"), x, oracle_limit=100,
+                    reference="mpmath:200")
     assert res.reference.name == "mpmath:200" and "too precise" in res.reference.label
 
 

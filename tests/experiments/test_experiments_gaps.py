@@ -132,8 +132,9 @@ def test_gaps_user_errors(argv, msg, status, capsys):
 def test_checked_float64_reference_gives_the_oracles_gaps():
     case = CS.load_case("six-node")
     ctx = scalars.get("bfloat16")
-    cheap = G.gaps(case, ctx, samples=600, seed=9, oracle_limit=500, check_samples=64)
-    oracle = G.gaps(case, ctx, samples=600, seed=9)
+    cheap = G.gaps(case, ctx, samples=600, seed=9, oracle_limit=500, check_samples=64,
+                   reference="mpmath:200")
+    oracle = G.gaps(case, ctx, samples=600, seed=9, reference="mpmath:200")
     assert cheap.reference.name == "float64" and oracle.reference.name == "mpmath:200"
     assert "checked against mpmath:200 on 64 samples" in cheap.reference.label
     assert "near_boundary_in_oracle" in cheap.reference.check

@@ -187,7 +187,8 @@ def _from_header(err: str, first: str) -> str:
     return err[k:]
 
 
-COMPARE = ["compare", "--contexts", "binary32", "--samples", "257"]   # 2 oracle chunks
+COMPARE = ["compare", "--contexts", "binary32", "--samples", "257",
+           "--reference", "mpmath:200"]   # the oracle on every sample: 2 chunks
 
 
 def test_compare_header_comes_before_the_progress_and_stdout_is_unchanged(capsys,
@@ -197,7 +198,7 @@ def test_compare_header_comes_before_the_progress_and_stdout_is_unchanged(capsys
     assert rc == 0
     head = _from_header(err, "scalarlab compare: graph six-node (6 nodes, output node 5)\n")
     head = head.split(BAR)[0]
-    assert "  reference  : enclosure (asked" in head and "  samples    : 257\n" in head
+    assert "  reference  : mpmath:200 (asked" in head and "  samples    : 257\n" in head
     assert "seed 0" in head
     bars = err.split(BAR)[1:]
     assert any(b.startswith("reference mpmath:200:") and "chunk 2/2" in b for b in bars)

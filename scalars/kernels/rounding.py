@@ -285,25 +285,38 @@ def _round_ne_float(b, sh0, lo_bits, hi_bits, max_bits, over_pos, over_neg, inf_
     return special if a >= _EXP_ALL else res
 
 
+def float_path(mode, sh0, subnormals, max_bits) -> bool:
+    """Whether :func:`_round_ne_float` rounds this format: nearest-even, subnormals, and
+    its clamp constants 2^(emin + sh0) .. 2^(emax + 1 + sh0) normal float64s (sh0 >= 1:
+    the format is narrower than float64).  Plain Python and an ``inline`` kernel alike."""
+    return (mode == NEAREST_EVEN and subnormals and sh0 >= 1
+            and (max_bits >> 52) + 1 + sh0 <= 2046)
+
+
+_float_path = numba.njit(inline="always")(float_path)
+
+
 @numba.njit(nogil=True, inline="always")
-def _loop(xb, out, mode, sh0, emin_field, subnormals, halfq_bits, q_bits, max_bits,
-          over_pos, over_neg, inf_pos, inf_neg):
+def _float_loop(xb, out, sh0, emin_field, max_bits, over_pos, over_neg, inf_pos, inf_neg):
+    """Nearest-even by :func:`_round_ne_float` over every element (formats where
+    :func:`float_path` holds): one branch-free pass whatever the values."""
+    # _round_ne_float's clamp constants: exponent fields of 2^(emin + sh0) and of
+    # 2^(emax + 1 + sh0).
+    lo_bits = (np.int64(emin_field) + sh0) << 52
+    hi_bits = ((max_bits >> 52) + 1 + sh0) << 52
+    for i in range(xb.shape[0]):
+        out[i] = _round_ne_float(xb[i], sh0, lo_bits, hi_bits, max_bits, over_pos,
+                                 over_neg, inf_pos, inf_neg)
+
+
+@numba.njit(nogil=True, inline="always")
+def _block_loop(xb, out, mode, sh0, emin_field, subnormals, halfq_bits, q_bits, max_bits,
+                over_pos, over_neg, inf_pos, inf_neg):
     """Blocks of _BLOCK: a cheap branch-free pass for the common case (zero, or the normal
     range without overflow); a block that holds anything else is redone whole, still branch
     free, by :func:`_round_sel` while it is in L1 cache."""
     n = xb.shape[0]
     mn_bits = np.int64(emin_field) << 52
-    # _round_ne_float's clamp constants: exponent fields of 2^(emin + sh0) and of
-    # 2^(emax + 1 + sh0); usable when both are normal float64 exponents.
-    lo_bits = (np.int64(emin_field) + sh0) << 52
-    hi_bits = ((max_bits >> 52) + 1 + sh0) << 52
-    use_float = (mode == NEAREST_EVEN and subnormals and sh0 >= 1
-                 and (max_bits >> 52) + 1 + sh0 <= 2046)
-    if use_float:
-        for i in range(n):
-            out[i] = _round_ne_float(xb[i], sh0, lo_bits, hi_bits, max_bits, over_pos,
-                                     over_neg, inf_pos, inf_neg)
-        return
     if mode == NEAREST_EVEN:
         mask0 = (np.int64(1) << sh0) - 1
         # With sh0 == 0 (man_bits = 52) nothing is rounded in the normal range.
@@ -322,24 +335,54 @@ def _loop(xb, out, mode, sh0, emin_field, subnormals, halfq_bits, q_bits, max_bi
             ok = ((a >= mn_bits) | (a == 0)) & (r <= max_bits)
             out[i] = r | (b ^ a)
             nbad += 0 if ok else 1
-        if nbad and use_float:
-            for i in range(start, stop):
-                out[i] = _round_ne_float(xb[i], sh0, lo_bits, hi_bits, max_bits, over_pos,
-                                         over_neg, inf_pos, inf_neg)
-        elif nbad:
+        if nbad:
             for i in range(start, stop):
                 out[i] = _round_sel(xb[i], mode, sh0, emin_field, subnormals, halfq_bits,
                                     q_bits, max_bits, over_pos, over_neg, inf_pos, inf_neg)
 
 
+@numba.njit(nogil=True, inline="always")
+def _loop(xb, out, mode, sh0, emin_field, subnormals, halfq_bits, q_bits, max_bits,
+          over_pos, over_neg, inf_pos, inf_neg):
+    """One deterministic mode over ``xb``: the float pass where :func:`float_path` holds
+    (nearest-even only), the blocks otherwise."""
+    if _float_path(mode, sh0, subnormals, max_bits):
+        _float_loop(xb, out, sh0, emin_field, max_bits, over_pos, over_neg, inf_pos, inf_neg)
+    else:
+        _block_loop(xb, out, mode, sh0, emin_field, subnormals, halfq_bits, q_bits,
+                    max_bits, over_pos, over_neg, inf_pos, inf_neg)
+
+
+# Nearest-even is two kernels, chosen per call by float_path (plain Python): the float pass
+# alone compiles in about 0.25 s cold, the pair of loops together took 1.6 s, and a run
+# with the named formats (all on the float pass) compiles only the first.
 @numba.njit(cache=True, nogil=True)
+def round_bits_nearest_even_float(xb, out, sh0, emin_field, subnormals, halfq_bits, q_bits,
+                                  q_exp, max_bits, over_pos, over_neg, inf_pos, inf_neg):
+    """:func:`round_bits` in nearest-even for formats where :func:`float_path` holds (every
+    named format): the hardware adder's rounding, one branch-free pass."""
+    _float_loop(xb, out, sh0, emin_field, max_bits, over_pos, over_neg, inf_pos, inf_neg)
+
+
+@numba.njit(cache=True, nogil=True)
+def round_bits_nearest_even_blocks(xb, out, sh0, emin_field, subnormals, halfq_bits,
+                                   q_bits, q_exp, max_bits, over_pos, over_neg, inf_pos,
+                                   inf_neg):
+    """:func:`round_bits` in nearest-even for the other formats (no subnormals, 52-bit
+    significands, float64-wide exponents): the carry trick ``(a + half - 1 + lsb) & ~mask``
+    in the normal range, anything else by :func:`_round_sel`; no branch on a value."""
+    _block_loop(xb, out, NEAREST_EVEN, sh0, emin_field, subnormals, halfq_bits, q_bits,
+                max_bits, over_pos, over_neg, inf_pos, inf_neg)
+
+
 def round_bits_nearest_even(xb, out, sh0, emin_field, subnormals, halfq_bits, q_bits,
                             q_exp, max_bits, over_pos, over_neg, inf_pos, inf_neg):
-    """:func:`round_bits` specialised to nearest-even (the hot path of every context):
-    the carry trick ``(a + half - 1 + lsb) & ~mask`` in the normal range, everything else
-    by :func:`_round_sel`; no branch on a value."""
-    _loop(xb, out, NEAREST_EVEN, sh0, emin_field, subnormals, halfq_bits, q_bits,
-          max_bits, over_pos, over_neg, inf_pos, inf_neg)
+    """:func:`round_bits` specialised to nearest-even (the hot path of every context): the
+    one of the two kernels above that this format takes."""
+    k = (round_bits_nearest_even_float if float_path(NEAREST_EVEN, sh0, subnormals, max_bits)
+         else round_bits_nearest_even_blocks)
+    k(xb, out, sh0, emin_field, subnormals, halfq_bits, q_bits, q_exp, max_bits, over_pos,
+      over_neg, inf_pos, inf_neg)
 
 
 # One kernel per mode, so that a run compiles only the modes it uses: round_bits holds

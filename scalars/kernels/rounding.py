@@ -375,10 +375,21 @@ def round_bits_nearest_even_blocks(xb, out, sh0, emin_field, subnormals, halfq_b
                 max_bits, over_pos, over_neg, inf_pos, inf_neg)
 
 
+# bits of DBL_MAX, +inf and -inf (as int64)
+_F64_MAX_BITS, _INF_BITS, _NEG_INF_BITS = 0x7FEFFFFFFFFFFFFF, 0x7FF0000000000000, -(1 << 52)
+
+
 def round_bits_nearest_even(xb, out, sh0, emin_field, subnormals, halfq_bits, q_bits,
                             q_exp, max_bits, over_pos, over_neg, inf_pos, inf_neg):
     """:func:`round_bits` specialised to nearest-even (the hot path of every context): the
-    one of the two kernels above that this format takes."""
+    one of the two kernels above that this format takes, or a copy for binary64 itself."""
+    if (sh0 == 0 and emin_field == 1 and subnormals and max_bits == _F64_MAX_BITS
+            and inf_pos == _INF_BITS and inf_neg == _NEG_INF_BITS):
+        # IEEE binary64 (subnormals, infinities): every float64 is a value of it, inf and
+        # NaN map to themselves, nothing rounds (e.g. the float64 context's membership
+        # test, metrics.representable).
+        out[:] = xb
+        return
     k = (round_bits_nearest_even_float if float_path(NEAREST_EVEN, sh0, subnormals, max_bits)
          else round_bits_nearest_even_blocks)
     k(xb, out, sh0, emin_field, subnormals, halfq_bits, q_bits, q_exp, max_bits, over_pos,

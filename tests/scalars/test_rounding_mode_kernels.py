@@ -21,6 +21,7 @@ def test_a_mode_compiles_only_its_own_kernel():
         "from scalarlab.scalars.kernels import rounding as RK\n"
         "formats.round_to_format(np.array([0.1, -1e-6, 7e4]), 'binary16', 'toward_zero')\n"
         "formats.round_to_format(np.array([0.1, -1e-6, 7e4]), 'e4m3')\n"
+        "formats.round_to_format(np.array([0.1, -1e-6, 7e4]), 'binary64')\n"
         "used = sorted(n for n in dir(RK) if n.startswith('round_bits')\n"
         "              and getattr(getattr(RK, n), 'signatures', None))\n"
         "print(','.join(used))\n")
@@ -50,6 +51,14 @@ def test_nearest_even_takes_the_float_pass_exactly_where_it_applies():
             want = np.array([float(gmpy2.mpfr(float(v))) for v in x[fin]])
         g = got[fin]
         assert ((g == want) & (np.signbit(g) == np.signbit(want))).all(), f.name
+    # binary64 itself: every float64 bit pattern (NaN payloads included) as it is, and
+    # the blocks kernel (which a copy replaces there) gives the same bits
+    got = formats.round_to_format(x, "binary64").view(np.int64)
+    assert np.array_equal(got, x.view(np.int64))
+    blocks = np.empty_like(got)
+    RK.round_bits_nearest_even_blocks(x.view(np.int64), blocks,
+                                      *formats._kernel_params(formats.binary64, 0))
+    assert np.array_equal(blocks, got)
 
 
 def _bits(rng, n):

@@ -8,9 +8,9 @@ conversions.  Three things could still make this differ from the emulated path (
 operation and one rounding, :mod:`scalars.kernels.binary_format`), and each is handled:
 
 * **Flush-to-zero / denormals-are-zero.**  Some library in the process may set the MXCSR
-  FTZ/DAZ bits (``torch.set_flush_denormal``, fast-math builds).  :func:`ftz` (and
-  :func:`flush_to_zero` inside compiled code) multiplies two subnormal-range float32
-  values held as data and compares with the IEEE answer; when it is on, the caller takes
+  FTZ/DAZ bits (``torch.set_flush_denormal``, fast-math builds).  :func:`ftz`,
+  :func:`flush_to_zero` (and ``_ftz_on`` inside compiled code) multiply two
+  subnormal-range values held as data and compare with the IEEE answer; when it is on, the caller takes
   the emulated path, converting between float32 storage and float64 bit by bit
   (:func:`widen_bits`, :func:`narrow_bits`), since under FTZ/DAZ even the hardware casts
   flush subnormals.
@@ -81,10 +81,11 @@ def narrow(a, out):
     return bad
 
 
-@_jit
-def flush_to_zero(probe):
-    """True when this thread's float32 arithmetic flushes subnormals (FTZ or DAZ set)."""
-    return _ftz_on(probe)
+def flush_to_zero(probe=PROBE) -> bool:
+    """True when this thread's float32 arithmetic flushes subnormals (FTZ or DAZ set): the
+    product of the two float32 scalars of ``probe`` in numpy (the same SSE multiply that
+    compiled code runs under the thread's MXCSR; no kernel to compile for it)."""
+    return float(probe[0] * probe[1]) != _PROBE_WANT
 
 
 @_jit
@@ -263,38 +264,48 @@ def fma32(a, b, c, out):
                 out[i] = np.float32(two_sum(x * y, z)[0])
 
 
+# The emulated NaN of every chain whose float32 sum is NaN: float64 additions of the exact
+# inputs, RN32 after each, in the chain's order (so the bits do not depend on LLVM's operand
+# order).  One helper per order: a dead branch with an allocation still costs its compile.
 @numba.njit(inline="always")
-def _nan_chains(x, out, pairwise):
-    """The emulated NaN of every chain whose float32 sum is NaN: float64 additions of the
-    exact inputs, RN32 after each, in the same order (the bits do not depend on LLVM's
-    operand order)."""
+def _nan_sequential(x, out):
+    """Redo the NaN chains of :func:`sum32_sequential` as the emulation does."""
     n, R = x.shape
-    nan = False
     for r in range(R):
-        nan |= out[r] != out[r]
-    if not nan:
-        return
-    for r in range(R):
-        if out[r] == out[r]:
-            continue
-        if pairwise:
-            col = np.empty(n, np.float64)
-            for k in range(n):
-                col[k] = np.float64(x[k, r])
-            m = n
-            while m > 1:
-                half = m // 2
-                for i in range(half):
-                    col[i] = np.float64(np.float32(col[2 * i] + col[2 * i + 1]))
-                if m % 2 == 1:
-                    col[half] = col[m - 1]
-                m = half + m % 2
-            out[r] = np.float32(col[0])
-        else:
+        if out[r] != out[r]:
             acc = np.float64(x[0, r])
             for k in range(1, n):
                 acc = np.float64(np.float32(acc + np.float64(x[k, r])))
             out[r] = np.float32(acc)
+
+
+@numba.njit(inline="always")
+def _nan_pairwise(x, out):
+    """Redo the NaN chains of :func:`sum32_pairwise` as the emulation does."""
+    n, R = x.shape
+    col = np.empty(n, np.float64)
+    for r in range(R):
+        if out[r] == out[r]:
+            continue
+        for k in range(n):
+            col[k] = np.float64(x[k, r])
+        m = n
+        while m > 1:
+            half = m // 2
+            for i in range(half):
+                col[i] = np.float64(np.float32(col[2 * i] + col[2 * i + 1]))
+            if m % 2 == 1:
+                col[half] = col[m - 1]
+            m = half + m % 2
+        out[r] = np.float32(col[0])
+
+
+@numba.njit(inline="always")
+def _any_nan(out):
+    nan = False
+    for r in range(out.size):
+        nan |= out[r] != out[r]
+    return nan
 
 
 # sum32_sequential and sum32_pairwise: one kernel per order (a run compiles the one its
@@ -314,7 +325,8 @@ def sum32_sequential(x, out):
         xk = x[k]
         for r in range(R):
             out[r] = out[r] + xk[r]
-    _nan_chains(x, out, False)
+    if _any_nan(out):
+        _nan_sequential(x, out)
 
 
 @_jit
@@ -336,7 +348,8 @@ def sum32_pairwise(x, out):
         m = carry_odd(buf, m)
     for r in range(R):
         out[r] = buf[0, r]
-    _nan_chains(x, out, True)
+    if _any_nan(out):
+        _nan_pairwise(x, out)
 
 
 @_jit

@@ -10,10 +10,10 @@ operation and one rounding, :mod:`scalars.kernels.binary_format`), and each is h
 * **Flush-to-zero / denormals-are-zero.**  Some library in the process may set the MXCSR
   FTZ/DAZ bits (``torch.set_flush_denormal``, fast-math builds).  :func:`ftz`,
   :func:`flush_to_zero` (and ``_ftz_on`` inside compiled code) multiply two
-  subnormal-range values held as data and compare with the IEEE answer; when it is on, the caller takes
-  the emulated path, converting between float32 storage and float64 bit by bit
-  (:func:`widen_bits`, :func:`narrow_bits`), since under FTZ/DAZ even the hardware casts
-  flush subnormals.
+  subnormal-range values held as data and compare with the IEEE answer; when it is on,
+  the caller takes the emulated path, converting between float32 storage and float64
+  bit by bit (:func:`widen_bits`, :func:`narrow_bits`), since under FTZ/DAZ even the
+  hardware casts flush subnormals.
 * **Membership.**  A float32 array holds binary32 values by construction.  A float64 array
   given as a value is checked: converting a float64 to float32 is exact exactly for
   binary32 values, so ``float64(float32(v))`` having v's bits checks membership in the same

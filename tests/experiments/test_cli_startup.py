@@ -147,8 +147,7 @@ def _run_fresh(code: str) -> str:
 
 
 def test_op_table_loads_no_numba_and_float64_builds_its_ufuncs_on_use():
-    # (The float64 context itself imports scalars.formats, whose rounding kernels import
-    # Numba; it compiles nothing of its own until an operation needs it.)
+    # (The float64 context compiles nothing of its own until an operation needs it.)
     out = _run_fresh(
         "import sys\n"
         "import scalarlab.graph.optable\n"
@@ -167,18 +166,32 @@ def test_op_table_loads_no_numba_and_float64_builds_its_ufuncs_on_use():
 
 def test_a_plain_compare_compiles_only_the_kernels_it_runs():
     # A dispatcher's signatures list what it compiled or loaded from the on-disk cache in
-    # this process: the default compare (FAST formats, unfused, nearest-even) needs one
-    # sequential matmul loop and one rounding mode.
+    # this process: the default compare (FAST formats, unfused, nearest-even; binary32 in
+    # hardware: a bias add and a sequential sum) needs one sequential matmul loop, the
+    # float pass of nearest-even, one binary32 op and one binary32 sum order.
     out = _run_fresh(
         "from scalarlab.experiments.cli import main\n"
         "assert main(['compare', '--quiet']) == 0\n"
         "from scalarlab.scalars.kernels import binary_format as K, rounding as R\n"
-        "from scalarlab.scalars.kernels import f64_libm as L\n"
-        "print('@', sorted(n for n, f in vars(K).items()\n"
-        "                  if n.startswith('matmul_sequential_') and f.signatures))\n"
-        "print('@', sorted(n for n, f in vars(R).items() if n.startswith('round_bits')\n"
-        "                  and f.signatures))\n"
+        "from scalarlab.scalars.kernels import binary32_hw as H, f64_libm as L\n"
+        "def used(mod, prefix):\n"
+        "    return sorted(n for n, f in vars(mod).items() if n.startswith(prefix)\n"
+        "                  and getattr(f, 'signatures', None))\n"
+        "print('@', used(K, 'matmul_sequential_'))\n"
+        "print('@', used(R.kernels(), 'round_bits'))\n"
+        "print('@', used(H, ('add32', 'sub32', 'mul32', 'div32', 'sum32')))\n"
         "print('@', L.erf_f64._ufunc is None, L.gamma_f64._ufunc is None)\n")
     mine = [line[2:] for line in out.splitlines() if line.startswith("@ ")]
-    assert mine == ["['matmul_sequential_fast']",
-                                   "['round_bits_nearest_even']", "True True"]
+    assert mine == ["['matmul_sequential_fast']", "['round_bits_nearest_even_float']",
+                    "['add32', 'sum32_sequential']", "True True"]
+
+
+def test_importing_the_formats_loads_no_numba():
+    # the rounding kernels (and Numba) load when a rounding first runs
+    out = _run_fresh(
+        "import sys\n"
+        "from scalarlab.scalars import formats\n"
+        "print('numba' in sys.modules)\n"
+        "formats.round_to_format([0.1], 'binary16')\n"
+        "print('numba' in sys.modules)\n")
+    assert out.split() == ["False", "True"]

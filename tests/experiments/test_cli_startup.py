@@ -195,3 +195,38 @@ def test_importing_the_formats_loads_no_numba():
         "formats.round_to_format([0.1], 'binary16')\n"
         "print('numba' in sys.modules)\n")
     assert out.split() == ["False", "True"]
+
+
+#: commands whose --help reads the light table and their own module only (no numpy, no
+#: contexts, no op table)
+LIGHT_HELP = ("contexts", "quickstart-mlp", "tape-demo")
+
+
+def test_command_help_loads_no_numba_torch_or_onnx():
+    """Every command's ``--help`` builds its parser without Numba, torch or ONNX (the
+    kernels load when a command runs), and the light ones without the op table or the
+    contexts.  ``bound`` is left out: the ibp package it parses with imports the directed
+    rounding kernels.  One fresh interpreter runs them in this order and reports what
+    each added to ``sys.modules``."""
+    light = [c for c in LIGHT_HELP if c in COMMANDS]
+    rest = [c for c in COMMANDS if c not in LIGHT_HELP and c != "bound"]
+    code = ("import sys, io, contextlib\n"
+            "from scalarlab.experiments.cli import main\n"
+            "for cmd in %r:\n"
+            "    before = set(sys.modules)\n"
+            "    with contextlib.redirect_stdout(io.StringIO()):\n"
+            "        try:\n"
+            "            main([cmd, '--help'])\n"
+            "        except SystemExit as e:\n"
+            "            assert not e.code, (cmd, e.code)\n"
+            "    new = {m.split('.')[0] if not m.startswith('scalarlab.') else\n"
+            "           '.'.join(m.split('.')[:2]) for m in set(sys.modules) - before}\n"
+            "    print('@', cmd, ' '.join(sorted(new)))\n" % (light + rest,))
+    out = _run_fresh(code)
+    added = {line.split()[1]: set(line.split()[2:]) for line in out.splitlines()
+             if line.startswith("@ ")}
+    assert list(added) == light + rest
+    for cmd in light:
+        assert not added[cmd] & {"numpy", "scalarlab.scalars", "scalarlab.graph"}, cmd
+    for cmd in light + rest:
+        assert not added[cmd] & {"numba", "torch", "onnx", "onnxruntime"}, (cmd, added[cmd])

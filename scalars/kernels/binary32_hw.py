@@ -339,6 +339,8 @@ def sum32_pairwise(x, out):
         return
     buf = x.copy()
     m = n
+    # twin of binary_format.sum_pairwise's FAST levels: float32 hardware adds here, float64
+    # adds + rn_fast there (a shared helper would need the rounding as an argument)
     while m > 1:
         half = m // 2
         for i in range(half):

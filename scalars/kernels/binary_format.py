@@ -435,7 +435,8 @@ def sum_pairwise(mode, x, out, unsafe, spec):
     buf = x.copy()
     m = n
     # the level loop has a twin in matmul_pairwise (flags per (q, i, j) there): a shared
-    # helper with its conditional flag store would stop the inner loops vectorising
+    # helper with its conditional flag store would stop the inner loops vectorising; and
+    # one in binary32_hw.sum32_pairwise (float32 hardware adds, no rounding call)
     while m > 1:
         half = m // 2
         for i in range(half):

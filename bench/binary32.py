@@ -22,7 +22,7 @@ import sys  # noqa: E402
 import numpy as np  # noqa: E402
 
 from scalarlab import scalars  # noqa: E402
-from scalarlab.scalars import binary_kernels as K  # noqa: E402
+from scalarlab.scalars.kernels import binary_format as K  # noqa: E402
 from scalarlab.scalars import formats  # noqa: E402
 
 FLOOR = 0.8

@@ -25,8 +25,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from fold import mlp, numpy_mlp  # noqa: E402
 
 from scalarlab import graph, scalars  # noqa: E402
-from scalarlab.scalars import binary32_matmul as BM  # noqa: E402
-from scalarlab.scalars import binary32_pairwise as PW  # noqa: E402
+from scalarlab.scalars.kernels import binary32_matmul as BM  # noqa: E402
+from scalarlab.scalars.kernels import binary32_pairwise as PW  # noqa: E402
 
 FLOOR = 4.0
 

@@ -42,7 +42,6 @@ _ND = np.ndarray
 _F32 = np.dtype(np.float32)
 _F64 = np.dtype(np.float64)
 _CODES = {"add": H.ADD, "sub": H.SUB, "mul": H.MUL, "div": H.DIV}
-_binop32 = H.binop32
 _empty = np.empty
 _T64, _HALF = H._T64, H._HALF           # not H.ftz(): _T64 * _HALF != 0.0, inline
 
@@ -67,14 +66,14 @@ def _fast_binop(op: str):
     """The method ``op`` (add sub mul div) of :class:`Float32Storage`: float32 operands
     of one shape go straight to the kernel (the test and call inline, no further Python
     frame), anything else through ``_binary``."""
-    code = _CODES[op]
+    kernel = H.BINOP32[_CODES[op]]
 
     def method(self, a, b):
         if type(a) is _ND and type(b) is _ND and a.dtype is _F32 and b.dtype is _F32 \
                 and a.shape == b.shape and _T64 * _HALF != 0.0:
             out = _empty(a.shape, _F32)
             # ravel: a view of C-contiguous storage, a C-order copy of anything else
-            _binop32(code, a.ravel(), b.ravel(), out if a.ndim == 1 else out.reshape(-1))
+            kernel(a.ravel(), b.ravel(), out if a.ndim == 1 else out.reshape(-1))
             return out
         return self._binary(op, a, b)
 
@@ -203,7 +202,7 @@ class Float32Storage:
             return np.empty(shape, dtype=np.float32)
         if x.shape == y.shape:
             out = np.empty(shape, dtype=np.float32)
-            H.binop32(_CODES[op], x.ravel(), y.ravel(), out.reshape(-1))
+            H.BINOP32[_CODES[op]](x.ravel(), y.ravel(), out.reshape(-1))
             return out
         # A bias row or a scalar repeated along leading axes is read in place.
         m = n
@@ -219,7 +218,10 @@ class Float32Storage:
             else:
                 rows.append(_flat(v, shape).reshape(n // m, m))
         out = np.empty(shape, dtype=np.float32)
-        H.binop32_rows(_CODES[op], rows[0], rows[1], out.reshape(n // m, m))
+        if m == n:       # copied whole: one row, the 1-d kernel (no rows kernel to compile)
+            H.BINOP32[_CODES[op]](rows[0].reshape(-1), rows[1].reshape(-1), out.reshape(-1))
+        else:
+            H.BINOP32_ROWS[_CODES[op]](rows[0], rows[1], out.reshape(n // m, m))
         return out
 
     # The common case, float32 operands of one shape, inline (see _fast_binop): at 10^4
@@ -318,7 +320,9 @@ class Float32Storage:
         rshape = tuple(x.shape[d] for d in keep)
         x2 = np.ascontiguousarray(np.transpose(x, list(axes) + keep)).reshape(
             n, math.prod(rshape))
-        res = H.sum32(x2, self.reduction == "pairwise").reshape(rshape)
+        res = np.zeros(x2.shape[1], dtype=np.float32)
+        (H.sum32_pairwise if self.reduction == "pairwise" else H.sum32_sequential)(x2, res)
+        res = res.reshape(rshape)
         if keepdims:
             res = res.reshape(tuple(1 if d in axes else x.shape[d] for d in range(x.ndim)))
         return res

@@ -8,12 +8,12 @@ conversions.  Three things could still make this differ from the emulated path (
 operation and one rounding, :mod:`scalars.kernels.binary_format`), and each is handled:
 
 * **Flush-to-zero / denormals-are-zero.**  Some library in the process may set the MXCSR
-  FTZ/DAZ bits (``torch.set_flush_denormal``, fast-math builds).  :func:`ftz` (and
-  :func:`flush_to_zero` inside compiled code) multiplies two subnormal-range float32
-  values held as data and compares with the IEEE answer; when it is on, the caller takes
-  the emulated path, converting between float32 storage and float64 bit by bit
-  (:func:`widen_bits`, :func:`narrow_bits`), since under FTZ/DAZ even the hardware casts
-  flush subnormals.
+  FTZ/DAZ bits (``torch.set_flush_denormal``, fast-math builds).  :func:`ftz`,
+  :func:`flush_to_zero` (and ``_ftz_on`` inside compiled code) multiply two
+  subnormal-range values held as data and compare with the IEEE answer; when it is on,
+  the caller takes the emulated path, converting between float32 storage and float64
+  bit by bit (:func:`widen_bits`, :func:`narrow_bits`), since under FTZ/DAZ even the
+  hardware casts flush subnormals.
 * **Membership.**  A float32 array holds binary32 values by construction.  A float64 array
   given as a value is checked: converting a float64 to float32 is exact exactly for
   binary32 values, so ``float64(float32(v))`` having v's bits checks membership in the same
@@ -81,10 +81,11 @@ def narrow(a, out):
     return bad
 
 
-@_jit
-def flush_to_zero(probe):
-    """True when this thread's float32 arithmetic flushes subnormals (FTZ or DAZ set)."""
-    return _ftz_on(probe)
+def flush_to_zero(probe=PROBE) -> bool:
+    """True when this thread's float32 arithmetic flushes subnormals (FTZ or DAZ set): the
+    product of the two float32 scalars of ``probe`` in numpy (the same SSE multiply that
+    compiled code runs under the thread's MXCSR; no kernel to compile for it)."""
+    return float(probe[0] * probe[1]) != _PROBE_WANT
 
 
 @_jit
@@ -143,78 +144,85 @@ def _op64(op, x, y):
     return np.float32(_op(op, np.float64(x), np.float64(y)))
 
 
-# binop32 and binop32_rows keep their own loops: shared (inline helpers, or one calling the other) they compiled ~0.12 s slower cold.
-@_jit
-def binop32(op, a, b, out):
-    """out = RN32(a op b) for float32 1-d arrays of one length (op in ADD SUB MUL DIV);
-    the op switch sits outside the inner loops, which vectorise."""
+@numba.njit(inline="always")
+def _binop_loop(op, a, b, out):
+    """out = RN32(a op b) over float32 1-d arrays of one length; ``op`` is a constant in
+    every kernel that inlines this, so its test folds away and the loop vectorises."""
     n = a.size
     nan = False
-    if op == ADD:
-        for i in range(n):
-            v = a[i] + b[i]
-            nan |= v != v
-            out[i] = v
-    elif op == SUB:
-        for i in range(n):
-            v = a[i] - b[i]
-            nan |= v != v
-            out[i] = v
-    elif op == MUL:
-        for i in range(n):
-            v = a[i] * b[i]
-            nan |= v != v
-            out[i] = v
-    else:
-        for i in range(n):
-            v = a[i] / b[i]
-            nan |= v != v
-            out[i] = v
+    for i in range(n):
+        v = _op(op, a[i], b[i])
+        nan |= v != v
+        out[i] = v
     if nan:
         for i in range(n):
             if out[i] != out[i]:
                 out[i] = _op64(op, a[i], b[i])
 
 
-# binop32's loops again, per row (twin of binop32, see its comment: kept apart for the cold compile).
+@numba.njit(inline="always")
+def _binop_rows(op, a, b, out):
+    """:func:`_binop_loop` per row of the (R, m) ``out``; ``a`` and ``b`` are (R, m) or
+    (1, m) (one row repeated: a trailing-axes broadcast read in place)."""
+    sa = 0 if a.shape[0] == 1 else 1
+    sb = 0 if b.shape[0] == 1 else 1
+    for r in range(out.shape[0]):
+        _binop_loop(op, a[r * sa], b[r * sb], out[r])
+
+
+# One kernel per operation (and per layout), so that a run compiles the operations it uses
+# only: one loop compiles in about 0.25 s cold, the four behind an op switch took 0.8 s.
 @_jit
-def binop32_rows(op, a, b, out):
-    """As :func:`binop32` on 2-d float32 C arrays: ``a`` and ``b`` are (R, m) or (1, m)
-    (one row repeated: a trailing-axes broadcast read in place); ``out`` (R, m)."""
-    R = max(a.shape[0], b.shape[0])
-    m = a.shape[1]
-    nan = False
-    for r in range(R):
-        ar = a[0] if a.shape[0] == 1 else a[r]
-        br = b[0] if b.shape[0] == 1 else b[r]
-        orow = out[r]
-        if op == ADD:
-            for j in range(m):
-                v = ar[j] + br[j]
-                nan |= v != v
-                orow[j] = v
-        elif op == SUB:
-            for j in range(m):
-                v = ar[j] - br[j]
-                nan |= v != v
-                orow[j] = v
-        elif op == MUL:
-            for j in range(m):
-                v = ar[j] * br[j]
-                nan |= v != v
-                orow[j] = v
-        else:
-            for j in range(m):
-                v = ar[j] / br[j]
-                nan |= v != v
-                orow[j] = v
-    if nan:
-        for r in range(R):
-            ar = a[0] if a.shape[0] == 1 else a[r]
-            br = b[0] if b.shape[0] == 1 else b[r]
-            for j in range(m):
-                if out[r, j] != out[r, j]:
-                    out[r, j] = _op64(op, ar[j], br[j])
+def add32(a, b, out):
+    """out = RN32(a + b) for float32 1-d arrays of one length."""
+    _binop_loop(ADD, a, b, out)
+
+
+@_jit
+def sub32(a, b, out):
+    """out = RN32(a - b) for float32 1-d arrays of one length."""
+    _binop_loop(SUB, a, b, out)
+
+
+@_jit
+def mul32(a, b, out):
+    """out = RN32(a * b) for float32 1-d arrays of one length."""
+    _binop_loop(MUL, a, b, out)
+
+
+@_jit
+def div32(a, b, out):
+    """out = RN32(a / b) for float32 1-d arrays of one length."""
+    _binop_loop(DIV, a, b, out)
+
+
+@_jit
+def add32_rows(a, b, out):
+    """:func:`add32` over the rows of 2-d float32 C arrays (see :func:`_binop_rows`)."""
+    _binop_rows(ADD, a, b, out)
+
+
+@_jit
+def sub32_rows(a, b, out):
+    """:func:`sub32` over the rows of 2-d float32 C arrays (see :func:`_binop_rows`)."""
+    _binop_rows(SUB, a, b, out)
+
+
+@_jit
+def mul32_rows(a, b, out):
+    """:func:`mul32` over the rows of 2-d float32 C arrays (see :func:`_binop_rows`)."""
+    _binop_rows(MUL, a, b, out)
+
+
+@_jit
+def div32_rows(a, b, out):
+    """:func:`div32` over the rows of 2-d float32 C arrays (see :func:`_binop_rows`)."""
+    _binop_rows(DIV, a, b, out)
+
+
+#: the elementwise kernels by op code (ADD SUB MUL DIV): 1-d, and rows
+BINOP32 = (add32, sub32, mul32, div32)
+BINOP32_ROWS = (add32_rows, sub32_rows, mul32_rows, div32_rows)
 
 
 @_jit
@@ -256,62 +264,94 @@ def fma32(a, b, c, out):
                 out[i] = np.float32(two_sum(x * y, z)[0])
 
 
-@_jit
-def sum32(x, pairwise):
-    """Sums down axis 0 of the float32 (n, R) array ``x`` in binary32 hardware, in the
-    order of :func:`scalars.kernels.binary_format.sum_sequential` (left to right, the first entry
-    starts the accumulator) or ``sum_pairwise`` (adjacent pairs level by level, an odd
-    last entry carried up); n = 0 gives +0.  R independent chains run in SIMD lanes."""
+# The emulated NaN of every chain whose float32 sum is NaN: float64 additions of the exact
+# inputs, RN32 after each, in the chain's order (so the bits do not depend on LLVM's operand
+# order).  One helper per order: a dead branch with an allocation still costs its compile.
+@numba.njit(inline="always")
+def _nan_sequential(x, out):
+    """Redo the NaN chains of :func:`sum32_sequential` as the emulation does."""
     n, R = x.shape
-    out = np.zeros(R, np.float32)
-    if n == 0:
-        return out
-    if pairwise:
-        buf = x.copy()
+    for r in range(R):
+        if out[r] != out[r]:
+            acc = np.float64(x[0, r])
+            for k in range(1, n):
+                acc = np.float64(np.float32(acc + np.float64(x[k, r])))
+            out[r] = np.float32(acc)
+
+
+@numba.njit(inline="always")
+def _nan_pairwise(x, out):
+    """Redo the NaN chains of :func:`sum32_pairwise` as the emulation does."""
+    n, R = x.shape
+    col = np.empty(n, np.float64)
+    for r in range(R):
+        if out[r] == out[r]:
+            continue
+        for k in range(n):
+            col[k] = np.float64(x[k, r])
         m = n
         while m > 1:
             half = m // 2
             for i in range(half):
-                dst, s1, s2 = buf[i], buf[2 * i], buf[2 * i + 1]
-                for r in range(R):
-                    dst[r] = s1[r] + s2[r]
-            m = carry_odd(buf, m)
-        for r in range(R):
-            out[r] = buf[0, r]
-    else:
-        for r in range(R):
-            out[r] = x[0, r]
-        for k in range(1, n):
-            xk = x[k]
-            for r in range(R):
-                out[r] = out[r] + xk[r]
+                col[i] = np.float64(np.float32(col[2 * i] + col[2 * i + 1]))
+            if m % 2 == 1:
+                col[half] = col[m - 1]
+            m = half + m % 2
+        out[r] = np.float32(col[0])
+
+
+@numba.njit(inline="always")
+def _any_nan(out):
     nan = False
-    for r in range(R):
+    for r in range(out.size):
         nan |= out[r] != out[r]
-    if nan:
-        # the emulated NaN of a chain: float64 additions (exact inputs, RN32 after each)
+    return nan
+
+
+# sum32_sequential and sum32_pairwise: one kernel per order (a run compiles the one its
+# context uses; together they took 0.9 s cold).  The caller gives a zeroed ``out`` (n = 0
+# sums to +0).
+@_jit
+def sum32_sequential(x, out):
+    """out = the sums down axis 0 of the float32 (n, R) array ``x`` in binary32 hardware,
+    in the order of :func:`scalars.kernels.binary_format.sum_sequential` (left to right,
+    the first entry starts the accumulator).  R independent chains run in SIMD lanes."""
+    n, R = x.shape
+    if n == 0:
+        return
+    for r in range(R):
+        out[r] = x[0, r]
+    for k in range(1, n):
+        xk = x[k]
         for r in range(R):
-            if out[r] == out[r]:
-                continue
-            if pairwise:
-                col = np.empty(n, np.float64)
-                for k in range(n):
-                    col[k] = np.float64(x[k, r])
-                m = n
-                while m > 1:
-                    half = m // 2
-                    for i in range(half):
-                        col[i] = np.float64(np.float32(col[2 * i] + col[2 * i + 1]))
-                    if m % 2 == 1:
-                        col[half] = col[m - 1]
-                    m = half + m % 2
-                out[r] = np.float32(col[0])
-            else:
-                acc = np.float64(x[0, r])
-                for k in range(1, n):
-                    acc = np.float64(np.float32(acc + np.float64(x[k, r])))
-                out[r] = np.float32(acc)
-    return out
+            out[r] = out[r] + xk[r]
+    if _any_nan(out):
+        _nan_sequential(x, out)
+
+
+@_jit
+def sum32_pairwise(x, out):
+    """As :func:`sum32_sequential` in the order of
+    :func:`scalars.kernels.binary_format.sum_pairwise` (adjacent pairs level by level, an
+    odd last entry carried up)."""
+    n, R = x.shape
+    if n == 0:
+        return
+    buf = x.copy()
+    m = n
+    # twin of binary_format.sum_pairwise's FAST levels: float32 hardware adds here, float64
+    # adds + rn_fast there (a shared helper would need the rounding as an argument)
+    while m > 1:
+        half = m // 2
+        for i in range(half):
+            dst, s1, s2 = buf[i], buf[2 * i], buf[2 * i + 1]
+            for r in range(R):
+                dst[r] = s1[r] + s2[r]
+        m = carry_odd(buf, m)
+    for r in range(R):
+        out[r] = buf[0, r]
+    if _any_nan(out):
+        _nan_pairwise(x, out)
 
 
 @_jit

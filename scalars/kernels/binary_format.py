@@ -106,22 +106,56 @@ def rn(x, spec):
 
 
 # ---------------------------------------------------------------- elementwise kernels
+@numba.njit(inline="always", error_model="numpy")
+def _binary_fast_loop(op, a, b, out, spec):
+    """out = RN(a op b) for FAST formats: float64 op then one rounding (2p+2 rule); ``op``
+    is a constant in each kernel below, its test folds away."""
+    for i in range(out.size):
+        x, y = a[i], b[i]
+        if op == ADD:
+            v = x + y
+        elif op == SUB:
+            v = x - y
+        elif op == MUL:
+            v = x * y
+        else:
+            v = x / y
+        out[i] = rn_fast(v, spec)
+
+
+# One kernel per op, so that a run compiles the operations it uses (one loop ~0.2 s cold;
+# the four behind one op switch took 0.8 s).
 @_jit
+def binary_fast_add(a, b, out, spec):
+    """:func:`binary_fast` for ADD."""
+    _binary_fast_loop(ADD, a, b, out, spec)
+
+
+@_jit
+def binary_fast_sub(a, b, out, spec):
+    """:func:`binary_fast` for SUB."""
+    _binary_fast_loop(SUB, a, b, out, spec)
+
+
+@_jit
+def binary_fast_mul(a, b, out, spec):
+    """:func:`binary_fast` for MUL."""
+    _binary_fast_loop(MUL, a, b, out, spec)
+
+
+@_jit
+def binary_fast_div(a, b, out, spec):
+    """:func:`binary_fast` for DIV."""
+    _binary_fast_loop(DIV, a, b, out, spec)
+
+
+_BINARY_FAST = (binary_fast_add, binary_fast_sub, binary_fast_mul, binary_fast_div)
+
+
 def binary_fast(op, a, b, out, spec):
-    """out = RN(a op b) for FAST formats: float64 op then one rounding (2p+2 rule)."""
-    n = out.size
-    if op == ADD:
-        for i in range(n):
-            out[i] = rn_fast(a[i] + b[i], spec)
-    elif op == SUB:
-        for i in range(n):
-            out[i] = rn_fast(a[i] - b[i], spec)
-    elif op == MUL:
-        for i in range(n):
-            out[i] = rn_fast(a[i] * b[i], spec)
-    else:
-        for i in range(n):
-            out[i] = rn_fast(a[i] / b[i], spec)
+    """out = RN(a op b) for FAST formats (op in ADD SUB MUL DIV): float64 op then one
+    rounding (2p+2 rule); the compiled kernel of this op."""
+    _BINARY_FAST[op](a, b, out, spec)
 
 
 @_helper
@@ -328,11 +362,10 @@ def _fma_step(mode, x, y, acc, spec):
     return rn(to_odd(r, t), spec), bad
 
 
-@_jit
-def sum_sequential(mode, x, out, unsafe, spec):
-    """Sequential sums down axis 0 of x (n, R): out[r] = (((x0 + x1) + x2) + ...) with one
-    rounding per addition; the first entry starts the accumulator, n = 0 gives +0.  Looping
-    r innermost keeps the R independent chains in SIMD lanes."""
+@numba.njit(inline="always", error_model="numpy")
+def _sum_sequential_loop(mode, x, out, unsafe, spec):
+    """Sequential sums down axis 0 of x (n, R) (see :func:`sum_sequential`); ``mode`` is a
+    constant FAST in one kernel below (its other branch folds away)."""
     n, R = x.shape
     if n == 0:
         for r in range(R):
@@ -352,11 +385,36 @@ def sum_sequential(mode, x, out, unsafe, spec):
                     unsafe[r] = 1
 
 
+# FAST apart from the other paths: a FAST run compiles neither _add_step nor its EFTs.
+@_jit
+def sum_sequential_fast(x, out, unsafe, spec):
+    """:func:`sum_sequential` on the FAST path."""
+    _sum_sequential_loop(FAST, x, out, unsafe, spec)
+
+
+@_jit
+def sum_sequential_steps(mode, x, out, unsafe, spec):
+    """:func:`sum_sequential` on the NATIVE and STICKY paths (one :func:`_add_step` per
+    addition)."""
+    _sum_sequential_loop(mode, x, out, unsafe, spec)
+
+
+def sum_sequential(mode, x, out, unsafe, spec):
+    """Sequential sums down axis 0 of x (n, R): out[r] = (((x0 + x1) + x2) + ...) with one
+    rounding per addition; the first entry starts the accumulator, n = 0 gives +0.  Looping
+    r innermost keeps the R independent chains in SIMD lanes.  The compiled kernel of the
+    path."""
+    if mode == FAST:
+        sum_sequential_fast(x, out, unsafe, spec)
+    else:
+        sum_sequential_steps(mode, x, out, unsafe, spec)
+
+
 @numba.njit(inline="always")
 def carry_odd(buf, m):
     """The end of one pairwise level over the first m rows of ``buf`` (the sums of adjacent
     pairs written to its first m // 2 rows): an odd last row is carried up unchanged.
-    Returns the next level's row count (binary32_hw.sum32 uses it too)."""
+    Returns the next level's row count (binary32_hw.sum32_pairwise uses it too)."""
     half = m // 2
     if m % 2 == 1:
         for r in range(buf.shape[1]):
@@ -377,7 +435,8 @@ def sum_pairwise(mode, x, out, unsafe, spec):
     buf = x.copy()
     m = n
     # the level loop has a twin in matmul_pairwise (flags per (q, i, j) there): a shared
-    # helper with its conditional flag store would stop the inner loops vectorising
+    # helper with its conditional flag store would stop the inner loops vectorising; and
+    # one in binary32_hw.sum32_pairwise (float32 hardware adds, no rounding call)
     while m > 1:
         half = m // 2
         for i in range(half):

@@ -147,38 +147,78 @@ def _run_fresh(code: str) -> str:
 
 
 def test_op_table_loads_no_numba_and_float64_builds_its_ufuncs_on_use():
-    # (The float64 context itself imports scalars.formats, whose rounding kernels import
-    # Numba; it compiles nothing of its own until an operation needs it.)
+    # (The float64 context compiles nothing of its own until an operation needs it.)
     out = _run_fresh(
         "import sys\n"
         "import scalarlab.graph.optable\n"
         "print('numba' in sys.modules)\n"
         "import scalarlab.scalars.float64\n"
         "import scalarlab.scalars.kernels.f64_libm as L\n"
+        "print('scalarlab.scalars.formats' in sys.modules, 'numba' in sys.modules)\n"
         "print('scalarlab.scalars.kernels.f64_matmul' in sys.modules,\n"
         "      [f._ufunc is None for f in (L.erf_f64, L.heaviside_f64)])\n"
         "import numpy as np\n"
         "c = scalarlab.scalars.float64.Float64Context()\n"
         "print(c.heaviside(np.array([-1.0, 0.0, 2.0])).tolist(),\n"
         "      [f._ufunc is None for f in (L.erf_f64, L.heaviside_f64)])\n")
-    assert out.split("\n")[:3] == ["False", "False [True, True]",
+    # (scalars.formats, which the context imports, loads its rounding kernels and Numba
+    # on the first rounding: tests/scalars/test_rounding_mode_kernels.py)
+    assert out.split("\n")[:4] == ["False", "True False", "False [True, True]",
                                     "[0.0, 0.0, 1.0] [True, False]"]
 
 
 def test_a_plain_compare_compiles_only_the_kernels_it_runs():
     # A dispatcher's signatures list what it compiled or loaded from the on-disk cache in
-    # this process: the default compare (FAST formats, unfused, nearest-even) needs one
-    # sequential matmul loop and one rounding mode.
+    # this process: the default compare (FAST formats, unfused, nearest-even; binary32 in
+    # hardware: a bias add and a sequential sum) needs one sequential matmul loop, the
+    # float pass of nearest-even, one binary32 op and one binary32 sum order.
     out = _run_fresh(
         "from scalarlab.experiments.cli import main\n"
         "assert main(['compare', '--quiet']) == 0\n"
         "from scalarlab.scalars.kernels import binary_format as K, rounding as R\n"
-        "from scalarlab.scalars.kernels import f64_libm as L\n"
-        "print('@', sorted(n for n, f in vars(K).items()\n"
-        "                  if n.startswith('matmul_sequential_') and f.signatures))\n"
-        "print('@', sorted(n for n, f in vars(R).items() if n.startswith('round_bits')\n"
-        "                  and f.signatures))\n"
+        "from scalarlab.scalars.kernels import binary32_hw as H, f64_libm as L\n"
+        "def used(mod, prefix):\n"
+        "    return sorted(n for n, f in vars(mod).items() if n.startswith(prefix)\n"
+        "                  and getattr(f, 'signatures', None))\n"
+        "print('@', used(K, 'matmul_sequential_'))\n"
+        "print('@', used(R.kernels(), 'round_bits'))\n"
+        "print('@', used(H, ('add32', 'sub32', 'mul32', 'div32', 'sum32')))\n"
         "print('@', L.erf_f64._ufunc is None, L.gamma_f64._ufunc is None)\n")
     mine = [line[2:] for line in out.splitlines() if line.startswith("@ ")]
-    assert mine == ["['matmul_sequential_fast']",
-                                   "['round_bits_nearest_even']", "True True"]
+    assert mine == ["['matmul_sequential_fast']", "['round_bits_nearest_even_float']",
+                    "['add32', 'sum32_sequential']", "True True"]
+
+
+#: commands whose --help reads the light table and their own module only (no numpy, no
+#: contexts, no op table)
+LIGHT_HELP = ("contexts", "quickstart-mlp", "tape-demo")
+
+
+def test_command_help_loads_no_numba_torch_or_onnx():
+    """Every command's ``--help`` builds its parser without Numba, torch or ONNX (the
+    kernels load when a command runs), and the light ones without the op table or the
+    contexts.  ``bound`` is left out: the ibp package it parses with imports the directed
+    rounding kernels.  One fresh interpreter runs them in this order and reports what
+    each added to ``sys.modules``."""
+    light = [c for c in LIGHT_HELP if c in COMMANDS]
+    rest = [c for c in COMMANDS if c not in LIGHT_HELP and c != "bound"]
+    code = ("import sys, io, contextlib\n"
+            "from scalarlab.experiments.cli import main\n"
+            "for cmd in %r:\n"
+            "    before = set(sys.modules)\n"
+            "    with contextlib.redirect_stdout(io.StringIO()):\n"
+            "        try:\n"
+            "            main([cmd, '--help'])\n"
+            "        except SystemExit as e:\n"
+            "            assert not e.code, (cmd, e.code)\n"
+            "    new = {m.split('.')[0] if not m.startswith('scalarlab.') else\n"
+            "           '.'.join(m.split('.')[:2]) for m in set(sys.modules) - before}\n"
+            "    print('@', cmd, ' '.join(sorted(new)))\n" % (light + rest,))
+    out = _run_fresh(code)
+    added = {line.split()[1]: set(line.split()[2:]) for line in out.splitlines()
+             if line.startswith("@ ")}
+    assert list(added) == light + rest
+    for cmd in light:
+        assert not added[cmd] & {"numpy", "scalarlab.scalars", "scalarlab.graph"}, cmd
+    for cmd in light + rest:
+        assert not added[cmd] & {"numba", "torch", "onnx", "onnxruntime"}, (cmd, added[cmd])

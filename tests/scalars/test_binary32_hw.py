@@ -227,6 +227,23 @@ def test_broadcast_operands_both_orders(op):
             same_bits(getattr(ctx, op)(y, x), want_ba)
 
 
+@pytest.mark.parametrize("op", ["add", "sub", "mul", "div"])
+def test_row_broadcasts_with_nans_bit_identical_to_emulation(op, ops32):
+    """The per-row kernels (a bias row read in place, either operand) and the one-row
+    case (a short row copied whole) on every class of bit pattern, NaN payloads included:
+    the emulated path's bits."""
+    a, b = ops32
+    ctx = scalars.get("binary32")
+    for m in (40, 5):                    # rows of 40 read in place, 5 copied (< 16)
+        x = a[:200 * m].reshape(200, m)
+        row = b[:m]
+        same_bits(getattr(ctx, op)(x, row),
+                  emulated(op, wide(x).ravel(), np.tile(wide(row), 200)))
+        same_bits(getattr(ctx, op)(row, x),
+                  emulated(op, np.tile(wide(row), 200), wide(x).ravel()))
+    assert np.isnan(a[:8000]).sum() > 10 and np.isnan(b[:40]).any()
+
+
 def test_storage_is_float32_and_round_trips():
     """convert/zeros/ones/full and every op return float32; to_float64 widens exactly;
     converting storage (or its float64 widening) gives the same bits back."""

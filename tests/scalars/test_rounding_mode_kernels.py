@@ -14,18 +14,55 @@ from scalarlab.scalars import formats
 
 
 def test_a_mode_compiles_only_its_own_kernel():
+    # nearest-even onto a named format takes the float pass alone (not the blocks kernel)
+    # and importing the formats loads no Numba: the kernels load on the first rounding
     code = (
+        "import sys\n"
         "import numpy as np\n"
         "from scalarlab.scalars import formats\n"
         "from scalarlab.scalars.kernels import rounding as RK\n"
+        "print('numba' in sys.modules)\n"
         "formats.round_to_format(np.array([0.1, -1e-6, 7e4]), 'binary16', 'toward_zero')\n"
+        "formats.round_to_format(np.array([0.1, -1e-6, 7e4]), 'e4m3')\n"
+        "formats.round_to_format(np.array([0.1, -1e-6, 7e4]), 'binary64')\n"
         "used = sorted(n for n in dir(RK) if n.startswith('round_bits')\n"
         "              and getattr(getattr(RK, n), 'signatures', None))\n"
         "print(','.join(used))\n")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=600)
     assert res.returncode == 0, res.stderr
-    assert res.stdout.strip() == "round_bits_toward_zero"
+    assert res.stdout.split() == ["False",
+                                  "round_bits_nearest_even_float,round_bits_toward_zero"]
+
+
+def test_nearest_even_takes_the_float_pass_exactly_where_it_applies():
+    """The two nearest-even kernels split by float_path: named formats (subnormals,
+    narrower than float64) on the float pass; no subnormals, 52-bit significands or a
+    float64-wide exponent range on the blocks.  Both against MPFR."""
+    import gmpy2
+    from scalarlab.scalars.kernels import rounding as RK
+    cases = {"binary16": True, "bfloat16": True, "e5m2": True, "binary32": True,
+             "binary64": False, formats.Format(5, 10, subnormals=False): False,
+             formats.Format(11, 40): False}
+    x = _bits(np.random.default_rng(3), 200)
+    for fmt, want_float in cases.items():
+        f = formats.get(fmt)
+        p = formats._kernel_params(f, RK.NEAREST_EVEN)
+        assert RK.float_path(RK.NEAREST_EVEN, p[0], p[2], p[6]) == want_float, f.name
+        got = formats.round_to_format(x, f)
+        fin = np.isfinite(x)
+        with gmpy2.context(formats.gmpy2_context(f)):
+            want = np.array([float(gmpy2.mpfr(float(v))) for v in x[fin]])
+        g = got[fin]
+        assert ((g == want) & (np.signbit(g) == np.signbit(want))).all(), f.name
+    # binary64 itself: every float64 bit pattern (NaN payloads included) as it is, and
+    # the blocks kernel (which a copy replaces there) gives the same bits
+    got = formats.round_to_format(x, "binary64").view(np.int64)
+    assert np.array_equal(got, x.view(np.int64))
+    blocks = np.empty_like(got)
+    RK.round_bits_nearest_even_blocks(x.view(np.int64), blocks,
+                                      *formats._kernel_params(formats.binary64, 0))
+    assert np.array_equal(blocks, got)
 
 
 def _bits(rng, n):

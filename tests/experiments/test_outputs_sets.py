@@ -248,6 +248,9 @@ def test_sigterm_and_sighup_end_like_ctrl_c(tmp_path, sig, rc, name):
             time.sleep(30)
             raise AssertionError("the signal did not end the run")
         C.compare = slow
+        # Ctrl-C as in an interactive start: pytest run as a background job of a
+        # non-interactive shell inherits SIGINT ignored, and so would this child
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         return main(["compare", "--quiet", "--out", str(out)])
     code, stdout, stderr = _fork(child)
     what = f"terminated by {name}" if name else "interrupted"

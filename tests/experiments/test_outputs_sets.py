@@ -404,6 +404,8 @@ print(json.dumps(res))
 """
 
 
+@pytest.mark.slow   # a fresh interpreter running compare (2.6 s CPU); the default selection
+#                    fills the disk at every byte in-process (test_full_disk_at_any_byte_...)
 def test_full_tmpfs_keeps_the_previous_set(tmp_path):
     """A real full file system: a 1 MiB tmpfs mounted in a user namespace (``unshare
     -rm``; where user namespaces are not allowed, the kernel's file size limit

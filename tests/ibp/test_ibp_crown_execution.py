@@ -230,7 +230,8 @@ def _bn_net(seed):
     return g, p
 
 
-@pytest.mark.parametrize("fmt", ["float64", "binary32", "bfloat16", "binary16"])
+@pytest.mark.parametrize("fmt", [pytest.param("float64", marks=pytest.mark.slow), "binary32",
+                                 pytest.param("bfloat16", marks=pytest.mark.slow), "binary16"])
 def test_batchnorm_crossed_with_its_rounding_bound(fmt):
     from test_ibp_crown import _check_sound
     from scalarlab.ibp import run_ibp

@@ -44,7 +44,10 @@ def ids(c):
     return c["name"]
 
 
-@pytest.mark.parametrize("ctxname", ["float64", "binary32", "mpmath:200", "fp32-real"])
+# fp32-real (exact arithmetic on binary32 inputs, an object-array context like mpmath:200)
+# runs every case under -m slow; its arithmetic has its own tests in tests/scalars
+@pytest.mark.parametrize("ctxname", ["float64", "binary32", "mpmath:200",
+                                     pytest.param("fp32-real", marks=pytest.mark.slow)])
 @pytest.mark.parametrize("c", CASES, ids=ids)
 def test_forward_matches_reference(c, ctxname):
     ctx = scalars.get(ctxname)

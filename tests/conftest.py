@@ -5,9 +5,10 @@
   2-core CI machine (CONTRIBUTING.md, "Tests").  Every session ends with one line giving
   its CPU time -- this process plus the subprocesses it waited for -- split into start-up
   and collection versus test bodies, so a change that makes the default run heavier shows
-  in its own output.  ``--cpu-durations=N`` lists the N tests that used the most CPU
-  (wall-clock ``--durations`` mixes in the machine's load and the sleeps of the fault
-  tests).  Nothing asserts on time: the line is for the reviewer.
+  in its own output.  ``--cpu-durations=N`` lists the N tests and files that used the
+  most CPU (wall-clock ``--durations`` mixes in the machine's load and the sleeps of the
+  fault tests).  A process reaped only at exit (a forkserver pool) is not in the line;
+  ``/usr/bin/time`` counts it.  Nothing asserts on time: the line is for the reviewer.
 """
 import os
 import resource
@@ -32,8 +33,8 @@ _PER_TEST: dict[str, float] = {}
 
 def pytest_addoption(parser):
     parser.addoption("--cpu-durations", type=int, default=0, metavar="N",
-                     help="list the N tests that used the most CPU time (setup + call + "
-                          "teardown, subprocesses included)")
+                     help="list the N tests and the N test files that used the most CPU "
+                          "time (setup + call + teardown, waited-for subprocesses included)")
 
 
 @pytest.hookimpl(wrapper=True)
@@ -51,7 +52,6 @@ def pytest_runtest_protocol(item, nextitem):
 def _record(item, used):
     _CPU["tests"] += used
     _PER_TEST[item.nodeid] = used
-
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):

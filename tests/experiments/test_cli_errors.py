@@ -202,9 +202,12 @@ def test_full_stdout_in_a_real_process():
 def test_ctrl_c_in_a_real_process():
     """SIGINT during training: one line, exit 130 (in-process: test_ctrl_c_in_process)."""
     cmd = [sys.executable, "-m", "scalarlab.experiments"]
+    # SIGINT as an interactive shell leaves it: pytest run as a background job inherits
+    # it ignored, and Python keeps an ignored SIGINT ignored
     proc = subprocess.Popen([*cmd, "quickstart-mlp", "--steps", "100000", "--arithmetic",
                              "float64"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=_env())
+                            text=True, env=_env(),
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         for line in proc.stdout:                      # wait until the training loop runs
             if line.startswith("step 0"):

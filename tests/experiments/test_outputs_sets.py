@@ -248,6 +248,9 @@ def test_sigterm_and_sighup_end_like_ctrl_c(tmp_path, sig, rc, name):
             time.sleep(30)
             raise AssertionError("the signal did not end the run")
         C.compare = slow
+        # Ctrl-C as in an interactive start: pytest run as a background job of a
+        # non-interactive shell inherits SIGINT ignored, and so would this child
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         return main(["compare", "--quiet", "--out", str(out)])
     code, stdout, stderr = _fork(child)
     what = f"terminated by {name}" if name else "interrupted"
@@ -401,6 +404,8 @@ print(json.dumps(res))
 """
 
 
+@pytest.mark.slow   # a fresh interpreter running compare (2.6 s CPU); the default selection
+#                    fills the disk at every byte in-process (test_full_disk_at_any_byte_...)
 def test_full_tmpfs_keeps_the_previous_set(tmp_path):
     """A real full file system: a 1 MiB tmpfs mounted in a user namespace (``unshare
     -rm``; where user namespaces are not allowed, the kernel's file size limit

@@ -3,6 +3,7 @@ float32 kernels, exact rational values across the kinks, tight interval boxes fo
 monotone ones, and clear errors for bad attributes."""
 from __future__ import annotations
 
+import functools
 from fractions import Fraction
 
 import numpy as np
@@ -111,6 +112,20 @@ def test_gelu_tanh_differs_from_exact_gelu_as_torch_does():
 UNIMODAL_OPS = ["silu", "mish", "gelu_tanh", "hardswish"]
 
 
+@functools.cache
+def _exact_samples(op, lo_bytes, hi_bytes):
+    """33 points across each box [lo, hi] and the op's value there in mpmath at 200 bits,
+    rounded to nearest float64; computed once per op and shared by the three contexts
+    (the oracle is the expensive part of the soundness test)."""
+    lo, hi = np.frombuffer(lo_bytes), np.frombuffer(hi_bytes)
+    mp = scalars.get("mpmath:200")
+    t = np.linspace(0, 1, 33)
+    pts = lo[:, None] + (hi - lo)[:, None] * t[None, :]
+    vals = np.asarray(mp.to_float64(OPS[op].forward(mp, [mp.convert(pts)], {}, 0)),
+                      dtype=np.float64)
+    return pts, vals
+
+
 @pytest.mark.parametrize("ctxname", ["interval:binary32", "interval:float64", "interval:mpmath:200"])
 @pytest.mark.parametrize("op", UNIMODAL_OPS)
 def test_unimodal_interval_rule_is_sound_tight_and_never_looser(op, ctxname):
@@ -119,7 +134,6 @@ def test_unimodal_interval_rule_is_sound_tight_and_never_looser(op, ctxname):
     strictly tighter somewhere; across the minimum its lower end is within 1e-12 of the
     true minimum."""
     ctx = scalars.get(ctxname)
-    mp = scalars.get("mpmath:200")
     rec = OPS[op]
     rng = np.random.default_rng(5)
     lo = np.concatenate([rng.uniform(-6, 3, 40), [-4.0, -1.0, -2.0, -0.9, 0.5]])
@@ -132,9 +146,7 @@ def test_unimodal_interval_rule_is_sound_tight_and_never_looser(op, ctxname):
     glo, ghi = (np.asarray(ctx.base.to_float64(v), dtype=np.float64) for v in (gen.lo, gen.hi))
     assert (ylo >= glo).all() and (yhi <= ghi).all()
     assert ((ylo > glo) | (yhi < ghi)).any()
-    t = np.linspace(0, 1, 33)
-    pts = lo[:, None] + (hi - lo)[:, None] * t[None, :]
-    vals = np.asarray(mp.to_float64(rec.forward(mp, [mp.convert(pts)], {}, 0)), dtype=np.float64)
+    _, vals = _exact_samples(op, lo.tobytes(), hi.tobytes())
     # to_float64 rounds to nearest: allow one float64 ulp for the comparison
     slack = np.spacing(np.abs(vals))
     assert (ylo[:, None] <= vals + slack).all() and (vals - slack <= yhi[:, None]).all()

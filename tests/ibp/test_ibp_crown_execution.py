@@ -61,9 +61,12 @@ NETS = {
 }
 
 
-@pytest.mark.parametrize("net", sorted(NETS))
-@pytest.mark.parametrize("fmt", ["float64"] + [pytest.param(f, marks=pytest.mark.slow)
-                                              for f in ("binary32", "bfloat16")])
+# the default selection: float64 on a tanh MLP and both CNNs (relu + max pool, sigmoid +
+# average pool); -m slow: every net in every format
+@pytest.mark.parametrize("net, fmt", [
+    pytest.param(net, fmt, marks=() if fmt == "float64" and net in
+                 ("mlp-tanh", "cnn-max", "cnn-avg-sigmoid") else pytest.mark.slow)
+    for fmt in ("float64", "binary32", "bfloat16") for net in sorted(NETS)])
 def test_point_runs_inside_crown_boxes(net, fmt):
     g, p, shape = NETS[net]()
     x0 = np.random.default_rng(len(net)).normal(0, 1, shape)
@@ -230,7 +233,8 @@ def _bn_net(seed):
     return g, p
 
 
-@pytest.mark.parametrize("fmt", ["float64", "binary32", "bfloat16", "binary16"])
+@pytest.mark.parametrize("fmt", [pytest.param("float64", marks=pytest.mark.slow), "binary32",
+                                 pytest.param("bfloat16", marks=pytest.mark.slow), "binary16"])
 def test_batchnorm_crossed_with_its_rounding_bound(fmt):
     from test_ibp_crown import _check_sound
     from scalarlab.ibp import run_ibp

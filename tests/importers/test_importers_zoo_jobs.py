@@ -132,7 +132,7 @@ def test_sweep_ibp_crown_boxes_contain_point_runs(name, imported, tmp_path, caps
     np.save(tmp_path / "c.npy", x)
     radius = "0.5" if name in TOKEN_IDS else "0.0005"
     capsys.readouterr()
-    rc = cli_main(["sweep", str(path), "--input-file", str(tmp_path / "c.npy"), "--radii",
+    rc = cli_main(["sweep", str(path), "--center-file", str(tmp_path / "c.npy"), "--radii",
                    radius, "--samples", "3", "--contexts", "binary32", "--method",
                    "ibp,crown", "--json", "--quiet"])
     out = capsys.readouterr()

@@ -82,8 +82,13 @@ def operands(rng, M, K, N, wide=True):
 
 SIZES = (1, 2, 3, 7, 8, 9, 17, 25, 33)
 # Every shape of SIZES^3 (partial row tiles of R = 8, partial panels of W = 24, K = 1;
-# about 3 ms each, 2.5 s in all) and two longer k loops.
-SHAPES = list(itertools.product(SIZES, SIZES, SIZES)) + [(16, 130, 48), (9, 300, 26)]
+# about 3 ms each, 2.5 s in all) and two longer k loops.  The default selection runs the
+# shapes made of 1, 8, 9 and 25 (one row, a whole tile, a tile and one row, three tiles
+# and one; N: partial panel, one panel and one column; K = 1 and longer chains) and the
+# long k loops; -m slow all 731.
+DEFAULT_SIZES = (1, 8, 9, 25)
+SHAPES = [pytest.param(*s, marks=() if set(s) <= set(DEFAULT_SIZES) else pytest.mark.slow)
+          for s in itertools.product(SIZES, SIZES, SIZES)] + [(16, 130, 48), (9, 300, 26)]
 
 
 @pytest.mark.parametrize("M,K,N", SHAPES)

@@ -39,13 +39,17 @@ def midpoint_cases(fmt) -> np.ndarray:
     return np.concatenate([pts, np.nextafter(pts, np.inf), np.nextafter(pts, -np.inf)])
 
 
-@pytest.mark.parametrize("fmt", [F.e4m3, F.e5m2, F.binary16], ids=lambda f: f.name)
+# every binary16 midpoint is 1.3 s CPU: -m slow; the default runs the 8-bit formats in
+# full and binary16's midpoints next to sampled codes (below)
+@pytest.mark.parametrize("fmt", [F.e4m3, F.e5m2,
+                                 pytest.param(F.binary16, marks=pytest.mark.slow)],
+                         ids=lambda f: f.name)
 def test_all_midpoints_and_their_neighbours(fmt):
     check_against_mpfr(midpoint_cases(fmt), fmt)
 
 
-@pytest.mark.parametrize("fmt", [F.bfloat16, F.tf32, F.Format(3, 2), F.Format(11, 3)],
-                         ids=lambda f: f.name)
+@pytest.mark.parametrize("fmt", [F.bfloat16, F.tf32, F.Format(3, 2), F.Format(11, 3),
+                                 F.binary16], ids=lambda f: f.name)
 def test_midpoints_sampled_codes(fmt):
     """Midpoints next to 20,000 random codes (and the extremes) of further formats."""
     rng = np.random.default_rng(5)

@@ -255,7 +255,8 @@ def test_resume_skips_finished_chunks_and_processes_agree(tmp_path, monkeypatch)
     monkeypatch.setattr(L, "_chunk_task", stop_after_three)
     with pytest.raises(KeyboardInterrupt):
         L.libm_audit(*args, exhaustive=True, chunk=8192, resume=resume)
-    assert len(json.loads(resume.read_text())["done"]) == 3
+    # finished chunks are kept as compact index runs: chunks 0, 1, 2
+    assert json.loads(resume.read_text())["done"] == [[0, 2]]
     calls.clear()
     monkeypatch.setattr(L, "_chunk_task", lambda t: (calls.append(t), real(t))[1])
     again = L.libm_audit(*args, exhaustive=True, chunk=8192, resume=resume)

@@ -327,3 +327,91 @@ def test_exhaustive_binary32_slice_of_exp():
         x = np.array([row.worst_input], dtype=np.float32)
         y = L.library_function(row.library, "exp", "binary32")(x)[0]
         assert round(_ulps("exp", "binary32", x[0], y), 2) == row.max_ulps
+
+
+# ------------------------------------------------- the fast path: tails, spans, compare
+@pytest.mark.parametrize("func, fmt", [("exp", "binary32"), ("tanh", "binary32"),
+                                       ("cosh", "binary32"), ("expm1", "binary16"),
+                                       ("log", "bfloat16"), ("exp", "binary64")])
+def test_saturated_tails_and_their_edges_against_mpfr(func, fmt):
+    """Every tail is decided without evaluation: its two ends and the inputs around its
+    inner edge (the last ones that are not saturated) are checked one by one in MPFR, and
+    the reference with tails equals the one evaluating every element."""
+    tails = L.saturated_tails(func, fmt)
+    assert tails, (func, fmt)
+    lo, hi = L.ordinal_range(fmt)
+    for a, b, v in tails:
+        assert lo < a <= b < hi
+        inner = a if a > 0 else b          # the edge next to the unsaturated inputs
+        step = 1 if a > 0 else -1
+        ords = np.concatenate([[a, b], inner + step * np.arange(-300, 300)])
+        ords = ords[(ords > lo) & (ords < hi)]
+        x = L.from_ordinals(fmt, ords)
+        want = np.array([_cr(func, fmt, t) for t in x])
+        got = L.reference(func, fmt, x).astype(np.float64)        # by value
+        assert np.array_equal(got, want, equal_nan=True)
+        inside = (ords >= a) & (ords <= b)
+        assert np.array_equal(want[inside], np.full(inside.sum(), v), equal_nan=True)
+        outside = want[~inside]
+        assert not np.any(np.isnan(outside) if math.isnan(v) else outside == v)
+        if fmt != "binary64":                                      # by consecutive span
+            first = int(inner) - 300
+            span = L.ordinal_span(fmt, first, first + 600)
+            assert np.array_equal(L.reference(func, fmt, span, first),
+                                  L._reference_all(func, fmt, span), equal_nan=True)
+
+
+def test_exp_near_zero_and_at_the_overflow_edge_against_mpfr():
+    """exp(x) for tiny |x| rounds to 1 or to its neighbours; at the overflow threshold the
+    result turns to inf: both are decided by the fast path and equal MPFR's rounding."""
+    x = np.concatenate([
+        L.from_ordinals("binary32", L.to_ordinals("binary32", np.float32(2.0 ** -24))
+                        + np.arange(-400, 400)),
+        -L.from_ordinals("binary32", L.to_ordinals("binary32", np.float32(2.0 ** -25))
+                         + np.arange(-400, 400)),
+        np.float32([1e-30, -1e-30, 1.4e-45, -1.4e-45, 88.72283, 88.722839, 88.72284])])
+    x = x.astype(np.float32)
+    want = np.array([_cr("exp", "binary32", t) for t in x])
+    assert np.array_equal(L.reference("exp", "binary32", x).astype(np.float64), want)
+    # around 2^-24 exp(x) crosses the midpoint 1 + 2^-24; around -2^-25 the midpoint 1 - 2^-25
+    assert set(want[:800]) == {1.0, 1 + 2.0 ** -23}
+    assert set(want[800:1600]) == {1.0, 1 - 2.0 ** -24}
+
+
+@pytest.mark.parametrize("fmt", L.FORMATS)
+def test_ordinal_span_is_from_ordinals(fmt):
+    lo, hi = L.ordinal_range(fmt)
+    for a, b in [(lo, lo + 50), (-20, 20), (-20, 0), (0, 9), (hi - 9, hi + 1), (-3, 1)]:
+        u, v = L.ordinal_span(fmt, a, b), L.from_ordinals(fmt, np.arange(a, b))
+        assert u.dtype == v.dtype and np.array_equal(u.view(np.uint8), v.view(np.uint8))
+
+
+def test_resume_ranges_are_compact():
+    assert L._ranges([5, 0, 1, 2, 7, 6, 9]) == [[0, 2], [5, 7], [9, 9]]
+    assert L._ranges([]) == []
+
+
+def test_dask_flags_need_exhaustive(capsys):
+    rc = main(["libm", "exp", "--dask", "--workers", "2", "--samples", "10", "--quiet"])
+    assert rc == 1 and "--dask runs the chunks of --exhaustive runs" in capsys.readouterr().err
+    with pytest.raises(Exception, match="registered libraries run in this process only"):
+        L.register_library("mine", {("exp", "binary16"): np.exp})
+        try:
+            L.libm_audit(["exp"], ["mine"], "binary16", exhaustive=True, dask=True)
+        finally:
+            L.CUSTOM.pop("mine", None)
+
+
+@pytest.mark.slow
+def test_local_dask_workers_agree_with_processes(tmp_path):
+    """A local Dask cluster of two workers gives the rows of two processes, and records
+    its chunks in the resume file."""
+    args = (["exp", "tanh"], ["numpy", "torch"], "binary16")
+    par = L.libm_audit(*args, exhaustive=True, chunk=8192, workers=2)
+    resume = tmp_path / "dask.json"
+    dsk = L.libm_audit(*args, exhaustive=True, chunk=8192, workers=2, dask=True,
+                       resume=resume)
+    assert dsk.equals(par)                # NaN worst inputs (all correctly rounded) equal
+    n = len(L._chunks("binary16", *L.ordinal_range("binary16"), 8192))
+    assert json.loads(resume.read_text())["done"] == [[0, n - 1]]
+    assert dsk.attrs["meta"]["execution"] == "local dask, 2 workers"

@@ -46,7 +46,7 @@ from . import outputs, tables
 from .errors import ExperimentError
 
 FORMATS = ("binary32", "binary64", "binary16", "bfloat16")
-LIBRARIES = ("numpy", "torch", "libm", "jax", "lab")
+LIBRARIES = ("numpy", "torch", "libm", "jax", "lab", "cuda")
 DEFAULT_FUNCS = ("exp", "log", "sin", "cos", "tanh")
 #: Extra precision of the MPFR value an error figure is computed from: the figure's
 #: relative error is then ~2^-40, far below the two decimals printed.
@@ -283,7 +283,24 @@ def library_function(lib: str, func: str, fmt: str):
                "bfloat16": jnp.bfloat16}[fmt]
         return lambda x: np.asarray(f(jnp.asarray(x, dtype=jdt)).astype(jnp.float32)) \
             .astype(_carrier(fmt))
+    if lib == "cuda":
+        return None          # see _why_missing: no GPU to audit it on
     raise ExperimentError(f"libm: unknown library {lib!r}; known: {', '.join(LIBRARIES)}")
+
+
+def _why_missing(lib: str) -> str:
+    """The reason a whole library is left out, for the "not available" note ("" when the
+    library is there and merely lacks the function or format)."""
+    if lib == "cuda":
+        return ("the CUDA audit (libdevice, fast intrinsics) needs a GPU and none was lent "
+                "to write and test it; the numba-cuda simulator's libdevice gives NaN, so "
+                "it is not audited")
+    if lib == "jax":
+        try:
+            import jax  # noqa: F401
+        except ImportError:
+            return "jax is not installed: pip install jax"
+    return ""
 
 
 # ----------------------------------------------------------------------------- reference
@@ -662,9 +679,10 @@ def libm_audit(funcs=DEFAULT_FUNCS, libs=("numpy", "torch", "libm"), fmt="binary
         raise ExperimentError("libm: binary64 has 2^64 inputs; use --samples N --search")
     pairs, skipped = [], []
     for lib in libs:
+        why = _why_missing(lib)
         for func in funcs:
             if library_function(lib, func, fmt) is None:
-                skipped.append(f"{lib} {func} {fmt}")
+                skipped.append(f"{lib} {func} {fmt}" + (f" ({why})" if why else ""))
             else:
                 pairs.append((lib, func))
     use_libs = sorted({p[0] for p in pairs}, key=list(libs).index)
@@ -744,11 +762,13 @@ def plot_errors(df: pd.DataFrame, func: str, path) -> Path:
         ax.plot(a[:, 0], a[:, 1], ".", ms=3, label=lib)
         drawn = True
     ax.axhline(0.5, color="grey", lw=0.8, ls="--")
-    # inputs span many binades: logarithmic in |x| beyond 1, linear inside
-    ax.set_xscale("symlog", linthresh=1.0)
+    fmt = df["format"].iloc[0] if len(df) else ""
+    # the envelope's bins are equal runs of format values, i.e. of binades: logarithmic in
+    # |x| down to the smallest normal number, so that each binade gets the same width
+    tiny = float(F.get(fmt).min_normal) if fmt in FORMATS else 1.0
+    ax.set_xscale("symlog", linthresh=tiny, linscale=0.2)
     ax.set_xlabel("input x")
     ax.set_ylabel("error (ulps of the exact result)")
-    fmt = df["format"].iloc[0] if len(df) else ""
     ax.set_title(f"{func} in {fmt}: error vs input"
                  + ("" if drawn else " (every result correctly rounded)"))
     if drawn:

@@ -415,3 +415,25 @@ def test_local_dask_workers_agree_with_processes(tmp_path):
     n = len(L._chunks("binary16", *L.ordinal_range("binary16"), 8192))
     assert json.loads(resume.read_text())["done"] == [[0, n - 1]]
     assert dsk.attrs["meta"]["execution"] == "local dask, 2 workers"
+
+
+def test_cuda_column_says_why_it_is_empty():
+    df = L.libm_audit(["exp"], ["cuda", "lab"], "binary16", samples=200)
+    assert list(df.library) == ["lab"]
+    (note,) = df.attrs["skipped"]
+    assert note.startswith("cuda exp binary16 (") and "needs a GPU" in note
+
+
+@pytest.mark.slow
+def test_jax_binary16_exhaustive_figures_match_mpfr():
+    """jax on CPU (XLA): every binary16 input; the figure at the worst input is MPFR's."""
+    import jax  # noqa: F401  (the test extra installs it: a missing jax fails here)
+    df = L.libm_audit(["exp", "log", "tanh"], ["jax"], "binary16", exhaustive=True)
+    assert len(df) == 3
+    for row in df.itertuples():
+        if row.not_cr == 0:
+            assert row.max_ulps == 0.5
+            continue
+        x = np.array([row.worst_input], dtype=np.float16)
+        y = L.library_function("jax", row.function, "binary16")(x)[0]
+        assert round(_ulps(row.function, "binary16", x[0], y), 2) == row.max_ulps

@@ -67,8 +67,8 @@ def main() -> None:
     ap.add_argument("--full", action="store_true", help="exhaustive numpy exp, --workers")
     ap.add_argument("--dask", action="store_true",
                     help="--workers processes vs a local Dask cluster of --workers")
-    ap.add_argument("--dask-range", default="1:65536",
-                    help="inputs of the Dask comparison (default 1:65536, 2^27 inputs)")
+    ap.add_argument("--dask-range", default="1e-6:1e6",
+                    help="inputs of the Dask comparison (default 1e-6:1e6, 2^28.3 inputs)")
     ap.add_argument("--dask-func", default="log", help="function of the Dask comparison")
     ap.add_argument("--workers", type=int, default=2)
     a = ap.parse_args()
@@ -83,11 +83,10 @@ def main() -> None:
         for how in ("processes", "dask", "processes", "dask"):
             t = time.perf_counter()
             L.libm_audit([a.dask_func], ["numpy", "libm"], "binary32", exhaustive=True,
-                         range=(lo, hi), workers=a.workers, dask=how == "dask", quiet=True,
-                         chunk=1 << 20)
+                         range=(lo, hi), workers=a.workers, dask=how == "dask", quiet=True)
             walls.setdefault(how, []).append(time.perf_counter() - t)
         proc = min(walls["processes"])
-        print(f"{a.dask_func}, numpy+libm, [{lo:g}, {hi:g}], chunks of 2^20: "
+        print(f"{a.dask_func}, numpy+libm, [{lo:g}, {hi:g}], chunks of 2^22: "
               f"{a.workers} processes {proc:.1f} s, local Dask {a.workers} workers "
               f"{min(walls['dask']):.1f} s (best of 2 each, cluster start included): ratio "
               f"{min(walls['dask']) / proc:.2f}; all runs {walls}; load average "

@@ -568,21 +568,22 @@ def _run_processes(tasks, record, bar, workers):
 
 
 def _run_dask(tasks, record, bar, *, scheduler, workers, timeout):
-    """Chunks on a Dask cluster (``scheduler``) or a local one of ``workers`` processes,
-    in batches so that finished chunks reach the resume file during the run."""
+    """Chunks on a Dask cluster (``scheduler``) or a local one of ``workers`` processes;
+    each finished chunk is recorded as it arrives (the resume file sees it during the
+    run)."""
+    import dask
     from . import dask_cluster
     libs, funcs, fmt = tasks[0][:3]
     shared = (libs, funcs, fmt, list(tasks[0][5]))
-    with dask_cluster.client_for(scheduler=scheduler, workers=workers,
-                                 timeout=timeout) as (client, where):
-        step = max(8, 8 * len(client.nthreads()))
-        for s in range(0, len(tasks), step):
-            batch = [(t[3], t[4]) for t in tasks[s:s + step]]
-            parts = dask_cluster.run_tasks(client, where, _dask_chunk, shared, batch,
-                                           progress=bar.update,
-                                           wait_for_worker=timeout)
-            for span, part in parts:
-                record(span, part)
+    # the workers' statistical profiler samples every thread each 10 ms: a few percent of
+    # a compute-bound chunk, which nobody reads here (a local cluster inherits this)
+    with dask.config.set({"distributed.worker.profile.enabled": False}), \
+            dask_cluster.client_for(scheduler=scheduler, workers=workers,
+                                    timeout=timeout) as (client, where):
+        dask_cluster.run_tasks(client, where, _dask_chunk, shared,
+                               [(t[3], t[4]) for t in tasks], progress=bar.update,
+                               wait_for_worker=timeout,
+                               on_result=lambda i, res: record(*res))
 
 
 def _run_sampled(libs, funcs, fmt, lo, hi, *, samples, search, seed, specials):

@@ -437,3 +437,22 @@ def test_jax_binary16_exhaustive_figures_match_mpfr():
         x = np.array([row.worst_input], dtype=np.float16)
         y = L.library_function("jax", row.function, "binary16")(x)[0]
         assert round(_ulps(row.function, "binary16", x[0], y), 2) == row.max_ulps
+
+
+@pytest.mark.slow
+def test_scheduler_address_runs_the_chunks_there(capsys):
+    """--scheduler ADDRESS: the chunks run on that cluster, rows equal to a local run; an
+    unreachable scheduler is one line, exit 1."""
+    import distributed
+    args = (["exp", "log"], ["numpy", "torch"], "binary16")
+    local = L.libm_audit(*args, exhaustive=True, chunk=8192)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1,
+                                  dashboard_address=None) as cluster:
+        addr = cluster.scheduler_address
+        remote = L.libm_audit(*args, exhaustive=True, chunk=8192, scheduler=addr)
+    assert remote.equals(local)
+    assert remote.attrs["meta"]["execution"] == f"dask scheduler {addr}"
+    rc = main(["libm", "exp", "--format", "binary16", "--exhaustive", "--quiet",
+               "--scheduler", "tcp://127.0.0.1:1", "--connect-timeout", "2"])
+    err = capsys.readouterr().err
+    assert rc == 1 and "Dask cluster not reachable" in err and len(err.splitlines()) == 1

@@ -572,6 +572,7 @@ def _run_dask(tasks, record, bar, *, scheduler, workers, timeout):
     each finished chunk is recorded as it arrives (the resume file sees it during the
     run)."""
     import dask
+    import distributed  # noqa: F401  (its config defaults load first; set() below adds to them)
     from . import dask_cluster
     libs, funcs, fmt = tasks[0][:3]
     shared = (libs, funcs, fmt, list(tasks[0][5]))

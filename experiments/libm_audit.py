@@ -519,16 +519,19 @@ def _run_exhaustive(libs, funcs, fmt, lo, hi, *, workers, resume, quiet, chunk,
     todo = [i for i in range(len(spans)) if i not in done]
     index = {tuple(spans[i]): i for i in todo}
     last_write = [time.monotonic()]
+    unsaved = [False]
 
     def save():
-        if resume is not None:
+        # only what this run added: a run that failed before its first chunk writes nothing
+        if resume is not None and unsaved[0]:
             outputs.write_text(resume, json.dumps({"key": key, "done": _ranges(done),
                                                    "total": total}), flag="--resume")
-            last_write[0] = time.monotonic()
+            last_write[0], unsaved[0] = time.monotonic(), False
 
     def record(span, part):
         _merge(total, part)
         done.add(index[tuple(span)])
+        unsaved[0] = True
         if time.monotonic() - last_write[0] >= RESUME_EVERY:
             save()
 

@@ -440,7 +440,7 @@ def test_jax_binary16_exhaustive_figures_match_mpfr():
 
 
 @pytest.mark.slow
-def test_scheduler_address_runs_the_chunks_there(capsys):
+def test_scheduler_address_runs_the_chunks_there(tmp_path, capsys):
     """--scheduler ADDRESS: the chunks run on that cluster, rows equal to a local run; an
     unreachable scheduler is one line, exit 1."""
     import distributed
@@ -452,7 +452,10 @@ def test_scheduler_address_runs_the_chunks_there(capsys):
         remote = L.libm_audit(*args, exhaustive=True, chunk=8192, scheduler=addr)
     assert remote.equals(local)
     assert remote.attrs["meta"]["execution"] == f"dask scheduler {addr}"
+    state = tmp_path / "never.json"
     rc = main(["libm", "exp", "--format", "binary16", "--exhaustive", "--quiet",
-               "--scheduler", "tcp://127.0.0.1:1", "--connect-timeout", "2"])
+               "--scheduler", "tcp://127.0.0.1:1", "--connect-timeout", "2",
+               "--resume", str(state)])
     err = capsys.readouterr().err
     assert rc == 1 and "Dask cluster not reachable" in err and len(err.splitlines()) == 1
+    assert not state.exists()           # nothing ran: no resume file either

@@ -641,6 +641,9 @@ def _parse_range(rng, fmt):
         oa += 1
     if float(fb) > b:
         ob -= 1
+    if oa > ob:
+        raise ExperimentError(f"--range {a!r}:{b!r}: no {fmt} value in it (the nearest are "
+                              f"{float(fa)!r} and {float(fb)!r})")
     return max(oa, lo), min(ob, hi)
 
 

@@ -318,6 +318,15 @@ def test_cli_refuses_bad_flags(argv, msg, capsys):
     assert msg in capsys.readouterr().err
 
 
+def test_a_range_without_format_values_is_one_line(capsys):
+    rc = main(["libm", "exp", "--range", "0.1:0.1", "--quiet"])
+    err = capsys.readouterr().err
+    assert rc == 1 and "--range 0.1:0.1: no binary32 value in it" in err
+    x = float(np.float32(0.1))                       # a value of the format: one input
+    df = L.libm_audit(["exp"], ["libm"], "binary32", exhaustive=True, range=(x, x))
+    assert df.inputs.iloc[0] == 1
+
+
 @pytest.mark.slow
 def test_exhaustive_binary32_slice_of_exp():
     """2^24 consecutive binary32 inputs (one exponent slice around 1) for numpy and libm."""

@@ -211,11 +211,13 @@ def _close(client, cluster) -> None:
 
 
 def run_tasks(client, where: str, fn, shared, arg_lists: list, *, retries: int =
-              DEFAULT_RETRIES, progress=None, wait_for_worker: float = 10.0) -> list:
+              DEFAULT_RETRIES, progress=None, wait_for_worker: float = 10.0,
+              on_result=None) -> list:
     """``[fn(shared, *args) for args in arg_lists]`` on the cluster, in order.
 
     ``shared`` travels once, as the result of a task (recomputed if its worker dies).  A
-    task's own exception is raised as it is; Dask faults are one-line ExperimentErrors."""
+    task's own exception is raised as it is; Dask faults are one-line ExperimentErrors.
+    ``on_result(i, result)`` sees each result as it arrives (a resume file records it)."""
     from distributed import as_completed
     # toolz (a dependency of dask) is importable on every scheduler and worker, whatever
     # version of this lab they run: the scheduler unpickles the task graph
@@ -249,6 +251,8 @@ def run_tasks(client, where: str, fn, shared, arg_lists: list, *, retries: int =
             if f.status == "finished":
                 results[index[f.key]] = res
                 done += 1
+                if on_result:
+                    on_result(index[f.key], res)
                 if progress:
                     progress(1)
                 continue

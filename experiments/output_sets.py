@@ -274,8 +274,9 @@ class OutputSet:
                     _fsync_dir(d)
                 os.unlink(self.journal)
                 self.committed = False
-            # (a file published into another set's staging directory is not an output yet)
-            PUBLISHED.extend(m.shown for m in written if not any(
+            # (a file published into another set's staging directory is not an output yet;
+            # a file rewritten during the run, a resume state, is named once)
+            PUBLISHED.extend(m.shown for m in written if m.shown not in PUBLISHED and not any(
                 TEMP_NAME.match(part) for part in m.target.parent.parts))
             self.cleanup()
 

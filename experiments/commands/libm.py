@@ -78,6 +78,15 @@ def add_arguments(p) -> None:
                    help="random seed (default 0)")
     p.add_argument("--workers", type=T.integer(1, 256), default=1, metavar="N",
                    help="local processes for --exhaustive chunks (default 1)")
+    d = p.add_mutually_exclusive_group()
+    d.add_argument("--dask", action="store_true",
+                   help="run the --workers on a local Dask cluster instead of a process pool")
+    d.add_argument("--scheduler", type=T.dask_address, metavar="ADDRESS",
+                   help="run --exhaustive chunks on an existing Dask scheduler "
+                        "tcp://HOST:PORT")
+    p.add_argument("--connect-timeout", type=T.real(0, 3600, lo_open=True), default=10.0,
+                   metavar="SEC", help="seconds to wait for the Dask scheduler and for a "
+                                       "worker (default 10)")
     p.add_argument("--resume", type=outputs.output_file(".json", flag="--resume"),
                    default=None, metavar="FILE.json",
                    help="record finished chunks in FILE.json and skip them when rerun "
@@ -88,16 +97,19 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
+    from ..errors import ExperimentError
     if args.plot_function and args.plot_function[0] not in args.funcs:
-        from ..errors import ExperimentError
         raise ExperimentError(f"--plot-function {args.plot_function[0]}: not among the "
                               f"audited functions ({','.join(args.funcs)})")
+    if (args.dask or args.scheduler) and not args.exhaustive:
+        raise ExperimentError(f"{'--dask' if args.dask else '--scheduler'} runs the chunks "
+                              "of --exhaustive runs; add --exhaustive")
     df = L.libm_audit(args.funcs, args.lib, args.format, exhaustive=args.exhaustive,
                       samples=args.samples, search=args.search, range=args.range,
                       seed=args.seed, workers=args.workers, resume=args.resume,
-                      quiet=args.quiet)
+                      quiet=args.quiet, scheduler=args.scheduler, dask=args.dask,
+                      connect_timeout=args.connect_timeout)
     if not len(df):                  # a run that checked nothing writes nothing, exits 1
-        from ..errors import ExperimentError
         raise ExperimentError(f"nothing to audit in {args.format}: "
                               + ", ".join(df.attrs["skipped"]) + " are not available")
     specials = df.attrs["specials"]

@@ -259,7 +259,8 @@ def test_resume_skips_finished_chunks(tmp_path, monkeypatch):
     monkeypatch.setattr(L, "_chunk_task", stop_after_three)
     with pytest.raises(KeyboardInterrupt):
         L.libm_audit(*args, exhaustive=True, chunk=8192, resume=resume)
-    assert len(json.loads(resume.read_text())["done"]) == 3
+    # finished chunks are kept as compact index runs: chunks 0, 1, 2
+    assert json.loads(resume.read_text())["done"] == [[0, 2]]
     calls.clear()
     monkeypatch.setattr(L, "_chunk_task", lambda t: (calls.append(t), real(t))[1])
     again = L.libm_audit(*args, exhaustive=True, chunk=8192, resume=resume)
@@ -321,6 +322,15 @@ def test_cli_refuses_bad_flags(argv, msg, capsys):
     assert msg in capsys.readouterr().err
 
 
+def test_a_range_without_format_values_is_one_line(capsys):
+    rc = main(["libm", "exp", "--range", "0.1:0.1", "--quiet"])
+    err = capsys.readouterr().err
+    assert rc == 1 and "--range 0.1:0.1: no binary32 value in it" in err
+    x = float(np.float32(0.1))                       # a value of the format: one input
+    df = L.libm_audit(["exp"], ["libm"], "binary32", exhaustive=True, range=(x, x))
+    assert df.inputs.iloc[0] == 1
+
+
 @pytest.mark.slow
 def test_exhaustive_binary32_slice_of_exp():
     """2^24 consecutive binary32 inputs (one exponent slice around 1) for numpy and libm."""
@@ -330,3 +340,135 @@ def test_exhaustive_binary32_slice_of_exp():
         x = np.array([row.worst_input], dtype=np.float32)
         y = L.library_function(row.library, "exp", "binary32")(x)[0]
         assert round(_ulps("exp", "binary32", x[0], y), 2) == row.max_ulps
+
+
+# ------------------------------------------------- the fast path: tails, spans, compare
+@pytest.mark.parametrize("func, fmt", [("exp", "binary32"), ("tanh", "binary32"),
+                                       ("cosh", "binary32"), ("expm1", "binary16"),
+                                       ("log", "bfloat16"), ("exp", "binary64")])
+def test_saturated_tails_and_their_edges_against_mpfr(func, fmt):
+    """Every tail is decided without evaluation: its two ends and the inputs around its
+    inner edge (the last ones that are not saturated) are checked one by one in MPFR, and
+    the reference with tails equals the one evaluating every element."""
+    tails = L.saturated_tails(func, fmt)
+    assert tails, (func, fmt)
+    lo, hi = L.ordinal_range(fmt)
+    for a, b, v in tails:
+        assert lo < a <= b < hi
+        inner = a if a > 0 else b          # the edge next to the unsaturated inputs
+        step = 1 if a > 0 else -1
+        ords = np.concatenate([[a, b], inner + step * np.arange(-300, 300)])
+        ords = ords[(ords > lo) & (ords < hi)]
+        x = L.from_ordinals(fmt, ords)
+        want = np.array([_cr(func, fmt, t) for t in x])
+        got = L.reference(func, fmt, x).astype(np.float64)        # by value
+        assert np.array_equal(got, want, equal_nan=True)
+        inside = (ords >= a) & (ords <= b)
+        assert np.array_equal(want[inside], np.full(inside.sum(), v), equal_nan=True)
+        outside = want[~inside]
+        assert not np.any(np.isnan(outside) if math.isnan(v) else outside == v)
+        if fmt != "binary64":                                      # by consecutive span
+            first = int(inner) - 300
+            span = L.ordinal_span(fmt, first, first + 600)
+            assert np.array_equal(L.reference(func, fmt, span, first),
+                                  L._reference_all(func, fmt, span), equal_nan=True)
+
+
+def test_exp_near_zero_and_at_the_overflow_edge_against_mpfr():
+    """exp(x) for tiny |x| rounds to 1 or to its neighbours; at the overflow threshold the
+    result turns to inf: both are decided by the fast path and equal MPFR's rounding."""
+    x = np.concatenate([
+        L.from_ordinals("binary32", L.to_ordinals("binary32", np.float32(2.0 ** -24))
+                        + np.arange(-400, 400)),
+        -L.from_ordinals("binary32", L.to_ordinals("binary32", np.float32(2.0 ** -25))
+                         + np.arange(-400, 400)),
+        np.float32([1e-30, -1e-30, 1.4e-45, -1.4e-45, 88.72283, 88.722839, 88.72284])])
+    x = x.astype(np.float32)
+    want = np.array([_cr("exp", "binary32", t) for t in x])
+    assert np.array_equal(L.reference("exp", "binary32", x).astype(np.float64), want)
+    # around 2^-24 exp(x) crosses the midpoint 1 + 2^-24; around -2^-25 the midpoint 1 - 2^-25
+    assert set(want[:800]) == {1.0, 1 + 2.0 ** -23}
+    assert set(want[800:1600]) == {1.0, 1 - 2.0 ** -24}
+
+
+@pytest.mark.parametrize("fmt", L.FORMATS)
+def test_ordinal_span_is_from_ordinals(fmt):
+    lo, hi = L.ordinal_range(fmt)
+    for a, b in [(lo, lo + 50), (-20, 20), (-20, 0), (0, 9), (hi - 9, hi + 1), (-3, 1)]:
+        u, v = L.ordinal_span(fmt, a, b), L.from_ordinals(fmt, np.arange(a, b))
+        assert u.dtype == v.dtype and np.array_equal(u.view(np.uint8), v.view(np.uint8))
+
+
+def test_resume_ranges_are_compact():
+    assert L._ranges([5, 0, 1, 2, 7, 6, 9]) == [[0, 2], [5, 7], [9, 9]]
+    assert L._ranges([]) == []
+
+
+def test_dask_flags_need_exhaustive(capsys):
+    rc = main(["libm", "exp", "--dask", "--workers", "2", "--samples", "10", "--quiet"])
+    assert rc == 1 and "--dask runs the chunks of --exhaustive runs" in capsys.readouterr().err
+    with pytest.raises(Exception, match="registered libraries run in this process only"):
+        L.register_library("mine", {("exp", "binary16"): np.exp})
+        try:
+            L.libm_audit(["exp"], ["mine"], "binary16", exhaustive=True, dask=True)
+        finally:
+            L.CUSTOM.pop("mine", None)
+
+
+@pytest.mark.slow
+def test_local_dask_workers_agree_with_processes(tmp_path):
+    """A local Dask cluster of two workers gives the rows of two processes, and records
+    its chunks in the resume file."""
+    args = (["exp", "tanh"], ["numpy", "torch"], "binary16")
+    par = L.libm_audit(*args, exhaustive=True, chunk=8192, workers=2)
+    resume = tmp_path / "dask.json"
+    dsk = L.libm_audit(*args, exhaustive=True, chunk=8192, workers=2, dask=True,
+                       resume=resume)
+    assert dsk.equals(par)                # NaN worst inputs (all correctly rounded) equal
+    n = len(L._chunks("binary16", *L.ordinal_range("binary16"), 8192))
+    assert json.loads(resume.read_text())["done"] == [[0, n - 1]]
+    assert dsk.attrs["meta"]["execution"] == "local dask, 2 workers"
+
+
+def test_cuda_column_says_why_it_is_empty():
+    df = L.libm_audit(["exp"], ["cuda", "lab"], "binary16", samples=200)
+    assert list(df.library) == ["lab"]
+    (note,) = df.attrs["skipped"]
+    assert note.startswith("cuda exp binary16 (") and "needs a GPU" in note
+
+
+@pytest.mark.slow
+def test_jax_binary16_exhaustive_figures_match_mpfr():
+    """jax on CPU (XLA): every binary16 input; the figure at the worst input is MPFR's."""
+    import jax  # noqa: F401  (the test extra installs it: a missing jax fails here)
+    df = L.libm_audit(["exp", "log", "tanh"], ["jax"], "binary16", exhaustive=True)
+    assert len(df) == 3
+    for row in df.itertuples():
+        if row.not_cr == 0:
+            assert row.max_ulps == 0.5
+            continue
+        x = np.array([row.worst_input], dtype=np.float16)
+        y = L.library_function("jax", row.function, "binary16")(x)[0]
+        assert round(_ulps(row.function, "binary16", x[0], y), 2) == row.max_ulps
+
+
+@pytest.mark.slow
+def test_scheduler_address_runs_the_chunks_there(tmp_path, capsys):
+    """--scheduler ADDRESS: the chunks run on that cluster, rows equal to a local run; an
+    unreachable scheduler is one line, exit 1."""
+    import distributed
+    args = (["exp", "log"], ["numpy", "torch"], "binary16")
+    local = L.libm_audit(*args, exhaustive=True, chunk=8192)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1,
+                                  dashboard_address=None) as cluster:
+        addr = cluster.scheduler_address
+        remote = L.libm_audit(*args, exhaustive=True, chunk=8192, scheduler=addr)
+    assert remote.equals(local)
+    assert remote.attrs["meta"]["execution"] == f"dask scheduler {addr}"
+    state = tmp_path / "never.json"
+    rc = main(["libm", "exp", "--format", "binary16", "--exhaustive", "--quiet",
+               "--scheduler", "tcp://127.0.0.1:1", "--connect-timeout", "2",
+               "--resume", str(state)])
+    err = capsys.readouterr().err
+    assert rc == 1 and "Dask cluster not reachable" in err and len(err.splitlines()) == 1
+    assert not state.exists()           # nothing ran: no resume file either

@@ -100,7 +100,7 @@ from scalarlab.scalars.functions import FUNCTIONS
 from scalarlab.scalars.values import Interval
 
 from .box import BOTH, EXECUTION, REAL, Box
-from .crown_ops import fast_affine, fast_supported, matvec
+from .crown_ops import _dn, _up, fast_affine, fast_supported, matvec
 from .crown_rounding import DOT_AFFINE, EXACT_AFFINE, PointErrors
 from .errors import IBPError
 from .propagate import interval_context
@@ -858,11 +858,13 @@ def _scale_columns(ictx, pos, neg, al, au) -> Interval:
     and sum is rounded to nearest and then moved one ulp outward (np.nextafter), which
     encloses the exact value also under underflow (the error of a rounded subnormal
     result is at most half of the smallest subnormal) and overflow (inf stays inf).
+    (Moved outward by :func:`crown_ops._up` / ``_dn``: at least one ulp.)
     Other slopes, and bases other than float/binary, use the context's product."""
     if (ictx.endpoint_kind != "float" or np.any(np.less(al.lo, 0)) or np.any(np.less(au.lo, 0))):
         return ictx.add(ictx.mul(pos, al), ictx.mul(neg, au))
-    dn = lambda v: np.nextafter(v, -np.inf)      # noqa: E731
-    up = lambda v: np.nextafter(v, np.inf)       # noqa: E731
+    # a float below / above each rounded result (crown_ops: cheaper than np.nextafter;
+    # NaN from an infinite end sends the product to the context below)
+    dn, up = _dn, _up
     with np.errstate(all="ignore"):
         lo = dn(dn(pos.lo * al.lo) + dn(neg.lo * au.hi))
         hi = up(up(pos.hi * al.hi) + up(neg.hi * au.lo))
@@ -1081,9 +1083,11 @@ def _pass_size(st, t):
             c_in = int(tuple(graph.nodes[node.parents[0]].out_shape)[0])
             if fast_supported(st, node) and not st.generic:
                 # the fast transposed conv: a zero-padded input-sized buffer and one
-                # positions x C_in product per kernel offset (both ~ the input's size)
-                cols = max(cols, 2 * int(np.prod(tuple(graph.nodes[node.parents[0]]
-                                                       .out_shape), dtype=np.int64)))
+                # positions x C_in x (group of ~64 / C_in kernel offsets) product
+                g = max(1, min(kk, -(-64 // max(1, c_in))))
+                n_in = int(np.prod(tuple(graph.nodes[node.parents[0]].out_shape),
+                                   dtype=np.int64))
+                cols = max(cols, 2 * n_in, (n_i // max(1, int(shp[0]))) * c_in * g)
             else:
                 # the VJP's im2col adjoint holds positions x C_in x kernel entries per
                 # row (the input's size times the windows' overlap), plus the interval
@@ -1224,7 +1228,9 @@ def _backward_rows(st, vals, t, C):
                 u, SL, SU, bU = _maxpool_relax(graph, payload, ictx, node, wv)
                 _acc(ictx, lams, u, ictx.add(ictx.matmul(pos, SL), ictx.matmul(neg, SU)))
             else:
-                u, jstar, exact, bU = _maxpool_windows(graph, payload, ictx, node, wv)
+                if ("maxpool", i) not in st.off:     # the same for every chunk of rows
+                    st.off[("maxpool", i)] = _maxpool_windows(graph, payload, ictx, node, wv)
+                u, jstar, exact, bU = st.off[("maxpool", i)]
                 n_u = int(np.prod(tuple(graph.nodes[u].out_shape), dtype=np.int64))
                 _acc(ictx, lams, u, ictx.add(_scatter_columns(ictx, pos, jstar, n_u),
                                              _scatter_columns(ictx, neg, jstar, n_u, exact)))
@@ -1247,15 +1253,23 @@ def _backward_rows(st, vals, t, C):
             u, M, b = st.jac[i]
             _acc(ictx, lams, u, ictx.matmul(lam, M))
         else:
-            fast = fast_affine(st, node, vals, lam) if not st.generic else None
-            if fast is not None:
-                u, lam_u = fast
+            cb = None
+            if not st.generic and fast_supported(st, node):
+                u = next(p for p in node.parents if dep[p])
                 if node.id not in st.off:
                     st.off[node.id] = _affine_offset(st, node, vals, u)
                 b = st.off[node.id]
+                fast = fast_affine(st, node, vals, lam, b)
+            else:
+                fast = None
+            if fast is not None:
+                u, lam_u, cb = fast
             else:
                 u, lam_u, b = _affine_vjp(st, node, vals, lam)
             _acc(ictx, lams, u, lam_u)
+            if cb is not None:
+                c = ictx.add(c, cb)
+                continue
         c = ictx.add(c, _mv(st, lam, b))
     if lower is None:                                # the input was never reached
         lower = c

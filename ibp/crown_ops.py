@@ -90,11 +90,17 @@ def _exact_param(a):
 
 def _midrad(lam: Interval):
     """(mid, rad) float64 arrays with [lo, hi] inside [mid - rad, mid + rad], or None
-    where an entry is not finite."""
+    where an entry is not finite.  mid = fl(lo/2 + hi/2) is within u |mid| (+ a
+    subnormal spacing) of the exact centre, and
+    rad = fl(fl(hi - lo) (1/2 + 2^-50) + |mid| 2^-51) + 8 eta
+    is at least (hi - lo)/2 + u |mid| + 2 eta: the factors' excess (2^-49 relative and
+    4u |mid|) covers the three roundings of the computation (each <= u relative), and
+    8 eta the subnormal ones (two in mid, three here).  Five array passes instead of
+    np.nextafter's slow loop."""
     lo, hi = np.asarray(lam.lo, dtype=np.float64), np.asarray(lam.hi, dtype=np.float64)
     with np.errstate(all="ignore"):
         mid = 0.5 * lo + 0.5 * hi
-        rad = _up(np.maximum(_up(hi - mid), _up(mid - lo)))
+        rad = ((hi - lo) * (0.5 + 2.0 ** -50) + np.abs(mid) * 2.0 ** -51) + 8 * _ETA
     if not (np.all(np.isfinite(mid)) and np.all(np.isfinite(rad))):
         return None
     return mid, rad
@@ -129,9 +135,11 @@ def scale_intervals(lam: Interval, d: Interval) -> Interval:
     return Interval(lo, hi)
 
 
-def fast_affine(st, node, vals, lam: Interval):
-    """(variable parent u, Lambda M as an Interval (rows, n_u)) of an affine node, or None
-    when the fast path does not apply (the caller takes the op's VJP)."""
+def fast_affine(st, node, vals, lam: Interval, offset=None):
+    """(variable parent u, Lambda M as an Interval (rows, n_u), Lambda offset or None) of
+    an affine node, or None when the fast path does not apply (the caller takes the op's
+    VJP).  ``offset`` (an interval (n_v,)): its product with Lambda is formed from the
+    same midpoint-radius split (linear and conv2d), else left to the caller (None)."""
     if not fast_supported(st, node):
         return None
     graph, w = st.graph, st.wctx
@@ -142,7 +150,8 @@ def fast_affine(st, node, vals, lam: Interval):
     n_u = int(np.prod(shp_u, dtype=np.int64))
     if op in ("flatten", "reshape"):
         # the flat (row-major) order is the same on both sides: Lambda is unchanged
-        return u, Interval(np.asarray(lam.lo).reshape(R, n_u), np.asarray(lam.hi).reshape(R, n_u))
+        return u, Interval(np.asarray(lam.lo).reshape(R, n_u),
+                           np.asarray(lam.hi).reshape(R, n_u)), None
     if op not in ("linear", "conv2d"):
         # diagonal: M = diag(f(1) - f(0)) for an elementwise affine op (exact affine:
         # the difference of the two enclosures encloses the exact diagonal)
@@ -163,7 +172,7 @@ def fast_affine(st, node, vals, lam: Interval):
         res = scale_intervals(lam, D)
         if not (np.all(np.isfinite(res.lo)) and np.all(np.isfinite(res.hi))):
             return None
-        return u, res
+        return u, res, None
     local = list(vals)
     local[u] = None                  # only the parameters and attributes are read
     args, attrs = node_args(graph, st.payload, w, node, local)
@@ -188,7 +197,8 @@ def fast_affine(st, node, vals, lam: Interval):
     if r is None:
         return None
     lo, hi = r
-    return u, Interval(lo.reshape(R, n_u), hi.reshape(R, n_u))
+    cb = None if offset is None else matvec(None, offset, mr)
+    return u, Interval(lo.reshape(R, n_u), hi.reshape(R, n_u)), cb
 
 
 def _conv2d_transposed(G, W, q):
@@ -206,22 +216,28 @@ def _conv2d_transposed(G, W, q):
     Wp = max(Wd + pw + ew, (Wo - 1) * sw + (kw - 1) * dw + 1)
     Gt = np.ascontiguousarray(G.transpose(0, 2, 3, 1))          # [R, Ho, Wo, O]
     buf = np.zeros((R, Hp, Wp, C))
-    for i in range(kh):
-        for j in range(kw):
-            T = Gt @ W[:, :, i, j]                               # [R, Ho, Wo, C]
+    # kernel offsets in groups of about 64 / C, one BLAS product per group (a product
+    # with C = 3 columns per offset runs far below BLAS speed): memory ~ the input's size
+    offs = [(i, j) for i in range(kh) for j in range(kw)]
+    size = max(1, min(len(offs), -(-64 // C)))
+    for a in range(0, len(offs), size):
+        grp = offs[a: a + size]
+        Wg = np.stack([W[:, :, i, j] for i, j in grp], axis=2).reshape(O, C * len(grp))
+        T = (Gt @ Wg).reshape(R, Ho, Wo, C, len(grp))            # [R, Ho, Wo, C, g]
+        for q, (i, j) in enumerate(grp):
             buf[:, i * dh: i * dh + (Ho - 1) * sh + 1: sh,
-                j * dw: j * dw + (Wo - 1) * sw + 1: sw, :] += T
+                j * dw: j * dw + (Wo - 1) * sw + 1: sw, :] += T[..., q]
     return np.ascontiguousarray(buf[:, ph: ph + H, pw: pw + Wd, :].transpose(0, 3, 1, 2))
 
 
-def matvec(lam: Interval, v: Interval):
+def matvec(lam: Interval, v: Interval, lam_midrad=None):
     """Enclosure of ``Lambda v`` (Lambda an interval (rows, n), v an interval (n,)), both
     float64 intervals, as an Interval (rows,), or None where an entry is not finite.
     Midpoint-radius: the exact product of any Lambda in mid_L +- rad_L and v in mid_v +-
     rad_v is within ``|mid_L| (rad_v + gamma |mid_v|) + rad_L (|mid_v| + rad_v)`` of
     ``fl(mid_L mid_v)`` (gamma = gamma_n of the float product's n terms), a sum of 2n
     non-negative products computed in float and widened as in :func:`_apply`."""
-    a, b = _midrad(lam), _midrad(v)
+    a, b = lam_midrad if lam_midrad is not None else _midrad(lam), _midrad(v)
     if a is None or b is None:
         return None
     (ml, rl), (mv, rv) = a, b

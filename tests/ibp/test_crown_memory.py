@@ -202,9 +202,9 @@ def test_memory_estimate_chunks_rows_and_refuses_before_allocating(monkeypatch):
     g, p = _wide_conv(8, 24)
     box = Box(np.full((2, 24, 24), -0.1), np.full((2, 24, 24), 0.1))
     # method crown seeds the relu's input (4 x 24 x 24 = 2304 coordinates, those whose
-    # box straddles 0): up to 4608 rows x 2304 columns x 16 bytes x 6 = 0.95 GiB in one
-    # pass; under a 0.1 GiB limit the rows run in chunks whose estimate fits, with the
-    # same bounds
+    # box straddles 0): up to 4608 rows x 10368 columns (the conv's adjoint holds 576
+    # positions x 2 channels x 9 offsets per row) x 16 bytes x 6 in one pass; under a
+    # 0.1 GiB limit the rows run in chunks whose estimate fits, with the same bounds
     from scalarlab.ibp import crown
     monkeypatch.setattr(crown, "CHUNK_MEMORY", 2 ** 31)
     full = run_crown(g, p, box, method="crown", memory_limit=2 ** 31)
@@ -220,13 +220,13 @@ def test_memory_estimate_chunks_rows_and_refuses_before_allocating(monkeypatch):
         run_crown(g, p, box, method="crown", memory_limit=10 ** 5)
     msg = str(e.value)
     assert "\n" not in msg
-    assert "node 1 (conv2d)" in msg and "2 rows x 2304 columns" in msg
-    assert "about 0.4 MiB" in msg and "limit of 0.1 MiB" in msg
+    assert "node 1 (conv2d)" in msg and "2 rows x 10368 columns" in msg
+    assert "about 1.9 MiB" in msg and "limit of 0.1 MiB" in msg
     monkeypatch.setenv("SCALARLAB_CROWN_MEMORY", "100K")
     with pytest.raises(CrownError, match="limit of 0.1 MiB"):
         run_crown(g, p, box, method="crown")
     # crown-ibp carries 2 x 3 rows from the output only: below the limit
-    monkeypatch.setenv("SCALARLAB_CROWN_MEMORY", "1M")
+    monkeypatch.setenv("SCALARLAB_CROWN_MEMORY", "16M")
     assert run_crown(g, p, box, method="crown-ibp")[g.output] is not None
     monkeypatch.setenv("SCALARLAB_CROWN_MEMORY", "lots")
     with pytest.raises(IBPError, match="SCALARLAB_CROWN_MEMORY='lots' is not a byte count"):

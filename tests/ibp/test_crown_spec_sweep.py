@@ -24,7 +24,7 @@ def test_sweep_spec_rows_are_crowns_spec_bounds():
     from scalarlab.ibp.crown import run_crown
     g, p, x0 = examples.six_node_mlp()
     C = np.array([[1.0], [-2.0]])
-    df = sweep(g, p, x0, ["0.05"], ["float64"], [60], methods=["ibp", "crown"], spec=C)
+    df = sweep(g, p, x0, ["0.05"], ["float64"], [20], methods=["ibp", "crown"], spec=C)
     assert (df["violations"] == 0).all() and (df["claimed_violations"] == 0).all()
     crown = df[df["method"] == "crown"].iloc[0]
     box = run_crown(g, p, Box.from_center_radius(x0, "0.05"), "interval:float64",
@@ -53,7 +53,7 @@ def test_sweep_spec_reports_a_box_that_misses_the_samples(monkeypatch):
         return Box(mid, mid, guarantee=b.guarantee)        # a point box: wrong
 
     monkeypatch.setattr(sweep_mod, "run_crown", narrow)
-    df = sweep(g, p, x0, ["0.05"], ["float64"], [40], methods=["crown"],
+    df = sweep(g, p, x0, ["0.05"], ["float64"], [20], methods=["crown"],
                spec=np.array([[1.0]]))
     row = df.iloc[0]
     assert row["violations"] > 0 and row["claimed_violations"] == row["violations"]
@@ -64,11 +64,11 @@ def test_cli_sweep_spec_file_and_shape_error(tmp_path, capsys):
     good, bad = tmp_path / "c.npy", tmp_path / "bad.npy"
     np.save(good, np.array([[1.0], [-1.0]]))
     np.save(bad, np.ones((2, 3)))
-    assert main(["sweep", "six-node", "--radii", "0.05", "--samples", "30", "--contexts",
+    assert main(["sweep", "six-node", "--radii", "0.05", "--samples", "10", "--contexts",
                  "float64", "--method", "crown", "--spec", str(good), "--quiet"]) == 0
     out = capsys.readouterr().out
     assert "crown" in out
-    assert main(["sweep", "six-node", "--radii", "0.05", "--samples", "30", "--contexts",
+    assert main(["sweep", "six-node", "--radii", "0.05", "--samples", "10", "--contexts",
                  "float64", "--method", "crown", "--spec", str(bad), "--quiet"]) == 1
     err = capsys.readouterr().err.strip()
     assert "\n" not in err

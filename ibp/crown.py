@@ -100,6 +100,7 @@ from scalarlab.scalars.functions import FUNCTIONS
 from scalarlab.scalars.values import Interval
 
 from .box import BOTH, EXECUTION, REAL, Box
+from .crown_ops import _dn, _up, fast_affine, fast_supported, matvec
 from .crown_rounding import DOT_AFFINE, EXACT_AFFINE, PointErrors
 from .errors import IBPError
 from .propagate import interval_context
@@ -129,7 +130,8 @@ class _NoBox(Exception):
 def run_crown(graph, payload, box: Box, ctx="interval:float64", method: str = "crown",
               output_id: Optional[int] = None, guarantee: str = "execution", *,
               spec=None, intermediate: Optional[str] = None,
-              memory_limit: Optional[int] = None, jacobian: str = "operator"):
+              memory_limit: Optional[int] = None, jacobian: str = "operator",
+              rows: str = "unstable"):
     """One :class:`Box` per node: CROWN bounds at the output and (``method="crown"``) at
     every input of a nonlinearity, the op's interval rule on its parents' boxes
     everywhere, intersected (see the module doc: never looser than IBP); ``None`` for
@@ -160,9 +162,20 @@ def run_crown(graph, payload, box: Box, ctx="interval:float64", method: str = "c
     (default ``SCALARLAB_CROWN_MEMORY`` -- bytes or ``"16G"`` --, else 4 GiB) raises a
     one-line :class:`CrownError` naming the node, the estimate and the limit.
 
-    ``jacobian="operator"`` (default) applies affine ops to Lambda through their VJP
-    rules (transposed operators, never the Jacobian); ``"dense"`` materializes each
-    Jacobian from the forward rule at the basis vectors (the reference for tests).
+    The rows of a pass run in chunks of about ``CHUNK_MEMORY`` bytes (512 MiB, at most
+    the limit): memory is bounded by the chunk, time grows with the rows.
+
+    ``rows="unstable"`` (default, as auto_LiRPA): an intermediate node whose consumers
+    are all relus gets CROWN rows only where its box so far (rule and IBP) straddles 0;
+    elsewhere the relu's relaxation is exact whatever the bound, so the other bounds are
+    the same and that coordinate keeps the IBP box.  ``"all"``: every coordinate.
+
+    ``jacobian="operator"`` (default) applies affine ops to Lambda as operators: linear,
+    conv2d, batchnorm and elementwise affine ops by the float64 midpoint-radius kernels
+    of :mod:`ibp.crown_ops` (interval:float64 work, float64 weights), any other op
+    through its VJP rule (transposed operators, never the Jacobian); ``"vjp"`` takes the
+    VJP rules for every op; ``"dense"`` materializes each Jacobian from the forward rule
+    at the basis vectors (the reference for tests).
     """
     from scalarlab.graph.payload import as_payload
     from scalarlab.graph.validate import check_payload, ensure_valid
@@ -178,9 +191,13 @@ def run_crown(graph, payload, box: Box, ctx="interval:float64", method: str = "c
         if method == "ibp":
             raise IBPError("run_crown: intermediate= needs method 'crown' or 'crown-ibp'")
         method = "crown-ibp" if intermediate == "ibp" else "crown"
-    if jacobian not in ("operator", "dense"):
-        raise IBPError(f"run_crown: unknown jacobian {jacobian!r}; use 'operator' or 'dense'")
+    if jacobian not in ("operator", "vjp", "dense"):
+        raise IBPError(f"run_crown: unknown jacobian {jacobian!r}; use 'operator', 'vjp' or "
+                       f"'dense'")
+    if rows not in ("unstable", "all"):
+        raise IBPError(f"run_crown: unknown rows {rows!r}; use 'unstable' or 'all'")
     limit = _memory_limit(memory_limit)
+    _ESTIMATE[0] = 0
     if guarantee not in GUARANTEES:
         raise IBPError(f"run_crown: unknown guarantee {guarantee!r}; use one of "
                        f"{', '.join(GUARANTEES)}")
@@ -206,7 +223,8 @@ def run_crown(graph, payload, box: Box, ctx="interval:float64", method: str = "c
     out = graph.output if output_id is None else int(output_id)
     seed = None if spec is None else _spec_matrix(spec, tuple(graph.nodes[out].out_shape))
     errs = PointErrors(ictx) if guarantee == "execution" else None
-    opts = {"limit": limit, "dense": jacobian == "dense", "seed": seed}
+    opts = {"limit": limit, "dense": jacobian == "dense", "seed": seed,
+            "generic": jacobian == "vjp", "rows": rows}
     # the whole batch in one fold; for the execution guarantee an IBP box is used only
     # where it says it holds the executed values (the fold's boxes carry both today)
     ibp = run_ibp(graph, payload, box, ictx, guarantee=guarantee)
@@ -273,7 +291,9 @@ def _spec_matrix(spec, out_shape) -> np.ndarray:
     if C64.ndim != 2 or C64.shape[1] != n or C64.shape[0] == 0:
         raise IBPError(f"run_crown: spec shape {list(C.shape)} does not fit the output "
                        f"node's shape {list(out_shape)}: expected (m, {n}) or "
-                       f"(m, {', '.join(map(str, out_shape))})")
+                       f"(m, {', '.join(map(str, out_shape))})" if out_shape else
+                       f"run_crown: spec shape {list(C.shape)} does not fit the scalar "
+                       f"output node: expected (m, 1) or (m,)")
     return C64
 
 
@@ -333,6 +353,7 @@ def _crown_one(graph, payload, box, ictx, method, out, ibp, errs, opts) -> list:
     vals[in_id] = box.to_interval(ictx)
     st = _State(graph, payload, ictx, dep, kinds, ibp_iv, errs)
     st.limit, st.dense = opts["limit"], opts["dense"]
+    st.generic, st.rows = opts["generic"], opts["rows"]
     seed = opts["seed"]
     spec_box = None
     for node in graph.nodes:
@@ -372,7 +393,8 @@ def _crown_one(graph, payload, box, ictx, method, out, ibp, errs, opts) -> list:
         elif need[i] and dep[i] and kinds[i] is not None and (
                 method != "crown" or kinds[i] not in ("relaxed", "maxpool")):
             try:
-                cands.append(_backward(st, vals, i))
+                cands.append(_backward(st, vals, i, select=_unstable(st, i, out, anc, cands,
+                                                                     ibp_iv[i])))
             except (ContextError, OpDataError, _NoBox):
                 pass
         if ibp_iv[i] is not None:
@@ -385,6 +407,25 @@ def _crown_one(graph, payload, box, ictx, method, out, ibp, errs, opts) -> list:
     if seed is not None:
         return _spec_result(st, seed, vals[out], spec_box, out)
     return [None if v is None else Box.from_interval(ictx, v) for v in vals]
+
+
+def _unstable(st, i, out, anc, cands, ibp_box):
+    """The coordinates of node i worth a CROWN row: where every consumer of i is a relu,
+    only those whose box so far (its rule box and IBP box) straddles 0 -- for the others
+    the relu's relaxation is exact (0 or the identity) whatever a tighter box says, so
+    their CROWN bound would change no other bound (auto_LiRPA's unstable neurons).
+    None (every coordinate) for the output, other consumers, and non-float work."""
+    if i == out or st.rows == "all" or st.wctx.endpoint_kind != "float":
+        return None
+    users = [n for n in st.graph.nodes[i + 1:] if anc[n.id] and i in n.parents]
+    if not users or any(n.kind.op != "relu" for n in users):
+        return None
+    boxes = list(cands) + ([] if ibp_box is None else [ibp_box])
+    if not boxes:
+        return None
+    lo = np.max([np.asarray(b.lo, dtype=np.float64).reshape(-1) for b in boxes], axis=0)
+    hi = np.min([np.asarray(b.hi, dtype=np.float64).reshape(-1) for b in boxes], axis=0)
+    return (lo < 0) & (hi > 0)
 
 
 def _spec_result(st, C, out_box, spec_box, out) -> Box:
@@ -422,6 +463,9 @@ class _State:
         self.own: dict = {}        # node id -> its interval-rule box (execution: widened)
         self.off: dict = {}        # node id -> f(0) of an affine node (operator path)
         self.limit, self.dense = DEFAULT_MEMORY_LIMIT, False
+        self.chunk = CHUNK_MEMORY
+        self.generic = False       # True: every affine op through its VJP rule
+        self.rows = "unstable"     # intermediate CROWN rows: "unstable" or "all"
 
     def w(self, v):
         """A base-context box as a work-context interval (exact: the base's values are
@@ -814,11 +858,13 @@ def _scale_columns(ictx, pos, neg, al, au) -> Interval:
     and sum is rounded to nearest and then moved one ulp outward (np.nextafter), which
     encloses the exact value also under underflow (the error of a rounded subnormal
     result is at most half of the smallest subnormal) and overflow (inf stays inf).
+    (Moved outward by :func:`crown_ops._up` / ``_dn``: at least one ulp.)
     Other slopes, and bases other than float/binary, use the context's product."""
     if (ictx.endpoint_kind != "float" or np.any(np.less(al.lo, 0)) or np.any(np.less(au.lo, 0))):
         return ictx.add(ictx.mul(pos, al), ictx.mul(neg, au))
-    dn = lambda v: np.nextafter(v, -np.inf)      # noqa: E731
-    up = lambda v: np.nextafter(v, np.inf)       # noqa: E731
+    # a float below / above each rounded result (crown_ops: cheaper than np.nextafter;
+    # NaN from an infinite end sends the product to the context below)
+    dn, up = _dn, _up
     with np.errstate(all="ignore"):
         lo = dn(dn(pos.lo * al.lo) + dn(neg.lo * au.hi))
         hi = up(up(pos.hi * al.hi) + up(neg.hi * au.lo))
@@ -1001,11 +1047,22 @@ def _rule_err(st, vals, i, node, r):
     return None
 
 
-def _check_memory(st, t, rows):
-    """Refuse (one line) a backward pass from node t with ``rows`` rows whose estimated
-    memory passes the limit: rows x the largest node crossed x 16 bytes (an interval of
-    float64) x the working factor, plus the dense Jacobians when asked for and the
-    max-pool windows' matrices."""
+#: the largest estimate (bytes) of the last run_crown call's backward passes (bench/
+#: prints it beside the measured peak): see :func:`last_estimate`
+_ESTIMATE = [0]
+
+
+def last_estimate() -> int:
+    """The largest memory estimate (bytes) of a backward pass in the last run_crown
+    call (0 if it ran none): the bench compares it with the measured peak."""
+    return _ESTIMATE[0]
+
+
+def _pass_size(st, t):
+    """(columns, dense bytes) of a backward pass from node t: the largest node crossed
+    (a convolution on the generic VJP path counts its im2col adjoint's positions x C_in
+    x kernel / 2 entries per row), and with ``jacobian="dense"`` the dense Jacobians and
+    the max-pool windows' matrices, which do not scale with the rows."""
     graph, dep = st.graph, st.dep
     anc = [False] * (t + 1)
     anc[t] = True
@@ -1020,14 +1077,22 @@ def _check_memory(st, t, rows):
         op = node.kind.op
         if dep[i] and st.kinds[i] == "affine" and op in ("conv1d", "conv2d", "conv3d") \
                 and not st.dense:
-            # the VJP's im2col adjoint holds positions x C_in x kernel entries per row
-            # (the input's size times the windows' overlap), plus the interval
-            # product's temporaries: counted as that many extra columns, x 3 / 6
             k = node.kind.attrs.get("kernel_size", 1)
             kk = int(np.prod([k] * int(op[4]) if np.ndim(k) == 0 else list(k)))
             shp = tuple(node.out_shape)
             c_in = int(tuple(graph.nodes[node.parents[0]].out_shape)[0])
-            cols = max(cols, (n_i // max(1, int(shp[0]))) * c_in * kk // 2)
+            if fast_supported(st, node) and not st.generic:
+                # the fast transposed conv: a zero-padded input-sized buffer and one
+                # positions x C_in x (group of ~64 / C_in kernel offsets) product
+                g = max(1, min(kk, -(-64 // max(1, c_in))))
+                n_in = int(np.prod(tuple(graph.nodes[node.parents[0]].out_shape),
+                                   dtype=np.int64))
+                cols = max(cols, 2 * n_in, (n_i // max(1, int(shp[0]))) * c_in * g)
+            else:
+                # the VJP's im2col adjoint holds positions x C_in x kernel entries per
+                # row (the input's size times the windows' overlap), plus the interval
+                # product's temporaries: counted as that many extra columns, x 3 / 6
+                cols = max(cols, (n_i // max(1, int(shp[0]))) * c_in * kk // 2)
         if st.kinds[i] is not None or not dep[i]:
             for p in node.parents:
                 anc[p] = True
@@ -1038,29 +1103,95 @@ def _check_memory(st, t, rows):
                     # its windows from the forward rule at the basis vectors (n_p^2
                     # float64) and the dense selection matrices S_L, S_U (intervals)
                     jac = max(jac, n_p * n_p * 8 + 6 * n_i * n_p * 16)
+    return cols, jac
+
+
+def _check_memory(st, t, rows, cols, jac):
+    """Refuse (one line) a backward pass (one chunk) from node t with ``rows`` rows whose
+    estimated memory passes the limit: rows x columns x 16 bytes (an interval of float64)
+    x the working factor, plus the dense matrices when asked for."""
     est = rows * cols * 16 * _WORK_FACTOR + jac
+    _ESTIMATE[0] = max(_ESTIMATE[0], est)
     if est > st.limit:
-        op = graph.nodes[t].kind.op
+        op = st.graph.nodes[t].kind.op
         raise CrownError(
-            f"run_crown: node {t} ({op}): the backward pass needs about {est / 2 ** 30:.2f} "
-            f"GiB ({rows} rows x {cols} columns of intervals{' + dense matrices' if jac else ''}"
-            f"), over the limit of {st.limit / 2 ** 30:.2f} GiB; raise memory_limit= or "
-            f"SCALARLAB_CROWN_MEMORY, or bound fewer rows (method='crown-ibp', spec=)")
+            f"run_crown: node {t} ({op}): one chunk of the backward pass needs about "
+            f"{_gib(est)} ({rows} rows x {cols} columns of intervals"
+            f"{' + dense matrices' if jac else ''}), over the limit of {_gib(st.limit)}; "
+            f"raise memory_limit= or SCALARLAB_CROWN_MEMORY")
 
 
-def _backward(st, vals, t, seed=None) -> Interval:
+def _gib(nbytes) -> str:
+    """Bytes as GiB (two decimals), or MiB below 0.1 GiB."""
+    if nbytes >= 0.1 * 2 ** 30:
+        return f"{nbytes / 2 ** 30:.2f} GiB"
+    return f"{nbytes / 2 ** 20:.1f} MiB"
+
+
+#: memory (bytes) of one chunk of rows of a backward pass: the seed's rows are run in
+#: chunks of this estimated size (at most the limit), so a pass's memory is bounded by
+#: the chunk and its time grows with the rows
+CHUNK_MEMORY = 2 ** 29
+
+
+def _backward(st, vals, t, seed=None, select=None) -> Interval:
     """CROWN bounds of node t (an Interval of its shape) from the boxes in ``vals``;
     with the execution guarantee each node crossed adds ``Lambda [-err, err]``.
-    ``seed`` (a float64 (m, n_t) matrix): bounds of ``seed z_t`` instead, shape (m,)."""
-    graph, payload, ictx, dep = st.graph, st.payload, st.wctx, st.dep
-    shp = tuple(graph.nodes[t].out_shape)
+    ``seed`` (a float64 (m, n_t) matrix): bounds of ``seed z_t`` instead, shape (m,).
+    ``select`` (a bool mask of the m rows): bound only those rows (the others get
+    [-inf, inf]: the caller's other boxes hold them).  The rows run in chunks whose
+    estimated memory is at most ``CHUNK_MEMORY`` (and the limit)."""
+    shp = tuple(st.graph.nodes[t].out_shape)
     n = int(np.prod(shp, dtype=np.int64))
-    rows = 2 * (n if seed is None else seed.shape[0])
-    _check_memory(st, t, rows)
-    C = np.eye(n) if seed is None else seed
-    lams = {t: ictx.convert(np.concatenate([C, -C]))}
+    m = n if seed is None else seed.shape[0]
     if seed is not None:
-        n, shp = seed.shape[0], (seed.shape[0],)
+        shp = (m,)
+    idx = np.arange(m) if select is None else np.flatnonzero(np.asarray(select).reshape(-1))
+    cols, jac = _pass_size(st, t)
+    per_row = cols * 16 * _WORK_FACTOR
+    k = int(max(1, (min(st.limit, st.chunk) - jac) // (2 * per_row)))
+    k = min(k, max(1, idx.size))
+    _check_memory(st, t, 2 * k, cols, jac)
+    los, his = [], []
+    for a in range(0, idx.size, k):
+        r = idx[a: a + k]
+        if seed is None:
+            C = np.zeros((r.size, n))
+            C[np.arange(r.size), r] = 1.0
+        else:
+            C = seed[r]
+        lo_r, hi_r = _backward_rows(st, vals, t, C)
+        los.append(np.asarray(lo_r))
+        his.append(np.asarray(hi_r))
+    if select is None:
+        lo, hi = np.concatenate(los), np.concatenate(his)
+    else:                          # float work contexts only (see _crown_one)
+        lo, hi = np.full(m, -np.inf), np.full(m, np.inf)
+        if idx.size:
+            lo[idx], hi[idx] = np.concatenate(los), np.concatenate(his)
+    # make rounds outward into the base format where the work context is wider
+    return st.ictx.make(lo.reshape(shp), hi.reshape(shp))
+
+
+def _mv(st, lam, v):
+    """``Lambda v`` (v an interval vector): the fast midpoint-radius product for float64
+    work (:func:`crown_ops.matvec`), else (or where it meets a non-finite entry) the work
+    context's matmul."""
+    if getattr(st.wctx, "float64_endpoints", False) and not st.generic \
+            and np.ndim(v.lo) == 1:
+        r = matvec(lam, v)
+        if r is not None:
+            return r
+    return st.wctx.matmul(lam, v)
+
+
+def _backward_rows(st, vals, t, C):
+    """(lower, upper) float64 arrays bounding ``C z_t`` (C a float64 (m, n_t) matrix):
+    one backward pass of the 2m rows [C; -C]."""
+    graph, payload, ictx, dep = st.graph, st.payload, st.wctx, st.dep
+    n = C.shape[0]
+    rows = 2 * n
+    lams = {t: ictx.convert(np.concatenate([C, -C]))}
     c = ictx.zeros((rows,))
     lower = None
     for i in range(t, -1, -1):
@@ -1073,13 +1204,13 @@ def _backward(st, vals, t, seed=None) -> Interval:
         if vals[i] is None and (not dep[i] or op == "input" or kind is None):
             raise _NoBox(i)
         if not dep[i]:                               # a constant: its (point) box
-            c = ictx.add(c, ictx.matmul(lam, _flat(ictx, st.w(vals[i]))))
+            c = ictx.add(c, _mv(st, lam, _flat(ictx, st.w(vals[i]))))
             continue
         if op == "input":
-            lower = ictx.add(ictx.matmul(lam, _flat(ictx, st.w(vals[i]))), c)
+            lower = ictx.add(_mv(st, lam, _flat(ictx, st.w(vals[i]))), c)
             continue
         if kind is None:                             # no linear form: stop at its box
-            c = ictx.add(c, ictx.matmul(lam, _flat(ictx, st.w(vals[i]))))
+            c = ictx.add(c, _mv(st, lam, _flat(ictx, st.w(vals[i]))))
             continue
         if kind in ("relaxed", "maxpool") and vals[node.parents[0]] is None:
             raise _NoBox(node.parents[0])
@@ -1088,7 +1219,7 @@ def _backward(st, vals, t, seed=None) -> Interval:
         # the executed value is the op on the executed inputs plus e_i, |e_i| <= err_i
         e = _node_err(st, vals, i, node, kind)
         if e is not None:
-            c = ictx.add(c, ictx.matmul(lam, ictx.make(-e, e)))
+            c = ictx.add(c, _mv(st, lam, ictx.make(-e, e)))
         if kind == "maxpool":
             wv = [None] * len(vals)
             wv[node.parents[0]] = st.w(vals[node.parents[0]])
@@ -1097,11 +1228,13 @@ def _backward(st, vals, t, seed=None) -> Interval:
                 u, SL, SU, bU = _maxpool_relax(graph, payload, ictx, node, wv)
                 _acc(ictx, lams, u, ictx.add(ictx.matmul(pos, SL), ictx.matmul(neg, SU)))
             else:
-                u, jstar, exact, bU = _maxpool_windows(graph, payload, ictx, node, wv)
+                if ("maxpool", i) not in st.off:     # the same for every chunk of rows
+                    st.off[("maxpool", i)] = _maxpool_windows(graph, payload, ictx, node, wv)
+                u, jstar, exact, bU = st.off[("maxpool", i)]
                 n_u = int(np.prod(tuple(graph.nodes[u].out_shape), dtype=np.int64))
                 _acc(ictx, lams, u, ictx.add(_scatter_columns(ictx, pos, jstar, n_u),
                                              _scatter_columns(ictx, neg, jstar, n_u, exact)))
-            c = ictx.add(c, ictx.matmul(neg, bU))
+            c = ictx.add(c, _mv(st, neg, bU))
             continue
         if kind == "relaxed":
             u = node.parents[0]
@@ -1109,7 +1242,7 @@ def _backward(st, vals, t, seed=None) -> Interval:
             al, bl, au, bu = _relax(ictx, op, l_, u_)
             pos, neg = _split(ictx, lam)
             _acc(ictx, lams, u, _scale_columns(ictx, pos, neg, al, au))
-            c = ictx.add(c, ictx.add(ictx.matmul(pos, bl), ictx.matmul(neg, bu)))
+            c = ictx.add(c, ictx.add(_mv(st, pos, bl), _mv(st, neg, bu)))
             continue
         if kind == "sum2":
             a, b = node.parents
@@ -1120,12 +1253,26 @@ def _backward(st, vals, t, seed=None) -> Interval:
             u, M, b = st.jac[i]
             _acc(ictx, lams, u, ictx.matmul(lam, M))
         else:
-            u, lam_u, b = _affine_vjp(st, node, vals, lam)
+            cb = None
+            if not st.generic and fast_supported(st, node):
+                u = next(p for p in node.parents if dep[p])
+                if node.id not in st.off:
+                    st.off[node.id] = _affine_offset(st, node, vals, u)
+                b = st.off[node.id]
+                fast = fast_affine(st, node, vals, lam, b)
+            else:
+                fast = None
+            if fast is not None:
+                u, lam_u, cb = fast
+            else:
+                u, lam_u, b = _affine_vjp(st, node, vals, lam)
             _acc(ictx, lams, u, lam_u)
-        c = ictx.add(c, ictx.matmul(lam, b))
+            if cb is not None:
+                c = ictx.add(c, cb)
+                continue
+        c = ictx.add(c, _mv(st, lam, b))
     if lower is None:                                # the input was never reached
         lower = c
     lo = lower.lo[:n]
     hi = ictx.neg(Interval(lower.lo[n:], lower.hi[n:])).hi
-    # make rounds outward into the base format where the work context is wider
-    return st.ictx.make(lo.reshape(shp), hi.reshape(shp))
+    return lo, hi

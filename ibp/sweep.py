@@ -15,7 +15,10 @@ point context is the interval context's own format), and ``claimed_violations`` 
 the violations of boxes that claim the checked guarantee (each one a soundness bug; a
 violation of a ``real``-only box by a rounded point run is not).  For a
 vector output, widths are maxima over coordinates, ``sampled_lo``/``sampled_hi`` span all
-coordinates and tightness is the mean of the per-coordinate ratios.
+coordinates and tightness is the mean of the per-coordinate ratios.  With ``spec=C``
+(rows = linear functions of the output) every row's box, sampled range and tightness are
+those of ``C z_out`` instead (CROWN's ``spec=`` bound; C applied to the output box for
+IBP), and a sample whose ``C y`` lies outside that box counts as a violation.
 """
 from __future__ import annotations
 
@@ -56,14 +59,14 @@ def _shard_seed(seed: int, row: int, k: int) -> int:
     return int(np.random.SeedSequence([int(seed), row, k]).generate_state(1)[0])
 
 
-def _run_shard_text(doc: str, center, output_id, shard: _Shard):
+def _run_shard_text(doc: str, center, output_id, shard: _Shard, spec=None):
     """Worker entry: the graph travels as its JSON file text (portable to any cluster)."""
     from scalarlab.graph import loads
     graph, payload = loads(doc)
-    return _run_shard(graph, payload, center, output_id, shard)
+    return _run_shard(graph, payload, center, output_id, shard, spec)
 
 
-def _run_shard(graph, payload, center, output_id, shard: _Shard):
+def _run_shard(graph, payload, center, output_id, shard: _Shard, spec=None):
     # integer inputs (token ids) are held at the centre: no radius widens them
     box = Box.from_center_radius(center, shard.radius, held=held_entries(graph))
     if shard.method == "ibp":
@@ -76,6 +79,8 @@ def _run_shard(graph, payload, center, output_id, shard: _Shard):
                             seed=shard.seed, vertices=shard.vertices, boxes=boxes,
                             output_id=output_id)
     out = rep.outputs
+    if spec is not None:
+        return _spec_shard(graph, payload, box, output_id, shard, spec, boxes, rep)
     shape = boxes[output_id].shape if boxes[output_id] is not None else ()
     if out is not None and out.size:
         out = out.reshape((-1,) + tuple(shape))
@@ -90,13 +95,64 @@ def _run_shard(graph, payload, center, output_id, shard: _Shard):
             "claimed": rep.claimed_violation_count}
 
 
+def _spec_shard(graph, payload, box, output_id, shard, C, boxes, rep):
+    """A shard's result for the specification C (rows = linear functions of the output):
+    the row's box is the box of ``C z_out`` (CROWN's ``spec=`` bound for crown /
+    crown-ibp, C applied to the output box for ibp), its sampled range is C y over the
+    samples' outputs y, and a sample is a violation when the enclosure of C y (computed
+    in interval:float64 from y rounded outward) lies outside the box: the rounding of
+    C y can never be mistaken for one.  The node checks of the containment report
+    count as before."""
+    from scalarlab import scalars
+    from .crown import _flat
+    ictx = scalars.get(shard.interval_context)
+    if shard.method == "ibp":
+        ob = boxes[output_id]
+        sbox = None if ob is None else Box.from_interval(
+            ictx, ictx.matmul(ictx.convert(C), _flat(ictx, ob.to_interval(ictx))),
+            guarantee=ob.guarantee)
+    else:
+        sbox = run_crown(graph, payload, box, shard.interval_context, method=shard.method,
+                         output_id=output_id, spec=C)
+    m = C.shape[0]
+    lo, hi = np.full(m, np.inf), np.full(m, -np.inf)
+    viol, first = 0, rep.first_counterexample()
+    out = rep.outputs
+    if out is not None and out.size:
+        f64 = scalars.get("interval:float64")
+        y = np.asarray(out, dtype=np.float64).reshape(out.shape[0], -1)
+        ok = np.all(np.isfinite(y), axis=1)
+        y = y[ok]
+        with np.errstate(all="ignore"):
+            Y = f64.make(np.nextafter(y, -np.inf), np.nextafter(y, np.inf))
+            E = f64.matmul(Y, f64.convert(np.ascontiguousarray(C.T)))       # (k, m)
+            mid = y @ C.T
+        if y.shape[0]:
+            lo, hi = np.nanmin(mid, axis=0), np.nanmax(mid, axis=0)
+        if sbox is not None and y.shape[0]:
+            bad = (np.asarray(E.hi) < sbox.lo_float()[None, :]) | \
+                  (np.asarray(E.lo) > sbox.hi_float()[None, :])
+            viol = int(np.count_nonzero(np.any(bad, axis=1)))
+            if viol and not first:
+                k, j = (int(t) for t in np.argwhere(bad)[0])
+                first = (f"spec row {j}: C y = {mid[k, j]!r} outside "
+                         f"[{sbox.lo_float()[j]!r}, {sbox.hi_float()[j]!r}]")
+    claims = sbox is not None and rep.checked_guarantee in sbox.guarantee
+    return {"row": shard.row, "vertices": rep.vertices,
+            "violations": rep.violation_count + viol, "failures": len(rep.failures),
+            "unbounded": len(rep.unbounded), "sampled_lo": lo, "sampled_hi": hi,
+            "first": first, "box": sbox,
+            "guarantee": rep.guarantee, "checked": rep.checked_guarantee,
+            "claimed": rep.claimed_violation_count + (viol if claims else 0)}
+
+
 def sweep(graph, payload, center, radii: Sequence, contexts: Sequence[str],
           sample_counts: Sequence[int], *, seed: int = 0, vertices: bool = True,
           output_id: Optional[int] = None, shard_size: int = DEFAULT_SHARD,
           workers: Optional[int] = None, scheduler: Optional[str] = None,
           progress: Optional[Callable[[int], None]] = None,
-          methods: Sequence[str] = ("ibp",), runner: Optional[Callable] = None
-          ) -> pd.DataFrame:
+          methods: Sequence[str] = ("ibp",), runner: Optional[Callable] = None,
+          spec=None) -> pd.DataFrame:
     """Run the containment check for every (radius, context, sample count) combination.
 
     ``contexts`` are point contexts; each is checked against ``interval:<context>``.
@@ -104,7 +160,8 @@ def sweep(graph, payload, center, radii: Sequence, contexts: Sequence[str],
     run on Dask; ``progress(n)`` is called as shards finish.  ``runner(fn, doc, arg_lists,
     progress)`` replaces both: it returns ``[fn(doc, *args) for args in arg_lists]`` in
     order, ``doc`` being the graph file's text (the CLI passes one that turns cluster
-    faults into one-line errors).
+    faults into one-line errors).  ``spec``: a matrix (m, n_out) or (m,) + the output's
+    shape; the rows then describe ``spec z_out`` (see the module doc).
     """
     if shard_size <= 0:
         raise IBPError(f"shard size must be positive, got {shard_size}")
@@ -113,6 +170,9 @@ def sweep(graph, payload, center, radii: Sequence, contexts: Sequence[str],
         raise IBPError(f"unknown bounding method {bad[0] if bad else '(none)'!r}; use "
                        f"{', '.join(METHODS)}")
     out_id = graph.output if output_id is None else int(output_id)
+    if spec is not None:
+        from .crown import _spec_matrix
+        spec = _spec_matrix(spec, tuple(graph.nodes[out_id].out_shape))
     rows, shards = [], []
     for radius in radii:
         for ctx in contexts:
@@ -131,20 +191,21 @@ def sweep(graph, payload, center, radii: Sequence, contexts: Sequence[str],
     if runner is not None:
         from scalarlab.graph import dumps
         results = runner(_run_shard_text, dumps(graph, payload),
-                         [(center, out_id, sh) for sh in shards], progress)
+                         [(center, out_id, sh, spec) for sh in shards], progress)
     elif workers or scheduler:
         results = _run_dask(graph, payload, center, out_id, shards, workers, scheduler,
-                            progress)
+                            progress, spec)
     else:
         results = []
         for sh in shards:
-            results.append(_run_shard(graph, payload, center, out_id, sh))
+            results.append(_run_shard(graph, payload, center, out_id, sh, spec))
             if progress:
                 progress(1)
     return _combine(rows, results)
 
 
-def _run_dask(graph, payload, center, out_id, shards, workers, scheduler, progress):
+def _run_dask(graph, payload, center, out_id, shards, workers, scheduler, progress,
+              spec=None):
     from dask.distributed import Client, LocalCluster, as_completed
 
     cluster = None
@@ -160,8 +221,8 @@ def _run_dask(graph, payload, center, out_id, shards, workers, scheduler, progre
         # the graph text is a task, not scattered data: the scheduler recomputes it when
         # the worker holding it dies, and retries re-run shards whose worker died
         doc = client.submit(identity, dumps(graph, payload), pure=False, retries=3)
-        futures = [client.submit(_run_shard_text, doc, center, out_id, sh, pure=False,
-                                 retries=3)
+        futures = [client.submit(_run_shard_text, doc, center, out_id, sh, spec,
+                                 pure=False, retries=3)
                    for sh in shards]
         if progress:
             for _ in as_completed(futures):

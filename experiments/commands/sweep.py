@@ -63,6 +63,10 @@ def add_arguments(p):
     p.add_argument("--method", type=method_list, default="ibp", metavar="M,M",
                    help="comma-separated bounding methods: ibp, crown, crown-ibp (default ibp); "
                         "with several, column width_vs_ibp compares output widths")
+    p.add_argument("--spec", type=T.npy_file, metavar="C.npy",
+                   help="bound C y instead of the output y: a .npy matrix whose rows are "
+                        "linear functions of the output's entries (m x n_out); CROWN "
+                        "seeds its backward pass with these rows")
     p.add_argument("--box", default=None, metavar="LO:HI,...",
                    help="per-entry box lo1:hi1,... (or .json/.npy of [lo, hi] pairs) instead "
                         "of --input/--radii; graphs with several inputs are packed into one")
@@ -142,7 +146,7 @@ def _run_sweep(g, payload, center, radii, args, progress):
     # workers, and name the interval context interval:<name>)
     names = [c.name for c in args.contexts]
     kw = dict(seed=args.seed, shard_size=args.shard_size, progress=progress,
-              methods=list(args.method))
+              methods=list(args.method), spec=_spec_of(g, args))
     if not (args.workers or args.scheduler):
         return sweep(g, payload, center, radii, names, args.samples, **kw)
     from .. import dask_cluster
@@ -154,6 +158,22 @@ def _run_sweep(g, payload, center, radii, args, progress):
                                           wait_for_worker=args.connect_timeout)
         return sweep(g, payload, center, radii, names, args.samples, runner=runner,
                      **kw)
+
+
+def _spec_of(g, args):
+    """``--spec``: the matrix read from its .npy file and checked against the graph's
+    output shape (one-line error naming the flag, the file and both shapes), or None."""
+    if getattr(args, "spec", None) is None:
+        return None
+    from scalarlab.ibp.crown import _spec_matrix
+    from scalarlab.ibp.errors import IBPError
+    from ..errors import ExperimentError
+    from ..npy_input import read_npy
+    C = read_npy(args.spec, "--spec")
+    try:
+        return _spec_matrix(C, tuple(g.nodes[g.output].out_shape))
+    except IBPError as exc:
+        raise ExperimentError(f"--spec {args.spec}: {str(exc).split(': ', 1)[1]}") from None
 
 
 def unchecked_rows(df) -> list[str]:
@@ -209,6 +229,7 @@ def table(args, case):
             "radii": [r if isinstance(r, str) else np.asarray(r, dtype=float).tolist()
                       for r in radii], "samples": list(args.samples),
             "contexts": [c.name for c in args.contexts], "methods": list(args.method),
+            "spec": getattr(args, "spec", None),
             "seed": args.seed,
             "shard_size": args.shard_size,
             "execution": (f"dask scheduler {args.scheduler}" if args.scheduler else

@@ -204,22 +204,36 @@ def test_spec_and_intermediate_errors():
     assert all(np.array_equal(u.lo, v.lo) and np.array_equal(u.hi, v.hi) for u, v in zip(a, b))
 
 
-def test_memory_estimate_refuses_before_allocating(monkeypatch):
+def test_memory_estimate_chunks_rows_and_refuses_before_allocating(monkeypatch):
+    from scalarlab.ibp.crown import last_estimate
     g, p = _wide_conv(8, 24)
     box = Box(np.full((2, 24, 24), -0.1), np.full((2, 24, 24), 0.1))
-    # method crown seeds the relu's input (4 x 24 x 24 = 2304 coordinates): 4608 rows;
-    # the conv's VJP holds 576 positions x 2 x 9 entries per row (counted as 5184
-    # columns): x 16 bytes x 6 = 2.14 GiB; a 0.1 GiB limit refuses it
+    # method crown seeds the relu's input (4 x 24 x 24 = 2304 coordinates, those whose
+    # box straddles 0): up to 4608 rows x 10368 columns (the conv's adjoint holds 576
+    # positions x 2 channels x 9 offsets per row) x 16 bytes x 6 in one pass; under a
+    # 0.1 GiB limit the rows run in chunks whose estimate fits, with the same bounds
+    from scalarlab.ibp import crown
+    monkeypatch.setattr(crown, "CHUNK_MEMORY", 2 ** 31)
+    full = run_crown(g, p, box, method="crown", memory_limit=2 ** 31)
+    assert last_estimate() > 2 * 10 ** 8
+    monkeypatch.setattr(crown, "CHUNK_MEMORY", 2 ** 29)
+    chunked = run_crown(g, p, box, method="crown", memory_limit=10 ** 8)
+    assert 0 < last_estimate() <= 10 ** 8
+    for a, b in zip(full, chunked):
+        np.testing.assert_allclose(b.lo, a.lo, rtol=1e-12, atol=1e-15)
+        np.testing.assert_allclose(b.hi, a.hi, rtol=1e-12, atol=1e-15)
+    # one pair of rows over the limit: refused before allocating, one line
     with pytest.raises(CrownError) as e:
-        run_crown(g, p, box, method="crown", memory_limit=10 ** 8)
+        run_crown(g, p, box, method="crown", memory_limit=10 ** 5)
     msg = str(e.value)
     assert "\n" not in msg
-    assert "node 1 (conv2d)" in msg and "4608 rows x 5184 columns" in msg
-    assert "about 2.14 GiB" in msg and "limit of 0.09 GiB" in msg
-    monkeypatch.setenv("SCALARLAB_CROWN_MEMORY", "0.1G")
-    with pytest.raises(CrownError, match="limit of 0.10 GiB"):
+    assert "node 1 (conv2d)" in msg and "2 rows x 10368 columns" in msg
+    assert "about 1.9 MiB" in msg and "limit of 0.1 MiB" in msg
+    monkeypatch.setenv("SCALARLAB_CROWN_MEMORY", "100K")
+    with pytest.raises(CrownError, match="limit of 0.1 MiB"):
         run_crown(g, p, box, method="crown")
-    # crown-ibp carries 2 x 3 rows: far below the limit
+    # crown-ibp carries 2 x 3 rows from the output only: below the limit
+    monkeypatch.setenv("SCALARLAB_CROWN_MEMORY", "16M")
     assert run_crown(g, p, box, method="crown-ibp")[g.output] is not None
     monkeypatch.setenv("SCALARLAB_CROWN_MEMORY", "lots")
     with pytest.raises(IBPError, match="SCALARLAB_CROWN_MEMORY='lots' is not a byte count"):

@@ -331,7 +331,8 @@ def test_crown_mlp_sound_and_equal_to_float_reference(case, method):
     rng = np.random.default_rng(100 + seed)
     x0 = rng.normal(0, 1, widths[0])
     lo0, hi0 = x0 - radius, x0 + radius
-    boxes = run_crown(g, payload, Box(lo0, hi0), "interval:float64", method=method)
+    boxes = run_crown(g, payload, Box(lo0, hi0), "interval:float64", method=method,
+                      rows="all")
     assert _check_sound(g, payload, lo0, hi0, boxes, 150, seed) > 0
     (rlo, rhi), pre = ref_crown(layers, lo0, hi0, method)
     out = boxes[-1]
@@ -340,6 +341,16 @@ def test_crown_mlp_sound_and_equal_to_float_reference(case, method):
         for k, (pl, ph) in pre.items():        # layer k's input is node k (node = layer + 1 - 1)
             b = boxes[k]
             _close(b.lo_float(), b.hi_float(), pl, ph)
+    # rows="unstable" (the default) bounds by CROWN only the relu inputs whose box
+    # straddles 0: the same output bounds; a skipped coordinate keeps its IBP box, whose
+    # sign (the relu's relaxation) is the same as CROWN's
+    sparse = run_crown(g, payload, Box(lo0, hi0), "interval:float64", method=method)
+    _close(sparse[-1].lo_float(), sparse[-1].hi_float(), rlo, rhi)
+    for k in pre:
+        a, b = sparse[k], boxes[k]
+        assert np.all(a.lo_float() <= b.lo_float()) and np.all(a.hi_float() >= b.hi_float())
+        assert np.array_equal(a.lo_float() >= 0, b.lo_float() >= 0)
+        assert np.array_equal(a.hi_float() <= 0, b.hi_float() <= 0)
 
 
 @pytest.mark.parametrize("seed,act,pool", [(0, "relu", "avg"), (1, "sigmoid", "avg"),

@@ -1,0 +1,255 @@
+"""Fast, sound float64 operators for CROWN's backward pass (``interval:float64`` work).
+
+CROWN maps its coefficient matrix Lambda (an interval (rows, n_v) of float64 endpoints)
+through each affine node: ``Lambda -> Lambda M``.  The op table's VJP rules do that in
+any interval context, but generically (windows gathered and scattered through interval
+products with 0/1 matrices).  Here the common ops are applied directly with numpy/BLAS
+in midpoint-radius form, with an a-priori rounding bound instead of directed rounding:
+
+* ``Lambda = mid +- rad`` (mid the rounded midpoint, rad rounded up so that the interval
+  is inside ``[mid - rad, mid + rad]``);
+* ``Lambda M`` lies in ``mid M +- rad |M|``; the float product ``P = fl(mid M)`` is a sum
+  of at most N products per entry in some order, so ``|P - mid M| <= gamma_N |mid| |M|
+  + N eta`` (Higham, Thm 3.1 / Lemma 3.1, any order, with or without FMA; eta = 2^-1074
+  bounds the underflow of each product and sum); both terms are summed as one product
+  ``|M|`` applied to ``Z = gamma_N |mid| + rad`` (rounded up), whose float result T of
+  non-negative terms satisfies exact <= T / (1 - gamma_N) <= T (1 + 2 gamma_N);
+* so the exact ``Lambda M`` lies in ``P +- R`` with ``R = T (1 + 2 gamma_N) + 2 N eta``,
+  every step rounded up (np.nextafter after each round-to-nearest operation), and the
+  endpoints ``P -+ R`` are rounded outward.
+
+Two passes of the plain float operator (on mid and on Z with |M|) replace the interval
+product: the cost is about twice a float64 VJP.  Ops: linear (``Lambda W``), conv2d with
+groups 1 (the transposed convolution as one BLAS product per kernel offset, added into a
+zero-padded buffer: memory rows x padded input), elementwise affine ops and batchnorm
+(Lambda scaled per column by the diagonal ``f(1) - f(0)``, an interval from the op's own
+forward rule).  Anything else -- and weights that are not float64 values, non-finite
+Lambda entries -- returns None and the caller takes the generic VJP."""
+from __future__ import annotations
+
+import numpy as np
+
+from scalarlab.graph.fold import node_args
+from scalarlab.graph.ops_conv import _conv_geom
+from scalarlab.graph.optable import OPS
+from scalarlab.scalars.values import Interval
+
+__all__ = ["fast_affine", "fast_supported", "scale_intervals"]
+
+_U = 2.0 ** -53
+_ETA = 2.0 ** -1074
+_INF = np.inf
+
+
+def _up(v):
+    """A float >= v, > v unless v is +-inf (nan for -inf: the callers check finiteness).
+    Cheaper than np.nextafter: |v| 2^-52 is exact or rounds within the subnormals, and
+    is >= ulp(v) for normal v, so the rounded sum is >= the next float above v; adding
+    the smallest subnormal moves a zero or subnormal sum up (exactly) and leaves a
+    normal one >= where it was (rounding to nearest is monotone)."""
+    return (v + np.abs(v) * 2.0 ** -52) + _ETA
+
+
+def _dn(v):
+    """A float <= v (the mirror image of :func:`_up`)."""
+    return (v - np.abs(v) * 2.0 ** -52) - _ETA
+
+
+def _gamma(n: int) -> float:
+    """gamma_n = n u / (1 - n u), rounded up (n u < 1/2 for every size here)."""
+    nu = n * _U
+    return float(_up(_up(nu) / _dn(1.0 - nu)))
+
+
+def fast_supported(st, node) -> bool:
+    """Whether :func:`fast_affine` handles the node (work context interval:float64)."""
+    if not getattr(st.wctx, "float64_endpoints", False):
+        return False
+    op = node.kind.op
+    if op == "linear":
+        return True
+    if op == "conv2d":
+        return node.kind.attrs.get("groups", 1) == 1
+    var = [p for p in node.parents if st.dep[p]]
+    if len(var) != 1:
+        return False
+    shp_u = tuple(st.graph.nodes[var[0]].out_shape)
+    if op == "batchnorm_eval" or (OPS[op].elementwise and tuple(node.out_shape) == shp_u):
+        return True
+    return op in ("flatten", "reshape")
+
+
+def _exact_param(a):
+    """A payload parameter (interval of the work context) as its float64 value when it
+    is a point (lo == hi), else None (a decimal weight: the generic path encloses it)."""
+    lo, hi = np.asarray(a.lo), np.asarray(a.hi)
+    if lo.dtype != np.float64 or not np.array_equal(lo, hi):
+        return None
+    return lo
+
+
+def _midrad(lam: Interval):
+    """(mid, rad) float64 arrays with [lo, hi] inside [mid - rad, mid + rad], or None
+    where an entry is not finite.  mid = fl(lo/2 + hi/2) is within u |mid| (+ a
+    subnormal spacing) of the exact centre, and
+    rad = fl(fl(hi - lo) (1/2 + 2^-50) + |mid| 2^-51) + 8 eta
+    is at least (hi - lo)/2 + u |mid| + 2 eta: the factors' excess (2^-49 relative and
+    4u |mid|) covers the three roundings of the computation (each <= u relative), and
+    8 eta the subnormal ones (two in mid, three here).  Five array passes instead of
+    np.nextafter's slow loop."""
+    lo, hi = np.asarray(lam.lo, dtype=np.float64), np.asarray(lam.hi, dtype=np.float64)
+    with np.errstate(all="ignore"):
+        mid = 0.5 * lo + 0.5 * hi
+        rad = ((hi - lo) * (0.5 + 2.0 ** -50) + np.abs(mid) * 2.0 ** -51) + 8 * _ETA
+    if not (np.all(np.isfinite(mid)) and np.all(np.isfinite(rad))):
+        return None
+    return mid, rad
+
+
+def _apply(op_float, mid, rad, n_terms):
+    """Enclosure (lo, hi) of ``op(Lambda)`` for a linear ``op`` given by ``op_float(A,
+    absolute)`` (A's product with M, or with |M| when ``absolute``), every output a sum
+    of at most ``n_terms`` products; None when a result is not finite."""
+    g = _gamma(n_terms)
+    with np.errstate(all="ignore"):
+        P = op_float(mid, False)
+        Z = _up(_up(g * np.abs(mid)) + rad)
+        T = op_float(Z, True)
+        R = _up(_up(T * _up(1.0 + 2.0 * g)) + 2.0 * n_terms * _ETA)
+        lo, hi = _dn(P - R), _up(P + R)
+    if not (np.all(np.isfinite(lo)) and np.all(np.isfinite(hi))):
+        return None
+    return lo, hi
+
+
+def scale_intervals(lam: Interval, d: Interval) -> Interval:
+    """Entrywise product of two float64 intervals (d broadcast over lam's rows), each of
+    the four endpoint products rounded to nearest and moved one ulp outward (an exact
+    zero stays 0), their min / max taken."""
+    a, b = np.asarray(lam.lo), np.asarray(lam.hi)
+    c, e = np.asarray(d.lo), np.asarray(d.hi)
+    with np.errstate(all="ignore"):
+        ps = [a * c, a * e, b * c, b * e]
+        lo = _dn(np.minimum(np.minimum(ps[0], ps[1]), np.minimum(ps[2], ps[3])))
+        hi = _up(np.maximum(np.maximum(ps[0], ps[1]), np.maximum(ps[2], ps[3])))
+    return Interval(lo, hi)
+
+
+def fast_affine(st, node, vals, lam: Interval, offset=None):
+    """(variable parent u, Lambda M as an Interval (rows, n_u), Lambda offset or None) of
+    an affine node, or None when the fast path does not apply (the caller takes the op's
+    VJP).  ``offset`` (an interval (n_v,)): its product with Lambda is formed from the
+    same midpoint-radius split (linear and conv2d), else left to the caller (None)."""
+    if not fast_supported(st, node):
+        return None
+    graph, w = st.graph, st.wctx
+    u = next(p for p in node.parents if st.dep[p])
+    op = node.kind.op
+    R = np.shape(lam.lo)[0]
+    shp_u, shp_v = tuple(graph.nodes[u].out_shape), tuple(node.out_shape)
+    n_u = int(np.prod(shp_u, dtype=np.int64))
+    if op in ("flatten", "reshape"):
+        # the flat (row-major) order is the same on both sides: Lambda is unchanged
+        return u, Interval(np.asarray(lam.lo).reshape(R, n_u),
+                           np.asarray(lam.hi).reshape(R, n_u)), None
+    if op not in ("linear", "conv2d"):
+        # diagonal: M = diag(f(1) - f(0)) for an elementwise affine op (exact affine:
+        # the difference of the two enclosures encloses the exact diagonal)
+        key = ("diag", node.id)
+        if key not in st.off:
+            local = [None if v is None else st.w(v) for v in vals]
+            out = []
+            for fill in (w.zeros(shp_u), w.ones(shp_u)):
+                local[u] = fill
+                args, attrs = node_args(graph, st.payload, w, node, local)
+                out.append(OPS[op].forward(w, args, attrs, 0))
+            D = w.sub(out[1], out[0])
+            st.off[key] = Interval(np.asarray(D.lo, dtype=np.float64).reshape(1, n_u),
+                                   np.asarray(D.hi, dtype=np.float64).reshape(1, n_u))
+        D = st.off[key]
+        if not (np.all(np.isfinite(D.lo)) and np.all(np.isfinite(D.hi))):
+            return None
+        res = scale_intervals(lam, D)
+        if not (np.all(np.isfinite(res.lo)) and np.all(np.isfinite(res.hi))):
+            return None
+        return u, res, None
+    local = list(vals)
+    local[u] = None                  # only the parameters and attributes are read
+    args, attrs = node_args(graph, st.payload, w, node, local)
+    W = _exact_param(args[1])
+    if W is None:
+        return None
+    mr = _midrad(lam)
+    if mr is None:
+        return None
+    mid, rad = mr
+    if op == "linear":
+        Wabs = np.abs(W)                          # W [out, in]: Lambda W
+
+        def f(A, absolute):
+            return A @ (Wabs if absolute else W)
+        r = _apply(f, mid, rad, int(W.shape[0]))
+    else:
+        q = _conv_geom(op, 2, [shp_u], dict(attrs, out_channels=W.shape[0]))
+        r = _apply(lambda A, absolute: _conv2d_transposed(
+            A.reshape((R,) + shp_v), np.abs(W) if absolute else W, q),
+            mid, rad, int(W.shape[0] * W.shape[2] * W.shape[3]))
+    if r is None:
+        return None
+    lo, hi = r
+    cb = None if offset is None else matvec(None, offset, mr)
+    return u, Interval(lo.reshape(R, n_u), hi.reshape(R, n_u)), cb
+
+
+def _conv2d_transposed(G, W, q):
+    """The adjoint of conv2d (groups 1) applied to G [R, O, Ho, Wo] in float64: one BLAS
+    product per kernel offset (positions x O times O x C), added into a zero-padded
+    channels-last buffer, cropped to the input [R, C, H, W]."""
+    R = G.shape[0]
+    O, C, kh, kw = W.shape
+    Ho, Wo = q["O"]
+    sh, sw = q["s"]
+    dh, dw = q["dl"]
+    (ph, pw), (eh, ew) = q["pb"], q["pe"]
+    H, Wd = q["S"]
+    Hp = max(H + ph + eh, (Ho - 1) * sh + (kh - 1) * dh + 1)
+    Wp = max(Wd + pw + ew, (Wo - 1) * sw + (kw - 1) * dw + 1)
+    Gt = np.ascontiguousarray(G.transpose(0, 2, 3, 1))          # [R, Ho, Wo, O]
+    buf = np.zeros((R, Hp, Wp, C))
+    # kernel offsets in groups of about 64 / C, one BLAS product per group (a product
+    # with C = 3 columns per offset runs far below BLAS speed): memory ~ the input's size
+    offs = [(i, j) for i in range(kh) for j in range(kw)]
+    size = max(1, min(len(offs), -(-64 // C)))
+    for a in range(0, len(offs), size):
+        grp = offs[a: a + size]
+        Wg = np.stack([W[:, :, i, j] for i, j in grp], axis=2).reshape(O, C * len(grp))
+        T = (Gt @ Wg).reshape(R, Ho, Wo, C, len(grp))            # [R, Ho, Wo, C, g]
+        for q, (i, j) in enumerate(grp):
+            buf[:, i * dh: i * dh + (Ho - 1) * sh + 1: sh,
+                j * dw: j * dw + (Wo - 1) * sw + 1: sw, :] += T[..., q]
+    return np.ascontiguousarray(buf[:, ph: ph + H, pw: pw + Wd, :].transpose(0, 3, 1, 2))
+
+
+def matvec(lam: Interval, v: Interval, lam_midrad=None):
+    """Enclosure of ``Lambda v`` (Lambda an interval (rows, n), v an interval (n,)), both
+    float64 intervals, as an Interval (rows,), or None where an entry is not finite.
+    Midpoint-radius: the exact product of any Lambda in mid_L +- rad_L and v in mid_v +-
+    rad_v is within ``|mid_L| (rad_v + gamma |mid_v|) + rad_L (|mid_v| + rad_v)`` of
+    ``fl(mid_L mid_v)`` (gamma = gamma_n of the float product's n terms), a sum of 2n
+    non-negative products computed in float and widened as in :func:`_apply`."""
+    a, b = lam_midrad if lam_midrad is not None else _midrad(lam), _midrad(v)
+    if a is None or b is None:
+        return None
+    (ml, rl), (mv, rv) = a, b
+    n = int(mv.shape[0])
+    g, g2 = _gamma(n), _gamma(2 * n + 1)
+    with np.errstate(all="ignore"):
+        P = ml @ mv
+        z1 = _up(rv + _up(g * np.abs(mv)))
+        z2 = _up(np.abs(mv) + rv)
+        T = np.abs(ml) @ z1 + rl @ z2
+        R = _up(_up(T * _up(1.0 + 2.0 * g2)) + 2.0 * (2 * n + 1) * _ETA)
+        lo, hi = _dn(P - R), _up(P + R)
+    if not (np.all(np.isfinite(lo)) and np.all(np.isfinite(hi))):
+        return None
+    return Interval(lo, hi)

@@ -41,9 +41,15 @@ from scalarlab import scalars
 from scalarlab.scalars import formats as F
 from scalarlab.scalars.functions import FUNCTIONS
 
-from . import libm_fast as FAST
 from . import outputs, tables
 from .errors import ExperimentError
+
+
+def _fast():
+    """The compiled passes (libm_fast imports Numba: only when a run scores results, so
+    that `scalarlab libm --help` does not load it)."""
+    from . import libm_fast
+    return libm_fast
 
 FORMATS = ("binary32", "binary64", "binary16", "bfloat16")
 LIBRARIES = ("numpy", "torch", "libm", "jax", "lab", "cuda")
@@ -331,9 +337,9 @@ def saturated_tails(func: str, fmt: str) -> list:
     key = (func, fmt)
     if key not in _TAILS:
         fn = FUNCTIONS[func]
-        halves = fn.monotone is not None or func in FAST.HALF_MONOTONE
+        halves = fn.monotone is not None or func in _fast().HALF_MONOTONE
         top = ordinal_range(fmt)[1]
-        _TAILS[key] = FAST.saturation(
+        _TAILS[key] = _fast().saturation(
             lambda o: _reference_all(func, fmt, from_ordinals(fmt, o)), top, halves)
     return _TAILS[key]
 
@@ -406,7 +412,7 @@ def _estimate_ulps(func: str, fmt: str, x: np.ndarray, y: np.ndarray) -> np.ndar
     good to ~2^-28 ulps of a 24-bit format), used to pick the candidates MPFR settles."""
     with np.errstate(all="ignore"):
         ex = FUNCTIONS[func].eval_f64(np.asarray(x).astype(np.float64))
-    return FAST.errors(np.asarray(y), ex, F.get(fmt))
+    return _fast().errors(np.asarray(y), ex, F.get(fmt))
 
 
 # ------------------------------------------------------------------------- classification
@@ -425,7 +431,7 @@ def check_block(lib: str, func: str, fmt: str, x: np.ndarray, ref=None, *,
     with np.errstate(all="ignore"):
         y = np.asarray(call(x)).astype(_carrier(fmt), copy=False)
     r = reference(func, fmt, x, first) if ref is None else ref
-    idx, kinds = FAST.compare(y, r, F.get(fmt).min_normal, EXAMPLES)
+    idx, kinds = _fast().compare(y, r, F.get(fmt).min_normal, EXAMPLES)
     out = {"n": int(x.size), "not_cr": int(idx.size), "special": {}, "cands": [],
            "curve": {}}
     for code, (count, where) in kinds.items():
@@ -440,7 +446,7 @@ def check_block(lib: str, func: str, fmt: str, x: np.ndarray, ref=None, *,
             err = _estimate_ulps(func, fmt, xs, ys)
         ords = first + idx if first is not None else to_ordinals(fmt, xs)
         lo, hi = ordinal_range(fmt) if span is None else span
-        top, at, bins = FAST.bin_top(err, ords, lo, hi, BINS, CANDIDATES)
+        top, at, bins = _fast().bin_top(err, ords, lo, hi, BINS, CANDIDATES)
         out["cands"] = [[float(xs[j]), float(ys[j]), float(e)] for e, j in zip(top, at)]
         out["curve"] = {str(b): [float(xs[j]), float(err[j])] for b, j in bins.items()}
     return out

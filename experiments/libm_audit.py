@@ -45,9 +45,9 @@ from . import libm_fast as FAST
 from . import outputs, tables
 from .errors import ExperimentError
 
-FORMATS = ("binary32", "binary64", "binary16", "bfloat16")
-LIBRARIES = ("numpy", "torch", "libm", "jax", "lab", "cuda")
-DEFAULT_FUNCS = ("exp", "log", "sin", "cos", "tanh")
+from .defaults import LIBM_DEFAULT_FUNCS as DEFAULT_FUNCS  # noqa: E402
+from .defaults import LIBM_FORMATS as FORMATS  # noqa: E402
+from .defaults import LIBM_LIBRARIES as LIBRARIES  # noqa: E402
 #: Extra precision of the MPFR value an error figure is computed from: the figure's
 #: relative error is then ~2^-40, far below the two decimals printed.
 GUARD_BITS = 40

@@ -390,9 +390,8 @@ def box_batch(case, regions, n: int, seed: int, fmt=None, sampling="box"):
 
 
 # ------------------------------------------------------------------------ CLI helpers
-# --input-file / --box (and --sampling): defined beside the other shared flags, so that a
-# parser is built without numpy or the formats
-from .command_args import add_sample_file_arguments as add_arguments  # noqa: E402,F401
+# (--input-file, --box and --sampling are declared by
+# experiments.command_args.add_sample_file_arguments, which needs no numpy)
 
 
 def batch_from_flags(case, args, *, n_default=None, fmt=None, sampling=None):

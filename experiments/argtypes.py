@@ -265,3 +265,22 @@ def dask_address(text: str) -> str:
 
 
 dask_address.__name__ = "Dask scheduler address"
+
+
+def output_file(*suffixes: str, flag: str = "--out"):
+    """``experiments.outputs.output_file``, imported when a value is parsed (not when the
+    parser is built: ``--help`` then loads no contexts)."""
+    def parse(text: str) -> str:
+        from . import outputs
+        return outputs.output_file(*suffixes, flag=flag)(text)
+    parse.__name__ = "output file"
+    return parse
+
+
+def output_dir(flag: str = "--out"):
+    """``experiments.outputs.output_dir``, imported when a value is parsed."""
+    def parse(text: str) -> str:
+        from . import outputs
+        return outputs.output_dir(flag)(text)
+    parse.__name__ = "output directory"
+    return parse

@@ -38,10 +38,10 @@ from . import progress
 from . import sampling as S
 from .errors import ExperimentError
 
-DEFAULT_FORMATS = ("binary64",)
-DEFAULT_SAMPLES = 256
-DEFAULT_BUDGET_S = 1.0
-DEFAULT_TOL = 0.02
+from .defaults import BOUND_BUDGET_S as DEFAULT_BUDGET_S  # noqa: E402
+from .defaults import BOUND_FORMATS as DEFAULT_FORMATS  # noqa: E402
+from .defaults import BOUND_SAMPLES as DEFAULT_SAMPLES  # noqa: E402
+from .defaults import BOUND_TOL as DEFAULT_TOL  # noqa: E402
 #: Arb precision of the sampled errors (inputs are exact; 256 bits leave the error of a
 #: 53-bit execution exact to ~200 bits)
 SAMPLE_BITS = 256

@@ -4,11 +4,14 @@ flags, the run's meta, and the batch those flags name."""
 from __future__ import annotations
 
 from . import argtypes as T
-from . import cases as CS
-from . import outputs
-from . import reference as RF
-from . import tables
-from .errors import ExperimentError
+from . import defaults as RF
+from .lazy_import import lazy
+
+# what the parsers need comes from argtypes and defaults; the run-time helpers below load
+# the cases, the outputs and the errors when they are called
+CS = lazy("scalarlab.experiments.cases")
+outputs = lazy("scalarlab.experiments.outputs")
+_errors = lazy("scalarlab.experiments.errors")
 
 
 def add_graph_and_input_arguments(p, *, samples_default=None, radius_default=0.05) -> None:
@@ -25,6 +28,22 @@ def add_graph_and_input_arguments(p, *, samples_default=None, radius_default=0.0
                    help=f"l-inf radius of the sampling box (default {radius_default})")
     p.add_argument("--seed", type=T.integer(0), default=0, metavar="S",
                    help="random seed of the sampling (default 0)")
+
+
+def add_sample_file_arguments(p, *, sampling: bool = False) -> None:
+    """``--input-file`` and ``--box`` (and ``--sampling`` where the command has none);
+    read by ``experiments.sampling.batch_from_flags``."""
+    p.add_argument("--input-file", default=None, metavar="X.npy",
+                   help="samples: N rows x one column per scalar input entry (inputs in id "
+                        "order, e.g. FPCore argument order)")
+    p.add_argument("--box", default=None, metavar="LO:HI,...",
+                   help="sample per-variable boxes instead of --radius around the input: "
+                        "lo1:hi1,lo2:hi2,... (one per scalar input entry; one pair = all) "
+                        "or a .json/.npy file of [lo, hi] pairs")
+    if sampling:
+        p.add_argument("--sampling", choices=RF.SAMPLINGS, default="box",
+                       help="with --box: box = uniform reals, bitpattern = uniform over "
+                            "binary64 values (default box)")
 
 
 def reference_name(text: str) -> str:
@@ -55,11 +74,11 @@ def add_reference_arguments(p) -> None:
 
 def add_output_arguments(p, *, plot=True) -> None:
     p.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
-    p.add_argument("--out", type=outputs.output_file(*tables.OUT_SUFFIXES), default=None,
+    p.add_argument("--out", type=T.output_file(*RF.OUT_SUFFIXES), default=None,
                    metavar="FILE", help="also write the table to FILE (.csv with its meta in "
                                         "FILE.csv.meta.json, .md or .json)")
     if plot:
-        p.add_argument("--plot", type=outputs.output_file(".png"), default=None,
+        p.add_argument("--plot", type=T.output_file(".png"), default=None,
                        metavar="FILE.png", help="write a PNG plot")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
 
@@ -102,7 +121,8 @@ def batch_from_args(case, args):
             return center, describe_input(center, src)
         return center, f"{n} inputs from {args.input}"
     if n != 1:
-        raise ExperimentError(f"--samples needs a single centre input, but --input holds {n}")
+        raise _errors.ExperimentError(f"--samples needs a single centre input, but --input "
+                                      f"holds {n}")
     x = CS.box_samples(center, args.radius, args.samples, args.seed, case)
     return x, (f"{args.samples} samples uniform in the l-inf box of radius {args.radius:g} "
                f"around {src} (seed {args.seed})")

@@ -23,8 +23,8 @@ from .reference import DEFAULT_CHECK_SAMPLES, DEFAULT_ORACLE_LIMIT, DEFAULT_REFE
     compute_reference
 from .tables import progress
 
-DEFAULT_CONTEXTS = ("float64", "binary32", "bfloat16", "binary16", "e4m3")
-DEFAULT_THRESHOLD_BITS = 2.0
+from .defaults import COMPARE_CONTEXTS as DEFAULT_CONTEXTS  # noqa: E402
+from .defaults import COMPARE_THRESHOLD_BITS as DEFAULT_THRESHOLD_BITS  # noqa: E402
 
 
 def compare(case: GraphCase, contexts, x, *, reference=DEFAULT_REFERENCE,

@@ -29,7 +29,7 @@ ROW_COLUMNS = ("graph", "node", "op", "shape", "context", "format", "reduction",
 #: (max|exact| of the node, per sample).  A few ulps: one correctly rounded operation
 #: scores <= 0.5, a dot product or sum of n terms rounded in sequence about sqrt(n) / 2 on
 #: random data, so 4 separates "rounding as usual" from an error that has grown.
-DEFAULT_DIVERGENCE_ULPS = 4.0
+from .defaults import DEFAULT_DIVERGENCE_ULPS  # noqa: E402,F401
 
 
 @dataclass

@@ -43,11 +43,11 @@ from . import oracle as O
 from . import sampling as S
 from .tables import progress
 
-DEFAULT_CONTEXTS = ("binary64", "binary32")
-DEFAULT_SAMPLES = 256
-DEFAULT_REFERENCE_BITS = 128
-MAX_ORACLE_BITS = 1 << 14
-DEFAULT_THRESHOLD_BITS = 2.0
+from .defaults import FPBENCH_CONTEXTS as DEFAULT_CONTEXTS  # noqa: E402
+from .defaults import FPBENCH_MAX_ORACLE_BITS as MAX_ORACLE_BITS  # noqa: E402
+from .defaults import FPBENCH_REFERENCE_BITS as DEFAULT_REFERENCE_BITS  # noqa: E402
+from .defaults import FPBENCH_SAMPLES as DEFAULT_SAMPLES  # noqa: E402
+from .defaults import FPBENCH_THRESHOLD_BITS as DEFAULT_THRESHOLD_BITS  # noqa: E402
 #: Rounds of drawing (each sized by the valid fraction so far) before giving up with
 #: fewer samples than asked (the ``samples`` column then says how many).
 MAX_ROUNDS = 6

@@ -28,7 +28,7 @@ from . import reference as RF
 from .errors import ExperimentError
 from . import metrics
 
-SAMPLINGS = ("box", "bitpattern")
+from .defaults import GAPS_SAMPLINGS as SAMPLINGS  # noqa: E402
 PERCENTILES = (50, 90, 99, 99.9)
 SUMMARY_COLUMNS = ("graph", "node", "context", "format", "reduction", "reference", "sampling",
                    "samples", "entries", "metric", "mean", "p50", "p90", "p99", "p99.9", "max")

@@ -42,6 +42,9 @@ from scalarlab.scalars import formats as F
 from scalarlab.scalars.functions import FUNCTIONS
 
 from . import outputs, tables
+from .defaults import LIBM_DEFAULT_FUNCS as DEFAULT_FUNCS
+from .defaults import LIBM_FORMATS as FORMATS
+from .defaults import LIBM_LIBRARIES as LIBRARIES
 from .errors import ExperimentError
 
 
@@ -51,9 +54,7 @@ def _fast():
     from . import libm_fast
     return libm_fast
 
-FORMATS = ("binary32", "binary64", "binary16", "bfloat16")
-LIBRARIES = ("numpy", "torch", "libm", "jax", "lab", "cuda")
-DEFAULT_FUNCS = ("exp", "log", "sin", "cos", "tanh")
+
 #: Extra precision of the MPFR value an error figure is computed from: the figure's
 #: relative error is then ~2^-40, far below the two decimals printed.
 GUARD_BITS = 40

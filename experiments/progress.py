@@ -23,7 +23,6 @@ import threading
 import time
 from contextlib import contextmanager
 
-from .errors import ExperimentError
 
 #: environment override: 1/on/yes/true forces progress on, 0/off/no/false off
 ENV = "SCALARLAB_PROGRESS"
@@ -68,6 +67,7 @@ def wanted(quiet: bool = False, force: bool = False, stream=None) -> bool:
     if env in _OFF:
         return False
     if env:
+        from .errors import ExperimentError   # (here: --help loads no contexts)
         raise ExperimentError(f"{ENV}={os.environ[ENV]!r}: give 1 (progress on stderr "
                               f"even when it is not a terminal) or 0 (never)")
     return _isatty(sys.stderr if stream is None else stream)

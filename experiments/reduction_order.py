@@ -35,7 +35,7 @@ from .errors import ExperimentError
 from . import metrics
 
 ORDERS = ("sequential", "pairwise", "fma", "native")
-DEFAULT_FORMATS = ("binary32", "bfloat16")
+from .defaults import REDUCTION_FORMATS as DEFAULT_FORMATS  # noqa: E402
 ROW_COLUMNS = ("graph", "format", "order", "context", "node", "op", "shape", "samples",
                "entries", "max_ulps_vs_sequential", "mean_ulps_vs_sequential",
                "frac_differs", "max_ulps_vs_reference", "mean_ulps_vs_reference",

@@ -22,14 +22,10 @@ from . import metrics
 from .cases import (batch_size, batch_take, check_point_context, evaluate_split,
                     is_array_context)
 
-#: The default reference: the float64 enclosure, the oracle where it does not settle.
-ENCLOSURE = "enclosure"
-DEFAULT_REFERENCE = ENCLOSURE
-#: The oracle behind the enclosure (and the old default).
-DEFAULT_ORACLE = "mpmath:200"
-#: Above this many samples a float64 reference may replace the oracle, once checked.
-DEFAULT_ORACLE_LIMIT = 20_000
-DEFAULT_CHECK_SAMPLES = 256
+# The default reference (the float64 enclosure, the oracle where it does not settle), the
+# oracle behind it, and the oracle limit and its check: defined in experiments/defaults.py.
+from .defaults import (DEFAULT_CHECK_SAMPLES, DEFAULT_ORACLE,  # noqa: E402,F401
+                       DEFAULT_ORACLE_LIMIT, DEFAULT_REFERENCE, ENCLOSURE)
 #: The cheap float64 reference is only allowed for formats with at most this many
 #: significand bits (it then carries >= 27 spare bits beyond the format's precision).
 CHEAP_REFERENCE_MAX_PRECISION = 26

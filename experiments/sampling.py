@@ -37,7 +37,7 @@ from scalarlab.scalars.kernels import literals
 from .errors import ExperimentError
 from .npy_input import read_npy
 
-SAMPLINGS = ("bitpattern", "box")
+from .defaults import SAMPLINGS  # noqa: E402,F401
 
 
 # ------------------------------------------------------------------------------ regions
@@ -390,19 +390,8 @@ def box_batch(case, regions, n: int, seed: int, fmt=None, sampling="box"):
 
 
 # ------------------------------------------------------------------------ CLI helpers
-def add_arguments(p, *, sampling: bool = False) -> None:
-    """``--input-file`` and ``--box`` (and ``--sampling`` where the command has none)."""
-    p.add_argument("--input-file", default=None, metavar="X.npy",
-                   help="samples: N rows x one column per scalar input entry (inputs in id "
-                        "order, e.g. FPCore argument order)")
-    p.add_argument("--box", default=None, metavar="LO:HI,...",
-                   help="sample per-variable boxes instead of --radius around the input: "
-                        "lo1:hi1,lo2:hi2,... (one per scalar input entry; one pair = all) "
-                        "or a .json/.npy file of [lo, hi] pairs")
-    if sampling:
-        p.add_argument("--sampling", choices=SAMPLINGS, default="box",
-                       help="with --box: box = uniform reals, bitpattern = uniform over "
-                            "binary64 values (default box)")
+# (--input-file, --box and --sampling are declared by
+# experiments.command_args.add_sample_file_arguments, which needs no numpy)
 
 
 def batch_from_flags(case, args, *, n_default=None, fmt=None, sampling=None):

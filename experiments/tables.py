@@ -142,7 +142,7 @@ def dumps(doc: dict) -> str:
 
 
 # ------------------------------------------------------------------------------ writers
-OUT_SUFFIXES = (".csv", ".md", ".json")
+from .defaults import OUT_SUFFIXES  # noqa: E402,F401  (one definition: defaults.py)
 
 
 def table_members(path) -> list[tuple[str, str]]:

@@ -100,6 +100,10 @@ RULES = Rules(
         ("scalarlab.experiments.cli", "f'{__package__}.commands.{COMMANDS[name].module}'"):
             "the CLI loads its own command modules, named by the light table "
             "experiments.commands.COMMANDS, when a command runs",
+        ("scalarlab.experiments.lazy_import", "self._name"):
+            "the command modules name their heavy dependencies as lazy('scalarlab...') "
+            "literals, loaded when a command runs (not for --help); experiments may "
+            "import anything",
     },
 )
 

@@ -5,11 +5,15 @@ import math
 import sys
 
 from .. import argtypes as T
-from .. import bound as B
-from .. import outputs
-from .. import progress
-from .. import tables
 from . import help_of
+from .. import defaults as D
+from ..lazy_import import lazy
+
+# Heavy modules load when a run first uses them: --help builds the parser without them.
+B = lazy("scalarlab.experiments.bound")
+outputs = lazy("scalarlab.experiments.outputs")
+progress = lazy("scalarlab.experiments.progress")
+tables = lazy("scalarlab.experiments.tables")
 
 NAME = "bound"
 HELP = help_of(NAME)
@@ -19,7 +23,7 @@ def add_arguments(p) -> None:
     p.add_argument("sources", nargs="+", metavar="FILE.fpcore|GRAPH",
                    help="FPCore files (every program; FILE.fpcore#N the N-th) or a scalar "
                         "graph (its input nodes are the arguments; needs --box)")
-    p.add_argument("--format", type=T.context_list, default=",".join(B.DEFAULT_FORMATS),
+    p.add_argument("--format", type=T.context_list, default=",".join(D.BOUND_FORMATS),
                    metavar="A,B,...",
                    help="binary point contexts whose execution is bounded (binary64, "
                         "binary32, bfloat16, binary16, ...)")
@@ -31,16 +35,16 @@ def add_arguments(p) -> None:
     p.add_argument("--inputs", choices=("format", "real"), default="format",
                    help="format: the arguments are format values (the lab's execution); "
                         "real: reals rounded once into the format (FPTaylor's tables)")
-    p.add_argument("--samples", type=T.integer(0, 100000), default=B.DEFAULT_SAMPLES,
+    p.add_argument("--samples", type=T.integer(0, 100000), default=D.BOUND_SAMPLES,
                    metavar="N", help="samples for the largest seen error (0: none)")
     p.add_argument("--seed", type=T.integer(0), default=0, metavar="S", help="random seed")
-    p.add_argument("--budget", type=T.real(0, 3600, lo_open=True), default=B.DEFAULT_BUDGET_S,
+    p.add_argument("--budget", type=T.real(0, 3600, lo_open=True), default=D.BOUND_BUDGET_S,
                    metavar="SEC", help="branch-and-bound time per program and format")
-    p.add_argument("--tol", type=T.real(0, 10), default=B.DEFAULT_TOL, metavar="REL",
+    p.add_argument("--tol", type=T.real(0, 10), default=D.BOUND_TOL, metavar="REL",
                    help="stop splitting when the bound is within REL of the best "
                         "first-order value seen at a midpoint")
     p.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
-    p.add_argument("--out", type=outputs.output_file(".csv", ".md", ".json"), default=None,
+    p.add_argument("--out", type=T.output_file(".csv", ".md", ".json"), default=None,
                    metavar="FILE",
                    help="also write the table to FILE (.csv, .md or .json), atomically")
     progress.add_arguments(p, quiet=True)

@@ -7,14 +7,16 @@ from __future__ import annotations
 
 import sys
 
-import numpy as np
-
-from scalarlab import graph
-from scalarlab.graph import examples
-from scalarlab.graph.errors import GraphError
-
 from .. import argtypes as T
 from . import help_of
+from .. import defaults as D
+from ..lazy_import import lazy
+
+# Heavy modules load when a run first uses them: --help builds the parser without them.
+np = lazy("numpy")
+graph = lazy("scalarlab.graph")
+examples = lazy("scalarlab.graph.examples")
+_errors = lazy("scalarlab.graph.errors")
 
 NAME = "check"
 HELP = help_of(NAME)
@@ -22,7 +24,7 @@ HELP = help_of(NAME)
 
 def add_arguments(p) -> None:
     p.add_argument("graph", metavar="GRAPH",
-                   help=f"built-in graph ({', '.join(examples.names())}) or a graph file")
+                   help=f"built-in graph ({', '.join(D.EXAMPLE_NAMES)}) or a graph file")
     p.add_argument("--payload", type=T.existing_file(".npz"), default=None, metavar="P.npz",
                    help="check against this payload instead of the graph's own")
     p.add_argument("--allow-nonfinite", action="store_true",
@@ -121,11 +123,11 @@ def run(args) -> int:
     unreadable = unreadable_strings(payload) if payload is not None else []
     if unreadable:       # never a warning: no context can evaluate such an entry
         more = f" (and {len(unreadable) - 1} more field(s))" if len(unreadable) > 1 else ""
-        raise GraphError(unreadable[0] + more)
+        raise _errors.GraphError(unreadable[0] + more)
     bad = nonfinite_weights(payload) if payload is not None else []
     if bad and not args.allow_nonfinite:
         more = f" (and {len(bad) - 1} more field(s))" if len(bad) > 1 else ""
-        raise GraphError(bad[0] + more)
+        raise _errors.GraphError(bad[0] + more)
     for b in bad:
         print(f"scalarlab check: warning: {b}", file=sys.stderr)
     print("ok" if not bad else f"ok (with {len(bad)} non-finite weight field(s))")

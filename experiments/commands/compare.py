@@ -2,14 +2,19 @@
 from __future__ import annotations
 
 from .. import argtypes as T
-from .. import cases as CS
-from .. import compare as C
-from .. import compare_table as TB
-from .. import progress
-from .. import tables
 from ..command_args import (add_graph_and_input_arguments, add_output_arguments,
-                            add_reference_arguments, batch_from_args, run_meta)
+                            add_reference_arguments, add_sample_file_arguments,
+                            batch_from_args, run_meta)
 from . import help_of
+from .. import defaults as D
+from ..lazy_import import lazy
+
+# Heavy modules load when a run first uses them: --help builds the parser without them.
+CS = lazy("scalarlab.experiments.cases")
+C = lazy("scalarlab.experiments.compare")
+TB = lazy("scalarlab.experiments.compare_table")
+progress = lazy("scalarlab.experiments.progress")
+tables = lazy("scalarlab.experiments.tables")
 
 NAME = "compare"
 HELP = help_of(NAME)
@@ -17,20 +22,19 @@ HELP = help_of(NAME)
 
 def add_arguments(p) -> None:
     add_graph_and_input_arguments(p)
-    from .. import sampling
-    sampling.add_arguments(p, sampling=True)
-    p.add_argument("--contexts", type=T.contexts, default=",".join(C.DEFAULT_CONTEXTS),
+    add_sample_file_arguments(p, sampling=True)
+    p.add_argument("--contexts", type=T.contexts, default=",".join(D.COMPARE_CONTEXTS),
                    metavar="A,B,...",
-                   help=f"contexts to compare (default {','.join(C.DEFAULT_CONTEXTS)})")
+                   help=f"contexts to compare (default {','.join(D.COMPARE_CONTEXTS)})")
     add_reference_arguments(p)
-    p.add_argument("--threshold", type=T.real(0), default=C.DEFAULT_THRESHOLD_BITS,
+    p.add_argument("--threshold", type=T.real(0), default=D.COMPARE_THRESHOLD_BITS,
                    metavar="BITS",
                    help="exceeds_threshold = a node whose max bits of error per entry "
-                        f"exceeds BITS (default {C.DEFAULT_THRESHOLD_BITS:g})")
-    p.add_argument("--divergence-ulps", type=T.real(0), default=C.DEFAULT_DIVERGENCE_ULPS,
+                        f"exceeds BITS (default {D.COMPARE_THRESHOLD_BITS:g})")
+    p.add_argument("--divergence-ulps", type=T.real(0), default=D.DEFAULT_DIVERGENCE_ULPS,
                    metavar="ULPS",
                    help="divergence = first node whose normwise error exceeds ULPS ulps of "
-                        f"its own scale (default {C.DEFAULT_DIVERGENCE_ULPS:g})")
+                        f"its own scale (default {D.DEFAULT_DIVERGENCE_ULPS:g})")
     add_output_arguments(p)
     progress.add_arguments(p)
 

@@ -3,18 +3,19 @@ from __future__ import annotations
 
 import os
 
-import numpy as np
-
-from scalarlab import graph
-from scalarlab import scalars
-from scalarlab.graph import examples
-from scalarlab.graph.errors import GraphError
-from scalarlab.graph.fileformat import exact_str
-
-from .. import outputs
-
 from .. import argtypes as T
 from . import help_of
+from .. import defaults as D
+from ..lazy_import import lazy
+
+# Heavy modules load when a run first uses them: --help builds the parser without them.
+np = lazy("numpy")
+graph = lazy("scalarlab.graph")
+scalars = lazy("scalarlab.scalars")
+examples = lazy("scalarlab.graph.examples")
+_errors = lazy("scalarlab.graph.errors")
+_fileformat = lazy("scalarlab.graph.fileformat")
+outputs = lazy("scalarlab.experiments.outputs")
 
 NAME = "eval"
 HELP = help_of(NAME)
@@ -22,7 +23,7 @@ HELP = help_of(NAME)
 
 def add_arguments(p) -> None:
     p.add_argument("graph", metavar="GRAPH",
-                   help=f"built-in graph ({', '.join(examples.names())}) or a graph file")
+                   help=f"built-in graph ({', '.join(D.EXAMPLE_NAMES)}) or a graph file")
     p.add_argument("--payload", type=T.existing_file(".npz"), default=None, metavar="P.npz",
                    help="payload .npz to use instead")
     src = p.add_mutually_exclusive_group()
@@ -48,10 +49,11 @@ def add_arguments(p) -> None:
 def _parse_input(text, g):
     ids = g.input_ids()
     if len(ids) != 1:
-        raise GraphError(f"--input: the graph has {len(ids)} inputs; use --input-file X.npz")
+        raise _errors.GraphError(f"--input: the graph has {len(ids)} inputs; use --input-file "
+                                 f"X.npz")
     parts = [t.strip() for t in text.split(",") if t.strip()]
     if not parts:
-        raise GraphError("--input: no values given")
+        raise _errors.GraphError("--input: no values given")
     from scalarlab.scalars.kernels import literals
     for t in parts:
         # the spelling only: the context converts it (a float context rounds 1e999999999
@@ -59,13 +61,13 @@ def _parse_input(text, g):
         try:
             literals.for_rounding(t)
         except literals.NotALiteral:
-            raise GraphError(f"--input: {t!r} is not a decimal or p/q number") from None
+            raise _errors.GraphError(f"--input: {t!r} is not a decimal or p/q number") from None
         except literals.LiteralError as exc:
-            raise GraphError(f"--input: {exc}") from None
+            raise _errors.GraphError(f"--input: {exc}") from None
     shape = g.nodes[ids[0]].out_shape
     size = int(np.prod(shape)) if shape else 1
     if size == 0 or len(parts) % size:
-        raise GraphError(f"--input: {len(parts)} values do not fill the input shape "
+        raise _errors.GraphError(f"--input: {len(parts)} values do not fill the input shape "
                          f"{graph.fmt_shape(shape)} ({size} values per sample)")
     arr = np.asarray(parts, dtype=object)
     lead = () if len(parts) == size else (len(parts) // size,)
@@ -75,10 +77,10 @@ def _parse_input(text, g):
 def _input_array(arr, where: str):
     """One array of input values: numbers or exact decimal strings, not empty."""
     if arr.dtype.kind not in "fiuU":
-        raise GraphError(f"{where}: dtype {arr.dtype} is not numbers or exact decimal "
+        raise _errors.GraphError(f"{where}: dtype {arr.dtype} is not numbers or exact decimal "
                          f"strings")
     if arr.size == 0:
-        raise GraphError(f"{where}: the array is empty (shape {list(arr.shape)})")
+        raise _errors.GraphError(f"{where}: the array is empty (shape {list(arr.shape)})")
     return arr.astype(object) if arr.dtype.kind == "U" else arr
 
 
@@ -90,22 +92,22 @@ def _read_input_file(path, g):
     try:
         data = np.load(path, allow_pickle=False)
     except bad as exc:
-        raise GraphError(f"--input-file {path}: cannot read: {exc}") from None
+        raise _errors.GraphError(f"--input-file {path}: cannot read: {exc}") from None
     if isinstance(data, np.ndarray):
         return _input_array(data, f"--input-file {path}")
     with data:
         out = {}
         for k in data.files:
             if not k.isdigit():
-                raise GraphError(f"--input-file {path}: key {k!r} is not an input node id")
+                raise _errors.GraphError(f"--input-file {path}: key {k!r} is not an input node id")
             try:
                 arr = data[k]
             except bad as exc:   # a truncated or corrupt member
-                raise GraphError(f"--input-file {path}: array {k!r}: cannot read: "
+                raise _errors.GraphError(f"--input-file {path}: array {k!r}: cannot read: "
                                  f"{exc}") from None
             out[int(k)] = _input_array(arr, f"--input-file {path}: array {k!r}")
         if not out:
-            raise GraphError(f"--input-file {path}: the archive holds no arrays")
+            raise _errors.GraphError(f"--input-file {path}: the archive holds no arrays")
         return out
 
 
@@ -127,7 +129,7 @@ def exact_strings(ctx, v) -> list:
     if isinstance(flat, np.ndarray) and flat.dtype.kind == "f":
         return [repr(float(t)) for t in flat]
     if isinstance(flat, np.ndarray):
-        return [exact_str(t) if not isinstance(t, complex) else repr(t) for t in flat]
+        return [_fileformat.exact_str(t) if not isinstance(t, complex) else repr(t) for t in flat]
     return [str(t) for t in np.asarray(ctx.to_float64(flat)).reshape(-1)]
 
 
@@ -181,7 +183,8 @@ def run(args) -> int:
     elif args.input_file is not None:
         x = _read_input_file(args.input_file, g)
     if x is None and g.input_ids():
-        raise GraphError(f"graph {args.graph} has no default input; give --input or --input-file")
+        raise _errors.GraphError(f"graph {args.graph} has no default input; give --input or "
+                                 f"--input-file")
     ctx = scalars.get(args.context or ("binary32" if args.device == "cuda" else "float64"))
     if args.device or args.show_backend:
         from scalarlab.graph.plan import default_policy, run_planned

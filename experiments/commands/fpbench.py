@@ -4,13 +4,17 @@ from __future__ import annotations
 import sys
 
 from .. import argtypes as T
-from .. import cases as CS
-from ..errors import ExperimentError
-from .. import fpbench as F
-from .. import outputs
-from .. import progress
-from .. import tables
 from . import help_of
+from .. import defaults as D
+from ..lazy_import import lazy
+
+# Heavy modules load when a run first uses them: --help builds the parser without them.
+CS = lazy("scalarlab.experiments.cases")
+_errors = lazy("scalarlab.experiments.errors")
+F = lazy("scalarlab.experiments.fpbench")
+outputs = lazy("scalarlab.experiments.outputs")
+progress = lazy("scalarlab.experiments.progress")
+tables = lazy("scalarlab.experiments.tables")
 
 NAME = "fpbench"
 HELP = help_of(NAME)
@@ -19,25 +23,26 @@ HELP = help_of(NAME)
 def add_arguments(p) -> None:
     p.add_argument("files", nargs="+", metavar="FILE.fpcore", type=T.existing_file(),
                    help="FPCore files")
-    p.add_argument("--contexts", type=T.contexts, default=",".join(F.DEFAULT_CONTEXTS),
+    p.add_argument("--contexts", type=T.contexts, default=",".join(D.FPBENCH_CONTEXTS),
                    metavar="A,B,...",
-                   help=f"binary-format contexts (default {','.join(F.DEFAULT_CONTEXTS)})")
-    p.add_argument("--samples", type=T.integer(1), default=F.DEFAULT_SAMPLES, metavar="N",
-                   help=f"valid samples per benchmark and context (default {F.DEFAULT_SAMPLES})")
+                   help=f"binary-format contexts (default {','.join(D.FPBENCH_CONTEXTS)})")
+    p.add_argument("--samples", type=T.integer(1), default=D.FPBENCH_SAMPLES, metavar="N",
+                   help=f"valid samples per benchmark and context (default {D.FPBENCH_SAMPLES})")
     p.add_argument("--sampling", choices=("bitpattern", "box"), default="bitpattern",
                    help="bitpattern: uniform over the format's values in the precondition's "
                         "box (Herbie); box: uniform reals rounded to the format (default "
                         "bitpattern)")
     p.add_argument("--seed", type=T.integer(0), default=0, metavar="S",
                    help="random seed (default 0)")
-    p.add_argument("--threshold", type=T.real(0), default=F.DEFAULT_THRESHOLD_BITS,
+    p.add_argument("--threshold", type=T.real(0), default=D.FPBENCH_THRESHOLD_BITS,
                    metavar="BITS",
                    help="divergence = first node whose max bits of error exceeds BITS "
-                        f"(default {F.DEFAULT_THRESHOLD_BITS:g})")
+                        f"(default {D.FPBENCH_THRESHOLD_BITS:g})")
     p.add_argument("--reference-bits", type=T.integer(53, 100000),
-                   default=F.DEFAULT_REFERENCE_BITS, metavar="P",
+                   default=D.FPBENCH_REFERENCE_BITS, metavar="P",
                    help="the Arb oracle's starting precision in bits (doubled per undecided "
-                        f"sample up to {F.MAX_ORACLE_BITS}; default {F.DEFAULT_REFERENCE_BITS})")
+                        f"sample up to {D.FPBENCH_MAX_ORACLE_BITS}; "
+                        f"default {D.FPBENCH_REFERENCE_BITS})")
     p.add_argument("--only", default=None, metavar="NAME",
                    help="run only the benchmarks whose :name contains NAME")
     p.add_argument("--input-file", type=T.npy_file, default=None, metavar="X.npy",
@@ -53,7 +58,7 @@ def add_arguments(p) -> None:
                    metavar="SEC", help="seconds to wait for the Dask scheduler (and for a "
                                        "worker when none is left)")
     p.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
-    p.add_argument("--out", type=outputs.output_file(".csv", ".md", ".json"), default=None,
+    p.add_argument("--out", type=T.output_file(".csv", ".md", ".json"), default=None,
                    metavar="FILE",
                    help="also write the table to FILE (.csv, .md or .json), atomically")
     progress.add_arguments(p, quiet=True)
@@ -69,7 +74,7 @@ def header_lines(args, progs, contexts, x) -> list:
              f"  samples    : {args.samples} valid per benchmark and context, {args.sampling} "
              f"sampling (seed {args.seed})"),
             f"  reference  : Arb balls from {args.reference_bits} bits, doubled per undecided "
-            f"sample up to {max(F.MAX_ORACLE_BITS, args.reference_bits)}",
+            f"sample up to {max(D.FPBENCH_MAX_ORACLE_BITS, args.reference_bits)}",
             "  execution  : " + (f"dask scheduler {args.scheduler}" if args.scheduler
                                   else "local")]
 
@@ -95,12 +100,12 @@ def table(args):
     if args.only is not None:
         progs = [p for p in progs if args.only in p.name]
         if not progs:
-            raise ExperimentError(f"--only {args.only!r}: no benchmark name contains it")
+            raise _errors.ExperimentError(f"--only {args.only!r}: no benchmark name contains it")
     x = None
     if args.input_file is not None:
         runnable = [p for p in progs if p.graph is not None]
         if len(progs) != 1 or not runnable:
-            raise ExperimentError(f"--input-file needs exactly one translatable benchmark "
+            raise _errors.ExperimentError(f"--input-file needs exactly one translatable benchmark "
                                   f"(select it with --only); {len(progs)} selected")
         case = CS.GraphCase(progs[0].name, progs[0].graph, progs[0].payload)
         from .. import sampling as S
@@ -121,7 +126,7 @@ def table(args):
             "seed": args.seed, "threshold_bits": args.threshold,
             "execution": (f"dask scheduler {args.scheduler}" if args.scheduler else "local"),
             "reference": f"Arb balls from {args.reference_bits} bits, doubled per undecided "
-                         f"sample up to {max(F.MAX_ORACLE_BITS, args.reference_bits)}; a "
+                         f"sample up to {max(D.FPBENCH_MAX_ORACLE_BITS, args.reference_bits)}; a "
                          f"sample counts when its ball lies inside one rounding interval of "
                          f"the format, else it is unsettled (never scored)",
             "metric": "bits = log2(1 + ULPs) of the output vs the exact value correctly "

@@ -1,16 +1,20 @@
 """``scalarlab gaps``: the distribution of one context's output rounding gap."""
 from __future__ import annotations
 
-from scalarlab import scalars
-
 from .. import argtypes as T
-from .. import cases as CS
-from ..errors import ExperimentError
-from .. import gaps as G
-from .. import progress
-from .. import tables
-from ..command_args import add_output_arguments, add_reference_arguments, run_meta
+from ..command_args import (add_output_arguments, add_reference_arguments,
+                            add_sample_file_arguments, run_meta)
 from . import help_of
+from .. import defaults as D
+from ..lazy_import import lazy
+
+# Heavy modules load when a run first uses them: --help builds the parser without them.
+scalars = lazy("scalarlab.scalars")
+CS = lazy("scalarlab.experiments.cases")
+_errors = lazy("scalarlab.experiments.errors")
+G = lazy("scalarlab.experiments.gaps")
+progress = lazy("scalarlab.experiments.progress")
+tables = lazy("scalarlab.experiments.tables")
 
 NAME = "gaps"
 HELP = help_of(NAME)
@@ -23,7 +27,7 @@ def add_arguments(p) -> None:
                    help="context whose gap is measured (default binary32)")
     p.add_argument("--samples", type=T.integer(1), default=2000, metavar="N",
                    help="number of sampled inputs (default 2000)")
-    p.add_argument("--sampling", choices=G.SAMPLINGS, default="box",
+    p.add_argument("--sampling", choices=D.GAPS_SAMPLINGS, default="box",
                    help="box: uniform in the box, rounded to the format; bitpattern: "
                         "uniform over the format's values in the box (default box)")
     p.add_argument("--input", type=T.input_spec, default=None, metavar="X",
@@ -34,8 +38,7 @@ def add_arguments(p) -> None:
                    help="random seed (default 0)")
     p.add_argument("--node", type=T.integer(0), default=None, metavar="ID",
                    help="node whose gap is measured (default: the graph's output)")
-    from .. import sampling
-    sampling.add_arguments(p)
+    add_sample_file_arguments(p)
     add_reference_arguments(p)
     add_output_arguments(p)
     progress.add_arguments(p)
@@ -52,7 +55,7 @@ def _header(case, ctx, args, sampling, samples, radius, center_desc) -> None:
         lines = G.plan_lines(case, node, ctx, f"{args.reference} (asked; the table's "
                              f"header says what was used)", sampling, samples, radius,
                              args.seed, center_desc)
-    except ExperimentError:
+    except _errors.ExperimentError:
         return
     progress.header(lines)
 
@@ -76,7 +79,7 @@ def table(args, case):
     else:
         center = CS.center_of(case, args.input)
         if CS.batch_size(center) != 1:
-            raise ExperimentError("--input must be a single centre input for gaps")
+            raise _errors.ExperimentError("--input must be a single centre input for gaps")
         _header(case, ctx, args, args.sampling, args.samples, args.radius,
                 "--input" if args.input is not None else "x0")
         res = G.gaps(case, ctx, samples=args.samples, sampling=args.sampling,

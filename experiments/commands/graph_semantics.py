@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import sys
 
-import numpy as np
-
-from scalarlab import scalars
-
 from .. import argtypes as T
-from .. import outputs
 from . import help_of
+from ..lazy_import import lazy
+
+# Heavy modules load when a run first uses them: --help builds the parser without them.
+np = lazy("numpy")
+scalars = lazy("scalarlab.scalars")
+outputs = lazy("scalarlab.experiments.outputs")
 
 NAME = "graph-semantics"
 HELP = help_of(NAME)

@@ -11,14 +11,16 @@ import argparse
 import json
 import os
 
-from scalarlab import graph
-from scalarlab.graph.importers.element_types import load_onnx_typed
-
 from .. import argtypes as T
-from .. import outputs
-from scalarlab.graph.errors import GraphError
-from scalarlab.graph.importers.onnx_shapes import parse_shape
 from . import help_of
+from ..lazy_import import lazy
+
+# Heavy modules load when a run first uses them: --help builds the parser without them.
+graph = lazy("scalarlab.graph")
+_element_types = lazy("scalarlab.graph.importers.element_types")
+outputs = lazy("scalarlab.experiments.outputs")
+_errors = lazy("scalarlab.graph.errors")
+_onnx_shapes = lazy("scalarlab.graph.importers.onnx_shapes")
 
 NAME = "import"
 HELP = help_of(NAME)
@@ -27,8 +29,8 @@ HELP = help_of(NAME)
 def shape_spec(text: str) -> tuple:
     """``--shape NAME=1x3x64x64``: an input's concrete dimensions (positive integers)."""
     try:
-        return parse_shape(text)
-    except GraphError as exc:
+        return _onnx_shapes.parse_shape(text)
+    except _errors.GraphError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
@@ -39,7 +41,7 @@ def add_arguments(p) -> None:
     p.add_argument("model", metavar="MODEL.onnx", type=T.existing_file(),
                    help="the ONNX model file")
     p.add_argument("-o", "--out", required=True, metavar="GRAPH.json",
-                   type=outputs.output_file(".json"),
+                   type=T.output_file(".json"),
                    help="graph file to write (JSON; weights in GRAPH.npz beside it above "
                         "2^19 numbers or with --npz, else inline)")
     p.add_argument("--batch-dims", type=T.integer(0, 8), default=None, metavar="K",
@@ -75,8 +77,8 @@ def run(args) -> int:
     if args.npz:                       # checked before the import, like --out itself
         _check_side_file(args, npz_path)
     shapes = _shapes(args)
-    g, p = load_onnx_typed(args.model, batch_dims=args.batch_dims, output=args.output,
-                           shapes=shapes)
+    g, p = _element_types.load_onnx_typed(args.model, batch_dims=args.batch_dims,
+                                          output=args.output, shapes=shapes)
     fileformat = graph.fileformat
     numbers = fileformat.payload_numbers(p)
     if not (args.npz or (npz_path and numbers > fileformat.SIDE_FILE_NUMBERS)):
@@ -132,21 +134,21 @@ def _shapes(args):
         try:
             data = np.load(args.input_file, allow_pickle=False)
         except Exception as exc:
-            raise GraphError(f"--input-file {args.input_file}: cannot read it "
+            raise _errors.GraphError(f"--input-file {args.input_file}: cannot read it "
                              f"({type(exc).__name__})") from None
         if isinstance(data, np.ndarray):
             import onnx
             from scalarlab.graph.importers.onnx_shapes import runtime_inputs
             feeds = runtime_inputs(onnx.load(args.model, load_external_data=False))
             if len(feeds) != 1:
-                raise GraphError(f"--input-file {args.input_file}: one array for a model "
+                raise _errors.GraphError(f"--input-file {args.input_file}: one array for a model "
                                  f"with {len(feeds)} inputs; give an .npz keyed by input name")
             shapes[feeds[0].name] = tuple(data.shape)
         else:
             try:
                 shapes.update({k: tuple(data[k].shape) for k in data.files})
             except Exception as exc:     # a truncated or corrupt member
-                raise GraphError(f"--input-file {args.input_file}: cannot read it "
+                raise _errors.GraphError(f"--input-file {args.input_file}: cannot read it "
                                  f"({type(exc).__name__}: {exc})") from None
     for name, shape in args.shape or []:
         shapes[name] = shape

@@ -5,13 +5,15 @@ case shows shape inference rejecting an out-of-range concat axis before evaluati
 """
 from __future__ import annotations
 
-from scalarlab import graph
-from scalarlab import scalars
-from scalarlab.graph import examples
-from scalarlab.scalars.errors import ContextError
-
 from .. import argtypes as T
 from . import help_of
+from ..lazy_import import lazy
+
+# Heavy modules load when a run first uses them: --help builds the parser without them.
+graph = lazy("scalarlab.graph")
+scalars = lazy("scalarlab.scalars")
+examples = lazy("scalarlab.graph.examples")
+_errors = lazy("scalarlab.scalars.errors")
 
 NAME = "ir-axis-ops"
 HELP = help_of(NAME)
@@ -41,7 +43,7 @@ def _case(tag, make, ctx, k) -> bool:
     graph.check_shapes(g)
     try:
         y = graph.denote(g, p, x, ctx)
-    except ContextError as exc:
+    except _errors.ContextError as exc:
         print(f"[{tag}] not evaluated: {exc}")
         return False
     print(f"[{tag}] output shape: {list(ctx.shape(y))}")

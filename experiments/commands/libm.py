@@ -7,11 +7,15 @@ import argparse
 import math
 
 from .. import argtypes as T
-from .. import libm_audit as L
-from .. import outputs, tables
 from ..command_args import add_output_arguments
-
 from . import help_of
+from .. import defaults as D
+from ..lazy_import import lazy
+
+# Heavy modules load when a run first uses them: --help builds the parser without them.
+L = lazy("scalarlab.experiments.libm_audit")
+outputs = lazy("scalarlab.experiments.outputs")
+tables = lazy("scalarlab.experiments.tables")
 
 NAME = "libm"
 HELP = help_of(NAME)
@@ -33,10 +37,10 @@ _funcs.__name__ = "list of functions"
 
 def _libs(text: str) -> list[str]:
     names = T.name_list(text)
-    bad = [n for n in names if n not in L.LIBRARIES]
+    bad = [n for n in names if n not in D.LIBM_LIBRARIES]
     if bad:
         raise argparse.ArgumentTypeError(f"unknown library {', '.join(map(repr, bad))}; "
-                                         f"known: {', '.join(L.LIBRARIES)}")
+                                         f"known: {', '.join(D.LIBM_LIBRARIES)}")
     return names
 
 
@@ -58,13 +62,13 @@ _range.__name__ = "range"
 
 
 def add_arguments(p) -> None:
-    p.add_argument("funcs", nargs="?", type=_funcs, default=list(L.DEFAULT_FUNCS),
+    p.add_argument("funcs", nargs="?", type=_funcs, default=list(D.LIBM_DEFAULT_FUNCS),
                    metavar="FUNCS", help="comma-separated functions (default: "
-                   + ",".join(L.DEFAULT_FUNCS) + ")")
+                   + ",".join(D.LIBM_DEFAULT_FUNCS) + ")")
     p.add_argument("--lib", type=_libs, default=["numpy", "torch", "libm"], metavar="LIBS",
-                   help="libraries: " + ",".join(L.LIBRARIES) + " (default: numpy,torch,libm; "
+                   help="libraries: " + ",".join(D.LIBM_LIBRARIES) + " (default: numpy,torch,libm; "
                    "jax is left out when not installed)")
-    p.add_argument("--format", choices=L.FORMATS, default="binary32",
+    p.add_argument("--format", choices=D.LIBM_FORMATS, default="binary32",
                    help="format of inputs and results (default binary32)")
     p.add_argument("--exhaustive", action="store_true",
                    help="every value of the format in --range (binary32: 2^32, long)")
@@ -87,7 +91,7 @@ def add_arguments(p) -> None:
     p.add_argument("--connect-timeout", type=T.real(0, 3600, lo_open=True), default=10.0,
                    metavar="SEC", help="seconds to wait for the Dask scheduler and for a "
                                        "worker (default 10)")
-    p.add_argument("--resume", type=outputs.output_file(".json", flag="--resume"),
+    p.add_argument("--resume", type=T.output_file(".json", flag="--resume"),
                    default=None, metavar="FILE.json",
                    help="record finished chunks in FILE.json and skip them when rerun "
                         "(default: none)")

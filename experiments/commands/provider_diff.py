@@ -14,20 +14,23 @@ from __future__ import annotations
 
 import sys
 
-import numpy as np
-import pandas as pd
-
-from scalarlab import scalars
-import scalarlab.scalars.formats as F
-from scalarlab.graph.plan import Policy, bind, node_args, plan, run_planned
-from scalarlab.graph.payload import as_payload
-
-from .. import outputs
-from .. import tables
-from ..cases import center_of, load_case, node_shape
-from ..errors import ExperimentError
 from ..command_args import add_graph_and_input_arguments, batch_from_args, run_meta
 from . import help_of
+from .. import argtypes as T
+from .. import defaults as D
+from ..lazy_import import lazy
+
+# Heavy modules load when a run first uses them: --help builds the parser without them.
+np = lazy("numpy")
+pd = lazy("pandas")
+scalars = lazy("scalarlab.scalars")
+F = lazy("scalarlab.scalars.formats")
+_plan = lazy("scalarlab.graph.plan")
+_payload = lazy("scalarlab.graph.payload")
+outputs = lazy("scalarlab.experiments.outputs")
+tables = lazy("scalarlab.experiments.tables")
+_cases = lazy("scalarlab.experiments.cases")
+_errors = lazy("scalarlab.experiments.errors")
 
 NAME = "provider-diff"
 HELP = help_of(NAME)
@@ -40,7 +43,7 @@ def add_arguments(p) -> None:
     p.add_argument("--context", default="binary32", choices=CONTEXTS,
                    help="reference context; binary32+fma makes linear use fma (default binary32)")
     p.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
-    p.add_argument("--out", type=outputs.output_file(*tables.OUT_SUFFIXES), default=None,
+    p.add_argument("--out", type=T.output_file(*D.OUT_SUFFIXES), default=None,
                    metavar="FILE", help="also write the table to FILE (.csv, .md or .json)")
 
 
@@ -51,7 +54,7 @@ def _gap(a, b, fmt) -> np.ndarray:
     one_nan = np.isnan(a) ^ np.isnan(b)
     if one_nan.any():
         i = int(np.flatnonzero(one_nan)[0])
-        raise ExperimentError(f"entry {i}: one side is NaN ({a[i]} vs {b[i]})")
+        raise _errors.ExperimentError(f"entry {i}: one side is NaN ({a[i]} vs {b[i]})")
     keep = ~both_nan
     return np.asarray(F.ulp_distance(a[keep], b[keep], fmt), dtype=np.float64)
 
@@ -70,25 +73,25 @@ def diff(case, x, context: str = "binary32"):
     """The per-node table (DataFrame) and the metadata of one provider comparison."""
     ctx = scalars.get(context)
     fmt = F.get("binary32")
-    g, payload = case.graph, as_payload(case.payload)
-    ref_plan = plan(g, Policy(device="cpu", providers=("reference",), context=context))
-    cuda_plan = plan(g, Policy(device="cuda", providers=("numba_cuda",), context=context,
-                               trust="trusted"))
-    cuda_bound = bind(cuda_plan)
-    ref_vals = run_planned(g, payload, x, bound=bind(ref_plan))
-    cuda_vals = run_planned(g, payload, x, bound=cuda_bound)
+    g, payload = case.graph, _payload.as_payload(case.payload)
+    ref_plan = _plan.plan(g, _plan.Policy(device="cpu", providers=("reference",), context=context))
+    cuda_plan = _plan.plan(g, _plan.Policy(device="cuda", providers=("numba_cuda",),
+                                           context=context, trust="trusted"))
+    cuda_bound = _plan.bind(cuda_plan)
+    ref_vals = _plan.run_planned(g, payload, x, bound=_plan.bind(ref_plan))
+    cuda_vals = _plan.run_planned(g, payload, x, bound=cuda_bound)
     nb = len(ctx.shape(ref_vals[case.input_ids()[0]])) - len(g.nodes[case.input_ids()[0]].out_shape) \
         if case.input_ids() else 0
     ref_by_id = {e.node_id: e.capsule for e in ref_plan}
     rows = []
     for e in cuda_plan:
         node = g.nodes[e.node_id]
-        args, attrs = node_args(g, payload, ctx, node, ref_vals)
+        args, attrs = _plan.node_args(g, payload, ctx, node, ref_vals)
         local = cuda_bound.kernels[e.node_id](args, attrs, nb)
         gl = _gap(local, ref_vals[e.node_id], fmt)
         ge = _gap(cuda_vals[e.node_id], ref_vals[e.node_id], fmt)
         rows.append({
-            "node": e.node_id, "op": e.op, "shape": node_shape(node),
+            "node": e.node_id, "op": e.op, "shape": _cases.node_shape(node),
             "capsule": e.capsule.name, "trust": e.capsule.trust,
             "order": e.capsule.reduction_in(ctx),
             "reference": ref_by_id[e.node_id].name,
@@ -107,11 +110,11 @@ def diff(case, x, context: str = "binary32"):
 
 
 def run(args) -> int:
-    case = load_case(args.graph)
+    case = _cases.load_case(args.graph)
     x, desc = batch_from_args(case, args)
     df, meta = diff(case, x, args.context)
     meta["input"] = desc
-    meta.update(run_meta(args, case, center_of(case, args.input)))
+    meta.update(run_meta(args, case, _cases.center_of(case, args.input)))
     if args.out:
         tables.write_table(args.out, "provider-diff", meta, df,
                            title=f"scalarlab provider-diff: {case.name}")

@@ -4,11 +4,16 @@ from __future__ import annotations
 import argparse
 
 from .. import argtypes as T
-from .. import cases as CS
-from .. import reduction_order as R
-from .. import tables
 from ..command_args import (add_graph_and_input_arguments, add_output_arguments,
-                            add_reference_arguments, batch_from_args, run_meta)
+                            add_reference_arguments, add_sample_file_arguments,
+                            batch_from_args, run_meta)
+from .. import defaults as D
+from ..lazy_import import lazy
+
+# Heavy modules load when a run first uses them: --help builds the parser without them.
+CS = lazy("scalarlab.experiments.cases")
+R = lazy("scalarlab.experiments.reduction_order")
+tables = lazy("scalarlab.experiments.tables")
 
 
 def format_list(text: str) -> list[str]:
@@ -45,12 +50,11 @@ HELP = help_of(NAME)
 
 def add_arguments(p) -> None:
     add_graph_and_input_arguments(p, samples_default=1000)
-    from .. import sampling
-    sampling.add_arguments(p, sampling=True)
-    p.add_argument("--formats", type=format_list, default=",".join(R.DEFAULT_FORMATS),
+    add_sample_file_arguments(p, sampling=True)
+    p.add_argument("--formats", type=format_list, default=",".join(D.REDUCTION_FORMATS),
                    metavar="F,G",
                    help="formats to study (or contexts: float64 = binary64) "
-                        f"(default {','.join(R.DEFAULT_FORMATS)})")
+                        f"(default {','.join(D.REDUCTION_FORMATS)})")
     add_reference_arguments(p)
     add_output_arguments(p)
 

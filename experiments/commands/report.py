@@ -4,16 +4,19 @@ from __future__ import annotations
 import os
 
 from .. import argtypes as T
-from .. import outputs
-from .. import report as R
 from . import help_of
+from ..lazy_import import lazy
+
+# Heavy modules load when a run first uses them: --help builds the parser without them.
+outputs = lazy("scalarlab.experiments.outputs")
+R = lazy("scalarlab.experiments.report")
 
 NAME = "report"
 HELP = help_of(NAME)
 
 
 def add_arguments(p) -> None:
-    p.add_argument("--out", type=outputs.output_dir(), default="scalarlab-report", metavar="DIR",
+    p.add_argument("--out", type=T.output_dir(), default="scalarlab-report", metavar="DIR",
                    help="directory for report.md, CSVs and PNGs: a new or empty one, or one "
                         "an earlier report wrote (replaced as a whole when the report is "
                         "complete); a folder holding other files is refused (default "

@@ -3,12 +3,14 @@ from __future__ import annotations
 
 import sys
 
-import numpy as np
-
 from .. import argtypes as T
-from .. import outputs
-from .. import progress
 from . import help_of
+from ..lazy_import import lazy
+
+# Heavy modules load when a run first uses them: --help builds the parser without them.
+np = lazy("numpy")
+outputs = lazy("scalarlab.experiments.outputs")
+progress = lazy("scalarlab.experiments.progress")
 
 NAME = "sweep"
 HELP = help_of(NAME)
@@ -78,7 +80,7 @@ def add_arguments(p):
     p.add_argument("--connect-timeout", type=T.real(0, 3600, lo_open=True), default=10.0,
                    metavar="SEC", help="seconds to wait for the Dask scheduler (and for a "
                                        "worker when none is left)")
-    p.add_argument("--out", type=outputs.output_file(".csv", ".md", ".json"), metavar="FILE",
+    p.add_argument("--out", type=T.output_file(".csv", ".md", ".json"), metavar="FILE",
                    help="write the table to FILE.csv (meta in FILE.csv.meta.json), .md or "
                         ".json")
     p.add_argument("--json", action="store_true", help="print the JSON document on stdout")

@@ -189,36 +189,68 @@ def test_a_plain_compare_compiles_only_the_kernels_it_runs():
                     "['add32', 'sum32_sequential']", "True True"]
 
 
-#: commands whose --help reads the light table and their own module only (no numpy, no
-#: contexts, no op table)
-LIGHT_HELP = ("contexts", "quickstart-mlp", "tape-demo")
+#: what no command's --help may import: the parsers read their defaults, choices and
+#: example names from experiments/defaults.py (issue 27)
+HELP_MUST_NOT_LOAD = ("numpy", "pandas", "numba", "torch", "onnx", "onnxruntime", "mpmath",
+                      "gmpy2", "scalarlab.scalars", "scalarlab.graph",
+                      "scalarlab.graph.optable")
 
 
-def test_command_help_loads_no_numba_torch_or_onnx():
-    """Every command's ``--help`` builds its parser without Numba, torch or ONNX (the
-    kernels load when a command runs), and the light ones without the op table or the
-    contexts.  ``bound`` is left out: the ibp package it parses with imports the directed
-    rounding kernels.  One fresh interpreter runs them in this order and reports what
-    each added to ``sys.modules``."""
-    light = [c for c in LIGHT_HELP if c in COMMANDS]
-    rest = [c for c in COMMANDS if c not in LIGHT_HELP and c != "bound"]
+def test_every_command_help_loads_no_numerics():
+    """Every ``CMD --help`` builds its parser without numpy, pandas, Numba, torch, ONNX,
+    the contexts or the op table.  One fresh interpreter runs each command's help in turn
+    and reports which of those it holds after each: since none may load any, this is what
+    a fresh interpreter per command would show (the first offender is named)."""
     code = ("import sys, io, contextlib\n"
             "from scalarlab.experiments.cli import main\n"
             "for cmd in %r:\n"
-            "    before = set(sys.modules)\n"
-            "    with contextlib.redirect_stdout(io.StringIO()):\n"
+            "    with contextlib.redirect_stdout(io.StringIO()) as out:\n"
             "        try:\n"
             "            main([cmd, '--help'])\n"
             "        except SystemExit as e:\n"
             "            assert not e.code, (cmd, e.code)\n"
-            "    new = {m.split('.')[0] if not m.startswith('scalarlab.') else\n"
-            "           '.'.join(m.split('.')[:2]) for m in set(sys.modules) - before}\n"
-            "    print('@', cmd, ' '.join(sorted(new)))\n" % (light + rest,))
+            "    assert 'usage: scalarlab ' + cmd in out.getvalue(), cmd\n"
+            "    print('@', cmd, ' '.join(m for m in %r if m in sys.modules))\n"
+            % (list(COMMANDS), HELP_MUST_NOT_LOAD))
     out = _run_fresh(code)
-    added = {line.split()[1]: set(line.split()[2:]) for line in out.splitlines()
-             if line.startswith("@ ")}
-    assert list(added) == light + rest
-    for cmd in light:
-        assert not added[cmd] & {"numpy", "scalarlab.scalars", "scalarlab.graph"}, cmd
-    for cmd in light + rest:
-        assert not added[cmd] & {"numba", "torch", "onnx", "onnxruntime"}, (cmd, added[cmd])
+    held = {line.split()[1]: line.split()[2:] for line in out.splitlines()
+            if line.startswith("@ ")}
+    assert list(held) == list(COMMANDS)
+    assert {c: h for c, h in held.items() if h} == {}
+
+
+def test_parser_defaults_have_one_definition():
+    """The light table's copies agree with the modules that use them (the example names
+    and the ONNX opset, which live below the experiments layer), and the experiments
+    re-export the same objects."""
+    from scalarlab.experiments import (bound, compare, compare_table, defaults as D, fpbench,
+                                       gaps, libm_audit, reduction_order, reference,
+                                       sampling, tables)
+    from scalarlab.graph import examples
+    from scalarlab.graph.exporters.onnx import DEFAULT_OPSET
+    assert list(D.EXAMPLE_NAMES) == examples.names()
+    assert D.ONNX_DEFAULT_OPSET == DEFAULT_OPSET
+    pairs = [(compare.DEFAULT_CONTEXTS, D.COMPARE_CONTEXTS),
+             (compare.DEFAULT_THRESHOLD_BITS, D.COMPARE_THRESHOLD_BITS),
+             (compare_table.DEFAULT_DIVERGENCE_ULPS, D.DEFAULT_DIVERGENCE_ULPS),
+             (gaps.SAMPLINGS, D.GAPS_SAMPLINGS), (sampling.SAMPLINGS, D.SAMPLINGS),
+             (fpbench.DEFAULT_CONTEXTS, D.FPBENCH_CONTEXTS),
+             (fpbench.DEFAULT_SAMPLES, D.FPBENCH_SAMPLES),
+             (fpbench.MAX_ORACLE_BITS, D.FPBENCH_MAX_ORACLE_BITS),
+             (libm_audit.LIBRARIES, D.LIBM_LIBRARIES), (libm_audit.FORMATS, D.LIBM_FORMATS),
+             (reduction_order.DEFAULT_FORMATS, D.REDUCTION_FORMATS),
+             (bound.DEFAULT_FORMATS, D.BOUND_FORMATS), (bound.DEFAULT_TOL, D.BOUND_TOL),
+             (reference.DEFAULT_REFERENCE, D.DEFAULT_REFERENCE),
+             (reference.DEFAULT_ORACLE_LIMIT, D.DEFAULT_ORACLE_LIMIT),
+             (tables.OUT_SUFFIXES, D.OUT_SUFFIXES)]
+    assert all(a is b for a, b in pairs)
+
+
+def test_a_lazy_module_loads_on_first_use():
+    out = _run_fresh(
+        "import sys\n"
+        "from scalarlab.experiments.lazy_import import lazy\n"
+        "cs = lazy('colorsys')\n"
+        "was = 'colorsys' in sys.modules\n"
+        "print(was, cs.hls_to_rgb(0.0, 0.5, 0.0)[0], 'colorsys' in sys.modules)\n")
+    assert out.split() == ["False", "0.5", "True"]

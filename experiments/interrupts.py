@@ -47,7 +47,8 @@ class _ClosedStream:
 
 
 def setup_process():
-    """SIGTERM/SIGHUP end the run like Ctrl-C; a closed descriptor 1 or 2 gets /dev/null
+    """SIGTERM/SIGHUP end the run like Ctrl-C (unless ignored at start, as under
+    ``nohup``: they stay ignored); a closed descriptor 1 or 2 gets /dev/null
     (so no file the run opens lands on it) and a closed stdout a stream whose writes fail
     with EBADF.  Returns the function that undoes it (``main`` runs in tests too)."""
     PUBLISHED.clear()
@@ -55,7 +56,9 @@ def setup_process():
     if threading.current_thread() is threading.main_thread():
         for name in ("SIGTERM", "SIGHUP"):
             n = getattr(signal, name, None)
-            if n is not None:
+            # a signal ignored at start (nohup, a parent's choice) stays ignored: the
+            # caller asked the run to survive it, so we must not turn it into an exit
+            if n is not None and signal.getsignal(n) is not signal.SIG_IGN:
                 saved[n] = signal.signal(n, _on_signal)
     streams = (sys.stdout, sys.stderr)
     for fd in (1, 2):

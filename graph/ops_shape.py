@@ -689,13 +689,17 @@ def _take_indices(ctx, v, n: int):
     """The index tensor as int64 arrays ``(first, last)`` (negatives count from the end):
     equal in point contexts; an interval box covers the integers from ``first`` to
     ``last``.  GraphError for a value that is not an integer in range, or a box holding
-    none or reaching out of range (the rows it selects would be undefined)."""
+    none or reaching out of range (the rows it selects would be undefined); ContextError
+    for an axis whose indices the context's format does not hold exactly."""
+    from scalarlab.scalars.errors import ContextError
+
     from .errors import GraphError
     fmt = ctx.fmt
-    if fmt is not None and n > 2 ** (fmt.man_bits + 1):
+    if fmt is not None and n - 1 > 2 ** (fmt.man_bits + 1):
         # the context rounded the index values when it read them: an index past 2^p may
-        # have become another index, silently
-        raise GraphError(f"take: an axis of length {n} has indices beyond "
+        # have become another index, silently.  A limit of the context, not of the data
+        # (ContextError): compare's partial fold marks that context as not evaluated
+        raise ContextError(f"take: an axis of length {n} has indices beyond "
                          f"2^{fmt.man_bits + 1}, which the context's format "
                          f"({getattr(fmt, 'label', None) or fmt}) does not hold exactly")
     raw = ctx.to_float64(v)

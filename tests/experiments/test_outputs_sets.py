@@ -251,6 +251,10 @@ def test_sigterm_and_sighup_end_like_ctrl_c(tmp_path, sig, rc, name):
         # Ctrl-C as in an interactive start: pytest run as a background job of a
         # non-interactive shell inherits SIGINT ignored, and so would this child
         signal.signal(signal.SIGINT, signal.default_int_handler)
+        # likewise SIGHUP under `nohup pytest`: the lab keeps a signal ignored at start
+        # ignored, so the child starts with the default action
+        for n in (signal.SIGTERM, signal.SIGHUP):
+            signal.signal(n, signal.SIG_DFL)
         return main(["compare", "--quiet", "--out", str(out)])
     code, stdout, stderr = _fork(child)
     what = f"terminated by {name}" if name else "interrupted"
@@ -462,7 +466,10 @@ def test_real_process_sigterm_sighup(tmp_path, sig, rc, name):
     p = subprocess.Popen([sys.executable, "-m", "scalarlab.experiments", "compare",
                           "--samples", "400000", "--contexts", "binary32,bfloat16",
                           "--quiet", "--out", str(out)], cwd=tmp_path, env=env,
-                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                         # the default action even under `nohup pytest` (an ignored
+                         # signal stays ignored in the lab)
+                         preexec_fn=lambda: signal.signal(sig, signal.SIG_DFL))
     deadline = time.monotonic() + 120
     while not _catches(p.pid, sig) and p.poll() is None and time.monotonic() < deadline:
         time.sleep(0.01)

@@ -337,7 +337,8 @@ def evaluate_split(case: GraphCase, x, ctx, *, quiet=True, desc=None, partial=Fa
 def ieee_kernels(graph, ctx) -> dict:
     """Per-node fold kernels giving the format's IEEE value where the op table refuses a
     point value (``log(0)`` = -inf, ``sqrt(-1)`` = NaN): the op's own rule, and on its
-    domain error the context's method of the same name, which follows IEEE 754.
+    domain error the context's method of the same name, which follows IEEE 754 (for
+    elementwise maps only).
 
     The lab's fold raises there on purpose; Herbie's counting scores what the format
     computes on a sample whose exact value is finite, so an underflowed ``(log (* x x))``
@@ -351,9 +352,14 @@ def ieee_kernels(graph, ctx) -> dict:
     for node in graph.nodes:
         op = node.kind.op
         f = getattr(ctx, op, None)
-        if op in ("input", "const") or op not in OPS or not callable(f):
+        # only elementwise maps without attributes or parameters: their context method
+        # takes the node's arguments as they are; another op's method (take's axis, a
+        # reduction's axes) would compute something else instead of refusing
+        rec = OPS.get(op)
+        if op in ("input", "const") or rec is None or not callable(f) or \
+                not rec.elementwise or rec.attrs or rec.params:
             continue
-        rule = rule_for(OPS[op], ctx)
+        rule = rule_for(rec, ctx)
 
         def kernel(args, attrs, nb, _rule=rule, _f=f):
             try:

@@ -39,3 +39,20 @@ def test_compare_marks_a_format_too_narrow_for_the_indices_and_reports_the_other
     assert "does not hold exactly" in v["e4m3"]["failure"]
     rows = {(r["context"], r["node"]): r for r in doc["rows"]}
     assert rows[("binary32", 3)]["evaluated"] and not rows[("e4m3", 3)]["evaluated"]
+
+
+def test_ieee_kernels_fall_back_only_for_elementwise_maps():
+    """The IEEE fallback calls the context's method with the node's arguments: right for
+    log(0) = -inf, wrong for take (whose method needs the axis), so take gets no kernel."""
+    from scalarlab import scalars
+    from scalarlab.experiments.cases import ieee_kernels
+    nodes = [Node(0, [], "input", [3]),
+             Node(1, [0], "log", [3]),
+             Node(2, [], "const", [20, 2]),
+             Node(3, [2, 0], OpKind("take", axis=0), [3, 2])]
+    ctx = scalars.get("binary32")
+    kernels = ieee_kernels(Graph(nodes), ctx)
+    assert sorted(kernels) == [1]
+    y = kernels[1]([ctx.convert(np.array([0.0, 1.0, -1.0]))], {}, None)
+    got = ctx.to_float64(y)
+    assert got[0] == -np.inf and got[1] == 0.0 and np.isnan(got[2])

@@ -70,3 +70,19 @@ def mlp_torch(torch, params, x, y):
     loss = torch.nn.functional.mse_loss(torch.nn.functional.linear(h, ps[2], ps[3]), y)
     loss.backward()
     return loss, [p.grad for p in ps]
+
+
+def run_json_child(code: str, nan_fields) -> dict:
+    """Run ``python -c code`` in a fresh process (peak memory of one run alone) and return
+    the JSON object on its last stdout line; on failure, NaN ``nan_fields`` and a status
+    naming the exit code and the child's last stderr line."""
+    import json
+    import subprocess
+    import sys
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    if r.returncode != 0:
+        return dict({k: float("nan") for k in nan_fields},
+                    status=f"failed (exit {r.returncode}"
+                           + ("; killed: out of memory?" if r.returncode == -9 else "") + "): "
+                           + (r.stderr.strip().splitlines() or [""])[-1])
+    return json.loads(r.stdout.strip().splitlines()[-1])

@@ -16,11 +16,10 @@ Run: ``python bench/crown_memory.py [--sides 16,32,44] [--methods crown,crown-ib
 from __future__ import annotations
 
 import argparse
-import json
-import subprocess
-import sys
 
 import numpy as np
+
+from benchlib import run_json_child
 
 CHILD = r"""
 import json, resource, sys, time
@@ -98,13 +97,7 @@ def run(net, side, method, jac, limit, spec):
     import os
     here = os.path.dirname(os.path.abspath(__file__))
     code = CHILD.format(bench=here, args=(net, side, method, jac, limit, spec))
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    if r.returncode != 0:
-        return dict(seconds=float("nan"), peak_gib=float("nan"), width=float("nan"),
-                    status=f"failed (exit {r.returncode}"
-                           + ("; killed: out of memory?" if r.returncode == -9 else "") + "): "
-                           + (r.stderr.strip().splitlines() or [""])[-1])
-    return json.loads(r.stdout.strip().splitlines()[-1])
+    return run_json_child(code, ("seconds", "peak_gib", "width"))
 
 
 def main():

@@ -28,13 +28,13 @@ Run: ``python bench/crown_vs_autolirpa.py [--models cnn4:16,cnn4:32,cnn4:44,mlp,
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import subprocess
 import sys
 import tempfile
 
 import numpy as np
+
+from benchlib import run_json_child
 
 CHILD = r"""
 import json, resource, sys, time, warnings
@@ -146,15 +146,7 @@ def _torchvision():
 def run(tool, net, method, limit, guarantee, out):
     here = os.path.dirname(os.path.abspath(__file__))
     code = CHILD.format(bench=here, args=(tool, net, method, limit, guarantee, out))
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    if r.returncode != 0:
-        return dict(seconds=float("nan"), cpu=float("nan"), setup=float("nan"),
-                    peak_gib=float("nan"),
-                    estimate=float("nan"),
-                    status=f"failed (exit {r.returncode}"
-                           + ("; killed: out of memory?" if r.returncode == -9 else "") + "): "
-                           + (r.stderr.strip().splitlines() or [""])[-1])
-    return json.loads(r.stdout.strip().splitlines()[-1])
+    return run_json_child(code, ("seconds", "cpu", "setup", "peak_gib", "estimate"))
 
 
 def main():

@@ -28,7 +28,9 @@ Run: ``python bench/crown_vs_autolirpa.py [--models cnn4:16,cnn4:32,cnn4:44,mlp,
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import shutil
 import sys
 import tempfile
 
@@ -156,6 +158,9 @@ def main():
     ap.add_argument("--limit", type=float, default=6.0, help="GiB per backward pass")
     ap.add_argument("--execution", action="store_true",
                     help="also scalarlab's execution guarantee (fp-sound widening)")
+    ap.add_argument("--keep", metavar="DIR",
+                    help="keep each auto_LiRPA row (record + bounds) in DIR and reuse it on a "
+                         "later run instead of recomputing it (its minutes of CPU)")
     a = ap.parse_args()
     try:
         import auto_LiRPA  # noqa: F401
@@ -167,6 +172,8 @@ def main():
           f"{'peak GiB':>8} {'est GiB':>7} {'max width':>10} {'max|diff|/scale':>15} "
           f"{'time x':>7}  status")
     tmp = tempfile.mkdtemp(prefix="crown_vs_autolirpa_")
+    if a.keep:
+        os.makedirs(a.keep, exist_ok=True)
     for net in a.models.split(","):
         for method in a.methods.split(","):
             ref = ref_t = None
@@ -177,7 +184,19 @@ def main():
                 out = os.path.join(tmp, f"{tool}-{guarantee}.npy")
                 if os.path.exists(out):
                     os.remove(out)
-                r = run(tool, net, method, a.limit, guarantee, out)
+                kept = (os.path.join(a.keep, f"{tool}-{net.replace(':', '_')}-{method}")
+                        if a.keep and tool == "auto_LiRPA" else None)
+                if kept and os.path.exists(kept + ".json"):
+                    with open(kept + ".json") as f:
+                        r = json.load(f)
+                    out = kept + ".npy"
+                    r["status"] = "kept from an earlier run"
+                else:
+                    r = run(tool, net, method, a.limit, guarantee, out)
+                    if kept and r["status"] == "ok" and os.path.exists(out):
+                        shutil.copyfile(out, kept + ".npy")
+                        with open(kept + ".json", "w") as f:
+                            json.dump(r, f)
                 bounds = np.load(out) if os.path.exists(out) else None
                 width = diff = ratio = float("nan")
                 if bounds is not None:

@@ -99,6 +99,7 @@ from scalarlab.scalars.errors import ContextError
 from scalarlab.scalars.functions import FUNCTIONS
 from scalarlab.scalars.values import Interval
 
+from . import crown_window
 from .box import BOTH, EXECUTION, REAL, Box
 from .crown_ops import _dn, _up, fast_affine, fast_supported, matvec
 from .crown_rounding import DOT_AFFINE, EXACT_AFFINE, PointErrors
@@ -466,6 +467,7 @@ class _State:
         self.chunk = CHUNK_MEMORY
         self.generic = False       # True: every affine op through its VJP rule
         self.rows = "unstable"     # intermediate CROWN rows: "unstable" or "all"
+        self.windows = WINDOWS     # Lambda on spatial windows where the ops allow
 
     def w(self, v):
         """A base-context box as a work-context interval (exact: the base's values are
@@ -1133,6 +1135,10 @@ def _gib(nbytes) -> str:
 #: the chunk and its time grows with the rows
 CHUNK_MEMORY = 2 ** 29
 
+#: keep Lambda on spatial windows (ibp/crown_window.py) on the operator path; False:
+#: the whole layout at every node (the same numbers, slower: tests compare the two)
+WINDOWS = True
+
 
 def _backward(st, vals, t, seed=None, select=None) -> Interval:
     """CROWN bounds of node t (an Interval of its shape) from the boxes in ``vals``;
@@ -1140,7 +1146,9 @@ def _backward(st, vals, t, seed=None, select=None) -> Interval:
     ``seed`` (a float64 (m, n_t) matrix): bounds of ``seed z_t`` instead, shape (m,).
     ``select`` (a bool mask of the m rows): bound only those rows (the others get
     [-inf, inf]: the caller's other boxes hold them).  The rows run in chunks whose
-    estimated memory is at most ``CHUNK_MEMORY`` (and the limit)."""
+    estimated memory is at most ``CHUNK_MEMORY`` (and the limit); on the operator path a
+    [C, H, W] node's identity rows are grouped by spatial tiles, each chunk's Lambda
+    kept over its tile's receptive field (:mod:`ibp.crown_window`)."""
     shp = tuple(st.graph.nodes[t].out_shape)
     n = int(np.prod(shp, dtype=np.int64))
     m = n if seed is None else seed.shape[0]
@@ -1152,25 +1160,39 @@ def _backward(st, vals, t, seed=None, select=None) -> Interval:
     k = int(max(1, (min(st.limit, st.chunk) - jac) // (2 * per_row)))
     k = min(k, max(1, idx.size))
     _check_memory(st, t, 2 * k, cols, jac)
-    los, his = [], []
-    for a in range(0, idx.size, k):
-        r = idx[a: a + k]
-        if seed is None:
-            C = np.zeros((r.size, n))
-            C[np.arange(r.size), r] = 1.0
-        else:
-            C = seed[r]
-        lo_r, hi_r = _backward_rows(st, vals, t, C)
-        los.append(np.asarray(lo_r))
-        his.append(np.asarray(hi_r))
-    if select is None:
+    windowed = seed is None and len(shp) == 3 and _windows_on(st)
+    groups = crown_window.tiles(shp, idx) if windowed and idx.size else [idx]
+    los, his, order = [], [], []
+    for g in groups:
+        for a in range(0, g.size, k):
+            r = g[a: a + k]
+            win = crown_window.rows_window(shp, r) if windowed else None
+            if seed is None:
+                C = np.zeros((r.size, crown_window.size(shp, win)))
+                C[np.arange(r.size),
+                  r if win is None else crown_window.seed_columns(shp, r, win)] = 1.0
+            else:
+                C = seed[r]
+            lo_r, hi_r = _backward_rows(st, vals, t, C, win)
+            los.append(np.asarray(lo_r))
+            his.append(np.asarray(hi_r))
+            order.append(r)
+    if select is None and not windowed:
         lo, hi = np.concatenate(los), np.concatenate(his)
     else:                          # float work contexts only (see _crown_one)
         lo, hi = np.full(m, -np.inf), np.full(m, np.inf)
         if idx.size:
-            lo[idx], hi[idx] = np.concatenate(los), np.concatenate(his)
+            o = np.concatenate(order)
+            lo[o], hi[o] = np.concatenate(los), np.concatenate(his)
     # make rounds outward into the base format where the work context is wider
     return st.ictx.make(lo.reshape(shp), hi.reshape(shp))
+
+
+def _windows_on(st) -> bool:
+    """Whether Lambda may live on spatial windows: the operator path in float64 work
+    (the dense and VJP references keep the whole layout)."""
+    return (st.windows and not st.dense and not st.generic
+            and getattr(st.wctx, "float64_endpoints", False))
 
 
 def _mv(st, lam, v):
@@ -1185,32 +1207,58 @@ def _mv(st, lam, v):
     return st.wctx.matmul(lam, v)
 
 
-def _backward_rows(st, vals, t, C):
-    """(lower, upper) float64 arrays bounding ``C z_t`` (C a float64 (m, n_t) matrix):
-    one backward pass of the 2m rows [C; -C]."""
+def _backward_rows(st, vals, t, C, win=None):
+    """(lower, upper) float64 arrays bounding ``C z_t`` (C a float64 (m, n_t) matrix, or
+    (m, columns of the window ``win`` of node t)): one backward pass of the 2m rows
+    [C; -C].  Lambda of each node is kept over a spatial window where the ops crossed
+    allow (:mod:`ibp.crown_window`), else over the whole node."""
     graph, payload, ictx, dep = st.graph, st.payload, st.wctx, st.dep
     n = C.shape[0]
     rows = 2 * n
     lams = {t: ictx.convert(np.concatenate([C, -C]))}
+    wins = {t: win}
     c = ictx.zeros((rows,))
     lower = None
+
+    def acc(k, v, w):
+        """Lambda_k += v (v over window w): both laid out over their union first."""
+        old = lams.get(k)
+        if old is None:
+            lams[k], wins[k] = v, w
+            return
+        to = crown_window.union(wins[k], w)
+        shp_k = tuple(graph.nodes[k].out_shape)
+        if wins[k] != to:
+            old = crown_window.reembed(old, shp_k, wins[k], to)
+        if w != to:
+            v = crown_window.reembed(v, shp_k, w, to)
+        lams[k], wins[k] = ictx.add(old, v), to
+
     for i in range(t, -1, -1):
         lam = lams.pop(i, None)
+        win = wins.pop(i, None)
         if lam is None:
             continue
         node = graph.nodes[i]
         op = node.kind.op
         kind = st.kinds[i]
+        shp_i = tuple(node.out_shape)
         if vals[i] is None and (not dep[i] or op == "input" or kind is None):
             raise _NoBox(i)
+        if win is not None and not _window_rule(st, node, kind):
+            lam, win = crown_window.reembed(lam, shp_i, win, None), None
+
+        def cut(v):
+            return crown_window.crop(v, shp_i, win)
+
         if not dep[i]:                               # a constant: its (point) box
-            c = ictx.add(c, _mv(st, lam, _flat(ictx, st.w(vals[i]))))
+            c = ictx.add(c, _mv(st, lam, cut(_flat(ictx, st.w(vals[i])))))
             continue
         if op == "input":
-            lower = ictx.add(_mv(st, lam, _flat(ictx, st.w(vals[i]))), c)
+            lower = ictx.add(_mv(st, lam, cut(_flat(ictx, st.w(vals[i])))), c)
             continue
         if kind is None:                             # no linear form: stop at its box
-            c = ictx.add(c, _mv(st, lam, _flat(ictx, st.w(vals[i]))))
+            c = ictx.add(c, _mv(st, lam, cut(_flat(ictx, st.w(vals[i])))))
             continue
         if kind in ("relaxed", "maxpool") and vals[node.parents[0]] is None:
             raise _NoBox(node.parents[0])
@@ -1219,6 +1267,7 @@ def _backward_rows(st, vals, t, C):
         # the executed value is the op on the executed inputs plus e_i, |e_i| <= err_i
         e = _node_err(st, vals, i, node, kind)
         if e is not None:
+            e = cut(e)
             c = ictx.add(c, _mv(st, lam, ictx.make(-e, e)))
         if kind == "maxpool":
             wv = [None] * len(vals)
@@ -1226,53 +1275,87 @@ def _backward_rows(st, vals, t, C):
             pos, neg = _split(ictx, lam)
             if st.dense or ictx.endpoint_kind != "float":
                 u, SL, SU, bU = _maxpool_relax(graph, payload, ictx, node, wv)
-                _acc(ictx, lams, u, ictx.add(ictx.matmul(pos, SL), ictx.matmul(neg, SU)))
+                acc(u, ictx.add(ictx.matmul(pos, SL), ictx.matmul(neg, SU)), None)
             else:
                 if ("maxpool", i) not in st.off:     # the same for every chunk of rows
                     st.off[("maxpool", i)] = _maxpool_windows(graph, payload, ictx, node, wv)
                 u, jstar, exact, bU = st.off[("maxpool", i)]
-                n_u = int(np.prod(tuple(graph.nodes[u].out_shape), dtype=np.int64))
-                _acc(ictx, lams, u, ictx.add(_scatter_columns(ictx, pos, jstar, n_u),
-                                             _scatter_columns(ictx, neg, jstar, n_u, exact)))
+                shp_u = tuple(graph.nodes[u].out_shape)
+                n_u = int(np.prod(shp_u, dtype=np.int64))
+                win_u = None
+                if win is not None:
+                    # the window's outputs select entries j* of the input: Lambda of the
+                    # input lives on the smallest window holding them
+                    jstar, exact = cut(jstar), cut(exact)
+                    win_u = crown_window.rows_window(shp_u, jstar)
+                    jstar = crown_window.seed_columns(shp_u, jstar, win_u)
+                    n_u = crown_window.size(shp_u, win_u)
+                    bU = cut(bU)
+                acc(u, ictx.add(_scatter_columns(ictx, pos, jstar, n_u),
+                                _scatter_columns(ictx, neg, jstar, n_u, exact)), win_u)
             c = ictx.add(c, _mv(st, neg, bU))
             continue
         if kind == "relaxed":
             u = node.parents[0]
-            l_, u_ = _ends(st.w(vals[u]))
-            al, bl, au, bu = _relax(ictx, op, l_, u_)
+            if ("relax", i) not in st.off:           # the same for every chunk of rows
+                l_, u_ = _ends(st.w(vals[u]))
+                st.off[("relax", i)] = _relax(ictx, op, l_, u_)
+            al, bl, au, bu = (cut(v) for v in st.off[("relax", i)])
             pos, neg = _split(ictx, lam)
-            _acc(ictx, lams, u, _scale_columns(ictx, pos, neg, al, au))
+            acc(u, _scale_columns(ictx, pos, neg, al, au), win)
             c = ictx.add(c, ictx.add(_mv(st, pos, bl), _mv(st, neg, bu)))
             continue
         if kind == "sum2":
             a, b = node.parents
-            _acc(ictx, lams, a, lam)
-            _acc(ictx, lams, b, lam if op == "add" else ictx.neg(lam))
+            acc(a, lam, win)
+            acc(b, lam if op == "add" else ictx.neg(lam), win)
             continue
         if st.dense:                                                       # affine
             u, M, b = st.jac[i]
-            _acc(ictx, lams, u, ictx.matmul(lam, M))
+            acc(u, ictx.matmul(lam, M), None)
         else:
-            cb = None
+            cb, win_u = None, None
             if not st.generic and fast_supported(st, node):
                 u = next(p for p in node.parents if dep[p])
                 if node.id not in st.off:
                     st.off[node.id] = _affine_offset(st, node, vals, u)
                 b = st.off[node.id]
-                fast = fast_affine(st, node, vals, lam, b)
+                fast = fast_affine(st, node, vals, lam, b, win)
+                if fast is None and win is not None:
+                    # no windowed rule after all (a decimal weight): the whole layout
+                    lam, win = crown_window.reembed(lam, shp_i, win, None), None
+                    fast = fast_affine(st, node, vals, lam, b)
             else:
                 fast = None
             if fast is not None:
-                u, lam_u, cb = fast
+                u, lam_u, cb = fast[:3]
+                win_u = fast[3] if len(fast) == 4 else None
             else:
                 u, lam_u, b = _affine_vjp(st, node, vals, lam)
-            _acc(ictx, lams, u, lam_u)
+            acc(u, lam_u, win_u)
             if cb is not None:
                 c = ictx.add(c, cb)
                 continue
+            if win_u is not None:                    # a diagonal op's offset, cropped
+                b = cut(b)
         c = ictx.add(c, _mv(st, lam, b))
     if lower is None:                                # the input was never reached
         lower = c
     lo = lower.lo[:n]
     hi = ictx.neg(Interval(lower.lo[n:], lower.hi[n:])).hi
     return lo, hi
+
+
+def _window_rule(st, node, kind) -> bool:
+    """Whether the backward pass crosses the node with Lambda on a spatial window: the
+    ops of :mod:`ibp.crown_window` on a [C, H, W] node (constants, the input and boxes
+    only crop; convolutions, relaxations, max-pools, sums and diagonal affine ops map
+    windows to windows)."""
+    if len(tuple(node.out_shape)) != 3:
+        return False
+    if not st.dep[node.id] or node.kind.op == "input" or kind in (None, "relaxed", "sum2"):
+        return True
+    if kind == "maxpool":
+        return not st.dense and st.wctx.endpoint_kind == "float"
+    return (kind == "affine" and fast_supported(st, node)
+            and node.kind.op not in ("linear", "flatten", "reshape"))

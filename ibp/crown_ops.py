@@ -34,7 +34,8 @@ from scalarlab.graph.ops_conv import _conv_geom
 from scalarlab.graph.optable import OPS
 from scalarlab.scalars.values import Interval
 
-__all__ = ["fast_affine", "fast_supported", "scale_intervals"]
+__all__ = ["fast_affine", "fast_supported", "scale_intervals", "window_index",
+           "conv2d_input_window"]
 
 _U = 2.0 ** -53
 _ETA = 2.0 ** -1074
@@ -135,11 +136,18 @@ def scale_intervals(lam: Interval, d: Interval) -> Interval:
     return Interval(lo, hi)
 
 
-def fast_affine(st, node, vals, lam: Interval, offset=None):
+def fast_affine(st, node, vals, lam: Interval, offset=None, win=None):
     """(variable parent u, Lambda M as an Interval (rows, n_u), Lambda offset or None) of
     an affine node, or None when the fast path does not apply (the caller takes the op's
     VJP).  ``offset`` (an interval (n_v,)): its product with Lambda is formed from the
-    same midpoint-radius split (linear and conv2d), else left to the caller (None)."""
+    same midpoint-radius split (linear and conv2d), else left to the caller (None).
+
+    ``win`` (a spatial window (y0, y1, x0, x1) of the node's [C, H, W] output, see
+    :mod:`ibp.crown_window`): Lambda's columns are that window's entries only (the
+    others are zero), and the result is a 4-tuple whose last item is the parent's
+    window holding every non-zero column of Lambda M (conv2d: the receptive field of
+    the window; diagonal ops: the same window); ``offset`` is then the full (n_v,)
+    offset, cropped here.  Without ``win`` the result is the 3-tuple above."""
     if not fast_supported(st, node):
         return None
     graph, w = st.graph, st.wctx
@@ -148,10 +156,16 @@ def fast_affine(st, node, vals, lam: Interval, offset=None):
     R = np.shape(lam.lo)[0]
     shp_u, shp_v = tuple(graph.nodes[u].out_shape), tuple(node.out_shape)
     n_u = int(np.prod(shp_u, dtype=np.int64))
+
+    def done(lam_u, cb, win_u):
+        return (u, lam_u, cb) if win is None else (u, lam_u, cb, win_u)
+
     if op in ("flatten", "reshape"):
+        if win is not None:
+            return None
         # the flat (row-major) order is the same on both sides: Lambda is unchanged
-        return u, Interval(np.asarray(lam.lo).reshape(R, n_u),
-                           np.asarray(lam.hi).reshape(R, n_u)), None
+        return done(Interval(np.asarray(lam.lo).reshape(R, n_u),
+                             np.asarray(lam.hi).reshape(R, n_u)), None, None)
     if op not in ("linear", "conv2d"):
         # diagonal: M = diag(f(1) - f(0)) for an elementwise affine op (exact affine:
         # the difference of the two enclosures encloses the exact diagonal)
@@ -169,10 +183,17 @@ def fast_affine(st, node, vals, lam: Interval, offset=None):
         D = st.off[key]
         if not (np.all(np.isfinite(D.lo)) and np.all(np.isfinite(D.hi))):
             return None
+        if win is not None:
+            if len(shp_u) != 3:
+                return None
+            k = window_index(shp_u, win)
+            D = Interval(D.lo[:, k], D.hi[:, k])
         res = scale_intervals(lam, D)
         if not (np.all(np.isfinite(res.lo)) and np.all(np.isfinite(res.hi))):
             return None
-        return u, res, None
+        return done(res, None, win)
+    if win is not None and op != "conv2d":
+        return None
     local = list(vals)
     local[u] = None                  # only the parameters and attributes are read
     args, attrs = node_args(graph, st.payload, w, node, local)
@@ -183,6 +204,7 @@ def fast_affine(st, node, vals, lam: Interval, offset=None):
     if mr is None:
         return None
     mid, rad = mr
+    win_u = None
     if op == "linear":
         Wabs = np.abs(W)                          # W [out, in]: Lambda W
 
@@ -191,31 +213,88 @@ def fast_affine(st, node, vals, lam: Interval, offset=None):
         r = _apply(f, mid, rad, int(W.shape[0]))
     else:
         q = _conv_geom(op, 2, [shp_u], dict(attrs, out_channels=W.shape[0]))
+        wv = (0, q["O"][0], 0, q["O"][1]) if win is None else win
+        win_u = conv2d_input_window(q, wv)
+        shp_w = (shp_v[0], wv[1] - wv[0], wv[3] - wv[2])
         r = _apply(lambda A, absolute: _conv2d_transposed(
-            A.reshape((R,) + shp_v), np.abs(W) if absolute else W, q),
+            A.reshape((R,) + shp_w), np.abs(W) if absolute else W, q, wv, win_u),
             mid, rad, int(W.shape[0] * W.shape[2] * W.shape[3]))
+        if win is None:
+            r = None if r is None else tuple(
+                _embed(a, (shp_u[0], win_u), shp_u) for a in r)
     if r is None:
         return None
     lo, hi = r
+    if offset is not None and win is not None:
+        k = window_index(shp_v, win)
+        offset = Interval(np.asarray(offset.lo)[k], np.asarray(offset.hi)[k])
     cb = None if offset is None else matvec(None, offset, mr)
-    return u, Interval(lo.reshape(R, n_u), hi.reshape(R, n_u)), cb
+    n_out = n_u if win is None else shp_u[0] * (win_u[1] - win_u[0]) * (win_u[3] - win_u[2])
+    return done(Interval(lo.reshape(R, n_out), hi.reshape(R, n_out)), cb, win_u)
 
 
-def _conv2d_transposed(G, W, q):
-    """The adjoint of conv2d (groups 1) applied to G [R, O, Ho, Wo] in float64: one BLAS
-    product per kernel offset (positions x O times O x C), added into a zero-padded
-    channels-last buffer, cropped to the input [R, C, H, W]."""
+def window_index(shape, win) -> np.ndarray:
+    """Flat (row-major) indices into a [C, H, W] array of the entries of the spatial
+    window (y0, y1, x0, x1), channel-major as Lambda's windowed columns are laid out."""
+    C, H, W = shape
+    y0, y1, x0, x1 = win
+    ys = np.arange(y0, y1)[:, None] * W + np.arange(x0, x1)[None, :]
+    return (np.arange(C)[:, None, None] * (H * W) + ys[None]).reshape(-1)
+
+
+def conv2d_input_window(q, win):
+    """The window of a conv2d's input that the output window ``win`` reads: the rows
+    ``y0 s - p`` to ``(y1 - 1) s - p + (k - 1) d`` (and columns alike), clipped to the
+    input; at least one entry (a window reading only padding gets a zero column)."""
+    (sh, sw), (dh, dw), (ph, pw) = q["s"], q["dl"], q["pb"]
+    (kh, kw), (H, W) = q["k"], q["S"]
+    y0, y1, x0, x1 = win
+    a0, a1 = y0 * sh - ph, (y1 - 1) * sh - ph + (kh - 1) * dh + 1
+    b0, b1 = x0 * sw - pw, (x1 - 1) * sw - pw + (kw - 1) * dw + 1
+    a0, a1 = min(max(a0, 0), H - 1), max(min(a1, H), 1)
+    b0, b1 = min(max(b0, 0), W - 1), max(min(b1, W), 1)
+    return (a0, max(a1, a0 + 1), b0, max(b1, b0 + 1))
+
+
+def _embed(a, inner, shape):
+    """A (rows, C*h*w) array over the window ``inner = (C, win)`` placed in zeros of the
+    (rows, C*H*W) layout of ``shape``."""
+    C, (y0, y1, x0, x1) = inner
+    R = a.shape[0]
+    if (y0, y1, x0, x1) == (0, shape[1], 0, shape[2]):
+        return a.reshape(R, -1)
+    out = np.zeros((R,) + tuple(shape))
+    out[:, :, y0:y1, x0:x1] = a.reshape(R, C, y1 - y0, x1 - x0)
+    return out.reshape(R, -1)
+
+
+def _conv2d_transposed(G, W, q, win=None, win_u=None):
+    """The adjoint of conv2d (groups 1) applied to G [R, O, h, w] in float64: one BLAS
+    product per group of kernel offsets (positions x O times O x C g), added into a
+    zero-padded channels-last buffer, cropped to the input [R, C, H, W] -- or, with the
+    output window ``win`` (G's positions) and the input window ``win_u`` it reads
+    (:func:`conv2d_input_window`), to [R, C, h_u, w_u] over that window."""
     R = G.shape[0]
     O, C, kh, kw = W.shape
-    Ho, Wo = q["O"]
     sh, sw = q["s"]
     dh, dw = q["dl"]
-    (ph, pw), (eh, ew) = q["pb"], q["pe"]
+    ph, pw = q["pb"]
     H, Wd = q["S"]
-    Hp = max(H + ph + eh, (Ho - 1) * sh + (kh - 1) * dh + 1)
-    Wp = max(Wd + pw + ew, (Wo - 1) * sw + (kw - 1) * dw + 1)
-    Gt = np.ascontiguousarray(G.transpose(0, 2, 3, 1))          # [R, Ho, Wo, O]
-    buf = np.zeros((R, Hp, Wp, C))
+    if win is None:
+        win = (0, q["O"][0], 0, q["O"][1])
+    if win_u is None:
+        win_u = (0, H, 0, Wd)
+    y0, y1, x0, x1 = win
+    Ho, Wo = y1 - y0, x1 - x0
+    # the buffer spans the padded rows y0 s .. (y1 - 1) s + (kh - 1) dh (and columns)
+    Hb, Wb = (Ho - 1) * sh + (kh - 1) * dh + 1, (Wo - 1) * sw + (kw - 1) * dw + 1
+    ay, ax = y0 * sh - ph, x0 * sw - pw             # its first row/column, input coords
+    # rows/columns of the requested input window outside the buffer stay zero
+    oy, ox = max(0, ay - win_u[0]), max(0, ax - win_u[2])
+    Hbig = max(Hb + oy, win_u[1] - win_u[0] + max(0, win_u[0] - ay))
+    Wbig = max(Wb + ox, win_u[3] - win_u[2] + max(0, win_u[2] - ax))
+    Gt = np.ascontiguousarray(G.transpose(0, 2, 3, 1))          # [R, h, w, O]
+    buf = np.zeros((R, Hbig, Wbig, C))
     # kernel offsets in groups of about 64 / C, one BLAS product per group (a product
     # with C = 3 columns per offset runs far below BLAS speed): memory ~ the input's size
     offs = [(i, j) for i in range(kh) for j in range(kw)]
@@ -223,11 +302,14 @@ def _conv2d_transposed(G, W, q):
     for a in range(0, len(offs), size):
         grp = offs[a: a + size]
         Wg = np.stack([W[:, :, i, j] for i, j in grp], axis=2).reshape(O, C * len(grp))
-        T = (Gt @ Wg).reshape(R, Ho, Wo, C, len(grp))            # [R, Ho, Wo, C, g]
-        for q, (i, j) in enumerate(grp):
-            buf[:, i * dh: i * dh + (Ho - 1) * sh + 1: sh,
-                j * dw: j * dw + (Wo - 1) * sw + 1: sw, :] += T[..., q]
-    return np.ascontiguousarray(buf[:, ph: ph + H, pw: pw + Wd, :].transpose(0, 3, 1, 2))
+        T = (Gt @ Wg).reshape(R, Ho, Wo, C, len(grp))            # [R, h, w, C, g]
+        for t, (i, j) in enumerate(grp):
+            buf[:, oy + i * dh: oy + i * dh + (Ho - 1) * sh + 1: sh,
+                ox + j * dw: ox + j * dw + (Wo - 1) * sw + 1: sw, :] += T[..., t]
+    # buffer row r holds input row ay - oy + r: crop the window's rows
+    r0, c0 = win_u[0] - (ay - oy), win_u[2] - (ax - ox)
+    out = buf[:, r0: r0 + win_u[1] - win_u[0], c0: c0 + win_u[3] - win_u[2], :]
+    return np.ascontiguousarray(out.transpose(0, 3, 1, 2))
 
 
 def matvec(lam: Interval, v: Interval, lam_midrad=None):

@@ -99,7 +99,7 @@ from scalarlab.scalars.errors import ContextError
 from scalarlab.scalars.functions import FUNCTIONS
 from scalarlab.scalars.values import Interval
 
-from . import crown_window
+from . import crown_kernels, crown_ops, crown_window
 from .box import BOTH, EXECUTION, REAL, Box
 from .crown_ops import _dn, _up, fast_affine, fast_supported, matvec
 from .crown_rounding import DOT_AFFINE, EXACT_AFFINE, PointErrors
@@ -1301,6 +1301,11 @@ def _backward_rows(st, vals, t, C, win=None):
                 l_, u_ = _ends(st.w(vals[u]))
                 st.off[("relax", i)] = _relax(ictx, op, l_, u_)
             al, bl, au, bu = (cut(v) for v in st.off[("relax", i)])
+            fused = _relax_fused(st, lam, al, bl, au, bu)
+            if fused is not None:
+                acc(u, fused[0], win)
+                c = ictx.add(c, fused[1])
+                continue
             pos, neg = _split(ictx, lam)
             acc(u, _scale_columns(ictx, pos, neg, al, au), win)
             c = ictx.add(c, ictx.add(_mv(st, pos, bl), _mv(st, neg, bu)))
@@ -1344,6 +1349,27 @@ def _backward_rows(st, vals, t, C, win=None):
     lo = lower.lo[:n]
     hi = ictx.neg(Interval(lower.lo[n:], lower.hi[n:])).hi
     return lo, hi
+
+
+def _relax_fused(st, lam, al, bl, au, bu):
+    """(Lambda+ al + Lambda- au, Lambda+ bl + Lambda- bu) in one pass
+    (:func:`crown_kernels.relax_rows`) for float64 work with slopes >= 0, else None
+    (the caller's interval-context path, which also handles non-finite entries)."""
+    if not getattr(st.wctx, "float64_endpoints", False) or st.generic \
+            or np.ndim(lam.lo) != 2 or np.size(lam.lo) < crown_ops._FUSED_MIN:
+        return None
+    parts = [np.ascontiguousarray(np.asarray(v, dtype=np.float64).reshape(-1))
+             for iv in (al, au, bl, bu) for v in (iv.lo, iv.hi)]
+    if np.any(parts[0] < 0) or np.any(parts[2] < 0):
+        return None
+    lo = np.ascontiguousarray(np.asarray(lam.lo, dtype=np.float64))
+    hi = np.ascontiguousarray(np.asarray(lam.hi, dtype=np.float64))
+    olo, ohi, clo, chi, ok = crown_kernels.relax_rows(lo, hi, parts[0], parts[1], parts[2],
+                                                      parts[3], parts[4], parts[5], parts[6],
+                                                      parts[7])
+    if not ok:
+        return None
+    return Interval(olo, ohi), Interval(clo, chi)
 
 
 def _window_rule(st, node, kind) -> bool:

@@ -34,8 +34,14 @@ from scalarlab.graph.ops_conv import _conv_geom
 from scalarlab.graph.optable import OPS
 from scalarlab.scalars.values import Interval
 
+from . import crown_kernels
+
 __all__ = ["fast_affine", "fast_supported", "scale_intervals", "window_index",
            "conv2d_input_window"]
+
+#: arrays from this many entries take the fused Numba loops of ibp/crown_kernels.py (the
+#: same bounds; below it numpy's per-call cost is smaller than a kernel's dispatch)
+_FUSED_MIN = 4096
 
 _U = 2.0 ** -53
 _ETA = 2.0 ** -1074
@@ -99,6 +105,10 @@ def _midrad(lam: Interval):
     8 eta the subnormal ones (two in mid, three here).  Five array passes instead of
     np.nextafter's slow loop."""
     lo, hi = np.asarray(lam.lo, dtype=np.float64), np.asarray(lam.hi, dtype=np.float64)
+    if lo.size >= _FUSED_MIN:                       # the same formulas, one pass
+        mid, rad, ok = crown_kernels.midrad(np.ascontiguousarray(lo).reshape(-1),
+                                            np.ascontiguousarray(hi).reshape(-1))
+        return (mid.reshape(lo.shape), rad.reshape(lo.shape)) if ok else None
     with np.errstate(all="ignore"):
         mid = 0.5 * lo + 0.5 * hi
         rad = ((hi - lo) * (0.5 + 2.0 ** -50) + np.abs(mid) * 2.0 ** -51) + 8 * _ETA
@@ -112,6 +122,15 @@ def _apply(op_float, mid, rad, n_terms):
     absolute)`` (A's product with M, or with |M| when ``absolute``), every output a sum
     of at most ``n_terms`` products; None when a result is not finite."""
     g = _gamma(n_terms)
+    if mid.size >= _FUSED_MIN:                      # the same formulas, fused loops
+        P = op_float(mid, False)
+        Z = crown_kernels.apply_z(np.ascontiguousarray(mid).reshape(-1),
+                                  np.ascontiguousarray(rad).reshape(-1), g)
+        T = op_float(Z.reshape(mid.shape), True)
+        lo, hi, ok = crown_kernels.apply_ends(
+            np.ascontiguousarray(P).reshape(-1), np.ascontiguousarray(T).reshape(-1),
+            float(_up(1.0 + 2.0 * g)), 2.0 * n_terms * _ETA)
+        return (lo.reshape(P.shape), hi.reshape(P.shape)) if ok else None
     with np.errstate(all="ignore"):
         P = op_float(mid, False)
         Z = _up(_up(g * np.abs(mid)) + rad)
@@ -129,6 +148,13 @@ def scale_intervals(lam: Interval, d: Interval) -> Interval:
     zero stays 0), their min / max taken."""
     a, b = np.asarray(lam.lo), np.asarray(lam.hi)
     c, e = np.asarray(d.lo), np.asarray(d.hi)
+    if a.ndim == 2 and a.size >= _FUSED_MIN and c.shape == (1, a.shape[1]) \
+            and a.dtype == np.float64 and c.dtype == np.float64:
+        lo, hi, ok = crown_kernels.scale_diag(np.ascontiguousarray(a), np.ascontiguousarray(b),
+                                              np.ascontiguousarray(c[0]),
+                                              np.ascontiguousarray(e[0]))
+        if ok:
+            return Interval(lo, hi)
     with np.errstate(all="ignore"):
         ps = [a * c, a * e, b * c, b * e]
         lo = _dn(np.minimum(np.minimum(ps[0], ps[1]), np.minimum(ps[2], ps[3])))
@@ -297,7 +323,13 @@ def _conv2d_transposed(G, W, q, win=None, win_u=None):
     buf = np.zeros((R, Hbig, Wbig, C))
     # kernel offsets in groups of about 64 / C, one BLAS product per group (a product
     # with C = 3 columns per offset runs far below BLAS speed): memory ~ the input's size
-    offs = [(i, j) for i in range(kh) for j in range(kw)]
+    # offsets whose every write falls outside the input window (padding only: a 3 x 3
+    # kernel on a 1 x 1 map reads 8 padded entries) contribute nothing: skipped
+    rows_ok = [any(win_u[0] <= ay + i * dh + y * sh < win_u[1] for y in range(Ho))
+               for i in range(kh)]
+    cols_ok = [any(win_u[2] <= ax + j * dw + x * sw < win_u[3] for x in range(Wo))
+               for j in range(kw)]
+    offs = [(i, j) for i in range(kh) for j in range(kw) if rows_ok[i] and cols_ok[j]]
     size = max(1, min(len(offs), -(-64 // C)))
     for a in range(0, len(offs), size):
         grp = offs[a: a + size]

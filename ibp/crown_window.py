@@ -39,11 +39,12 @@ def size(shape, win) -> int:
     return int(shape[0]) * (win[1] - win[0]) * (win[3] - win[2])
 
 
-def tiles(shape, idx, target=TILE_ROWS):
+def tiles(shape, idx, target=None):
     """The selected flat indices ``idx`` of a [C, H, W] node grouped by square spatial
     tiles of side T, chosen so that a tile holds about ``target`` of them (the whole
     grid when that is a single tile): a list of index arrays."""
     C, H, W = (int(v) for v in shape)
+    target = TILE_ROWS if target is None else target
     per_pos = max(idx.size, 1) / (H * W)
     side = max(1, int(round(math.sqrt(target / per_pos))))
     if side >= max(H, W):

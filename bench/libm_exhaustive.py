@@ -66,7 +66,7 @@ def rates(funcs, libs, n, chunks, seed=0):
 def _tree_cpu(root: int, seen: dict) -> None:
     """Add the CPU seconds so far of ``root`` and its descendants to ``seen`` (by pid).
     The workers are the forkserver's children and the forkserver is not waited for, so
-    the command's own rusage misses them: /proc is read instead, every quarter second."""
+    the command's own rusage misses them: /proc is read instead."""
     parent, cpu = {}, {}
     tick = os.sysconf("SC_CLK_TCK")
     for d in os.listdir("/proc"):
@@ -90,7 +90,7 @@ def _tree_cpu(root: int, seen: dict) -> None:
 def _cli_run(argv):
     """One ``scalarlab libm`` command in a fresh interpreter, as a user runs it: wall time
     (imports, worker or cluster start and close included), the CPU seconds of its process
-    tree (sampled, so each process's last quarter second can be missing) and its meta."""
+    tree (sampled each second, so a process's last second can be missing) and its meta."""
     import threading
     t = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-m", "scalarlab.experiments", "libm", *argv],
@@ -99,7 +99,7 @@ def _cli_run(argv):
     stop = threading.Event()
 
     def sample():
-        while not stop.wait(0.25):
+        while not stop.wait(1.0):
             _tree_cpu(proc.pid, seen)
 
     th = threading.Thread(target=sample, daemon=True)

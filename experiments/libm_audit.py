@@ -507,7 +507,7 @@ def _ranges(indices) -> list:
 
 
 def _run_exhaustive(libs, funcs, fmt, lo, hi, *, workers, resume, quiet, chunk,
-                    scheduler=None, dask=False, connect_timeout=10.0):
+                    scheduler=None, dask=False, connect_timeout=10.0, timing=None):
     spans = _chunks(fmt, lo, hi, chunk)
     total: dict = {}
     done: set = set()
@@ -548,7 +548,7 @@ def _run_exhaustive(libs, funcs, fmt, lo, hi, *, workers, resume, quiet, chunk,
     try:
         if tasks and (scheduler is not None or dask):
             _run_dask(tasks, record, bar, scheduler=scheduler, workers=workers,
-                      timeout=connect_timeout)
+                      timeout=connect_timeout, timing=timing)
         elif workers <= 1 or len(tasks) <= 1:
             for t in tasks:
                 record(*_chunk_task(t))
@@ -561,12 +561,28 @@ def _run_exhaustive(libs, funcs, fmt, lo, hi, *, workers, resume, quiet, chunk,
     return total
 
 
-def _run_processes(tasks, record, bar, workers):
-    # forkserver, not fork: a child forked from a process whose torch/OpenMP threads
-    # hold locks can hang forever; the forkserver's children start from a clean process
+def _worker_modules(libs) -> list:
+    """The modules a chunk needs, imported once by the forkserver that forks the workers
+    (process pool and local Dask cluster alike): otherwise every worker imports numpy,
+    pandas, Numba and torch itself, about 3-6 s of CPU each before its first chunk."""
+    mods = [__name__, f"{__package__}.libm_fast"]
+    return mods + (["torch"] if "torch" in libs else [])
+
+
+def _forkserver(modules):
+    """The forkserver context, its preload set to ``modules`` (effective when this process
+    starts its forkserver; a running one keeps what it loaded).  forkserver, not fork: a
+    child forked from a process whose torch/OpenMP threads hold locks can hang forever;
+    the forkserver only imports, and forks the workers before any of them computes."""
     import multiprocessing
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(list(modules))
+    return ctx
+
+
+def _run_processes(tasks, record, bar, workers):
     pool = ProcessPoolExecutor(max_workers=workers,
-                               mp_context=multiprocessing.get_context("forkserver"))
+                               mp_context=_forkserver(_worker_modules(tasks[0][0])))
     try:
         for span, part in pool.map(_chunk_task, tasks):
             record(span, part)
@@ -577,10 +593,10 @@ def _run_processes(tasks, record, bar, workers):
     pool.shutdown()
 
 
-def _run_dask(tasks, record, bar, *, scheduler, workers, timeout):
+def _run_dask(tasks, record, bar, *, scheduler, workers, timeout, timing=None):
     """Chunks on a Dask cluster (``scheduler``) or a local one of ``workers`` processes;
     each finished chunk is recorded as it arrives (the resume file sees it during the
-    run)."""
+    run).  ``timing`` receives the seconds to start and to close the cluster."""
     import dask
     import distributed  # noqa: F401  (its config defaults load first; set() below adds to them)
     from . import dask_cluster
@@ -588,13 +604,38 @@ def _run_dask(tasks, record, bar, *, scheduler, workers, timeout):
     shared = (libs, funcs, fmt, list(tasks[0][5]))
     # the workers' statistical profiler samples every thread each 10 ms: a few percent of
     # a compute-bound chunk, which nobody reads here (a local cluster inherits this)
-    with dask.config.set({"distributed.worker.profile.enabled": False}), \
+    conf = {"distributed.worker.profile.enabled": False}
+    if scheduler is None:
+        # a local cluster's nannies start their workers by spawn by default: each worker
+        # is a fresh interpreter importing distributed, then numpy, Numba, torch and the
+        # lab on its first chunk, and closing waits for them (2-3 s).  From a forkserver
+        # that imported all of it once, the workers start ready and close at once.
+        from distributed.utils import get_mp_context
+        conf["distributed.worker.multiprocessing-method"] = "forkserver"
+        # housekeeping of a cluster whose tasks are equal, long and CPU-bound: no work
+        # stealing (queued tasks go to the worker that frees up), and the event-loop tick
+        # (20 ms), system monitor (0.5 s) and memory monitor (0.1 s) polled less often:
+        # 40 one-second tasks on 2 workers cost 1.9-2.1 s of CPU around them, now 0.9-1.0
+        conf.update({"distributed.scheduler.work-stealing": False,
+                     "distributed.admin.tick.interval": "1s",
+                     "distributed.admin.system-monitor.interval": "5s",
+                     "distributed.worker.memory.monitor-interval": "1s"})
+        with dask.config.set(conf):
+            get_mp_context()           # Dask sets its own preload once; ours replaces it
+        _forkserver(["distributed", *_worker_modules(libs)])
+    t0 = time.perf_counter()
+    with dask.config.set(conf), \
             dask_cluster.client_for(scheduler=scheduler, workers=workers,
                                     timeout=timeout) as (client, where):
+        t1 = time.perf_counter()
         dask_cluster.run_tasks(client, where, _dask_chunk, shared,
                                [(t[3], t[4]) for t in tasks], progress=bar.update,
                                wait_for_worker=timeout,
                                on_result=lambda i, res: record(*res))
+        t2 = time.perf_counter()
+    if timing is not None:
+        timing.update(cluster_start_s=round(t1 - t0, 2),
+                      cluster_close_s=round(time.perf_counter() - t2, 2))
 
 
 def _run_sampled(libs, funcs, fmt, lo, hi, *, samples, search, seed, specials):
@@ -703,11 +744,12 @@ def libm_audit(funcs=DEFAULT_FUNCS, libs=("numpy", "torch", "libm"), fmt="binary
     use_libs = sorted({p[0] for p in pairs}, key=list(libs).index)
     lo, hi = _parse_range(range, fmt)
     t0 = time.perf_counter()
+    timing: dict = {}
     if exhaustive:
         total = _run_exhaustive(use_libs, funcs, fmt, lo, hi, workers=workers,
                                 resume=resume, quiet=quiet, chunk=chunk,
                                 scheduler=scheduler, dask=dask,
-                                connect_timeout=connect_timeout)
+                                connect_timeout=connect_timeout, timing=timing)
         # the ordinals cover -0 only through +0: score the Annex F inputs as well (a run
         # restricted by a range keeps to it)
         if range is None:
@@ -746,7 +788,7 @@ def libm_audit(funcs=DEFAULT_FUNCS, libs=("numpy", "torch", "libm"), fmt="binary
                         "range_ordinals": [lo, hi], "seconds": round(elapsed, 3),
                         "execution": (f"dask scheduler {scheduler}" if scheduler else
                                       f"local dask, {workers} workers" if dask else
-                                      f"{workers} processes")}
+                                      f"{workers} processes"), **timing}
     return df
 
 

@@ -9,8 +9,11 @@ legacy exporter and a symbolic batch axis, BERT with the dynamo exporter at its 
 shape) and handed to the lab as the ``.onnx`` file, so every command runs the importer.
 
 Every run is a fresh child process (:func:`benchlib.run_json_child`: CPU seconds, wall
-seconds and the child's peak RSS) with a time limit (``--max-seconds``): a run past it is
-killed and shows as ``> N s``.  Rows per model:
+seconds and the child's peak RSS) with a CPU-time limit (``--max-seconds``, user+sys of
+the child after its start-up, so the machine's load does not shorten it): a run past it
+is stopped and shows as ``> N``; a wall-clock backstop of 8 N kills a run that hangs.
+Each row is also printed on stderr as it lands (``# {json}``; ``--rows FILE`` rebuilds
+the table from those lines or from ``--json``'s output).  Rows per model:
 
 * ``compare`` with float64, binary32, bfloat16 (resnet18 224x224: ``--samples 16``; the
   other models one input), the command's default reference;
@@ -118,10 +121,23 @@ def prepare(name, work):
 
 # The child: ``what`` is a CLI argument list (a command) or ("forward", engine, batch file).
 CHILD = """
-import json, os, resource, sys, time
+import json, os, resource, signal, sys, time
 sys.path.insert(0, {bench!r})
 import benchlib
-what, path, name = {args!r}
+what, path, name, limit = {args!r}
+t00 = time.perf_counter()
+
+def _over(signum, frame):
+    # past the CPU limit: report it on the real stdout and stop at once
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20
+    os.write(1, ("\\n" + json.dumps(dict(cpu=limit, wall=time.perf_counter() - t00,
+                                          peak_gb=rss, status="cpu limit")) + "\\n").encode())
+    os._exit(0)
+
+signal.signal(signal.SIGXCPU, _over)
+used = resource.getrusage(resource.RUSAGE_SELF)
+resource.setrlimit(resource.RLIMIT_CPU, (int(used.ru_utime + used.ru_stime + limit) + 1,
+                                         resource.RLIM_INFINITY))
 if what[0] != "forward":
     import contextlib, io
     from scalarlab.experiments.cli import main
@@ -174,10 +190,18 @@ def forward(engine, path, batch_file, name):
         ctx = scalars.get(engine)
         run = [lambda c=c: graph.denote(g, p, c, ctx) for c in chunks]
     run[0]()          # warm: compiled kernels' caches, lazy imports, first allocations
-    c, t = time.process_time(), time.perf_counter()
-    for f in run:
-        f()
-    return time.process_time() - c, time.perf_counter() - t
+    # repeat a pass that is shorter than the CPU clock's resolution resolves (onnxruntime
+    # and torch on the small models take well under a millisecond)
+    reps, c, t = 0, time.process_time(), time.perf_counter()
+    while reps == 0 or (time.process_time() - c < MIN_TIMED and reps < 1000):
+        for f in run:
+            f()
+        reps += 1
+    return (time.process_time() - c) / reps, (time.perf_counter() - t) / reps
+
+
+#: a forward pass is repeated until this many CPU seconds (its mean is reported)
+MIN_TIMED = 0.2
 
 
 def runs(name, path, xpath, batches, gaps_samples=None):
@@ -201,9 +225,22 @@ def runs(name, path, xpath, batches, gaps_samples=None):
 
 
 def run_one(what, path, name, max_seconds):
-    code = CHILD.format(bench=HERE, args=(tuple(what), path, name))
-    r = run_json_child(code, ("cpu", "wall", "peak_gb"), timeout=max_seconds)
+    """One run in a fresh child: CPU-limited to ``max_seconds`` (user+sys, counted from
+    after the child's start-up: the machine's load does not shorten it), and killed after
+    ``WALL_FACTOR`` times that in wall time."""
+    code = CHILD.format(bench=HERE, args=(tuple(what), path, name, max_seconds))
+    r = run_json_child(code, ("cpu", "wall", "peak_gb"), timeout=WALL_FACTOR * max_seconds)
+    if r["status"] == "timeout":
+        r["status"] = "wall limit"
     return r
+
+
+#: wall-clock backstop of a run, in multiples of its CPU limit (a loaded machine)
+WALL_FACTOR = 8
+
+
+def _ratio(a, b):
+    return a / b if b > 0 else float("nan")
 
 
 def table(rows):
@@ -218,16 +255,20 @@ def table(rows):
     for r in rows:
         k = (r["model"], r["batch"])
         three = sum(fw.get(k + (c,), float("nan")) for c in CONTEXTS)
-        r["vs_forwards"] = r["cpu"] / three
-        r["vs_onnxruntime"] = r["cpu"] / fw.get(k + ("onnxruntime",), float("nan"))
-        r["vs_torch"] = r["cpu"] / fw.get(k + ("torch",), float("nan"))
-        if r["status"] == "timeout":
-            cpu, wall = f"> {r['limit']:.0f}", f"> {r['limit']:.0f}"
-            ratios = [f"> {r['limit'] / three:.0f}" if three == three else "nan", "", ""]
+        r["vs_forwards"] = _ratio(r["cpu"], three)
+        r["vs_onnxruntime"] = _ratio(r["cpu"], fw.get(k + ("onnxruntime",), float("nan")))
+        r["vs_torch"] = _ratio(r["cpu"], fw.get(k + ("torch",), float("nan")))
+        if r["status"] in ("cpu limit", "wall limit"):
+            lim = r["limit"] * (WALL_FACTOR if r["status"] == "wall limit" else 1)
+            cpu = f"> {r['limit']:.0f}" if r["status"] == "cpu limit" else "?"
+            wall = f"{r['wall']:.0f}" if r["status"] == "cpu limit" else f"> {lim:.0f}"
+            ratios = [f"> {_ratio(r['limit'], d):.0f}" if r["status"] == "cpu limit"
+                      else "?" for d in (three, fw.get(k + ("onnxruntime",), float("nan")),
+                                         fw.get(k + ("torch",), float("nan")))]
         else:
-            cpu, wall = f"{r['cpu']:.2f}", f"{r['wall']:.2f}"
+            cpu, wall = f"{r['cpu']:.3g}", f"{r['wall']:.3g}"
             ratios = [f"{v:.1f}" for v in (r["vs_forwards"], r["vs_onnxruntime"], r["vs_torch"])]
-        note = "" if r["status"] in ("ok", "timeout") else f" ({r['status']})"
+        note = "" if r["status"] in ("ok", "cpu limit") else f" ({r['status']})"
         lines.append(f"| {r['model']} | {r['command']}{note} | {cpu} | {wall} | "
                      f"{r['peak_gb']:.2f} | " + " | ".join(ratios) + " |")
     return "\n".join(lines)
@@ -236,15 +277,25 @@ def table(rows):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
-    ap.add_argument("--max-seconds", type=float, default=900.0,
-                    help="wall-clock limit of each run (default 900): longer runs are killed "
-                         "and shown as '> N s'")
+    ap.add_argument("--max-seconds", type=int, default=900,
+                    help="CPU-time limit of each run (default 900 s): a longer run is stopped "
+                         "and shown as '> N'; a run is also killed after 8x N s of wall time")
+    ap.add_argument("--rows", default=None,
+                    help="print the table of the JSON rows in this file (written by --json) "
+                         "and exit")
     ap.add_argument("--gaps-samples", type=int, default=None,
                     help="gaps' sample count (default 2000)")
     ap.add_argument("--only", default=None,
                     help="run only the rows whose command starts with this (e.g. 'forward')")
     ap.add_argument("--json", action="store_true", help="print the rows as JSON")
     a = ap.parse_args()
+    if a.rows:
+        with open(a.rows) as f:
+            text = f.read()
+        rows = [json.loads(line[2:]) for line in text.splitlines() if line.startswith("# {")] \
+            if not text.lstrip().startswith("[") else json.loads(text)
+        print(table(rows))
+        return
     rows = []
     with tempfile.TemporaryDirectory() as work:
         for name in a.models:
@@ -255,9 +306,7 @@ def main():
                 r = run_one(what, path, name, a.max_seconds)
                 r.update(model=name, command=command, batch=batch, limit=a.max_seconds)
                 rows.append(r)
-                print(f"# {name} {command}: {r['status']} cpu {r['cpu']:.2f} s wall "
-                      f"{r['wall']:.2f} s peak {r['peak_gb']:.2f} GB", file=sys.stderr,
-                      flush=True)
+                print("# " + json.dumps(r), file=sys.stderr, flush=True)   # as it lands
     text = table(rows)
     if a.json:
         print(json.dumps(rows, indent=1))

@@ -27,9 +27,11 @@ Semantics, exactly:
   before the one rounding onto STORAGE -- torch CPU (oneDNN) and cuBLAS do the same
   (measured: torch's bfloat16 ``Linear``/``Conv2d`` with a bias equal
   ``(x.float() @ W.float().T + b.float()).bfloat16()`` on every entry; adding it after the
-  rounding, in STORAGE, agreed on 70-73 % of the outputs).  The bias is the sum's last
+  rounding, in STORAGE, agreed on 70-74 % of the outputs).  The bias is the sum's last
   term, so the bounds below count it as one term more (IBP's and CROWN's ``n`` of a
-  linear or conv layer already include the bias addition).
+  linear or conv layer already include the bias addition); IBP's mirrored endpoint
+  products for coarse formats hold it by monotonicity: each ACCUM partial sum, the bias's
+  included, stays between the STORAGE partial sums rounded down and up (ACCUM values).
 
 The two-step rounding (ACCUM then STORAGE) is the double rounding torch does too; it is
 not the correctly rounded sum.  ACCUM must hold every STORAGE value and have

@@ -134,9 +134,19 @@ import benchlib
 what, path, name, limit = {args!r}
 t00 = time.perf_counter()
 
+def _peak_gb():
+    # VmHWM: this process image's own high-water mark.  ru_maxrss is not: Linux keeps it
+    # across exec, so a child forked from a parent holding the models reports at least
+    # the parent's resident size.
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 2 ** 20
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20
+
 def _over(signum, frame):
     # past the CPU limit: report it on the real stdout and stop at once
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20
+    rss = _peak_gb()
     os.write(1, ("\\n" + json.dumps(dict(cpu=limit, wall=time.perf_counter() - t00,
                                           peak_gb=rss, status="cpu limit")) + "\\n").encode())
     os._exit(0)
@@ -159,8 +169,7 @@ else:
     from zoo_runs import forward
     cpu, wall = forward(what[1], path, what[2], name)
     status = "ok"
-rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20
-print(json.dumps(dict(cpu=cpu, wall=wall, peak_gb=rss, status=status)))
+print(json.dumps(dict(cpu=cpu, wall=wall, peak_gb=_peak_gb(), status=status)))
 """
 
 
@@ -258,8 +267,10 @@ def table(rows):
         if r["command"].startswith("forward"):
             eng = r["command"].split()[1]
             fw[(r["model"], r["batch"], eng)] = r["cpu"]
-    lines = ["| model | command | CPU s | wall s | peak GB | / 3 forwards | / onnxruntime | "
-             "/ torch |", "|---|---|---|---|---|---|---|---|"]
+    on = any("ran_on" in r for r in rows)
+    lines = ["| model | command |" + (" ran on |" if on else "") + " CPU s | wall s | peak GB "
+             "| / 3 forwards | / onnxruntime | / torch |",
+             "|---|---|" + ("---|" if on else "") + "---|---|---|---|---|---|"]
     for r in rows:
         k = (r["model"], r["batch"])
         three = sum(fw.get(k + (c,), float("nan")) for c in CONTEXTS)
@@ -277,7 +288,8 @@ def table(rows):
             cpu, wall = f"{r['cpu']:.3g}", f"{r['wall']:.3g}"
             ratios = [f"{v:.1f}" for v in (r["vs_forwards"], r["vs_onnxruntime"], r["vs_torch"])]
         note = "" if r["status"] in ("ok", "cpu limit") else f" ({r['status']})"
-        lines.append(f"| {r['model']} | {r['command']}{note} | {cpu} | {wall} | "
+        lines.append(f"| {r['model']} | {r['command']}{note} | "
+                     + (f"{r.get('ran_on', '')} | " if on else "") + f"{cpu} | {wall} | "
                      f"{r['peak_gb']:.2f} | " + " | ".join(ratios) + " |")
     return "\n".join(lines)
 
@@ -288,20 +300,27 @@ def main():
     ap.add_argument("--max-seconds", type=int, default=900,
                     help="CPU-time limit of each run (default 900 s): a longer run is stopped "
                          "and shown as '> N'; a run is also killed after 8x N s of wall time")
-    ap.add_argument("--rows", default=None,
-                    help="print the table of the JSON rows in this file (written by --json) "
-                         "and exit")
+    ap.add_argument("--rows", nargs="+", default=None,
+                    help="print the table of the rows in these files (--json's output or "
+                         "the '# {json}' lines on stderr; forwards of one file serve the "
+                         "ratios of another) and exit")
     ap.add_argument("--gaps-samples", type=int, default=None,
                     help="gaps' sample count (default 2000)")
     ap.add_argument("--only", default=None,
-                    help="run only the rows whose command starts with this (e.g. 'forward')")
+                    help="run only the rows whose command starts with one of these "
+                         "comma-separated prefixes (e.g. 'compare,gaps')")
+    ap.add_argument("--label", default=None,
+                    help="a label stored in every row and shown in a 'ran on' column "
+                         "(e.g. the commit)")
     ap.add_argument("--json", action="store_true", help="print the rows as JSON")
     a = ap.parse_args()
     if a.rows:
-        with open(a.rows) as f:
-            text = f.read()
-        rows = [json.loads(line[2:]) for line in text.splitlines() if line.startswith("# {")] \
-            if not text.lstrip().startswith("[") else json.loads(text)
+        rows = []
+        for name in a.rows:
+            with open(name) as f:
+                text = f.read()
+            rows += json.loads(text) if text.lstrip().startswith("[") else [
+                json.loads(line[2:]) for line in text.splitlines() if line.startswith("# {")]
         print(table(rows))
         return
     rows = []
@@ -309,10 +328,12 @@ def main():
         for name in a.models:
             path, xpath, batches = prepare(name, work)
             for command, batch, what in runs(name, path, xpath, batches, a.gaps_samples):
-                if a.only and not command.startswith(a.only):
+                if a.only and not command.startswith(tuple(a.only.split(","))):
                     continue
                 r = run_one(what, path, name, a.max_seconds)
                 r.update(model=name, command=command, batch=batch, limit=a.max_seconds)
+                if a.label:
+                    r["ran_on"] = a.label
                 rows.append(r)
                 print("# " + json.dumps(r), file=sys.stderr, flush=True)   # as it lands
     text = table(rows)

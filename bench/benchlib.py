@@ -72,14 +72,19 @@ def mlp_torch(torch, params, x, y):
     return loss, [p.grad for p in ps]
 
 
-def run_json_child(code: str, nan_fields) -> dict:
+def run_json_child(code: str, nan_fields, timeout: float | None = None) -> dict:
     """Run ``python -c code`` in a fresh process (peak memory of one run alone) and return
     the JSON object on its last stdout line; on failure, NaN ``nan_fields`` and a status
-    naming the exit code and the child's last stderr line."""
+    naming the exit code and the child's last stderr line; past ``timeout`` seconds (wall)
+    the child is killed and the status is ``"timeout"``."""
     import json
     import subprocess
     import sys
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    try:
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return dict({k: float("nan") for k in nan_fields}, status="timeout")
     if r.returncode != 0:
         return dict({k: float("nan") for k in nan_fields},
                     status=f"failed (exit {r.returncode}"

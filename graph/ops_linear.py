@@ -139,6 +139,8 @@ def _linear_check(in_shapes, attrs, out_shape, given):
 
 def _linear_forward(ctx, args, attrs, nb):
     x, W, b = args
+    if ctx.bias_in_accumulator:             # mixed precision: b joins the accumulated sum
+        return ctx.matmul(x, ctx.transpose(W), bias=b)
     affine = getattr(ctx, "affine", None)   # a context's fused x W^T + b (same values)
     if affine is not None:
         return affine(x, W, b)

@@ -62,6 +62,11 @@ class Context:
     ``mp``                 the ``mpmath.MPContext`` of an mpmath-valued context, else ``None``
     ``accumulation``       the :class:`Format` sums and dot products accumulate in before one
                            rounding to ``fmt`` (mixed precision ``STORAGE@ACCUM``), else ``None``
+    ``bias_in_accumulator`` ``matmul(a, b, bias=c)`` adds ``c`` (broadcast onto the product)
+                           in the accumulator before the product's one rounding, as torch,
+                           oneDNN and cuBLAS add a layer's bias; the linear and conv rules
+                           hand their bias to it.  False: ``matmul`` takes no ``bias`` and the
+                           rules add it with ``add`` (a rounding of its own)
 
     Interval contexts add ``endpoint_kind``, ``endpoint_format``, ``float64_endpoints`` and
     ``has_base(ctx)`` (``ctx`` is the base whose point runs the boxes also enclose).
@@ -79,6 +84,7 @@ class Context:
     exact_strings: bool = False
     mp = None
     accumulation = None
+    bias_in_accumulator: bool = False
     description: str = ""
 
     # ------------------------------------------------------------------ helpers

@@ -30,6 +30,7 @@ import numba
 import numpy as np
 
 from .eft import f2i, i2f, two_prod, two_sum
+from .flat import flat_f64
 from ..formats import Format, binary64
 
 DBL_MAX = float(np.finfo(np.float64).max)
@@ -670,8 +671,7 @@ def add_pair_dir(alo, ahi, blo, bhi, shape):
         bs = bs[1:]
     if len(bs) > len(shape) or (bs and shape[len(shape) - len(bs):] != bs) or alo.size == 0:
         return None
-    fal, fah = np.ascontiguousarray(alo).reshape(-1), np.ascontiguousarray(ahi).reshape(-1)
-    fbl, fbh = np.ascontiguousarray(blo).reshape(-1), np.ascontiguousarray(bhi).reshape(-1)
+    fal, fah, fbl, fbh = (flat_f64(t) for t in (alo, ahi, blo, bhi))
     if fbl.size == 0 or fal.size % fbl.size:
         return None
     lo, hi = recycled_empty((fal.size,)), recycled_empty((fal.size,))

@@ -103,6 +103,7 @@ import numba
 import numpy as np
 
 from .eft import f2i, fma, i2f, two_prod, two_sum
+from .flat import flat_f64, writable
 
 _jit = numba.njit(cache=True, error_model="numpy")
 # Helpers that call only leaf functions are plain compiled functions (LLVM inlines them);
@@ -540,7 +541,7 @@ def dd_kernel(code, x, h, l):
 
 def double_double(name: str, x):
     """(h, l): the double-double f(x) the decisions are made from (tests)."""
-    x = np.ascontiguousarray(x, dtype=np.float64)
+    x = writable(np.ascontiguousarray(x, dtype=np.float64))
     h = np.empty(x.size)
     l = np.empty(x.size)
     dd_kernel(5 if name == "expm1" else CODES[name], x, h, l)
@@ -558,10 +559,9 @@ def endpoints_counted(name: str, xl, xh, settle):
     """:func:`endpoints` and the number of NaN ends (only a flagged end, settled outside
     the kernel, can be NaN: the count looks at those alone)."""
     shape = np.shape(xh)
-    H = np.ascontiguousarray(xh, dtype=np.float64).reshape(-1)
+    H = flat_f64(xh)
     same = xl is xh
-    L = H if same else np.ascontiguousarray(
-        np.broadcast_to(np.asarray(xl, dtype=np.float64), shape)).reshape(-1)
+    L = H if same else flat_f64(xl, shape)
     lo, hi, tl, th, count = run(name, L, H)
     nans = 0
     if count:

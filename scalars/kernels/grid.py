@@ -29,6 +29,7 @@ import numba
 import numpy as np
 
 from .eft import f2i, i2f, two_prod, two_sum
+from .flat import flat_f64, writable
 from ..formats import Format
 
 _INF = math.inf
@@ -258,8 +259,8 @@ def func_pair(fn, xl, xh, fmt: Format, mpfr_end):
     ``mpfr_end(x) -> (RD, RU)`` (MPFR), NaN arguments give NaN."""
     from ..functions import F64_ABS_ERR
     shape = np.shape(xl)
-    L = np.ascontiguousarray(xl, dtype=np.float64).reshape(-1)
-    H = np.ascontiguousarray(xh, dtype=np.float64).reshape(-1)
+    L = flat_f64(xl)
+    H = flat_f64(xh)
     abserr = F64_ABS_ERR if fn.f64_ulps else 0.0
     rel = fn.f64_rel if fn.f64_ulps else 0.0
     code = FUNC_CODES[fn.name]
@@ -501,8 +502,7 @@ def sum_kernel_f64(lo2, hi2, lo, hi, lanes=_LANES):
 
 # ------------------------------------------------------------------ array entry points
 def _flat(shape, *xs):
-    return [np.ascontiguousarray(np.broadcast_to(np.asarray(t, dtype=np.float64), shape))
-            .reshape(-1) for t in xs]
+    return [flat_f64(t, shape) for t in xs]
 
 
 def _run(kernel, shape, fmt, *arrays, extra=()):
@@ -539,8 +539,8 @@ def sum_grid(lo2, hi2, fmt: Format):
     grid (float64 itself included), or None (generic loop)."""
     kshape = lo2.shape[:-1]
     n = lo2.shape[-1]
-    L = np.ascontiguousarray(lo2, dtype=np.float64).reshape(-1, n)
-    H = np.ascontiguousarray(hi2, dtype=np.float64).reshape(-1, n)
+    L = writable(np.ascontiguousarray(lo2, dtype=np.float64).reshape(-1, n))
+    H = writable(np.ascontiguousarray(hi2, dtype=np.float64).reshape(-1, n))
     lo = np.empty(L.shape[0])
     hi = np.empty(L.shape[0])
     if n == 0:

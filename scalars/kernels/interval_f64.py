@@ -15,6 +15,7 @@ import numpy as np
 
 from . import grid as GK
 from .eft import f2i, i2f, two_prod
+from .flat import flat_f64
 
 _NEG_TINY_BITS = np.array([-5e-324]).view(np.int64)[0]
 _risky = GK.risky
@@ -56,8 +57,7 @@ def div_kernel(alo, ahi, blo, bhi, lo, hi):
 
 def div_f64(alo, ahi, blo, bhi, shape):
     """(lo, hi) of the quotient interval on the float64 grid, or None (generic path)."""
-    arrs = [np.ascontiguousarray(np.broadcast_to(np.asarray(t, dtype=np.float64), shape))
-            .reshape(-1) for t in (alo, ahi, blo, bhi)]
+    arrs = [flat_f64(t, shape) for t in (alo, ahi, blo, bhi)]
     lo = np.empty(arrs[0].size)
     hi = np.empty(arrs[0].size)
     if not div_kernel(*arrs, lo, hi):
@@ -102,9 +102,8 @@ def sqrt_kernel(alo, ahi, lo, hi):
 def sqrt_f64(alo, ahi):
     """(lo, hi) of the square-root interval on the float64 grid, or None."""
     a = np.asarray(alo, dtype=np.float64)
-    L = np.ascontiguousarray(a).reshape(-1)
-    H = np.ascontiguousarray(np.broadcast_to(np.asarray(ahi, dtype=np.float64), a.shape)) \
-        .reshape(-1)
+    L = flat_f64(a)
+    H = flat_f64(ahi, a.shape)
     lo = np.empty(L.size)
     hi = np.empty(L.size)
     if not sqrt_kernel(L, H, lo, hi):

@@ -1,0 +1,555 @@
+"""Multi-float64 arrays and error-free matrix products on float64 BLAS (Ozaki splitting).
+
+A *multi-float* array is a float64 ndarray ``M`` of shape ``(k,) + shape`` whose value is the
+exact sum ``M[0] + M[1] + ... + M[k-1]``; after :func:`renorm` the components do not
+overlap: ``|M[i+1]| <= ulp(M[i])``, and ``M[i+1] == 0`` where ``M[i] == 0``.  k components
+carry about 53k bits, which is what a ball context with a multi-float midpoint needs to
+absorb the growth of its radius through deep networks.
+
+The products follow Ozaki, Ogita, Oishi and Rump (2012).  A (float64 weights) is scaled by
+a power of two per row and cut into slices ``A_i`` whose entries are integer multiples of
+``u_i = 2^-beta(i+1)`` with at most ``beta`` significant bits; X (multi-float data) likewise
+per column into ``X_j``.  With ``n 2^(2 beta) <= 2^53`` every partial sum of ``A_i @ X_j``
+is an integer multiple of ``u_i u_j`` below ``2^53 u_i u_j``, so ANY float64 matmul (any
+order, FMA or not, any thread count) computes it exactly.  Slice products are summed
+error-free (exactly, in per-level accumulators with a checked headroom budget, then
+:func:`renorm`); products whose contribution is below the kept precision are skipped or
+computed in plain float64, and their contribution or rounding error is bounded a priori
+and added to the returned ``err``.
+
+Functions: :func:`renorm`, :func:`split_rows` / :func:`split_cols` (a weight's slices, to
+reuse across calls), :func:`matmul` (weight on the left), :func:`matmul_left` (data on the
+left, as im2col convolutions and ``x @ W.T`` call it) and :func:`abs_matmul_up` (a
+rigorous upper bound of ``|A| R`` for radius propagation).  Pure numpy; every function
+refuses inf/NaN input with a ValueError (callers check finiteness before, this is the
+last line of defence).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = ["renorm", "split_rows", "split_cols", "RowSlices", "matmul", "matmul_left",
+           "abs_matmul_up", "beta_for", "bits_kept"]
+
+_U = 2.0 ** -53            # unit roundoff of float64, round to nearest
+_TINY = 2.0 ** -1074       # smallest subnormal
+_MIN_NORMAL = 2.0 ** -1022
+
+
+# ----------------------------------------------------------------------------- helpers
+def _finite(name: str, what: str, a) -> np.ndarray:
+    a = np.asarray(a)
+    if a.dtype != np.float64:
+        if not (np.issubdtype(a.dtype, np.floating) or np.issubdtype(a.dtype, np.integer)):
+            raise ValueError(f"{name}: {what} must be a float64 array, got dtype {a.dtype}")
+        a = a.astype(np.float64)
+    if not np.all(np.isfinite(a)):
+        bad = np.argwhere(~np.isfinite(a))[0]
+        raise ValueError(f"{name}: {what} has a non-finite entry ({a[tuple(bad)]!r} at index "
+                         f"{tuple(int(v) for v in bad)}); multi-float products need finite "
+                         f"values")
+    return a
+
+
+def _two_sum(a, b):
+    """(s, e) with s = RN(a + b) and a + b = s + e exactly (Knuth's TwoSum, no ordering
+    precondition; exact with gradual underflow, meaningless on overflow)."""
+    s = a + b
+    bb = s - a
+    e = a - (s - bb)
+    e += b - bb
+    return s, e
+
+
+def _inflate(x, nops: int):
+    """An upper bound of the exact value of a sum (or sum of products) of ``nops``
+    nonnegative terms whose float64 evaluation in round to nearest is ``x``.
+
+    The computed value is (1 + theta) times the exact one with |theta| <= gamma_nops, so
+    exact <= x / (1 - gamma) <= x (1 + 2 gamma) <= x (1 + 4 nops u) for nops u <= 1/4; the
+    factor's own product rounds down by at most u relative, covered by 8u more.  Below
+    2^-1022 additions are exact and products are handled by the callers' underflow terms.
+    """
+    c = 1.0 + (4 * nops + 8) * _U        # exact: an integer times 2^-53 plus one
+    return x * c
+
+
+def _vec_sum(Q):
+    """One bottom-up VecSum sweep over the list ``Q`` (in place, error free): the running
+    sum moves to Q[0], the rounding errors stay behind."""
+    for t in range(len(Q) - 1, 0, -1):
+        Q[t - 1], Q[t] = _two_sum(Q[t - 1], Q[t])
+
+
+def _nonoverlap_violations(M):
+    """Boolean mask over entries where some pair (M[c], M[c+1]) overlaps."""
+    bad = np.zeros(M.shape[1:], dtype=bool)
+    for c in range(M.shape[0] - 1):
+        hi, lo = np.abs(M[c]), np.abs(M[c + 1])
+        bad |= lo > np.spacing(hi)
+        bad |= (hi == 0) & (lo != 0)
+    return bad
+
+
+# ----------------------------------------------------------------------------- renorm
+def renorm(parts, k: int):
+    """``(M, err)``: a k-component non-overlapping multi-float ``M`` (shape ``(k,) +
+    shape``) of the exact sum of ``parts`` (a list of same-shape float64 arrays, or an
+    array whose first axis lists them), and ``err`` (float64, same shape) >= |exact sum -
+    sum(M)|, 0 where the k components hold the sum exactly.
+
+    How: TwoSum sweeps (VecSum, bottom-up) never change the exact sum of the list; after a
+    sweep the list's first entry is close to the sum of the list, so it is peeled off as
+    the next component (two sweeps before the first peel, one before the others).  What
+    stays in the list after k peels is exactly ``sum - sum(M)``, and ``err`` bounds the sum
+    of its absolute values rounded up (:func:`_inflate`).  Finally adjacent components
+    that overlap are merged by TwoSum (exact again) until none overlaps; the passes are
+    checked, not assumed.  Raises ValueError on non-finite parts or an overflowing sum.
+    """
+    if not isinstance(k, (int, np.integer)) or k < 1:
+        raise ValueError(f"renorm: k must be a positive int, got {k!r}")
+    if isinstance(parts, np.ndarray):
+        plist = list(parts) if parts.ndim >= 1 else [parts]
+    else:
+        plist = list(parts)
+    if not plist:
+        raise ValueError("renorm: no parts to sum")
+    Q = []
+    shape = None
+    for i, p in enumerate(plist):
+        p = _finite("renorm", f"part {i}", p)
+        if shape is None:
+            shape = p.shape
+        elif p.shape != shape:
+            raise ValueError(f"renorm: part {i} has shape {list(p.shape)}, part 0 has "
+                             f"{list(shape)}")
+        Q.append(np.array(p, dtype=np.float64, copy=True))
+    return _renorm_owned(Q, k, "renorm")
+
+
+def _renorm_owned(Q, k, name):
+    """:func:`renorm` on a list of float64 arrays it may overwrite (no checks)."""
+    shape = Q[0].shape
+    M = np.zeros((k,) + shape)
+    nparts = len(Q)
+    Q = [q for q in Q if q.any()] or [Q[0]]
+    with np.errstate(over="ignore", invalid="ignore"):
+        for c in range(k):
+            if not Q:
+                break
+            for _ in range(2 if c == 0 else 1):
+                _vec_sum(Q)
+            M[c] = Q.pop(0)
+            Q = [q for q in Q if q.any()]
+        if not np.all(np.isfinite(M)):
+            raise ValueError(f"{name}: the sum overflows float64 (a component is "
+                             f"{M[~np.isfinite(M)][0]!r})")
+        if Q:
+            acc = np.abs(Q[0])
+            for q in Q[1:]:
+                acc += np.abs(q)
+            err = _inflate(acc, len(Q))
+        else:
+            err = np.zeros(shape)
+        _repair(M, name)
+    return M, err
+
+
+def _repair(M, name):
+    """Merge overlapping neighbours of M in place by top-down TwoSum passes (exact),
+    until no pair overlaps; a bounded loop whose result is checked."""
+    k = M.shape[0]
+    if k == 1:
+        return
+    for _ in range(3 * k + 4):
+        bad = _nonoverlap_violations(M)
+        if not bad.any():
+            return
+        idx = np.nonzero(bad)
+        sub = M[(slice(None),) + idx]            # (k, nbad): only the overlapping entries
+        for c in range(k - 1):
+            sub[c], sub[c + 1] = _two_sum(sub[c], sub[c + 1])
+        # a zero above a nonzero: move the nonzero up (TwoSum(0, x) = (x, 0) did that)
+        M[(slice(None),) + idx] = sub
+    raise RuntimeError(f"{name}: components still overlap after renormalisation passes "
+                       f"(internal error)")
+
+
+# ----------------------------------------------------------------------------- splitting
+def beta_for(n: int) -> int:
+    """Bits per slice for inner dimension n: the largest beta with n 2^(2 beta) <= 2^53."""
+    if n < 1:
+        raise ValueError(f"multifloat: inner dimension must be >= 1, got {n}")
+    return (53 - max(0, math.ceil(math.log2(n)))) // 2
+
+
+def _extract(R, sigma):
+    """q = RN(R + sigma) - sigma, R -= q (in place): q is R rounded to a multiple of
+    sigma 2^-53, and R + q before = R after + q exactly (Rump-Ogita-Oishi's ExtractScalar:
+    |R| <= sigma/2, so sigma + R lies in [sigma/2, 3 sigma/2] where RN's grid is a
+    multiple of sigma 2^-53, the subtraction of sigma is exact (Sterbenz) and so is R - q,
+    a multiple of ulp(R) no larger than sigma 2^-53)."""
+    q = R + sigma
+    q -= sigma
+    R -= q
+    return q
+
+
+@dataclass
+class RowSlices:
+    """The Ozaki slices of a float64 matrix A (shape (..., m, n)) by rows, made by
+    :func:`split_rows` and extended on demand by :func:`matmul`.
+
+    ``exps``: the row exponents e_r (|A[r]| < 2^e_r, 0 for zero rows) as float64 powers
+    2^e_r are not stored (they may overflow), the ints are;  the scaled slices ``slices[i]``
+    hold integer multiples of 2^-beta(i+1) with |entry| <= 2^-beta i; ``rem`` the exact
+    remainder A 2^-e_r - sum(slices); ``norm1[i]`` an upper bound of the row 1-norms of
+    slice i (shape (..., m)); ``amax[i]`` the largest |entry| of slice i."""
+    shape: tuple
+    n: int
+    beta: int
+    exps: np.ndarray
+    rownz: np.ndarray
+    scaled_norm1: np.ndarray
+    rem: np.ndarray
+    slices: list = field(default_factory=list)
+    norm1: list = field(default_factory=list)
+    amax: list = field(default_factory=list)
+    cols: list = field(default_factory=list)
+    rem_norm1: np.ndarray = None
+    rem_zero: bool = False
+    transposed: bool = False
+
+    def ensure(self, count: int) -> None:
+        """Extract slices until there are ``count`` of them (or the remainder is zero)."""
+        while len(self.slices) < count and not self.rem_zero:
+            i = len(self.slices)
+            sigma = 2.0 ** (53 - self.beta * (i + 1))
+            q = _extract(self.rem, sigma)
+            self.slices.append(q)
+            aq = np.abs(q)
+            self.norm1.append(_inflate(aq.sum(axis=-1), self.n))
+            self.amax.append(float(aq.max()) if aq.size else 0.0)
+            cols = None
+            if q.ndim == 2:
+                used = np.nonzero(aq.any(axis=0))[0]
+                if used.size * 2 <= self.n:
+                    cols = used
+            self.cols.append(cols)
+            self._update_rem()
+
+    def _update_rem(self):
+        ar = np.abs(self.rem)
+        self.rem_zero = not ar.any()
+        self.rem_norm1 = _inflate(ar.sum(axis=-1), self.n)
+
+
+def split_rows(A) -> RowSlices:
+    """The slices of the float64 matrix ``A`` (shape (..., m, n)) for :func:`matmul`
+    (``A @ X``): computed once per weight, reused by every call that passes them."""
+    A = _finite("split_rows", "A", A)
+    if A.ndim < 2:
+        raise ValueError(f"split_rows: A must have rank >= 2 (..., m, n), got shape "
+                         f"{list(A.shape)}")
+    n = A.shape[-1]
+    beta = beta_for(n)
+    rowmax = np.max(np.abs(A), axis=-1) if n else np.zeros(A.shape[:-1])
+    exps = np.frexp(rowmax)[1].astype(np.int64)          # rowmax < 2^e (0 for zero rows)
+    rownz = rowmax > 0
+    # ldexp by -e is exact except where an entry falls below 2^-1022 after scaling: then
+    # it loses at most 2^-1075 (scaled), which the underflow term of matmul covers.
+    rem = np.ldexp(A, -exps[..., None])
+    s = RowSlices(shape=A.shape, n=n, beta=beta, exps=exps, rownz=rownz,
+                  scaled_norm1=_inflate(np.abs(rem).sum(axis=-1), n), rem=rem)
+    s._update_rem()
+    return s
+
+
+def split_cols(A) -> RowSlices:
+    """The slices of ``A`` (shape (..., n, m)) by columns, for :func:`matmul_left`
+    (``X @ A``): the row slices of A's transpose."""
+    A = _finite("split_cols", "A", A)
+    if A.ndim < 2:
+        raise ValueError(f"split_cols: A must have rank >= 2 (..., n, m), got shape "
+                         f"{list(A.shape)}")
+    s = split_rows(np.swapaxes(A, -1, -2))
+    s.transposed = True
+    return s
+
+
+# ----------------------------------------------------------------------------- matmul
+def bits_kept(k: int) -> int:
+    """The level L (bits below |A||X|'s scale) down to which :func:`matmul` keeps the
+    product: skipped and inexact parts are bounded by about 2^-L n max|A_r| max|X_c|."""
+    return 53 * k - 4
+
+
+@dataclass
+class _Plan:
+    beta: int
+    J: list            # per A slice i: X slices paired exactly with it
+    tail: list         # per A slice i: True if A_i @ (X remainder after J_i slices) is computed
+    sa: int            # A slices used
+    Jmax: int
+
+
+def _plan(S: RowSlices, L: int, n: int) -> _Plan:
+    """Which slice products to compute.  Scaled |A_i| <= 2^-beta i, |X_j| <= 2^-beta j and
+    the X remainder after J slices is below 1.5 2^-beta J: the product A_i @ (remainder)
+    is below 1.5 n 2^-beta(i+J).  Skipping it costs that much; computing it in plain
+    float64 costs gamma_n times that (and one product).  The per-pair budget is 2^-L n
+    split over the A slices used."""
+    beta = S.beta
+    log2n = math.log2(max(n, 1))
+    # A slices: until the remainder is zero or its whole contribution (|rem| <= 2^-beta s
+    # / 2 times |X| < 1, n terms) is below 2^-L n / 4
+    sa_max = max(1, math.ceil((L + 2) / beta))
+    S.ensure(sa_max)
+    sa = min(len(S.slices), sa_max)
+    while sa > 1 and S.amax[sa - 1] == 0.0:
+        sa -= 1                      # trailing all-zero slices (exactly representable A)
+    share = math.log2(3 * max(sa, 1)) + 1
+    J, tail = [], []
+    for i in range(sa):
+        skip_j = max(0, math.ceil((L + share) / beta - i))
+        tail_j = max(0, math.ceil((L - 51 + log2n + share) / beta - i))
+        if skip_j - tail_j >= 2:
+            J.append(tail_j)
+            tail.append(True)
+        else:
+            J.append(skip_j)
+            tail.append(False)
+    return _Plan(beta=beta, J=J, tail=tail, sa=sa, Jmax=max(J) if J else 0)
+
+
+def _check_shapes(name, S, X):
+    if X.ndim < 3:
+        raise ValueError(f"{name}: the multi-float operand must have shape (k, ..., n, p), "
+                         f"got {list(X.shape)}")
+
+
+def matmul(A, X, k: int, *, A_slices: RowSlices | None = None):
+    """``(M, err)``: the product ``A @ X`` of a float64 matrix A (shape (..., m, n)) and a
+    multi-float X (shape (kx, ..., n, p), numpy matmul broadcasting of the leading axes)
+    as a k-component multi-float M (shape (k, ..., m, p)) with err >= |A X - sum(M)|
+    elementwise.  ``A_slices``: :func:`split_rows` of A, to reuse a weight's slices."""
+    if not isinstance(k, (int, np.integer)) or k < 1:
+        raise ValueError(f"matmul: k must be a positive int, got {k!r}")
+    if A_slices is None:
+        A_slices = split_rows(A)
+    elif A is not None:
+        A = np.asarray(A)
+        if tuple(A.shape) != tuple(A_slices.shape):
+            raise ValueError(f"matmul: A has shape {list(A.shape)} but A_slices were made "
+                             f"from shape {list(A_slices.shape)}")
+    if A_slices.transposed:
+        raise ValueError("matmul: A_slices come from split_cols (for matmul_left); use "
+                         "split_rows(A) for A @ X")
+    X = _finite("matmul", "X", X)
+    if X.ndim < 3:
+        raise ValueError(f"matmul: X must be a multi-float of shape (k, ..., n, p), got "
+                         f"{list(X.shape)}")
+    if X.shape[-2] != A_slices.n:
+        raise ValueError(f"matmul: contracted dimensions differ: A is {list(A_slices.shape)}, "
+                         f"X components are {list(X.shape[1:])}")
+    return _product(A_slices, X, int(k), "matmul")
+
+
+def matmul_left(X, A, k: int, *, A_slices: RowSlices | None = None):
+    """``(M, err)``: the product ``X @ A`` of a multi-float X (shape (kx, ..., p, n)) and a
+    float64 matrix A (shape (..., n, m)), M of shape (k, ..., p, m) and err >= |X A -
+    sum(M)|.  ``A_slices``: :func:`split_cols` of A."""
+    if not isinstance(k, (int, np.integer)) or k < 1:
+        raise ValueError(f"matmul_left: k must be a positive int, got {k!r}")
+    if A_slices is None:
+        A_slices = split_cols(A)
+    elif A is not None:
+        A = np.asarray(A)
+        if tuple(A.shape[:-2]) + (A.shape[-1], A.shape[-2]) != tuple(A_slices.shape):
+            raise ValueError(f"matmul_left: A has shape {list(A.shape)} but A_slices were "
+                             f"made from another shape")
+    if not A_slices.transposed:
+        raise ValueError("matmul_left: A_slices come from split_rows (for matmul); use "
+                         "split_cols(A) for X @ A")
+    X = _finite("matmul_left", "X", X)
+    if X.ndim < 3:
+        raise ValueError(f"matmul_left: X must be a multi-float of shape (k, ..., p, n), "
+                         f"got {list(X.shape)}")
+    if X.shape[-1] != A_slices.n:
+        raise ValueError(f"matmul_left: contracted dimensions differ: X components are "
+                         f"{list(X.shape[1:])}, A^T is {list(A_slices.shape)}")
+    M, err = _product(A_slices, np.swapaxes(X, -1, -2), int(k), "matmul_left")
+    return (np.ascontiguousarray(np.swapaxes(M, -1, -2)),
+            np.ascontiguousarray(np.swapaxes(err, -1, -2)))
+
+
+def _product(S: RowSlices, X, k: int, name: str):
+    n = S.n
+    kx = X.shape[0]
+    L = bits_kept(k)
+    plan = _plan(S, L, n)
+    beta = plan.beta
+
+    # --- X: per-column scale so that sum_t |X_t| < 1 in every column
+    absx = np.abs(X[0])
+    for t in range(1, kx):
+        absx += np.abs(X[t])
+    colmax = absx.max(axis=-2, keepdims=True) if n else np.zeros(X.shape[1:-2] + (1, X.shape[-1]))
+    # the computed sum is within kx u of the exact one: 2^-40 covers it (see _inflate)
+    cexp = np.frexp(colmax * (1.0 + 2.0 ** -40))[1].astype(np.int64)
+    colnz = colmax > 0
+    R = [np.ldexp(X[t], -cexp) for t in range(kx)]
+    # a priori bounds of each component's remainder (scaled): 1 for the leading one, the
+    # actual largest entry for the others (no non-overlap assumed)
+    bnd = [1.0] + [float(np.max(np.abs(R[t]))) if R[t].size else 0.0 for t in range(1, kx)]
+
+    Jmax = plan.Jmax
+    lead = X.shape[1:-2]
+    p = X.shape[-1]
+    XB = np.empty(lead + (n, max(Jmax, 1), p))
+    xunits = []                     # per slice: an int N with |X_j| <= N u_j
+    tb = []                         # per J: a bound of |X - sum_{j<J} X_j| (scaled)
+    tails = {}
+    tail_js = {plan.J[i] for i in range(plan.sa) if plan.tail[i]}
+    for j in range(Jmax + 1):
+        # |X| < 1; then each R_t <= bnd[t] (fsum is correctly rounded: 2^-50 covers it)
+        tb.append(1.0 if j == 0 else math.fsum(bnd) * (1.0 + 2.0 ** -50))
+        if j in tail_js:
+            V = R[kx - 1].copy()
+            for t in range(kx - 2, -1, -1):
+                V += R[t]
+            tails[j] = V
+        if j == Jmax:
+            break
+        uj = 2.0 ** (-beta * (j + 1))
+        sigma = 2.0 ** (53 - beta * (j + 1))
+        acc = None
+        units = 0
+        for t in range(kx):
+            if bnd[t] < uj / 2:       # RN rounds it to 0: the extraction would give zeros
+                continue
+            q = _extract(R[t], sigma)
+            # q is R_t rounded to a multiple of uj, so |q| <= bnd rounded up to the grid
+            units += math.ceil(bnd[t] / uj)
+            bnd[t] = uj / 2
+            acc = q if acc is None else acc + q   # exact: multiples of uj, see the budget
+        if acc is None:
+            XB[..., j, :] = 0.0
+            xunits.append(0)
+            continue
+        if units > 2 ** beta:        # the a priori sum is loose (3 active comps): measure
+            units = int(np.max(np.abs(acc)) / uj) if acc.size else 0
+        XB[..., j, :] = acc
+        xunits.append(units)
+
+    # --- exact products, accumulated per level d = i + j.  Entries of A_i @ X_j and all
+    # their partial sums are integer multiples of U_d = 2^-beta(d+2) below n Na Nx U_d;
+    # an accumulator of one level stays exact while the sum of those bounds is <= 2^53.
+    acc_list = []                   # [d, budget used (int), array]
+    parts_tail = []
+    XBf = XB.reshape(lead + (n, max(Jmax, 1) * p))
+    cap = 2 ** 53
+    for i in range(plan.sa):
+        Ji = plan.J[i]
+        Ai = S.slices[i]
+        na = int(S.amax[i] / 2.0 ** (-beta * (i + 1)))      # exact: a multiple of u_i
+        if Ji > 0 and na > 0:
+            cols = S.cols[i]
+            if cols is not None:
+                prod = Ai[:, cols] @ XBf[..., cols, :Ji * p]
+            else:
+                prod = Ai @ XBf[..., :Ji * p]
+            prod = prod.reshape(prod.shape[:-1] + (Ji, p))
+            for j in range(Ji):
+                if xunits[j] == 0:
+                    continue
+                d = i + j
+                cost = n * na * xunits[j]
+                if cost > cap:
+                    raise RuntimeError(f"{name}: slice product ({i}, {j}) would not be "
+                                       f"exact (internal error: {cost} > 2^53)")
+                for a in acc_list:
+                    if a[0] == d and a[1] + cost <= cap:
+                        a[2] += prod[..., j, :]
+                        a[1] += cost
+                        break
+                else:
+                    acc_list.append([d, cost, np.array(prod[..., j, :])])
+        if plan.tail[i] and na > 0:
+            parts_tail.append(Ai @ tails[Ji])
+    acc_list.sort(key=lambda a: a[0])
+    parts = [a[2] for a in acc_list] + parts_tail
+    out_shape = np.broadcast_shapes(S.shape[:-2], lead) + (S.shape[-2], p)
+    if not parts:
+        parts = [np.zeros(out_shape)]
+    parts = [np.broadcast_to(q, out_shape).copy() if q.shape != out_shape else q
+             for q in parts]
+    Ms, err_s = _renorm_owned(parts, k, name)
+
+    # --- a priori bounds (scaled), a rank-one sum per row
+    gam = (4 * n + 8) * _U            # gamma_n plus the tail's own summation (see _inflate)
+    rowterm = np.zeros(S.shape[:-1])
+    for i in range(plan.sa):
+        f = tb[plan.J[i]]
+        if plan.tail[i]:
+            f *= gam + (4 * kx + 8) * _U
+        rowterm = rowterm + S.norm1[i] * f
+    if len(S.slices) > plan.sa:      # slices left out are part of the remainder
+        extra = np.zeros(S.shape[:-1])
+        for i in range(plan.sa, len(S.slices)):
+            extra = extra + S.norm1[i]
+        rowterm = rowterm + extra
+    rowterm = rowterm + S.rem_norm1   # |rem| |X| with |X| < 1 per entry
+    # underflow (scaling loss of A and X entries, tails' subnormal products): each at
+    # most 2^-1075 per term in scaled space
+    eta = (n * (kx + 2 + plan.sa) + 16) * _TINY
+    rowterm = _inflate(rowterm, 4 * plan.sa + 4) + eta
+    rowterm = np.where(S.rownz, rowterm, 0.0)
+    E = rowterm[..., :, None] * colnz.astype(np.float64)
+    err_s = _inflate(err_s + E, 2)
+
+    # --- back to the unscaled values: multiply by 2^(e_r + e_c)
+    shift = S.exps[..., :, None] + cexp
+    with np.errstate(over="ignore"):
+        M = np.ldexp(Ms, shift)
+        err = np.ldexp(err_s, shift)
+    if not np.all(np.isfinite(M)):
+        raise ValueError(f"{name}: the product overflows float64")
+    back = np.ldexp(M, -shift)
+    lost = np.count_nonzero(back != Ms, axis=0)          # components rounded into subnormals
+    # ldexp rounds to nearest only when the result is subnormal: at most 2^-1075 lost
+    err = np.where((err_s > 0) & (err <= _MIN_NORMAL), err + _TINY, err)
+    err = err + lost * _TINY
+    if lost.any():
+        _repair(M, name)
+    return M, err
+
+
+# ----------------------------------------------------------------------------- radius
+def abs_matmul_up(P, Q):
+    """An upper bound of ``P @ Q`` for nonnegative float64 P, Q (numpy matmul rules):
+    ``abs_matmul_up(|A|, R)`` bounds |A| R, ``abs_matmul_up(R, |A|)`` bounds R |A|.
+
+    The product runs in numpy (BLAS, any order, FMA or not) in round to nearest: for
+    nonnegative terms the computed C satisfies exact <= C / (1 - gamma_n) plus n 2^-1075
+    for products that fall below 2^-1022; the result is C (1 + (4n + 8) 2^-53) + (n + 1)
+    2^-1074, the underflow term left out when the smallest positive entries' product is
+    normal (no term can underflow then)."""
+    P = _finite("abs_matmul_up", "P", P)
+    Q = _finite("abs_matmul_up", "Q", Q)
+    if (P < 0).any() or (Q < 0).any():
+        raise ValueError("abs_matmul_up: operands must be nonnegative (absolute values and "
+                         "radii)")
+    if P.ndim == 0 or Q.ndim == 0:
+        raise ValueError("abs_matmul_up: operands must have rank >= 1")
+    n = P.shape[-1]
+    with np.errstate(over="ignore"):
+        C = np.matmul(P, Q)
+        ub = _inflate(C, n)
+    pp, qq = P[P > 0], Q[Q > 0]
+    if pp.size and qq.size and float(pp.min()) * float(qq.min()) < _MIN_NORMAL:
+        ub = ub + (n + 1) * _TINY
+    return ub

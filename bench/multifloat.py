@@ -58,7 +58,7 @@ def main(argv=None) -> int:
             M, err = mf.matmul(None, X, k, A_slices=S)
             scale = np.abs(A) @ np.abs(X.sum(axis=0))
             rel = float(np.max(err / scale))
-            plan = mf._plan(S, mf.bits_kept(k), n)
+            plan = mf._plan(S, mf.bits_kept(k), n, k)
             nprod = sum(plan.J) + sum(plan.tail)
             print(f"({m}, {n}) @ ({n}, {p}) k={k}: float64 {t[0] * 1e3:7.2f} ms, multifloat "
                   f"{t[1] * 1e3:8.2f} ms, ratio {t[1] / t[0]:5.1f}  ({nprod} slice products "

@@ -180,22 +180,39 @@ def _repair(M, name):
 
 # ----------------------------------------------------------------------------- splitting
 def beta_for(n: int) -> int:
-    """Bits per slice for inner dimension n: the largest beta with n 2^(2 beta) <= 2^53."""
+    """Bits per weight slice for inner dimension n: half of 53 - ceil(log2 n), rounded
+    down (the data slices get the other half, :func:`betas`)."""
+    return betas(n)[0]
+
+
+def betas(n: int) -> tuple:
+    """(beta_a, beta_x): bits per slice of the weight and of the data, with
+    n 2^(beta_a + beta_x) <= 2^53 so that every slice product is exact; an odd bit goes
+    to the data, which has more bits to cover (53 k against the weight's 53)."""
     if n < 1:
         raise ValueError(f"multifloat: inner dimension must be >= 1, got {n}")
-    return (53 - max(0, math.ceil(math.log2(n)))) // 2
+    total = 53 - max(0, math.ceil(math.log2(n)))
+    return total // 2, total - total // 2
 
 
 def _extract(R, sigma):
-    """q = RN(R + sigma) - sigma, R -= q (in place): q is R rounded to a multiple of
-    sigma 2^-53, and R + q before = R after + q exactly (Rump-Ogita-Oishi's ExtractScalar:
-    |R| <= sigma/2, so sigma + R lies in [sigma/2, 3 sigma/2] where RN's grid is a
-    multiple of sigma 2^-53, the subtraction of sigma is exact (Sterbenz) and so is R - q,
-    a multiple of ulp(R) no larger than sigma 2^-53)."""
+    """q = RN(R + sigma) - sigma, R -= q (in place), for sigma = 1.5 2^s and
+    |R| <= 2^(s-1): sigma + R lies in [2^s, 2^(s+1)), one binade whose grid is
+    u = 2^(s-52), so q is R rounded to the nearest multiple of u (|R - q| <= u/2, ties
+    to even), the subtraction of sigma is exact (Sterbenz) and so is R - q (a multiple
+    of ulp(R) no larger than u/2).  Rump-Ogita-Oishi's ExtractScalar with the 1.5 factor
+    that keeps the sum in one binade (with sigma = 2^s the grid doubles above sigma and
+    the remainder could reach u)."""
     q = R + sigma
     q -= sigma
     R -= q
     return q
+
+
+def _sigma_exp(beta: int, i: int) -> int:
+    """s with sigma = 1.5 2^s extracting slice i of width beta: grid 2^-beta(i+1) =
+    2^(s-52)."""
+    return 52 - beta * (i + 1)
 
 
 @dataclass
@@ -227,7 +244,7 @@ class RowSlices:
         """Extract slices until there are ``count`` of them (or the remainder is zero)."""
         while len(self.slices) < count and not self.rem_zero:
             i = len(self.slices)
-            sigma = 2.0 ** (53 - self.beta * (i + 1))
+            sigma = 1.5 * 2.0 ** _sigma_exp(self.beta, i)
             q = _extract(self.rem, sigma)
             self.slices.append(q)
             aq = np.abs(q)
@@ -284,26 +301,27 @@ def split_cols(A) -> RowSlices:
 def bits_kept(k: int) -> int:
     """The level L (bits below |A||X|'s scale) down to which :func:`matmul` keeps the
     product: skipped and inexact parts are bounded by about 2^-L n max|A_r| max|X_c|."""
-    return 53 * k - 4
+    return 53 * k - 8
 
 
 @dataclass
 class _Plan:
-    beta: int
+    beta: int          # bits per weight slice
+    beta_x: int        # bits per data slice
     J: list            # per A slice i: X slices paired exactly with it
     tail: list         # per A slice i: True if A_i @ (X remainder after J_i slices) is computed
     sa: int            # A slices used
     Jmax: int
 
 
-def _plan(S: RowSlices, L: int, n: int) -> _Plan:
-    """Which slice products to compute.  Scaled |A_i| <= 2^-beta i, |X_j| <= 2^-beta j and
-    the X remainder after J slices is below 1.5 2^-beta J: the product A_i @ (remainder)
-    is below 1.5 n 2^-beta(i+J).  Skipping it costs that much; computing it in plain
-    float64 costs gamma_n times that (and one product).  The per-pair budget is 2^-L n
-    split over the A slices used."""
-    beta = S.beta
-    log2n = math.log2(max(n, 1))
+def _plan(S: RowSlices, L: int, n: int, kx: int = 3) -> _Plan:
+    """Which slice products to compute.  Scaled |A_i| <= 2^-beta_a i and the data's
+    remainder after J slices is below kx/2 2^-beta_x J of its column scale: the product
+    A_i @ (remainder) is below ratio_i kx/2 2^-beta_x J times the row's 1-norm, with
+    ratio_i the largest ratio of slice i's row 1-norms to A's.  Skipping it costs that
+    much; computing it in plain float64 costs gamma_n times that (and one product).  Each
+    A slice gets an equal share of the budget 2^-L."""
+    beta, beta_x = S.beta, betas(n)[1]
     # A slices: until the remainder is zero or its whole contribution (|rem| <= 2^-beta s
     # / 2 times |X| < 1, n terms) is below 2^-L n / 4
     sa_max = max(1, math.ceil((L + 2) / beta))
@@ -311,18 +329,26 @@ def _plan(S: RowSlices, L: int, n: int) -> _Plan:
     sa = min(len(S.slices), sa_max)
     while sa > 1 and S.amax[sa - 1] == 0.0:
         sa -= 1                      # trailing all-zero slices (exactly representable A)
-    share = math.log2(3 * max(sa, 1)) + 1
+    base = np.where(S.scaled_norm1 > 0, S.scaled_norm1, 1.0)
+    share = math.log2(max(sa, 1)) + math.log2(max(kx, 2) / 2) + 0.5
+    gam = math.log2(1.01 * n * _U + 2.0 ** -60)
     J, tail = [], []
     for i in range(sa):
-        skip_j = max(0, math.ceil((L + share) / beta - i))
-        tail_j = max(0, math.ceil((L - 51 + log2n + share) / beta - i))
+        r = float(np.max(S.norm1[i] / base)) if S.norm1[i].size else 0.0
+        if r == 0.0:
+            J.append(0)
+            tail.append(False)
+            continue
+        lr = math.log2(r)
+        skip_j = max(0, math.ceil((L + share + lr) / beta_x))
+        tail_j = max(0, math.ceil((L + share + lr + gam) / beta_x))
         if skip_j - tail_j >= 2:
             J.append(tail_j)
             tail.append(True)
         else:
             J.append(skip_j)
             tail.append(False)
-    return _Plan(beta=beta, J=J, tail=tail, sa=sa, Jmax=max(J) if J else 0)
+    return _Plan(beta=beta, beta_x=beta_x, J=J, tail=tail, sa=sa, Jmax=max(J) if J else 0)
 
 
 def _check_shapes(name, S, X):
@@ -386,32 +412,86 @@ def matmul_left(X, A, k: int, *, A_slices: RowSlices | None = None):
             np.ascontiguousarray(np.swapaxes(err, -1, -2)))
 
 
+#: data columns per chunk: about CHUNK_ELEMS entries of X (n x columns) so that the
+#: elementwise work of a chunk (slicing, summation) stays in the core's cache
+CHUNK_ELEMS = 1 << 16
+
+
 def _product(S: RowSlices, X, k: int, name: str):
+    """A @ X for row slices S and a multi-float X (kx, ..., n, p), column chunk by chunk
+    (every step is per column, so the chunks are independent)."""
     n = S.n
     kx = X.shape[0]
-    L = bits_kept(k)
-    plan = _plan(S, L, n)
-    beta = plan.beta
+    plan = _plan(S, bits_kept(k), n, kx)
+    lead = X.shape[1:-2]
+    p = X.shape[-1]
+    out_lead = np.broadcast_shapes(S.shape[:-2], lead)
+    m = S.shape[-2]
+    M = np.empty((k,) + out_lead + (m, p))
+    err = np.empty(out_lead + (m, p))
+    width = max(16, CHUNK_ELEMS // max(n * max(1, math.prod(lead)), 1))
+    if p - width < width // 2:
+        width = p
+    for c0 in range(0, p, width):
+        c1 = min(p, c0 + width) if p - (c0 + width) >= width // 2 else p
+        Mc, ec = _product_chunk(S, X[..., c0:c1], k, plan, name)
+        M[..., c0:c1] = Mc
+        err[..., c0:c1] = ec
+        if c1 == p:
+            break
+    return M, err
 
-    # --- X: per-column scale so that sum_t |X_t| < 1 in every column
-    absx = np.abs(X[0])
-    for t in range(1, kx):
-        absx += np.abs(X[t])
-    colmax = absx.max(axis=-2, keepdims=True) if n else np.zeros(X.shape[1:-2] + (1, X.shape[-1]))
-    # the computed sum is within kx u of the exact one: 2^-40 covers it (see _inflate)
-    cexp = np.frexp(colmax * (1.0 + 2.0 ** -40))[1].astype(np.int64)
-    colnz = colmax > 0
-    R = [np.ldexp(X[t], -cexp) for t in range(kx)]
-    # a priori bounds of each component's remainder (scaled): 1 for the leading one, the
-    # actual largest entry for the others (no non-overlap assumed)
-    bnd = [1.0] + [float(np.max(np.abs(R[t]))) if R[t].size else 0.0 for t in range(1, kx)]
 
+def _pow2(e):
+    """2.0 ** e for an int array with -1022 <= e <= 1023 (exact)."""
+    return np.ldexp(1.0, e)
+
+
+def _product_chunk(S: RowSlices, X, k: int, plan: _Plan, name: str):
+    n = S.n
+    kx = X.shape[0]
+    beta, bx = plan.beta, plan.beta_x
     Jmax = plan.Jmax
     lead = X.shape[1:-2]
     p = X.shape[-1]
+
+    # --- X: per-column exponent e_c with sum_t |X_t| < 2^e_c in every column: from the
+    # column maxima of each component (their sum bounds every entry's sum); the float sum
+    # is within kx u of the exact one and 2^-40 covers that
+    cm = [np.max(np.abs(X[t]), axis=-2, keepdims=True) if n else
+          np.zeros(lead + (1, p)) for t in range(kx)]
+    colsum = cm[0].copy()
+    for t in range(1, kx):
+        colsum += cm[t]
+    cexp = np.frexp(colsum * (1.0 + 2.0 ** -40))[1].astype(np.int64)
+    colnz = colsum > 0
+    # Slicing works on the unscaled data with a per-column sigma (no scaling pass) when
+    # every slice unit 2^(e_c - beta(d+2)) of the plan and the column scale stay inside
+    # float64's normal range; otherwise the columns are scaled by 2^-e_c first.
+    deepest = bx * (Jmax + 1) + beta * (plan.sa + 1) + 64
+    ce = cexp[colnz] if colnz.any() else np.zeros(1, np.int64)
+    inplace = int(ce.min()) - deepest >= -1022 and int(ce.max()) <= 1000
+    if inplace:
+        R = [X[t].copy() for t in range(kx)]
+        sig_e = cexp                   # sigma_j = 1.5 2^(52 - beta_x(j+1) + e_c)
+        colfac = _pow2(np.where(colnz, cexp, 0))      # |X| < colfac per column
+        shift_c = 0
+        # the a priori bounds below are in units of each column's 2^e_c
+        inv = _pow2(np.where(colnz, -cexp, 0))
+        bnd = [1.0] + [float(np.max(cm[t] * inv)) if cm[t].size else 0.0
+                       for t in range(1, kx)]
+    else:
+        with np.errstate(under="ignore"):
+            R = [np.ldexp(X[t], -cexp) for t in range(kx)]
+        sig_e = 0
+        colfac = np.ones(lead + (1, p))
+        shift_c = cexp
+        bnd = [1.0] + [float(np.max(np.abs(R[t]))) if R[t].size else 0.0
+                       for t in range(1, kx)]
+
     XB = np.empty(lead + (n, max(Jmax, 1), p))
-    xunits = []                     # per slice: an int N with |X_j| <= N u_j
-    tb = []                         # per J: a bound of |X - sum_{j<J} X_j| (scaled)
+    xunits = []                     # per slice: an int N with |X_j| <= N u_j 2^e_c
+    tb = []                         # per J: a bound of |X - sum_{j<J} X_j| / 2^e_c
     tails = {}
     tail_js = {plan.J[i] for i in range(plan.sa) if plan.tail[i]}
     for j in range(Jmax + 1):
@@ -424,8 +504,8 @@ def _product(S: RowSlices, X, k: int, name: str):
             tails[j] = V
         if j == Jmax:
             break
-        uj = 2.0 ** (-beta * (j + 1))
-        sigma = 2.0 ** (53 - beta * (j + 1))
+        uj = 2.0 ** (-bx * (j + 1))
+        sigma = 1.5 * (_pow2(sig_e + _sigma_exp(bx, j)) if inplace else 2.0 ** _sigma_exp(bx, j))
         acc = None
         units = 0
         for t in range(kx):
@@ -435,20 +515,26 @@ def _product(S: RowSlices, X, k: int, name: str):
             # q is R_t rounded to a multiple of uj, so |q| <= bnd rounded up to the grid
             units += math.ceil(bnd[t] / uj)
             bnd[t] = uj / 2
-            acc = q if acc is None else acc + q   # exact: multiples of uj, see the budget
+            if acc is None:
+                acc = q
+            else:
+                acc += q                 # exact: multiples of uj, see the budget
         if acc is None:
             XB[..., j, :] = 0.0
             xunits.append(0)
             continue
-        if units > 2 ** beta:        # the a priori sum is loose (3 active comps): measure
-            units = int(np.max(np.abs(acc)) / uj) if acc.size else 0
+        if units > 2 ** bx:          # the a priori sum is loose (3 active comps): measure
+            a_max = np.max(np.abs(acc) * (inv if inplace else 1.0)) if acc.size else 0.0
+            units = int(a_max / uj)
         XB[..., j, :] = acc
         xunits.append(units)
 
-    # --- exact products, accumulated per level d = i + j.  Entries of A_i @ X_j and all
-    # their partial sums are integer multiples of U_d = 2^-beta(d+2) below n Na Nx U_d;
-    # an accumulator of one level stays exact while the sum of those bounds is <= 2^53.
-    acc_list = []                   # [d, budget used (int), array]
+    # --- exact products.  Entries of A_i @ X_j and all their partial sums are integer
+    # multiples of U = 2^-e, e = beta_a (i+1) + beta_x (j+1) (times 2^e_c), below
+    # n Na Nx U; products go into accumulators whose sums stay exact: an accumulator
+    # counts its bound in units of its finest U, and takes a product while that stays
+    # <= 2^53 (then every partial sum is an integer below 2^53 times that unit).
+    acc_list = []                   # [e (finest unit 2^-e), bound used (int), array]
     parts_tail = []
     XBf = XB.reshape(lead + (n, max(Jmax, 1) * p))
     cap = 2 ** 53
@@ -466,18 +552,22 @@ def _product(S: RowSlices, X, k: int, name: str):
             for j in range(Ji):
                 if xunits[j] == 0:
                     continue
-                d = i + j
+                e = beta * (i + 1) + bx * (j + 1)
                 cost = n * na * xunits[j]
                 if cost > cap:
                     raise RuntimeError(f"{name}: slice product ({i}, {j}) would not be "
                                        f"exact (internal error: {cost} > 2^53)")
                 for a in acc_list:
-                    if a[0] == d and a[1] + cost <= cap:
+                    if abs(a[0] - e) > 2:
+                        continue
+                    fine = max(a[0], e)
+                    used = (a[1] << (fine - a[0])) + (cost << (fine - e))
+                    if used <= cap:
                         a[2] += prod[..., j, :]
-                        a[1] += cost
+                        a[0], a[1] = fine, used
                         break
                 else:
-                    acc_list.append([d, cost, np.array(prod[..., j, :])])
+                    acc_list.append([e, cost, np.array(prod[..., j, :])])
         if plan.tail[i] and na > 0:
             parts_tail.append(Ai @ tails[Ji])
     acc_list.sort(key=lambda a: a[0])
@@ -489,42 +579,48 @@ def _product(S: RowSlices, X, k: int, name: str):
              for q in parts]
     Ms, err_s = _renorm_owned(parts, k, name)
 
-    # --- a priori bounds (scaled), a rank-one sum per row
-    gam = (4 * n + 8) * _U            # gamma_n plus the tail's own summation (see _inflate)
+    # --- a priori bounds, in the units of the rows' scaled A and the columns' 2^e_c:
+    # sum over the A slices of |A_i| |X remainder| (skipped) or gamma_n times it (tail
+    # computed in float64), |A remainder| |X|, and A's scaling loss (2^-1075 per entry).
+    # gamma_n = n u / (1 - n u) <= 1.01 n u for n u <= 0.01; the tail's own sum of kx
+    # components adds gamma_kx.
+    gam = (1.01 * n + 2 * kx + 4) * _U
     rowterm = np.zeros(S.shape[:-1])
     for i in range(plan.sa):
         f = tb[plan.J[i]]
         if plan.tail[i]:
-            f *= gam + (4 * kx + 8) * _U
+            f *= gam
         rowterm = rowterm + S.norm1[i] * f
-    if len(S.slices) > plan.sa:      # slices left out are part of the remainder
-        extra = np.zeros(S.shape[:-1])
-        for i in range(plan.sa, len(S.slices)):
-            extra = extra + S.norm1[i]
-        rowterm = rowterm + extra
-    rowterm = rowterm + S.rem_norm1   # |rem| |X| with |X| < 1 per entry
-    # underflow (scaling loss of A and X entries, tails' subnormal products): each at
-    # most 2^-1075 per term in scaled space
+    for i in range(plan.sa, len(S.slices)):   # extracted slices a smaller k leaves out
+        rowterm = rowterm + S.norm1[i]
+    rowterm = rowterm + S.rem_norm1 + (n + 1) * _TINY
+    rowterm = _inflate(rowterm, 2 * len(S.slices) + 4)
+    # underflow in the tail products (each term at most 2^-1075) and, when the columns
+    # were scaled, their scaling loss (at most 2^-1075 per entry and component)
     eta = (n * (kx + 2 + plan.sa) + 16) * _TINY
-    rowterm = _inflate(rowterm, 4 * plan.sa + 4) + eta
     rowterm = np.where(S.rownz, rowterm, 0.0)
-    E = rowterm[..., :, None] * colnz.astype(np.float64)
+    with np.errstate(over="ignore"):
+        E = rowterm[..., :, None] * colfac + np.where(S.rownz, eta, 0.0)[..., :, None]
+    E = np.where(colnz, E, 0.0)
     err_s = _inflate(err_s + E, 2)
 
-    # --- back to the unscaled values: multiply by 2^(e_r + e_c)
-    shift = S.exps[..., :, None] + cexp
-    with np.errstate(over="ignore"):
+    # --- back to the unscaled values: multiply by 2^(e_r (+ e_c when scaled))
+    shift = S.exps[..., :, None] + shift_c
+    with np.errstate(over="ignore", under="ignore"):
         M = np.ldexp(Ms, shift)
         err = np.ldexp(err_s, shift)
     if not np.all(np.isfinite(M)):
         raise ValueError(f"{name}: the product overflows float64")
-    back = np.ldexp(M, -shift)
-    lost = np.count_nonzero(back != Ms, axis=0)          # components rounded into subnormals
+    small = np.abs(M) < _MIN_NORMAL
+    if small.any():
+        # a component that became subnormal was rounded (at most 2^-1075 lost)
+        back = np.ldexp(M, -shift)
+        lost = np.count_nonzero((back != Ms) & small, axis=0)
+        err = err + lost * _TINY
+        if lost.any():
+            _repair(M, name)
     # ldexp rounds to nearest only when the result is subnormal: at most 2^-1075 lost
     err = np.where((err_s > 0) & (err <= _MIN_NORMAL), err + _TINY, err)
-    err = err + lost * _TINY
-    if lost.any():
-        _repair(M, name)
     return M, err
 
 

@@ -252,3 +252,42 @@ def test_abs_matmul_up_bounds_and_is_tight():
         mf.abs_matmul_up(-P, R)
     with pytest.raises(ValueError, match="non-finite"):
         mf.abs_matmul_up(P, R * np.inf)
+
+
+# ----------------------------------------------------------------------------- slicing
+def test_extract_rounds_to_the_grid_exactly():
+    """sigma = 1.5 2^s: q is R rounded to the nearest multiple of 2^(s-52), the remainder
+    at most half of it (with sigma = 2^s it could reach a whole unit above sigma)."""
+    rng = np.random.default_rng(8)
+    s = 10
+    R = rng.uniform(-1, 1, 2000) * 2.0 ** (s - 1)
+    R[:4] = [2.0 ** (s - 1), -2.0 ** (s - 1), 0.0, 2.0 ** (s - 53) * 3]
+    R0 = R.copy()
+    q = mf._extract(R, 1.5 * 2.0 ** s)
+    u = 2.0 ** (s - 52)
+    assert np.all(np.mod(q, u) == 0) and np.all(np.abs(R) <= u / 2)
+    assert np.all(_Q(q) + _Q(R) == _Q(R0))
+
+
+def test_skipped_remainder_bound_is_sharp(monkeypatch):
+    """Keep few bits (a level L where the plan skips the data's remainder) so the skipped
+    remainder dominates err, with every remainder near the largest the bound allows and
+    of one sign: the bound still holds (it caught remainders of a whole unit when sigma
+    was 2^s) and is within 3 bits of the loss."""
+    n = 64
+    A = np.ones((1, n))
+    S = mf.split_rows(A)
+    L = next(L for L in range(20, 120)
+             if not mf._plan(S, L, n, 1).tail[0] and mf._plan(S, L, n, 1).J[0] >= 1)
+    monkeypatch.setattr(mf, "bits_kept", lambda k: L)
+    plan = mf._plan(S, L, n, 1)
+    u = 2.0 ** (-plan.beta_x * plan.J[0])       # grid of the last slice kept
+    x = np.full((1, n, 4), 0.75)
+    x[0, :, 0] += 0.49 * u
+    x[0, :, 1] -= 0.49 * u
+    x[0, :, 2] += 0.99 * u                      # rounds up: remainder -0.01 u
+    x[0, :, 3] += (0.25 + 0.99) * u
+    M, err = mf.matmul(A, x, 2, A_slices=S)
+    diff = np.abs(_Q(A) @ _val(x) - _val(M))
+    assert np.all(diff <= _Q(err)) and np.all(diff > 0)
+    assert np.all(_Q(err[:, :2]) <= diff[:, :2] * 8)

@@ -28,8 +28,9 @@ How each op keeps the enclosure:
   radius; otherwise (both balls, or a batched weight such as a grouped convolution's) the
   exact products summed by renorm, radius by a rounded-up nonnegative product.
 * ``maximum``/``minimum``/``amax``/``abs``: the branch is taken where the balls decide it
-  (outward float64 ends); a ball that straddles the kink becomes the hull, a float64
-  midpoint-radius ball.  ``heaviside``/``sign`` give the hull of their values at the ends.
+  (outward float64 ends, then the exact difference of the midpoints for near-ties; equal
+  balls -- one value twice in a pooling window -- are the result whichever is taken); a
+  ball that straddles the kink becomes the hull, a float64 midpoint-radius ball.  ``heaviside``/``sign`` give the hull of their values at the ends.
   ``less`` and ``argmax`` answer where the balls decide and raise where they overlap:
   never a silent branch.
 * ``sqrt`` and the functions of :mod:`scalars.functions` (exp, tanh, erf, sigmoid, ...):
@@ -479,9 +480,20 @@ class BallContext(Context):
         la, ha = self.ends(a)
         lb, hb = self.ends(b)
         la, ha, lb, hb = (np.broadcast_to(t, shape) for t in (la, ha, lb, hb))
-        pick_a, pick_b = take_a_if(la, ha, lb, hb)
+        pick_a, pick_b = (np.array(t) for t in take_a_if(la, ha, lb, hb))
         c = max(a.mid.shape[0], b.mid.shape[0])
         ma, mb = self._pad(self._bmid(a, shape), c), self._pad(self._bmid(b, shape), c)
+        und = ~(pick_a | pick_b)
+        if und.any():
+            # the float64 ends are ~2^-52 wide: near-ties (equal values above all) are
+            # decided on the exact difference of the midpoints
+            ra_, rb_ = self._rad(a, shape)[und], self._rad(b, shape)[und]
+            same = np.all(ma[:, und] == mb[:, und], axis=0) & (ra_ == rb_)
+            a_ge = self._surely_ge(ma[:, und], ra_, mb[:, und], rb_) | same
+            b_ge = self._surely_ge(mb[:, und], rb_, ma[:, und], ra_)
+            first, second = (a_ge, b_ge) if op == "maximum" else (b_ge, a_ge)
+            pick_a[und] = first
+            pick_b[und] = second & ~first
         if op == "maximum":
             hm, hr = self._hull(np.maximum(la, lb), np.maximum(ha, hb))
         else:
@@ -686,7 +698,7 @@ class BallContext(Context):
         rad = np.transpose(self._rad(a), perm).reshape(lead + (n,))
         return mid, rad, lead, n
 
-    def _top(self, a: Ball, axis, op):
+    def _top(self, a: Ball, axis, op, same_ok=True):
         a = self._b(a, op)
         axes = self._axes(a, axis, op)
         mid, rad, lead, n = self._flat_last(a, axes)
@@ -697,8 +709,37 @@ class BallContext(Context):
         top_lo = np.take_along_axis(lo, i, -1)[..., 0]
         others = hi.copy()
         np.put_along_axis(others, i, -np.inf, -1)
-        decided = top_lo >= np.max(others, axis=-1)
+        decided = np.array(top_lo >= np.max(others, axis=-1))
+        und = ~decided
+        if und.any():
+            # near-ties (a window holding one value twice, equal activations): the top
+            # entry is the maximum where it is surely >= every other entry, exactly
+            mu, ru, iu = mid[:, und], rad[und], i[und]            # (c, U, n), (U, n)
+            tm = np.take_along_axis(mu, iu[None], -1)             # (c, U, 1)
+            tr = np.take_along_axis(ru, iu, -1)
+            # an entry whose ball is the top's own (one value twice) cannot exceed it:
+            # the maximum then lies in that ball whichever it is
+            ge = self._surely_ge(np.broadcast_to(tm, mu.shape), np.broadcast_to(tr, ru.shape),
+                                 mu, ru)
+            if same_ok:                         # amax, not argmax: the value, not where
+                ge |= np.all(mu == tm, axis=0) & (ru == tr)
+            ge |= np.arange(n) == iu
+            decided[und] = np.all(ge, axis=-1)
         return a, axes, mid, rad, lo, hi, i, top_lo, decided
+
+    def _surely_ge(self, ma, ra, mb, rb) -> np.ndarray:
+        """Is every real of ball ``a`` >= every real of ball ``b``?  The exact sum
+        ``ma - mb - (ra + rb)`` renormalised to two components ``P`` with error ``err``:
+        yes when ``fl(P0 + P1)`` exceeds ``|t| 2^-51 + err`` (with slack) or all of it is
+        exactly 0."""
+        with np.errstate(all="ignore"):
+            w = _add_up(ra, rb)
+            parts = np.concatenate([ma, -mb, -w[None]])
+            P, err = MF.renorm(parts, 2)
+            t = P[0] + P[1]
+            pos = t > np.nextafter((np.abs(t) * 2.0 ** -51 + err) * (1.0 + 2.0 ** -50),
+                                   np.inf)
+            return pos | ((P[0] == 0) & (P[1] == 0) & (err == 0))
 
     def amax(self, a, axis=None, keepdims: bool = False):
         """The entry the balls prove largest; the hull [max lo, max hi] where undecided."""
@@ -713,7 +754,8 @@ class BallContext(Context):
         return self._check("amax", out_mid.reshape((c,) + out_shape), out_rad.reshape(out_shape))
 
     def argmax(self, a, axis: int) -> np.ndarray:
-        a, axes, mid, rad, lo, hi, i, top_lo, decided = self._top(a, axis, "argmax")
+        a, axes, mid, rad, lo, hi, i, top_lo, decided = self._top(a, axis, "argmax",
+                                                                  same_ok=False)
         if not decided.all():
             j = tuple(int(t) for t in np.argwhere(~decided)[0]) if decided.ndim else ()
             raise ContextError(f"context {self.name}: argmax: the balls do not decide the "

@@ -193,6 +193,22 @@ def test_amax_argmax_less(ctx):
     _holds(h, [F(0), F(0), F(1)], rel=0)
 
 
+def test_equal_values_are_decided_not_hulled(ctx):
+    """A max-pool window holding one value twice (padding by repetition, equal
+    activations), or two balls a few float64 ulps apart: the float64 ends cannot tell them
+    apart, the exact difference of the midpoints can, so the result keeps the components
+    and the radius (a hull would cost a float64 midpoint: radius ~2^-53 relative)."""
+    third = ctx.div(ctx.convert(np.array([1.0, 1.0 + 2.0 ** -51, 0.5])), ctx.convert(3.0))
+    w = ctx.take(third, [0, 0, 2], axis=0)                   # 1/3 twice, 1/6
+    m = ctx.amax(w, axis=0)
+    assert np.array_equal(m.mid, third.mid[:, 0]) and m.rad == third.rad[0]
+    assert ctx.argmax(ctx.take(third, [1, 0], axis=0), 0) == 0     # 2^-51/3 apart
+    mx = ctx.maximum(ctx.take(third, [0], 0), ctx.take(third, [1], 0))
+    _holds(mx, [(1 + F(2) ** -51) / 3], rel=F(2) ** -150)
+    same = ctx.minimum(third, third)
+    assert np.array_equal(same.mid, third.mid) and np.array_equal(same.rad, third.rad)
+
+
 def test_where_and_shape_ops(ctx):
     x = ctx.div(ctx.convert(np.arange(6.0).reshape(2, 3)), ctx.convert(3.0))
     y = ctx.transpose(ctx.reshape(x, (3, 2)), (1, 0))

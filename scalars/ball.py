@@ -795,7 +795,7 @@ class BallContext(Context):
         pa, pb = self._point(a), self._point(b)
         # one point operand (a weight, batched for grouped convolutions): the error-free
         # BLAS product, |W| r rounded up for the radius
-        if pb and not pa:
+        if pb:                              # a point data operand too (the input)
             W = b.mid[0]
             M, err = self._mf("matmul", MF.matmul_left, a.mid, W, self.k,
                               A_slices=self._slices(W, MF.split_cols))

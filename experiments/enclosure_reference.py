@@ -263,8 +263,10 @@ def settled_value(lo, fmt) -> np.ndarray:
 BALL_K = 3
 BALL_K_MAX = 6
 #: Bytes the node values of one chunk may take (midpoint components and radius of every
-#: node, four times over for the transients of im2col and the error-free products).
+#: node, 16 times over for the transients of im2col and the error-free products: resnet18
+#: at 32x32 peaked at 2.8 GB for 16 samples with 4).
 BALL_CHUNK_BYTES = 1 << 30
+BALL_TRANSIENTS = 16
 
 
 def ball_ineligible(contexts) -> str:
@@ -278,7 +280,7 @@ def ball_chunk(case, k: int, n: int) -> int:
     """Samples per ball evaluation: :data:`CHUNK` at most, fewer when the graph's node
     values at ``k`` components would pass :data:`BALL_CHUNK_BYTES`."""
     import math
-    per = sum(math.prod(nd.out_shape) for nd in case.nodes) * (k + 1) * 8 * 4
+    per = sum(math.prod(nd.out_shape) for nd in case.nodes) * (k + 1) * 8 * BALL_TRANSIENTS
     return int(max(1, min(CHUNK, n, BALL_CHUNK_BYTES // max(per, 1))))
 
 
@@ -315,7 +317,8 @@ def ball_settled(ctx, v, fmt, n: int, *, exact_mid: bool = False):
     with np.errstate(all="ignore"):
         a = np.abs(r)
         m, e = np.frexp(a)                       # a = m 2^e, m in [0.5, 1)
-        expo = np.maximum(e - 1, fmt.emin)
+        # (frexp(0) = (0, 0): zero's gap is the smallest subnormal's, exponent emin)
+        expo = np.where(a == 0, fmt.emin, np.maximum(e - 1, fmt.emin))
         ulp = np.ldexp(1.0, expo - fmt.man_bits)
         # half the gap to each neighbour: ulp/2, but toward zero from a power of two
         # (above the subnormal range) the gap is half as wide
@@ -567,7 +570,10 @@ def ball_reference(case, x, oracle, contexts, fallback, *, nodes=None, quiet=Tru
         label += f"; {sel.size} by {sub_label} ({why_o})"
     if contradicted:
         label += f"; WARNING: the oracle contradicts {contradicted} proven entries"
-    name = f"ball:{BALL_K}" if not sel.size else f"ball:{BALL_K}+{oracle}"
+    # the oracle's own name (it may have been raised, mpmath:728 for tiny inputs); the
+    # oracle's alone when the balls proved no sample
+    name = (f"ball:{BALL_K}" if not sel.size else sub.name if sel.size == n
+            else f"ball:{BALL_K}+{sub.name}")
     return (name, label, values, check), ""
 
 

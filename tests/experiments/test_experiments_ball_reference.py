@@ -176,3 +176,11 @@ def test_settled_rule_at_a_power_of_two():
         assert bool(ok[0, 0]) is (want is not None), below
         if want is not None:
             assert val[0, 0] == want, below
+    # a ball around 0: only a radius below half the smallest subnormal settles it (0 has
+    # no ulp of its own; exp(1e-100) - 1 at 191 bits is 0 +/- 2.3e-100, not 0)
+    for fmt, tiny, wide in ((f, 2.0 ** -1074, 2.3e-100),
+                            (metrics.format_of(scalars.get("binary32")), 2.0 ** -149, 1e-45)):
+        for rad, want in ((wide, False), (tiny * 0.4, True), (0.0, True)):
+            b = Ball(np.zeros((3, 1)), np.array([rad]))
+            ok, val = ER.ball_settled(ctx, b, fmt, 1)
+            assert bool(ok[0, 0]) is want, (fmt.name, rad)

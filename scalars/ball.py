@@ -282,7 +282,9 @@ class BallContext(Context):
                 i = tuple(int(t) for t in np.argwhere(bad)[0]) if bad.ndim else ()
                 raise ContextError(f"context {self.name}: convert: non-finite value "
                                    f"{a[i]} at index {list(i)} has no ball")
-            return Ball(a.reshape((1,) + a.shape).copy(), None)
+            # no copy: a payload weight's Ball is a view of the stored array, so its
+            # Ozaki slices are found again in the next chunk (values are never mutated)
+            return Ball(a.reshape((1,) + a.shape), None)
         flat = np.asarray(arr, dtype=object).reshape(-1)
         mid = np.zeros((self.k, flat.size))
         rad = np.zeros(flat.size)
@@ -829,7 +831,7 @@ class BallContext(Context):
         hit = self._slice_cache.get(key)
         if hit is not None:
             return hit[1]
-        if len(self._slice_cache) >= 512:
+        if len(self._slice_cache) >= 128:      # bounded: a weight's slices are ~6x it
             self._slice_cache.clear()
         S = self._mf("matmul", split, W)
         self._slice_cache[key] = (W, S)

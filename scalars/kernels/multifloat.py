@@ -239,6 +239,16 @@ class RowSlices:
     rem_norm1: np.ndarray = None
     rem_zero: bool = False
     transposed: bool = False
+    stacks: dict = field(default_factory=dict)
+
+    def stacked(self, idx: tuple) -> np.ndarray:
+        """The slices ``idx`` stacked along the rows (one BLAS call for all of them)."""
+        st = self.stacks.get(idx)
+        if st is None:
+            st = self.slices[idx[0]] if len(idx) == 1 else \
+                np.concatenate([self.slices[i] for i in idx], axis=-2)
+            self.stacks[idx] = st
+        return st
 
     def ensure(self, count: int) -> None:
         """Extract slices until there are ``count`` of them (or the remainder is zero)."""
@@ -301,7 +311,7 @@ def split_cols(A) -> RowSlices:
 def bits_kept(k: int) -> int:
     """The level L (bits below |A||X|'s scale) down to which :func:`matmul` keeps the
     product: skipped and inexact parts are bounded by about 2^-L n max|A_r| max|X_c|."""
-    return 53 * k - 8
+    return 53 * k - 7
 
 
 @dataclass
@@ -319,8 +329,9 @@ def _plan(S: RowSlices, L: int, n: int, kx: int = 3) -> _Plan:
     remainder after J slices is below kx/2 2^-beta_x J of its column scale: the product
     A_i @ (remainder) is below ratio_i kx/2 2^-beta_x J times the row's 1-norm, with
     ratio_i the largest ratio of slice i's row 1-norms to A's.  Skipping it costs that
-    much; computing it in plain float64 costs gamma_n times that (and one product).  Each
-    A slice gets an equal share of the budget 2^-L."""
+    much; computing it in plain float64 costs gamma_n times that (and one product).  The
+    budget 2^-L is shared: equal shares first, then what is left buys fewer products.  The
+    plan only chooses; the bounds added to err are computed from the actual slices."""
     beta, beta_x = S.beta, betas(n)[1]
     # A slices: until the remainder is zero or its whole contribution (|rem| <= 2^-beta s
     # / 2 times |X| < 1, n terms) is below 2^-L n / 4
@@ -330,24 +341,43 @@ def _plan(S: RowSlices, L: int, n: int, kx: int = 3) -> _Plan:
     while sa > 1 and S.amax[sa - 1] == 0.0:
         sa -= 1                      # trailing all-zero slices (exactly representable A)
     base = np.where(S.scaled_norm1 > 0, S.scaled_norm1, 1.0)
-    share = math.log2(max(sa, 1)) + math.log2(max(kx, 2) / 2) + 0.5
-    gam = math.log2(1.01 * n * _U + 2.0 ** -60)
-    J, tail = [], []
+    gam = 1.01 * n * _U + 2.0 ** -60
+    budget = 2.0 ** -L
+    # per slice i the options (products, estimated bound relative to the row's 1-norm):
+    # J exact products and the remainder skipped, or J + 1 with the remainder's product
+    # in float64; the data remainder after J slices is about kx/2 2^-beta_x J
+    options = []
     for i in range(sa):
         r = float(np.max(S.norm1[i] / base)) if S.norm1[i].size else 0.0
-        if r == 0.0:
-            J.append(0)
-            tail.append(False)
-            continue
-        lr = math.log2(r)
-        skip_j = max(0, math.ceil((L + share + lr) / beta_x))
-        tail_j = max(0, math.ceil((L + share + lr + gam) / beta_x))
-        if skip_j - tail_j >= 2:
-            J.append(tail_j)
-            tail.append(True)
-        else:
-            J.append(skip_j)
-            tail.append(False)
+        opts = []
+        for J in range(0, math.ceil((L + 64) / beta_x) + 1):
+            t = 1.0 if J == 0 else max(kx, 2) / 2 * 2.0 ** (-beta_x * J)
+            opts.append((J, J, False, r * t))
+            opts.append((J + 1, J, True, r * t * gam))
+        opts.sort(key=lambda o: (o[0], o[3]))
+        # keep the Pareto front: fewer products, larger bound
+        front = []
+        for o in opts:
+            if not front or o[3] < front[-1][3]:
+                front.append(o)
+        options.append(front)
+    # start from an equal share, then spend what is left on fewer products
+    pick = []
+    for front in options:
+        ok = [o for o in front if o[3] <= budget / sa]
+        pick.append(ok[0] if ok else front[-1])
+    changed = True
+    while changed:
+        changed = False
+        left = budget - sum(o[3] for o in pick)
+        for i, front in enumerate(options):
+            cheaper = [o for o in front if o[0] < pick[i][0] and o[3] - pick[i][3] <= left]
+            if cheaper:
+                pick[i] = cheaper[0]
+                changed = True
+                break
+    J = [o[1] for o in pick]
+    tail = [o[2] for o in pick]
     return _Plan(beta=beta, beta_x=beta_x, J=J, tail=tail, sa=sa, Jmax=max(J) if J else 0)
 
 
@@ -414,7 +444,7 @@ def matmul_left(X, A, k: int, *, A_slices: RowSlices | None = None):
 
 #: data columns per chunk: about CHUNK_ELEMS entries of X (n x columns) so that the
 #: elementwise work of a chunk (slicing, summation) stays in the core's cache
-CHUNK_ELEMS = 1 << 16
+CHUNK_ELEMS = 1 << 18
 
 
 def _product(S: RowSlices, X, k: int, name: str):
@@ -423,6 +453,10 @@ def _product(S: RowSlices, X, k: int, name: str):
     n = S.n
     kx = X.shape[0]
     plan = _plan(S, bits_kept(k), n, kx)
+    S.ensure(plan.sa)
+    if len(S.slices) < plan.sa:
+        raise RuntimeError(f"{name}: the plan uses {plan.sa} weight slices, there are "
+                           f"{len(S.slices)} (internal error)")
     lead = X.shape[1:-2]
     p = X.shape[-1]
     out_lead = np.broadcast_shapes(S.shape[:-2], lead)
@@ -430,15 +464,21 @@ def _product(S: RowSlices, X, k: int, name: str):
     M = np.empty((k,) + out_lead + (m, p))
     err = np.empty(out_lead + (m, p))
     width = max(16, CHUNK_ELEMS // max(n * max(1, math.prod(lead)), 1))
-    if p - width < width // 2:
-        width = p
-    for c0 in range(0, p, width):
-        c1 = min(p, c0 + width) if p - (c0 + width) >= width // 2 else p
-        Mc, ec = _product_chunk(S, X[..., c0:c1], k, plan, name)
+    bounds = []
+    c0 = 0
+    while c0 < p:
+        c1 = c0 + width if p - (c0 + width) >= width // 2 else p
+        bounds.append((c0, c1))
+        c0 = c1
+    wmax = max((c1 - c0 for c0, c1 in bounds), default=0)
+    # work arrays reused by every chunk (fresh large arrays cost page faults each time)
+    ntail = len({plan.J[i] for i in range(plan.sa) if plan.tail[i]})
+    work = (np.empty((kx,) + lead + (n, wmax)), np.empty((max(plan.Jmax, 1),) + lead + (n, wmax)),
+            np.empty((max(ntail, 1),) + lead + (n, wmax)))
+    for c0, c1 in bounds:
+        Mc, ec = _product_chunk(S, X[..., c0:c1], k, plan, name, work)
         M[..., c0:c1] = Mc
         err[..., c0:c1] = ec
-        if c1 == p:
-            break
     return M, err
 
 
@@ -447,7 +487,13 @@ def _pow2(e):
     return np.ldexp(1.0, e)
 
 
-def _product_chunk(S: RowSlices, X, k: int, plan: _Plan, name: str):
+def _absmax(x, axis=None, keepdims=False):
+    """max |x| without a temporary |x| array (two read-only reductions)."""
+    return np.maximum(np.max(x, axis=axis, keepdims=keepdims),
+                      -np.min(x, axis=axis, keepdims=keepdims))
+
+
+def _product_chunk(S: RowSlices, X, k: int, plan: _Plan, name: str, work):
     n = S.n
     kx = X.shape[0]
     beta, bx = plan.beta, plan.beta_x
@@ -458,118 +504,125 @@ def _product_chunk(S: RowSlices, X, k: int, plan: _Plan, name: str):
     # --- X: per-column exponent e_c with sum_t |X_t| < 2^e_c in every column: from the
     # column maxima of each component (their sum bounds every entry's sum); the float sum
     # is within kx u of the exact one and 2^-40 covers that
-    cm = [np.max(np.abs(X[t]), axis=-2, keepdims=True) if n else
+    cm = [_absmax(X[t], axis=-2, keepdims=True) if n else
           np.zeros(lead + (1, p)) for t in range(kx)]
     colsum = cm[0].copy()
     for t in range(1, kx):
         colsum += cm[t]
     cexp = np.frexp(colsum * (1.0 + 2.0 ** -40))[1].astype(np.int64)
     colnz = colsum > 0
-    # Slicing works on the unscaled data with a per-column sigma (no scaling pass) when
-    # every slice unit 2^(e_c - beta(d+2)) of the plan and the column scale stay inside
-    # float64's normal range; otherwise the columns are scaled by 2^-e_c first.
-    deepest = bx * (Jmax + 1) + beta * (plan.sa + 1) + 64
-    ce = cexp[colnz] if colnz.any() else np.zeros(1, np.int64)
-    inplace = int(ce.min()) - deepest >= -1022 and int(ce.max()) <= 1000
-    if inplace:
-        R = [X[t].copy() for t in range(kx)]
-        sig_e = cexp                   # sigma_j = 1.5 2^(52 - beta_x(j+1) + e_c)
-        colfac = _pow2(np.where(colnz, cexp, 0))      # |X| < colfac per column
-        shift_c = 0
-        # the a priori bounds below are in units of each column's 2^e_c
-        inv = _pow2(np.where(colnz, -cexp, 0))
-        bnd = [1.0] + [float(np.max(cm[t] * inv)) if cm[t].size else 0.0
-                       for t in range(1, kx)]
-    else:
-        with np.errstate(under="ignore"):
-            R = [np.ldexp(X[t], -cexp) for t in range(kx)]
-        sig_e = 0
-        colfac = np.ones(lead + (1, p))
-        shift_c = cexp
-        bnd = [1.0] + [float(np.max(np.abs(R[t]))) if R[t].size else 0.0
+    cexp = np.where(colnz, cexp, 0)
+    # Scale the columns by 2^-e_c (|X| < 1 after): a product by the power of two where
+    # it is a float64 (exact unless an entry falls below 2^-1022: then at most 2^-1075 is
+    # lost, the eta term below), ldexp beyond.
+    R = [w[..., :p] for w in work[0]]
+    with np.errstate(under="ignore"):
+        if int(cexp.min()) >= -1022 and int(cexp.max()) <= 1022:
+            inv = _pow2(-cexp)
+            for t in range(kx):
+                np.multiply(X[t], inv, out=R[t])
+        else:
+            for t in range(kx):
+                R[t][...] = np.ldexp(X[t], -cexp)
+    # a priori bounds of each component's remainder (scaled, RN is monotone): 1 for the
+    # leading one, the largest entry for the others (no non-overlap assumed)
+    with np.errstate(under="ignore"):
+        bnd = [1.0] + [float(np.max(np.ldexp(cm[t], -cexp))) if cm[t].size else 0.0
                        for t in range(1, kx)]
 
-    XB = np.empty(lead + (n, max(Jmax, 1), p))
-    xunits = []                     # per slice: an int N with |X_j| <= N u_j 2^e_c
-    tb = []                         # per J: a bound of |X - sum_{j<J} X_j| / 2^e_c
+    XB = work[1][..., :p]
+    xunits = []                     # per slice: an int N with |X_j| <= N u_j
+    tb = []                         # per J: a bound of |X - sum_{j<J} X_j| (scaled)
     tails = {}
-    tail_js = {plan.J[i] for i in range(plan.sa) if plan.tail[i]}
+    tail_js = sorted({plan.J[i] for i in range(plan.sa) if plan.tail[i]})
     for j in range(Jmax + 1):
         # |X| < 1; then each R_t <= bnd[t] (fsum is correctly rounded: 2^-50 covers it)
         tb.append(1.0 if j == 0 else math.fsum(bnd) * (1.0 + 2.0 ** -50))
         if j in tail_js:
-            V = R[kx - 1].copy()
-            for t in range(kx - 2, -1, -1):
+            V = work[2][tail_js.index(j)][..., :p]
+            np.add(R[kx - 1], R[kx - 2], out=V) if kx > 1 else np.copyto(V, R[0])
+            for t in range(kx - 3, -1, -1):
                 V += R[t]
             tails[j] = V
         if j == Jmax:
             break
         uj = 2.0 ** (-bx * (j + 1))
-        sigma = 1.5 * (_pow2(sig_e + _sigma_exp(bx, j)) if inplace else 2.0 ** _sigma_exp(bx, j))
-        acc = None
+        sigma = 1.5 * 2.0 ** _sigma_exp(bx, j)
         units = 0
+        out = XB[j]
+        first = True
         for t in range(kx):
             if bnd[t] < uj / 2:       # RN rounds it to 0: the extraction would give zeros
                 continue
-            q = _extract(R[t], sigma)
+            # q = RN(R + sigma) - sigma, R -= q (see _extract), q added into the slice:
+            # exact, multiples of uj whose sum the budget below bounds
+            if first:
+                q = np.add(R[t], sigma, out=out)
+                q -= sigma
+                R[t] -= q
+                first = False
+            else:
+                q = _extract(R[t], sigma)
+                out += q
             # q is R_t rounded to a multiple of uj, so |q| <= bnd rounded up to the grid
             units += math.ceil(bnd[t] / uj)
             bnd[t] = uj / 2
-            if acc is None:
-                acc = q
-            else:
-                acc += q                 # exact: multiples of uj, see the budget
-        if acc is None:
-            XB[..., j, :] = 0.0
+        if first:
+            out[...] = 0.0
             xunits.append(0)
             continue
         if units > 2 ** bx:          # the a priori sum is loose (3 active comps): measure
-            a_max = np.max(np.abs(acc) * (inv if inplace else 1.0)) if acc.size else 0.0
-            units = int(a_max / uj)
-        XB[..., j, :] = acc
+            units = int(float(_absmax(out)) / uj) if out.size else 0
         xunits.append(units)
 
     # --- exact products.  Entries of A_i @ X_j and all their partial sums are integer
     # multiples of U = 2^-e, e = beta_a (i+1) + beta_x (j+1) (times 2^e_c), below
     # n Na Nx U; products go into accumulators whose sums stay exact: an accumulator
     # counts its bound in units of its finest U, and takes a product while that stays
-    # <= 2^53 (then every partial sum is an integer below 2^53 times that unit).
+    # <= 2^53 (then every partial sum is an integer below 2^53 times that unit).  The
+    # dense weight slices that meet X_j are stacked into one product.
     acc_list = []                   # [e (finest unit 2^-e), bound used (int), array]
     parts_tail = []
-    XBf = XB.reshape(lead + (n, max(Jmax, 1) * p))
     cap = 2 ** 53
-    for i in range(plan.sa):
-        Ji = plan.J[i]
-        Ai = S.slices[i]
-        na = int(S.amax[i] / 2.0 ** (-beta * (i + 1)))      # exact: a multiple of u_i
-        if Ji > 0 and na > 0:
+    na = [int(S.amax[i] / 2.0 ** (-beta * (i + 1))) for i in range(plan.sa)]  # exact
+    m = S.shape[-2]
+
+    def add(i, j, val):
+        e = beta * (i + 1) + bx * (j + 1)
+        cost = n * na[i] * xunits[j]
+        if cost > cap:
+            raise RuntimeError(f"{name}: slice product ({i}, {j}) would not be "
+                               f"exact (internal error: {cost} > 2^53)")
+        for a in acc_list:
+            if abs(a[0] - e) > 2:
+                continue
+            fine = max(a[0], e)
+            used = (a[1] << (fine - a[0])) + (cost << (fine - e))
+            if used <= cap:
+                a[2] += val
+                a[0], a[1] = fine, used
+                return
+        acc_list.append([e, cost, val.copy()])
+
+    for j in range(Jmax):
+        if xunits[j] == 0:
+            continue
+        Xj = XB[j]
+        dense = tuple(i for i in range(plan.sa)
+                      if plan.J[i] > j and na[i] > 0 and S.cols[i] is None)
+        if dense:
+            prod = S.stacked(dense) @ Xj
+            for r, i in enumerate(dense):
+                add(i, j, prod[..., r * m:(r + 1) * m, :])
+        for i in range(plan.sa):
             cols = S.cols[i]
-            if cols is not None:
-                prod = Ai[:, cols] @ XBf[..., cols, :Ji * p]
-            else:
-                prod = Ai @ XBf[..., :Ji * p]
-            prod = prod.reshape(prod.shape[:-1] + (Ji, p))
-            for j in range(Ji):
-                if xunits[j] == 0:
-                    continue
-                e = beta * (i + 1) + bx * (j + 1)
-                cost = n * na * xunits[j]
-                if cost > cap:
-                    raise RuntimeError(f"{name}: slice product ({i}, {j}) would not be "
-                                       f"exact (internal error: {cost} > 2^53)")
-                for a in acc_list:
-                    if abs(a[0] - e) > 2:
-                        continue
-                    fine = max(a[0], e)
-                    used = (a[1] << (fine - a[0])) + (cost << (fine - e))
-                    if used <= cap:
-                        a[2] += prod[..., j, :]
-                        a[0], a[1] = fine, used
-                        break
-                else:
-                    acc_list.append([e, cost, np.array(prod[..., j, :])])
-        if plan.tail[i] and na > 0:
-            parts_tail.append(Ai @ tails[Ji])
+            if plan.J[i] > j and na[i] > 0 and cols is not None:
+                add(i, j, S.slices[i][:, cols] @ Xj[..., cols, :])
+    for i in range(plan.sa):
+        if plan.tail[i] and na[i] > 0:
+            V, cols = tails[plan.J[i]], S.cols[i]
+            parts_tail.append(S.slices[i] @ V if cols is None else
+                              S.slices[i][:, cols] @ V[..., cols, :])
     acc_list.sort(key=lambda a: a[0])
     parts = [a[2] for a in acc_list] + parts_tail
     out_shape = np.broadcast_shapes(S.shape[:-2], lead) + (S.shape[-2], p)
@@ -599,13 +652,11 @@ def _product_chunk(S: RowSlices, X, k: int, plan: _Plan, name: str):
     # were scaled, their scaling loss (at most 2^-1075 per entry and component)
     eta = (n * (kx + 2 + plan.sa) + 16) * _TINY
     rowterm = np.where(S.rownz, rowterm, 0.0)
-    with np.errstate(over="ignore"):
-        E = rowterm[..., :, None] * colfac + np.where(S.rownz, eta, 0.0)[..., :, None]
-    E = np.where(colnz, E, 0.0)
+    E = (rowterm + np.where(S.rownz, eta, 0.0))[..., :, None] * colnz
     err_s = _inflate(err_s + E, 2)
 
     # --- back to the unscaled values: multiply by 2^(e_r (+ e_c when scaled))
-    shift = S.exps[..., :, None] + shift_c
+    shift = S.exps[..., :, None] + cexp
     with np.errstate(over="ignore", under="ignore"):
         M = np.ldexp(Ms, shift)
         err = np.ldexp(err_s, shift)

@@ -269,24 +269,24 @@ def test_extract_rounds_to_the_grid_exactly():
     assert np.all(_Q(q) + _Q(R) == _Q(R0))
 
 
-def test_skipped_remainder_bound_is_sharp(monkeypatch):
-    """Keep few bits (a level L where the plan skips the data's remainder) so the skipped
-    remainder dominates err, with every remainder near the largest the bound allows and
-    of one sign: the bound still holds (it caught remainders of a whole unit when sigma
-    was 2^s) and is within 3 bits of the loss."""
+@pytest.mark.parametrize("J", [1, 2])
+def test_skipped_remainder_bound_is_sharp(monkeypatch, J):
+    """A plan that skips the data's remainder after J slices (the planner prefers the
+    float64 tail, but every plan must be accounted for), every remainder near the largest
+    the bound allows and of one sign: the bound holds (it caught remainders of a whole
+    unit when sigma was 2^s) and is within 3 bits of the loss."""
     n = 64
     A = np.ones((1, n))
     S = mf.split_rows(A)
-    L = next(L for L in range(20, 120)
-             if not mf._plan(S, L, n, 1).tail[0] and mf._plan(S, L, n, 1).J[0] >= 1)
-    monkeypatch.setattr(mf, "bits_kept", lambda k: L)
-    plan = mf._plan(S, L, n, 1)
+    beta_a, beta_x = mf.betas(n)
+    plan = mf._Plan(beta=beta_a, beta_x=beta_x, J=[J], tail=[False], sa=1, Jmax=J)
+    monkeypatch.setattr(mf, "_plan", lambda *a: plan)
     u = 2.0 ** (-plan.beta_x * plan.J[0])       # grid of the last slice kept
-    x = np.full((1, n, 4), 0.75)
-    x[0, :, 0] += 0.49 * u
-    x[0, :, 1] -= 0.49 * u
-    x[0, :, 2] += 0.99 * u                      # rounds up: remainder -0.01 u
-    x[0, :, 3] += (0.25 + 0.99) * u
+    x = np.full((1, n, 4), 0.75)                # u / 32 >= ulp(0.75) = 2^-53: exact
+    x[0, :, 0] += 15 / 32 * u
+    x[0, :, 1] -= 15 / 32 * u
+    x[0, :, 2] += 31 / 32 * u                   # rounds up: remainder -u/32
+    x[0, :, 3] += 39 / 32 * u
     M, err = mf.matmul(A, x, 2, A_slices=S)
     diff = np.abs(_Q(A) @ _val(x) - _val(M))
     assert np.all(diff <= _Q(err)) and np.all(diff > 0)

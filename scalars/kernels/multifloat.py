@@ -311,7 +311,7 @@ def split_cols(A) -> RowSlices:
 def bits_kept(k: int) -> int:
     """The level L (bits below |A||X|'s scale) down to which :func:`matmul` keeps the
     product: skipped and inexact parts are bounded by about 2^-L n max|A_r| max|X_c|."""
-    return 53 * k - 7
+    return 53 * k - 5
 
 
 @dataclass
@@ -445,6 +445,8 @@ def matmul_left(X, A, k: int, *, A_slices: RowSlices | None = None):
 #: data columns per chunk: about CHUNK_ELEMS entries of X (n x columns) so that the
 #: elementwise work of a chunk (slicing, summation) stays in the core's cache
 CHUNK_ELEMS = 1 << 18
+#: chunks narrower than this many columns multiply all data slices of a weight slice at once
+NARROW = 256
 
 
 def _product(S: RowSlices, X, k: int, name: str):
@@ -473,8 +475,13 @@ def _product(S: RowSlices, X, k: int, name: str):
     wmax = max((c1 - c0 for c0, c1 in bounds), default=0)
     # work arrays reused by every chunk (fresh large arrays cost page faults each time)
     ntail = len({plan.J[i] for i in range(plan.sa) if plan.tail[i]})
-    work = (np.empty((kx,) + lead + (n, wmax)), np.empty((max(plan.Jmax, 1),) + lead + (n, wmax)),
-            np.empty((max(ntail, 1),) + lead + (n, wmax)))
+    # narrow chunks (few columns: BLAS runs below speed) put the data slices side by side
+    # along the columns, so one product per weight slice covers all its data slices
+    narrow = wmax < NARROW
+    J1 = max(plan.Jmax, 1)
+    work = (np.empty((kx,) + lead + (n, wmax)),
+            np.empty(lead + (n, J1, wmax)) if narrow else np.empty((J1,) + lead + (n, wmax)),
+            np.empty((max(ntail, 1),) + lead + (n, wmax)), narrow)
     for c0, c1 in bounds:
         Mc, ec = _product_chunk(S, X[..., c0:c1], k, plan, name, work)
         M[..., c0:c1] = Mc
@@ -530,7 +537,11 @@ def _product_chunk(S: RowSlices, X, k: int, plan: _Plan, name: str, work):
         bnd = [1.0] + [float(np.max(np.ldexp(cm[t], -cexp))) if cm[t].size else 0.0
                        for t in range(1, kx)]
 
+    narrow = work[3]
     XB = work[1][..., :p]
+
+    def slot(j):
+        return XB[..., j, :] if narrow else XB[j]
     xunits = []                     # per slice: an int N with |X_j| <= N u_j
     tb = []                         # per J: a bound of |X - sum_{j<J} X_j| (scaled)
     tails = {}
@@ -549,7 +560,7 @@ def _product_chunk(S: RowSlices, X, k: int, plan: _Plan, name: str, work):
         uj = 2.0 ** (-bx * (j + 1))
         sigma = 1.5 * 2.0 ** _sigma_exp(bx, j)
         units = 0
-        out = XB[j]
+        out = slot(j)
         first = True
         for t in range(kx):
             if bnd[t] < uj / 2:       # RN rounds it to 0: the extraction would give zeros
@@ -604,7 +615,21 @@ def _product_chunk(S: RowSlices, X, k: int, plan: _Plan, name: str, work):
                 return
         acc_list.append([e, cost, val.copy()])
 
-    for j in range(Jmax):
+    if narrow:
+        XBf = XB.reshape(lead + (n, XB.shape[-2] * p))
+        for i in range(plan.sa):
+            Ji, cols = plan.J[i], S.cols[i]
+            if Ji == 0 or na[i] == 0:
+                continue
+            if cols is None:
+                prod = S.slices[i] @ XBf[..., :Ji * p]
+            else:
+                prod = S.slices[i][:, cols] @ XBf[..., cols, :Ji * p]
+            prod = prod.reshape(prod.shape[:-1] + (Ji, p))
+            for j in range(Ji):
+                if xunits[j]:
+                    add(i, j, prod[..., j, :])
+    for j in range(0 if narrow else Jmax):
         if xunits[j] == 0:
             continue
         Xj = XB[j]
@@ -624,6 +649,14 @@ def _product_chunk(S: RowSlices, X, k: int, plan: _Plan, name: str, work):
             parts_tail.append(S.slices[i] @ V if cols is None else
                               S.slices[i][:, cols] @ V[..., cols, :])
     acc_list.sort(key=lambda a: a[0])
+    # the tails are float64 products already (their rounding is bounded below): summed in
+    # float64 too, one part for renorm instead of one per slice; that sum's own rounding
+    # is at most ntails u times the sum of |tails| (bounded below as well)
+    if len(parts_tail) > 1:
+        tsum = parts_tail[0]
+        for t in parts_tail[1:]:
+            tsum += t
+        parts_tail = [tsum]
     parts = [a[2] for a in acc_list] + parts_tail
     out_shape = np.broadcast_shapes(S.shape[:-2], lead) + (S.shape[-2], p)
     if not parts:
@@ -638,11 +671,15 @@ def _product_chunk(S: RowSlices, X, k: int, plan: _Plan, name: str, work):
     # gamma_n = n u / (1 - n u) <= 1.01 n u for n u <= 0.01; the tail's own sum of kx
     # components adds gamma_kx.
     gam = (1.01 * n + 2 * kx + 4) * _U
+    ntails = sum(1 for i in range(plan.sa) if plan.tail[i] and na[i] > 0)
+    # |tail_i| <= (1 + gamma) |A_i| |V| <= 2 norm1_i tb: the float sum of ntails of them
+    # is off by at most (ntails - 1) u (1 + ...) times their sum
+    tsum_f = 2 * (ntails + 1) * _U if ntails > 1 else 0.0
     rowterm = np.zeros(S.shape[:-1])
     for i in range(plan.sa):
         f = tb[plan.J[i]]
         if plan.tail[i]:
-            f *= gam
+            f *= gam + tsum_f
         rowterm = rowterm + S.norm1[i] * f
     for i in range(plan.sa, len(S.slices)):   # extracted slices a smaller k leaves out
         rowterm = rowterm + S.norm1[i]

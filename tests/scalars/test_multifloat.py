@@ -179,6 +179,35 @@ def test_matmul_inner_dimension_sets_beta(n):
     assert mf.beta_for(n) == (53 - int(np.ceil(np.log2(n)))) // 2
 
 
+@pytest.mark.parametrize("narrow", [True, False])
+def test_matmul_column_chunks_and_layouts(monkeypatch, narrow):
+    """Small chunks (several per call, the last one wider) in both layouts of the data
+    slices: side by side per weight slice (narrow chunks) or one stacked product per data
+    slice (wide chunks); batched data broadcast over the weight."""
+    monkeypatch.setattr(mf, "CHUNK_ELEMS", 40 * 16)
+    monkeypatch.setattr(mf, "NARROW", 10 ** 9 if narrow else 0)
+    rng = np.random.default_rng(30)
+    A = rng.standard_normal((9, 40))
+    A[0, 5] = 2.0 ** -70                        # sparse deep weight slices too
+    X = _multi(rng, (2, 40, 53), 3)
+    M, err = mf.matmul(A, X, 3)
+    assert M.shape == (3, 2, 9, 53)
+    for b in range(2):
+        _check_product(A, X[:, b], M[:, b], err[b], 3, dense=False)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("k", [2, 3, 4])
+def test_matmul_larger_shapes(k):
+    """The slow run: im2col-like shapes (hundreds of columns, several default chunks)."""
+    rng = np.random.default_rng(40 + k)
+    A = rng.standard_normal((16, 300)) / 17
+    X = _multi(rng, (300, 700), k)
+    X[:, :, ::7] = np.maximum(X[:, :, ::7], 0)
+    M, err = mf.matmul(A, X, k)
+    _check_product(A, X, M, err, k, dense=True)
+
+
 def test_matmul_left_matches_transposed_product():
     """X @ A (data on the left, as im2col and x @ W.T call it) is A^T @ X^T transposed, to
     the bit, and encloses the exact product; batched X broadcasts over the weight."""

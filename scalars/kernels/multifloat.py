@@ -240,6 +240,7 @@ class RowSlices:
     rem_zero: bool = False
     transposed: bool = False
     stacks: dict = field(default_factory=dict)
+    a: np.ndarray = None         # the matrix itself (rows as sliced), for |A| bounds
 
     def stacked(self, idx: tuple) -> np.ndarray:
         """The slices ``idx`` stacked along the rows (one BLAS call for all of them)."""
@@ -290,7 +291,7 @@ def split_rows(A) -> RowSlices:
     # it loses at most 2^-1075 (scaled), which the underflow term of matmul covers.
     rem = np.ldexp(A, -exps[..., None])
     s = RowSlices(shape=A.shape, n=n, beta=beta, exps=exps, rownz=rownz,
-                  scaled_norm1=_inflate(np.abs(rem).sum(axis=-1), n), rem=rem)
+                  scaled_norm1=_inflate(np.abs(rem).sum(axis=-1), n), rem=rem, a=A)
     s._update_rem()
     return s
 
@@ -442,6 +443,10 @@ def matmul_left(X, A, k: int, *, A_slices: RowSlices | None = None):
             np.ascontiguousarray(np.swapaxes(err, -1, -2)))
 
 
+class _Overlap(Exception):
+    """A data slice has more than beta_x bits (the multi-float's components overlap)."""
+
+
 #: data columns per chunk: about CHUNK_ELEMS entries of X (n x columns) so that the
 #: elementwise work of a chunk (slicing, summation) stays in the core's cache
 CHUNK_ELEMS = 1 << 18
@@ -483,7 +488,21 @@ def _product(S: RowSlices, X, k: int, name: str):
             np.empty(lead + (n, J1, wmax)) if narrow else np.empty((J1,) + lead + (n, wmax)),
             np.empty((max(ntail, 1),) + lead + (n, wmax)), narrow)
     for c0, c1 in bounds:
-        Mc, ec = _product_chunk(S, X[..., c0:c1], k, plan, name, work)
+        Xc = X[..., c0:c1]
+        try:
+            Mc, ec = _product_chunk(S, Xc, k, plan, name, work)
+        except _Overlap:
+            # components that overlap (not renormalised) made a data slice too wide for
+            # an exact product: renormalise this chunk (exactly, or with its error
+            # carried through |A|) and run it again
+            Xr, ex = _renorm_owned([Xc[t].copy() for t in range(kx)], kx, name)
+            try:
+                Mc, ec = _product_chunk(S, Xr, k, plan, name, work)
+            except _Overlap:
+                raise RuntimeError(f"{name}: data slices too wide after renormalisation "
+                                   f"(internal error)") from None
+            if ex.any():
+                ec = _inflate(ec + abs_matmul_up(np.abs(S.a), ex), 2)
         M[..., c0:c1] = Mc
         err[..., c0:c1] = ec
     return M, err
@@ -584,6 +603,8 @@ def _product_chunk(S: RowSlices, X, k: int, plan: _Plan, name: str, work):
             continue
         if units > 2 ** bx:          # the a priori sum is loose (3 active comps): measure
             units = int(float(_absmax(out)) / uj) if out.size else 0
+            if units > 2 ** bx:      # only with overlapping components
+                raise _Overlap
         xunits.append(units)
 
     # --- exact products.  Entries of A_i @ X_j and all their partial sums are integer

@@ -320,3 +320,14 @@ def test_skipped_remainder_bound_is_sharp(monkeypatch, J):
     diff = np.abs(_Q(A) @ _val(x) - _val(M))
     assert np.all(diff <= _Q(err)) and np.all(diff > 0)
     assert np.all(_Q(err[:, :2]) <= diff[:, :2] * 8)
+
+
+def test_matmul_overlapping_components_are_renormalised():
+    """Components that overlap (three copies of one value, opposite halves) would make a
+    data slice too wide for an exact product: the chunk is renormalised first."""
+    rng = np.random.default_rng(9)
+    A = rng.standard_normal((4, 50))
+    x = rng.standard_normal((50, 6))
+    X = np.stack([x, x, x * (1 + 2.0 ** -30), -x / 3])
+    M, err = mf.matmul(A, X, 3)
+    _check_product(A, X, M, err, 3, dense=False)

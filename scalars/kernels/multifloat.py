@@ -46,7 +46,8 @@ def _finite(name: str, what: str, a) -> np.ndarray:
         if not (np.issubdtype(a.dtype, np.floating) or np.issubdtype(a.dtype, np.integer)):
             raise ValueError(f"{name}: {what} must be a float64 array, got dtype {a.dtype}")
         a = a.astype(np.float64)
-    if not np.all(np.isfinite(a)):
+    # max and min propagate NaN and show inf: two read-only passes, no mask array
+    if a.size and not (np.isfinite(np.max(a)) and np.isfinite(np.min(a))):
         bad = np.argwhere(~np.isfinite(a))[0]
         raise ValueError(f"{name}: {what} has a non-finite entry ({a[tuple(bad)]!r} at index "
                          f"{tuple(int(v) for v in bad)}); multi-float products need finite "
@@ -745,16 +746,21 @@ def abs_matmul_up(P, Q):
     normal (no term can underflow then)."""
     P = _finite("abs_matmul_up", "P", P)
     Q = _finite("abs_matmul_up", "Q", Q)
-    if (P < 0).any() or (Q < 0).any():
-        raise ValueError("abs_matmul_up: operands must be nonnegative (absolute values and "
-                         "radii)")
     if P.ndim == 0 or Q.ndim == 0:
         raise ValueError("abs_matmul_up: operands must have rank >= 1")
+    for what, t in (("P", P), ("Q", Q)):
+        if t.size and np.min(t) < 0:
+            bad = np.argwhere(t < 0)[0]
+            raise ValueError(f"abs_matmul_up: operands must be nonnegative (absolute values "
+                             f"and radii); {what} has {t[tuple(bad)]!r} at index "
+                             f"{tuple(int(v) for v in bad)}")
     n = P.shape[-1]
     with np.errstate(over="ignore"):
         C = np.matmul(P, Q)
         ub = _inflate(C, n)
-    pp, qq = P[P > 0], Q[Q > 0]
-    if pp.size and qq.size and float(pp.min()) * float(qq.min()) < _MIN_NORMAL:
-        ub = ub + (n + 1) * _TINY
+    if P.size and Q.size:
+        pmin = np.min(P, initial=np.inf, where=P > 0)
+        qmin = np.min(Q, initial=np.inf, where=Q > 0)
+        if np.isfinite(pmin) and np.isfinite(qmin) and float(pmin) * float(qmin) < _MIN_NORMAL:
+            ub = ub + (n + 1) * _TINY
     return ub

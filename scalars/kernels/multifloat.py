@@ -394,54 +394,46 @@ def matmul(A, X, k: int, *, A_slices: RowSlices | None = None):
     multi-float X (shape (kx, ..., n, p), numpy matmul broadcasting of the leading axes)
     as a k-component multi-float M (shape (k, ..., m, p)) with err >= |A X - sum(M)|
     elementwise.  ``A_slices``: :func:`split_rows` of A, to reuse a weight's slices."""
-    if not isinstance(k, (int, np.integer)) or k < 1:
-        raise ValueError(f"matmul: k must be a positive int, got {k!r}")
-    if A_slices is None:
-        A_slices = split_rows(A)
-    elif A is not None:
-        A = np.asarray(A)
-        if tuple(A.shape) != tuple(A_slices.shape):
-            raise ValueError(f"matmul: A has shape {list(A.shape)} but A_slices were made "
-                             f"from shape {list(A_slices.shape)}")
-    if A_slices.transposed:
-        raise ValueError("matmul: A_slices come from split_cols (for matmul_left); use "
-                         "split_rows(A) for A @ X")
-    X = _finite("matmul", "X", X)
-    if X.ndim < 3:
-        raise ValueError(f"matmul: X must be a multi-float of shape (k, ..., n, p), got "
-                         f"{list(X.shape)}")
-    if X.shape[-2] != A_slices.n:
-        raise ValueError(f"matmul: contracted dimensions differ: A is {list(A_slices.shape)}, "
-                         f"X components are {list(X.shape[1:])}")
-    return _product(A_slices, X, int(k), "matmul")
+    S, X = _operands("matmul", A, X, k, A_slices, left=False)
+    return _product(S, X, int(k), "matmul")
 
 
 def matmul_left(X, A, k: int, *, A_slices: RowSlices | None = None):
     """``(M, err)``: the product ``X @ A`` of a multi-float X (shape (kx, ..., p, n)) and a
     float64 matrix A (shape (..., n, m)), M of shape (k, ..., p, m) and err >= |X A -
     sum(M)|.  ``A_slices``: :func:`split_cols` of A."""
-    if not isinstance(k, (int, np.integer)) or k < 1:
-        raise ValueError(f"matmul_left: k must be a positive int, got {k!r}")
-    if A_slices is None:
-        A_slices = split_cols(A)
-    elif A is not None:
-        A = np.asarray(A)
-        if tuple(A.shape[:-2]) + (A.shape[-1], A.shape[-2]) != tuple(A_slices.shape):
-            raise ValueError(f"matmul_left: A has shape {list(A.shape)} but A_slices were "
-                             f"made from another shape")
-    if not A_slices.transposed:
-        raise ValueError("matmul_left: A_slices come from split_rows (for matmul); use "
-                         "split_cols(A) for X @ A")
-    X = _finite("matmul_left", "X", X)
-    if X.ndim < 3:
-        raise ValueError(f"matmul_left: X must be a multi-float of shape (k, ..., p, n), "
-                         f"got {list(X.shape)}")
-    if X.shape[-1] != A_slices.n:
-        raise ValueError(f"matmul_left: contracted dimensions differ: X components are "
-                         f"{list(X.shape[1:])}, A^T is {list(A_slices.shape)}")
-    M, err = _product(A_slices, np.swapaxes(X, -1, -2), int(k), "matmul_left")
+    S, X = _operands("matmul_left", A, X, k, A_slices, left=True)
+    M, err = _product(S, np.swapaxes(X, -1, -2), int(k), "matmul_left")
     return (np.ascontiguousarray(np.swapaxes(M, -1, -2)),
             np.ascontiguousarray(np.swapaxes(err, -1, -2)))
+
+
+def _operands(name, A, X, k, S, left: bool):
+    """Checked (slices, X) of a product; ``left``: X @ A (slices of A's columns)."""
+    if not isinstance(k, (int, np.integer)) or k < 1:
+        raise ValueError(f"{name}: k must be a positive int, got {k!r}")
+    if S is None:
+        S = split_cols(A) if left else split_rows(A)
+    elif A is not None:
+        shape = np.shape(A)
+        if left:
+            shape = tuple(shape[:-2]) + tuple(shape[-1:]) + tuple(shape[-2:-1])
+        if tuple(shape) != tuple(S.shape):
+            raise ValueError(f"{name}: A has shape {list(np.shape(A))} but A_slices were "
+                             f"made from shape {list(S.shape)}{' (transposed)' if left else ''}")
+    if S.transposed != left:
+        raise ValueError(f"{name}: A_slices come from "
+                         f"{'split_cols (for matmul_left)' if S.transposed else 'split_rows (for matmul)'}"
+                         f"; use {'split_cols(A) for X @ A' if left else 'split_rows(A) for A @ X'}")
+    X = _finite(name, "X", X)
+    dims = "(k, ..., p, n)" if left else "(k, ..., n, p)"
+    if X.ndim < 3:
+        raise ValueError(f"{name}: X must be a multi-float of shape {dims}, got "
+                         f"{list(X.shape)}")
+    if X.shape[-1 if left else -2] != S.n:
+        raise ValueError(f"{name}: contracted dimensions differ: A{'^T' if left else ''} is "
+                         f"{list(S.shape)}, X components are {list(X.shape[1:])}")
+    return S, X
 
 
 class _Overlap(Exception):

@@ -448,8 +448,38 @@ NARROW = 256
 
 
 def _product(S: RowSlices, X, k: int, name: str):
-    """A @ X for row slices S and a multi-float X (kx, ..., n, p), column chunk by chunk
-    (every step is per column, so the chunks are independent)."""
+    """A @ X for row slices S and a multi-float X (kx, ..., n, p).  Leading axes of X
+    that the weight does not have (a batch of samples over one weight, or over its
+    groups) are moved into the columns first: one wide product instead of many narrow
+    ones."""
+    B = tuple(S.shape[:-2])
+    L = tuple(X.shape[1:-2])
+    nf = len(L) - len(B)
+    if nf <= 0 or L[nf:] != B:
+        return _product_cols(S, X, k, name)
+    F = L[:nf]
+    kx, n, p = X.shape[0], X.shape[-2], X.shape[-1]
+    f = math.prod(F)
+    # (kx, F.., B.., n, p) -> (kx, B.., n, F.., p) -> (kx, B.., n, f p)
+    perm = (0,) + tuple(range(1 + nf, 1 + len(L))) + (1 + len(L),) + \
+        tuple(range(1, 1 + nf)) + (2 + len(L),)
+    Xf = np.transpose(X, perm).reshape((kx,) + B + (n, f * p))
+    M, err = _product_cols(S, Xf, k, name)
+    m = S.shape[-2]
+    M = M.reshape((k,) + B + (m,) + F + (p,))
+    err = err.reshape(B + (m,) + F + (p,))
+    nb = len(B)
+    # back: (k, B.., m, F.., p) -> (k, F.., B.., m, p)
+    permM = (0,) + tuple(range(2 + nb, 2 + nb + nf)) + tuple(range(1, 1 + nb)) + \
+        (1 + nb, 2 + nb + nf)
+    perme = tuple(range(1 + nb, 1 + nb + nf)) + tuple(range(nb)) + (nb, 1 + nb + nf)
+    return (np.ascontiguousarray(np.transpose(M, permM)),
+            np.ascontiguousarray(np.transpose(err, perme)))
+
+
+def _product_cols(S: RowSlices, X, k: int, name: str):
+    """A @ X, column chunk by chunk (every step is per column, so the chunks are
+    independent)."""
     n = S.n
     kx = X.shape[0]
     plan = _plan(S, bits_kept(k), n, kx)

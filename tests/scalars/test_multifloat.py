@@ -331,3 +331,23 @@ def test_matmul_overlapping_components_are_renormalised():
     X = np.stack([x, x, x * (1 + 2.0 ** -30), -x / 3])
     M, err = mf.matmul(A, X, 3)
     _check_product(A, X, M, err, 3, dense=False)
+
+
+def test_matmul_grouped_weight_and_sample_batch():
+    """A weight with a group axis (grouped convolution: (G, m, n)) and data with a sample
+    axis in front of the group axis (N, G): the samples move into the columns and back;
+    each (sample, group) block encloses its exact product."""
+    rng = np.random.default_rng(11)
+    A = rng.standard_normal((2, 5, 12))
+    X = _multi(rng, (3, 2, 12, 4), 2)
+    M, err = mf.matmul(A, X, 2)
+    assert M.shape == (2, 3, 2, 5, 4) and err.shape == (3, 2, 5, 4)
+    for b in range(3):
+        for g in range(2):
+            _check_product(A[g], X[:, b, g], M[:, b, g], err[b, g], 2, dense=True)
+    Ml, el = mf.matmul_left(np.swapaxes(X, -1, -2), np.swapaxes(A, -1, -2), 2)
+    assert Ml.shape == (2, 3, 2, 4, 5)
+    for b in range(3):
+        for g in range(2):
+            _check_product(A[g], X[:, b, g], np.swapaxes(Ml[:, b, g], -1, -2),
+                           el[b, g].T, 2, dense=True)

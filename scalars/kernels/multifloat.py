@@ -509,7 +509,8 @@ def _product_cols(S: RowSlices, X, k: int, name: str):
     J1 = max(plan.Jmax, 1)
     work = (np.empty((kx,) + lead + (n, wmax)),
             np.empty(lead + (n, J1, wmax)) if narrow else np.empty((J1,) + lead + (n, wmax)),
-            np.empty((max(ntail, 1),) + lead + (n, wmax)), narrow)
+            np.empty((max(ntail, 1),) + lead + (n, wmax)), narrow,
+            np.empty(lead + (n, wmax)) if kx > 1 else None)
     for c0, c1 in bounds:
         Xc = X[..., c0:c1]
         try:
@@ -615,7 +616,9 @@ def _product_chunk(S: RowSlices, X, k: int, plan: _Plan, name: str, work):
                 R[t] -= q
                 first = False
             else:
-                q = _extract(R[t], sigma)
+                q = np.add(R[t], sigma, out=work[4][..., :p])
+                q -= sigma
+                R[t] -= q
                 out += q
             # q is R_t rounded to a multiple of uj, so |q| <= bnd rounded up to the grid
             units += math.ceil(bnd[t] / uj)

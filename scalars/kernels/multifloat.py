@@ -7,15 +7,18 @@ carry about 53k bits, which is what a ball context with a multi-float midpoint n
 absorb the growth of its radius through deep networks.
 
 The products follow Ozaki, Ogita, Oishi and Rump (2012).  A (float64 weights) is scaled by
-a power of two per row and cut into slices ``A_i`` whose entries are integer multiples of
-``u_i = 2^-beta(i+1)`` with at most ``beta`` significant bits; X (multi-float data) likewise
-per column into ``X_j``.  With ``n 2^(2 beta) <= 2^53`` every partial sum of ``A_i @ X_j``
-is an integer multiple of ``u_i u_j`` below ``2^53 u_i u_j``, so ANY float64 matmul (any
-order, FMA or not, any thread count) computes it exactly.  Slice products are summed
-error-free (exactly, in per-level accumulators with a checked headroom budget, then
-:func:`renorm`); products whose contribution is below the kept precision are skipped or
-computed in plain float64, and their contribution or rounding error is bounded a priori
-and added to the returned ``err``.
+a power of two per row (|A| < 1) and cut into slices ``A_i`` whose entries are integer
+multiples of ``2^-beta_a(i+1)`` below ``2^-beta_a i``; X (multi-float data) likewise per
+column into ``X_j`` (multiples of ``2^-beta_x(j+1)``).  With ``n 2^(beta_a + beta_x) <=
+2^53`` every partial sum of ``A_i @ X_j`` is an integer multiple of the product of the
+units below 2^53 of them, so ANY float64 matmul (any order, FMA or not, any thread count)
+computes it exactly; the integer bounds are checked before each product is trusted.
+Slice products are summed error-free (in accumulators whose headroom is counted, then
+:func:`renorm`); the remainder of the data below the kept precision meets each weight
+slice in one plain float64 product (its rounding bounded by gamma_n) or is skipped (its
+size bounded), and those bounds, the weight's remainder and underflow terms are added to
+the returned ``err``.  A column chunk at a time, so that the elementwise work stays in
+cache.
 
 Functions: :func:`renorm`, :func:`split_rows` / :func:`split_cols` (a weight's slices, to
 reuse across calls), :func:`matmul` (weight on the left), :func:`matmul_left` (data on the
@@ -135,7 +138,6 @@ def _renorm_owned(Q, k, name):
     """:func:`renorm` on a list of float64 arrays it may overwrite (no checks)."""
     shape = Q[0].shape
     M = np.zeros((k,) + shape)
-    nparts = len(Q)
     Q = [q for q in Q if q.any()] or [Q[0]]
     with np.errstate(over="ignore", invalid="ignore"):
         for c in range(k):
@@ -152,6 +154,9 @@ def _renorm_owned(Q, k, name):
             acc = np.abs(Q[0])
             for q in Q[1:]:
                 acc += np.abs(q)
+            if not np.all(np.isfinite(acc)):     # an intermediate sum overflowed
+                raise ValueError(f"{name}: the sum overflows float64 (an intermediate "
+                                 f"TwoSum overflowed)")
             err = _inflate(acc, len(Q))
         else:
             err = np.zeros(shape)
@@ -221,9 +226,9 @@ class RowSlices:
     """The Ozaki slices of a float64 matrix A (shape (..., m, n)) by rows, made by
     :func:`split_rows` and extended on demand by :func:`matmul`.
 
-    ``exps``: the row exponents e_r (|A[r]| < 2^e_r, 0 for zero rows) as float64 powers
-    2^e_r are not stored (they may overflow), the ints are;  the scaled slices ``slices[i]``
-    hold integer multiples of 2^-beta(i+1) with |entry| <= 2^-beta i; ``rem`` the exact
+    ``exps``: the row exponents e_r (ints: |A[r]| < 2^e_r, 0 for zero rows); the scaled
+    slices ``slices[i]`` hold integer multiples of 2^-beta(i+1) with |entry| <= 2^-beta i
+    (half that for i >= 1: each remainder is at most half a unit); ``rem`` the exact
     remainder A 2^-e_r - sum(slices); ``norm1[i]`` an upper bound of the row 1-norms of
     slice i (shape (..., m)); ``amax[i]`` the largest |entry| of slice i."""
     shape: tuple
@@ -381,12 +386,6 @@ def _plan(S: RowSlices, L: int, n: int, kx: int = 3) -> _Plan:
     J = [o[1] for o in pick]
     tail = [o[2] for o in pick]
     return _Plan(beta=beta, beta_x=beta_x, J=J, tail=tail, sa=sa, Jmax=max(J) if J else 0)
-
-
-def _check_shapes(name, S, X):
-    if X.ndim < 3:
-        raise ValueError(f"{name}: the multi-float operand must have shape (k, ..., n, p), "
-                         f"got {list(X.shape)}")
 
 
 def matmul(A, X, k: int, *, A_slices: RowSlices | None = None):

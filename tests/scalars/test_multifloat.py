@@ -351,3 +351,18 @@ def test_matmul_grouped_weight_and_sample_batch():
         for g in range(2):
             _check_product(A[g], X[:, b, g], np.swapaxes(Ml[:, b, g], -1, -2),
                            el[b, g].T, 2, dense=True)
+
+
+def test_renorm_array_input_more_components_than_parts_and_k1_product():
+    """An array whose first axis lists the parts; k above the number of parts pads zero
+    components; k = 1 products round to one float64 with err covering the rest."""
+    rng = np.random.default_rng(12)
+    P = rng.standard_normal((2, 3, 4))
+    M, err = mf.renorm(P, 4)
+    assert M.shape == (4, 3, 4) and not M[2:].any() and not err.any()
+    assert np.all(_val(M) == _Q(P[0]) + _Q(P[1]))
+    A = rng.standard_normal((3, 8))
+    X = _multi(rng, (8, 2), 2)
+    M1, e1 = mf.matmul(A, X, 1)
+    assert M1.shape == (1, 3, 2)
+    _check_product(A, X, M1, e1, 1, dense=True)

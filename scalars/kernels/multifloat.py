@@ -421,9 +421,9 @@ def _operands(name, A, X, k, S, left: bool):
             raise ValueError(f"{name}: A has shape {list(np.shape(A))} but A_slices were "
                              f"made from shape {list(S.shape)}{' (transposed)' if left else ''}")
     if S.transposed != left:
-        raise ValueError(f"{name}: A_slices come from "
-                         f"{'split_cols (for matmul_left)' if S.transposed else 'split_rows (for matmul)'}"
-                         f"; use {'split_cols(A) for X @ A' if left else 'split_rows(A) for A @ X'}")
+        made = "split_cols (for matmul_left)" if S.transposed else "split_rows (for matmul)"
+        use = "split_cols(A) for X @ A" if left else "split_rows(A) for A @ X"
+        raise ValueError(f"{name}: A_slices come from {made}; use {use}")
     X = _finite(name, "X", X)
     dims = "(k, ..., p, n)" if left else "(k, ..., n, p)"
     if X.ndim < 3:

@@ -133,8 +133,9 @@ def test_matmul_dense_random(k):
 
 @pytest.mark.parametrize("k", [2, 3, 4])
 def test_matmul_huge_tiny_exponents_and_zeros(k):
-    """Rows and columns scaled by 2^+-500 (products from 2^-1000 to 2^900), tiny entries inside a row (slices far below the
-    row's scale), a row and a column of zeros, subnormal entries."""
+    """Rows and columns scaled by 2^+-500 (products from 2^-1000 to 2^900), tiny entries
+    inside a row (slices far below the row's scale), a row and a column of zeros,
+    subnormal entries."""
     rng = np.random.default_rng(20 + k)
     m, n, p = 6, 23, 5
     A = rng.standard_normal((m, n)) * 2.0 ** np.array([500, -500, 0, 40, -600, 0])[:, None]
@@ -217,7 +218,8 @@ def test_matmul_left_matches_transposed_product():
     M, err = mf.matmul_left(X, A, 3)
     assert M.shape == (3, 3, 7, 4) and err.shape == (3, 7, 4)
     Mt, et = mf.matmul(A.T, np.swapaxes(X, -1, -2), 3)
-    assert np.array_equal(M, np.swapaxes(Mt, -1, -2)) and np.array_equal(err, np.swapaxes(et, -1, -2))
+    assert np.array_equal(M, np.swapaxes(Mt, -1, -2))
+    assert np.array_equal(err, np.swapaxes(et, -1, -2))
     for b in range(3):
         _check_product(A.T, np.swapaxes(X[:, b], -1, -2), np.swapaxes(M[:, b], -1, -2),
                        err[b].T, 3, dense=True)

@@ -750,8 +750,10 @@ def _product_chunk(S: RowSlices, X, k: int, plan: _Plan, name: str, work):
         # a component that became subnormal was rounded (at most 2^-1075 lost)
         back = np.ldexp(M, -shift)
         lost = np.count_nonzero((back != Ms) & small, axis=0)
-        err = err + lost * _TINY
         if lost.any():
+            # a subnormal err takes lost 2^-1074 exactly (one grid); a normal one could
+            # absorb them, so it grows by 2^-45 relative first (>= 127 2^-1074)
+            err = np.where(lost > 0, err * (1.0 + 2.0 ** -45) + lost * _TINY, err)
             _repair(M, name)
     # ldexp rounds to nearest only when the result is subnormal: at most 2^-1075 lost
     err = np.where((err_s > 0) & (err <= _MIN_NORMAL), err + _TINY, err)

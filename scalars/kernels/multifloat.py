@@ -26,6 +26,14 @@ left, as im2col convolutions and ``x @ W.T`` call it) and :func:`abs_matmul_up` 
 rigorous upper bound of ``|A| R`` for radius propagation).  Pure numpy; every function
 refuses inf/NaN input with a ValueError (callers check finiteness before, this is the
 last line of defence).
+
+How the graph's contractions map here (the data is always the multi-float):
+``graph/ops_conv.py`` multiplies ``cols [N, G, P, K] @ wmat [G, K, O/G]``, i.e.
+``matmul_left(X of shape (k, N, G, P, K), wmat, k, A_slices=split_cols(wmat))`` (the
+sample axis N moves into the columns: one product per group); ``linear`` is
+``x @ W.T``: ``matmul_left(X (k, B, n), W.T, k, A_slices=split_cols(W.T))``; a weight on
+the left, ``W @ x``, is :func:`matmul` with :func:`split_rows`.  Reusing the slices
+object across calls is what makes a weight's splitting a one-off.
 """
 from __future__ import annotations
 

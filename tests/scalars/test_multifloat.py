@@ -133,8 +133,9 @@ def test_matmul_dense_random(k):
 
 @pytest.mark.parametrize("k", [2, 3, 4])
 def test_matmul_huge_tiny_exponents_and_zeros(k):
-    """Rows and columns scaled by 2^+-500 (products from 2^-1000 to 2^900), tiny entries inside a row (slices far below the
-    row's scale), a row and a column of zeros, subnormal entries."""
+    """Rows and columns scaled by 2^+-500 (products from 2^-1000 to 2^900), tiny entries
+    inside a row (slices far below the row's scale), a row and a column of zeros,
+    subnormal entries."""
     rng = np.random.default_rng(20 + k)
     m, n, p = 6, 23, 5
     A = rng.standard_normal((m, n)) * 2.0 ** np.array([500, -500, 0, 40, -600, 0])[:, None]
@@ -179,6 +180,35 @@ def test_matmul_inner_dimension_sets_beta(n):
     assert mf.beta_for(n) == (53 - int(np.ceil(np.log2(n)))) // 2
 
 
+@pytest.mark.parametrize("narrow", [True, False])
+def test_matmul_column_chunks_and_layouts(monkeypatch, narrow):
+    """Small chunks (several per call, the last one wider) in both layouts of the data
+    slices: side by side per weight slice (narrow chunks) or one stacked product per data
+    slice (wide chunks); batched data broadcast over the weight."""
+    monkeypatch.setattr(mf, "CHUNK_ELEMS", 40 * 16)
+    monkeypatch.setattr(mf, "NARROW", 10 ** 9 if narrow else 0)
+    rng = np.random.default_rng(30)
+    A = rng.standard_normal((9, 40))
+    A[0, 5] = 2.0 ** -70                        # sparse deep weight slices too
+    X = _multi(rng, (2, 40, 53), 3)
+    M, err = mf.matmul(A, X, 3)
+    assert M.shape == (3, 2, 9, 53)
+    for b in range(2):
+        _check_product(A, X[:, b], M[:, b], err[b], 3, dense=False)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("k", [2, 3, 4])
+def test_matmul_larger_shapes(k):
+    """The slow run: im2col-like shapes (hundreds of columns, several default chunks)."""
+    rng = np.random.default_rng(40 + k)
+    A = rng.standard_normal((16, 300)) / 17
+    X = _multi(rng, (300, 700), k)
+    X[:, :, ::7] = np.maximum(X[:, :, ::7], 0)
+    M, err = mf.matmul(A, X, k)
+    _check_product(A, X, M, err, k, dense=True)
+
+
 def test_matmul_left_matches_transposed_product():
     """X @ A (data on the left, as im2col and x @ W.T call it) is A^T @ X^T transposed, to
     the bit, and encloses the exact product; batched X broadcasts over the weight."""
@@ -188,7 +218,8 @@ def test_matmul_left_matches_transposed_product():
     M, err = mf.matmul_left(X, A, 3)
     assert M.shape == (3, 3, 7, 4) and err.shape == (3, 7, 4)
     Mt, et = mf.matmul(A.T, np.swapaxes(X, -1, -2), 3)
-    assert np.array_equal(M, np.swapaxes(Mt, -1, -2)) and np.array_equal(err, np.swapaxes(et, -1, -2))
+    assert np.array_equal(M, np.swapaxes(Mt, -1, -2))
+    assert np.array_equal(err, np.swapaxes(et, -1, -2))
     for b in range(3):
         _check_product(A.T, np.swapaxes(X[:, b], -1, -2), np.swapaxes(M[:, b], -1, -2),
                        err[b].T, 3, dense=True)
@@ -269,25 +300,71 @@ def test_extract_rounds_to_the_grid_exactly():
     assert np.all(_Q(q) + _Q(R) == _Q(R0))
 
 
-def test_skipped_remainder_bound_is_sharp(monkeypatch):
-    """Keep few bits (a level L where the plan skips the data's remainder) so the skipped
-    remainder dominates err, with every remainder near the largest the bound allows and
-    of one sign: the bound still holds (it caught remainders of a whole unit when sigma
-    was 2^s) and is within 3 bits of the loss."""
+@pytest.mark.parametrize("J", [1, 2])
+def test_skipped_remainder_bound_is_sharp(monkeypatch, J):
+    """A plan that skips the data's remainder after J slices (the planner prefers the
+    float64 tail, but every plan must be accounted for), every remainder near the largest
+    the bound allows and of one sign: the bound holds (it caught remainders of a whole
+    unit when sigma was 2^s) and is within 3 bits of the loss."""
     n = 64
     A = np.ones((1, n))
     S = mf.split_rows(A)
-    L = next(L for L in range(20, 120)
-             if not mf._plan(S, L, n, 1).tail[0] and mf._plan(S, L, n, 1).J[0] >= 1)
-    monkeypatch.setattr(mf, "bits_kept", lambda k: L)
-    plan = mf._plan(S, L, n, 1)
+    beta_a, beta_x = mf.betas(n)
+    plan = mf._Plan(beta=beta_a, beta_x=beta_x, J=[J], tail=[False], sa=1, Jmax=J)
+    monkeypatch.setattr(mf, "_plan", lambda *a: plan)
     u = 2.0 ** (-plan.beta_x * plan.J[0])       # grid of the last slice kept
-    x = np.full((1, n, 4), 0.75)
-    x[0, :, 0] += 0.49 * u
-    x[0, :, 1] -= 0.49 * u
-    x[0, :, 2] += 0.99 * u                      # rounds up: remainder -0.01 u
-    x[0, :, 3] += (0.25 + 0.99) * u
+    x = np.full((1, n, 4), 0.75)                # u / 32 >= ulp(0.75) = 2^-53: exact
+    x[0, :, 0] += 15 / 32 * u
+    x[0, :, 1] -= 15 / 32 * u
+    x[0, :, 2] += 31 / 32 * u                   # rounds up: remainder -u/32
+    x[0, :, 3] += 39 / 32 * u
     M, err = mf.matmul(A, x, 2, A_slices=S)
     diff = np.abs(_Q(A) @ _val(x) - _val(M))
     assert np.all(diff <= _Q(err)) and np.all(diff > 0)
     assert np.all(_Q(err[:, :2]) <= diff[:, :2] * 8)
+
+
+def test_matmul_overlapping_components_are_renormalised():
+    """Components that overlap (three copies of one value, opposite halves) would make a
+    data slice too wide for an exact product: the chunk is renormalised first."""
+    rng = np.random.default_rng(9)
+    A = rng.standard_normal((4, 50))
+    x = rng.standard_normal((50, 6))
+    X = np.stack([x, x, x * (1 + 2.0 ** -30), -x / 3])
+    M, err = mf.matmul(A, X, 3)
+    _check_product(A, X, M, err, 3, dense=False)
+
+
+def test_matmul_grouped_weight_and_sample_batch():
+    """A weight with a group axis (grouped convolution: (G, m, n)) and data with a sample
+    axis in front of the group axis (N, G): the samples move into the columns and back;
+    each (sample, group) block encloses its exact product."""
+    rng = np.random.default_rng(11)
+    A = rng.standard_normal((2, 5, 12))
+    X = _multi(rng, (3, 2, 12, 4), 2)
+    M, err = mf.matmul(A, X, 2)
+    assert M.shape == (2, 3, 2, 5, 4) and err.shape == (3, 2, 5, 4)
+    for b in range(3):
+        for g in range(2):
+            _check_product(A[g], X[:, b, g], M[:, b, g], err[b, g], 2, dense=True)
+    Ml, el = mf.matmul_left(np.swapaxes(X, -1, -2), np.swapaxes(A, -1, -2), 2)
+    assert Ml.shape == (2, 3, 2, 4, 5)
+    for b in range(3):
+        for g in range(2):
+            _check_product(A[g], X[:, b, g], np.swapaxes(Ml[:, b, g], -1, -2),
+                           el[b, g].T, 2, dense=True)
+
+
+def test_renorm_array_input_more_components_than_parts_and_k1_product():
+    """An array whose first axis lists the parts; k above the number of parts pads zero
+    components; k = 1 products round to one float64 with err covering the rest."""
+    rng = np.random.default_rng(12)
+    P = rng.standard_normal((2, 3, 4))
+    M, err = mf.renorm(P, 4)
+    assert M.shape == (4, 3, 4) and not M[2:].any() and not err.any()
+    assert np.all(_val(M) == _Q(P[0]) + _Q(P[1]))
+    A = rng.standard_normal((3, 8))
+    X = _multi(rng, (8, 2), 2)
+    M1, e1 = mf.matmul(A, X, 1)
+    assert M1.shape == (1, 3, 2)
+    _check_product(A, X, M1, e1, 1, dense=True)

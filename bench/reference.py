@@ -8,6 +8,10 @@ process per phase, CPU seconds and peak RSS each:
 * ``enclosure``: the interval:float64 pass of :mod:`experiments.enclosure_reference` and
   how many samples it settles for binary32 / bfloat16 at the output (the rest would go to
   the oracle; the oracle is not run here), with the largest relative width at the output;
+* ``ball``: the ball:3 pass of the default reference over the batch, the samples it
+  settles at the output in float64, binary32 and bfloat16 together, then ball:6 on the
+  samples left unsettled by their radius (the oracle is not run), with the largest
+  relative radius at the output;
 * ``reference``: the whole default reference (enclosure, then mpmath:200 on the samples
   it leaves) for binary32, bfloat16, binary16, e4m3;
 * ``oracle``: the old reference (``mpmath:200`` on every node) on ``--oracle-samples``
@@ -17,7 +21,8 @@ process per phase, CPU seconds and peak RSS each:
 a torchvision model.
 
     python bench/reference.py [--models resnet18:224 mobilenet_v3_small:32] [--samples 16]
-                              [--phases forward,enclosure,reference,oracle] [--oracle-samples 1]
+                              [--phases forward,enclosure,ball,reference,oracle]
+                              [--oracle-samples 1]
     python bench/reference.py --models mlp:64-128-128-10 --samples 2000 --oracle-samples 200
 
 Prints a Markdown table (model, phase, samples, CPU s, peak RSS MB, settled).  The model
@@ -86,6 +91,10 @@ def child(args):
         graph.denote_all(g, p, x[:2], scalars.get(args.phase.split()[1]))
     elif args.phase in ("enclosure", "reference"):
         ER.evaluate_enclosure(case, x[:2])
+    elif args.phase == "ball":
+        fmts = {c: metrics.format_of(scalars.get(c)) for c in ("float64", "binary32",
+                                                                "bfloat16")}
+        ER._evaluate_balls(case, x[:1], ER.BALL_K, fmts, [case.output_id])
     c0 = time.process_time()
     if args.phase.startswith("forward "):
         graph.denote_all(g, p, x, scalars.get(args.phase.split()[1]))
@@ -100,6 +109,18 @@ def child(args):
         mid = np.maximum(np.abs(lo), np.abs(hi))
         out["settled"] = settled
         out["max_rel_width"] = float(np.max((hi - lo) / mid))
+    elif args.phase == "ball":
+        res = ER._evaluate_balls(case, x, ER.BALL_K, fmts, [case.output_id])
+        out["settled"] = {f"ball:{ER.BALL_K}": int(np.count_nonzero(res["ok"]))}
+        esc = np.flatnonzero(~res["ok"] & (res["tight"] | res["failed"]))
+        c1 = time.process_time()
+        if esc.size:
+            up = ER._evaluate_balls(case, x[esc], ER.BALL_K_MAX, fmts, [case.output_id])
+            out["settled"][f"ball:{ER.BALL_K_MAX}"] = int(np.count_nonzero(up["ok"]))
+        out["cpu_escalation_s"] = time.process_time() - c1
+        out["max_rel_width"] = 2 * float(np.max(res["rel"][:, case.output_id]))
+        if res["why"]:
+            out["refused"] = res["why"][:80]
     elif args.phase == "reference":
         ref = RF.compute_reference(case, x, RF.ENCLOSURE, CS.parse_contexts(
             "binary32,bfloat16,binary16,e4m3"))
@@ -127,7 +148,7 @@ def main():
     ap.add_argument("--models", nargs="+", default=["resnet18:224", "mobilenet_v3_small:32"])
     ap.add_argument("--samples", type=int, default=16)
     ap.add_argument("--oracle-samples", type=int, default=1)
-    ap.add_argument("--phases", default="forward,enclosure,reference,oracle")
+    ap.add_argument("--phases", default="forward,enclosure,ball,reference,oracle")
     ap.add_argument("--child", default=None)
     ap.add_argument("--file", default=None)
     ap.add_argument("--n", type=int, default=1)
@@ -152,6 +173,8 @@ def main():
                     "float64", "binary32", "bfloat16", "binary16", "e4m3")]
             if "enclosure" in phases:
                 todo.append(("enclosure", args.samples))
+            if "ball" in phases:
+                todo.append(("ball", args.samples))
             if "reference" in phases:
                 todo.append(("reference", args.samples))
             if "oracle" in phases:
@@ -165,6 +188,10 @@ def main():
                 note = "" if s is None else (
                     ", ".join(f"{k} {v}/{n}" for k, v in s.items())
                     + f" (max rel width {r['max_rel_width']:.2g})")
+                if "cpu_escalation_s" in r:
+                    note += f"; escalation {r['cpu_escalation_s']:.2f} s"
+                if "refused" in r:
+                    note += f"; refused: {r['refused']}"
                 print(f"| {spec} | {phase} | {n} | {r['cpu_s']:.2f} | {r['peak_mb']:.0f} | "
                       f"{note} |", flush=True)
 

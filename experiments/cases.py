@@ -372,7 +372,11 @@ def ieee_kernels(graph, ctx) -> dict:
 
 
 def split_values(ctx, v):
-    """A context's value array as float64 (hi, lo): exact for binary formats."""
+    """A context's value array as float64 (hi, lo): exact for binary formats; a ball's
+    midpoint as its double-double."""
+    from scalarlab.scalars.values import Ball
+    if isinstance(v, Ball):
+        return ctx.midpoint_dd(v)
     arr = np.asarray(v)
     if arr.dtype == object:
         return metrics.exact_split(arr)

@@ -47,9 +47,11 @@ def add_sample_file_arguments(p, *, sampling: bool = False) -> None:
 
 
 def reference_name(text: str) -> str:
-    """``enclosure`` (the interval enclosure, the oracle where it does not settle) or an
-    oracle context name."""
-    return RF.ENCLOSURE if text.strip() == RF.ENCLOSURE else T.context_name(text)
+    """``enclosure`` (the ball enclosure, the oracle where it does not settle),
+    ``interval`` (the interval:float64 enclosure) or an oracle context name."""
+    if text.strip() in (RF.ENCLOSURE, RF.INTERVAL_ENCLOSURE):
+        return text.strip()
+    return T.context_name(text)
 
 
 reference_name.__name__ = "reference"
@@ -58,10 +60,12 @@ reference_name.__name__ = "reference"
 def add_reference_arguments(p) -> None:
     p.add_argument("--reference", type=reference_name, default=RF.DEFAULT_REFERENCE,
                    metavar="CTX",
-                   help=f"{RF.ENCLOSURE} (default): interval:float64 enclosures prove the "
-                        f"correctly rounded outputs they can, {RF.DEFAULT_ORACLE} takes the "
-                        f"samples they leave (and every run with float64); or an oracle "
-                        f"context for all samples (e.g. {RF.DEFAULT_ORACLE}, the old default)")
+                   help=f"{RF.ENCLOSURE} (default): ball:3 enclosures (ball:6 where too "
+                        f"wide) prove the correctly rounded outputs they can, float64's "
+                        f"included, {RF.DEFAULT_ORACLE} takes the samples they leave; "
+                        f"{RF.INTERVAL_ENCLOSURE}: the same with interval:float64 (float64 "
+                        f"runs take the oracle); or an oracle context for all samples (e.g. "
+                        f"{RF.DEFAULT_ORACLE})")
     p.add_argument("--oracle-limit", type=T.integer(0), default=RF.DEFAULT_ORACLE_LIMIT,
                    metavar="N",
                    help="above N samples a float64 reference replaces the oracle, but only "

@@ -14,8 +14,10 @@ from __future__ import annotations
 EXAMPLE_NAMES = ("six-node", "softmax-axis", "layernorm-axis", "concat-axis")
 
 # --------------------------------------------------------------- reference (reference.py)
-#: The default reference: the float64 enclosure, the oracle where it does not settle.
+#: The default reference: the ball enclosure (ball:3, ball:6), the oracle where it does
+#: not settle; INTERVAL_ENCLOSURE: the previous default, one interval:float64 pass.
 ENCLOSURE = "enclosure"
+INTERVAL_ENCLOSURE = "interval"
 DEFAULT_REFERENCE = ENCLOSURE
 #: The oracle behind the enclosure (and the old default).
 DEFAULT_ORACLE = "mpmath:200"

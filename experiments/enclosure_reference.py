@@ -1,6 +1,32 @@
-"""A rigorous reference that costs an interval forward pass: enclosures settle what they
-can, the multiprecision oracle the rest.
+"""A rigorous reference that costs a few forward passes: enclosures settle what they can,
+the multiprecision oracle the rest.
 
+**Ball enclosure** (the default, ``--reference enclosure``).  The graph is evaluated on
+the (point) samples in the ball context ``ball:3`` (:mod:`scalars.ball`): per node and
+entry a multi-float64 midpoint (3 float64 components, ~159 bits) and a rounded-up radius
+holding the exact real value; the matmuls are error-free float64 BLAS products.  An
+entry is **settled** for a format when every real in the ball rounds (nearest-even, the
+rounding the metrics use) to one value of the format:
+
+* ``v`` = the midpoint rounded into the format; settled when ``|midpoint - v| + radius``
+  is below half the gap to the neighbour on that side (``ulp(v)/2``; ``ulp(v)/4`` toward
+  zero from a power of two; strictly: no tie can hide inside), decided on the exact
+  margins renormalised to two components -- binary64 and the low formats alike;
+* or the ball's outward float64 ends round to the same value (rounding is monotone):
+  overflow to infinity, flushing formats.
+
+A sample counts as proven when every entry of the reported node (the output for
+``compare``, the measured node for ``gaps``) is settled in every compared format; its
+ULP and bits figures are then exact.  Escalation: a sample left unsettled only because
+its radius is too wide (its midpoint alone would settle) -- or whose chunk the ball
+context refused (an undecided comparison, a divisor ball holding 0) -- is evaluated again
+at ``ball:6`` (~318 bits); what is still unsettled, and every sample whose value lies on
+(or within the midpoint's precision of) a rounding boundary, goes to the ``mpmath:200``
+oracle, that sample only.  When the first PILOT samples are proven by neither precision,
+the whole run goes to the oracle without evaluating the rest.  ``meta.reference_check``
+says how many samples each precision settled, how many went to the oracle and why.
+
+**Interval enclosure** (``--reference interval``: the previous default, kept):
 The graph is evaluated once in ``interval:float64`` on the (point) samples: directed
 rounding and rigorous midpoint-radius products give, per node and entry, ``[lo, hi]``
 holding the exact real value.  An entry is **settled** for a format when ``lo`` and
@@ -230,3 +256,328 @@ def settled_value(lo, fmt) -> np.ndarray:
         return np.asarray(lo, dtype=np.float64)
     with np.errstate(all="ignore"):
         return formats.round_to_format(np.asarray(lo, dtype=np.float64), fmt, "nearest_even")
+
+
+# ====================================================================== ball enclosure
+#: The ball precisions: the run starts at BALL_K components, escalates to BALL_K_MAX.
+BALL_K = 3
+BALL_K_MAX = 6
+#: Bytes the node values of one chunk may take (midpoint components and radius of every
+#: node, 16 times over for the transients of im2col and the error-free products: resnet18
+#: at 32x32 peaked at 2.8 GB for 16 samples with 4).
+BALL_CHUNK_BYTES = 1 << 30
+BALL_TRANSIENTS = 16
+
+
+def ball_ineligible(contexts) -> str:
+    """Why the ball enclosure cannot settle the figures of ``contexts`` ("" if it can):
+    only a context without a binary format (mpmath, rational) is out of its reach."""
+    return "; ".join(f"{c.name} has no binary format" for c in contexts
+                     if metrics.format_of(c) is None)
+
+
+def ball_chunk(case, k: int, n: int) -> int:
+    """Samples per ball evaluation: :data:`CHUNK` at most, fewer when the graph's node
+    values at ``k`` components would pass :data:`BALL_CHUNK_BYTES`."""
+    import math
+    per = sum(math.prod(nd.out_shape) for nd in case.nodes) * (k + 1) * 8 * BALL_TRANSIENTS
+    return int(max(1, min(CHUNK, n, BALL_CHUNK_BYTES // max(per, 1))))
+
+
+def _positive(parts) -> np.ndarray:
+    """Is the exact sum of ``parts`` (first axis) surely > 0?  Its renorm to two
+    components ``P`` with error bound ``err``: ``P0 + P1`` rounds within ``2^-52`` of
+    itself, so the sum exceeds ``t - |t| 2^-51 - err`` (with slack), ``t = fl(P0 + P1)``."""
+    from scalarlab.scalars.kernels import multifloat as MF
+    with np.errstate(all="ignore"):
+        P, err = MF.renorm(parts, 2)
+        t = P[0] + P[1]
+        return t > np.nextafter((np.abs(t) * 2.0 ** -51 + err) * (1.0 + 2.0 ** -50), np.inf)
+
+
+def ball_settled(ctx, v, fmt, n: int, *, exact_mid: bool = False):
+    """``(settled, value)`` per entry, ``(n, entries)`` each: does every real in the ball
+    round (nearest-even) to one value of ``fmt``, and that value.  ``exact_mid``: judge
+    the midpoint alone (radius 0): would a tighter ball settle it?
+
+    Two rigorous tests, either settles: (1) ``r`` = the midpoint rounded into ``fmt``,
+    settled when the ball lies within half the gap from ``r`` to each neighbour (``ulp/2``;
+    ``ulp/4`` toward zero from a power of two; strict, so no tie hides inside), decided
+    on the exact margins renormalised to two components, for ``r`` in the format's range
+    (normal, or subnormal with gradual underflow; not its largest value); (2) the ball's
+    outward float64 ends round to one value (covers overflow and flushing formats)."""
+    from scalarlab.scalars.values import Ball
+    from scalarlab.scalars.kernels import multifloat as MF
+    if exact_mid:
+        v = Ball(v.mid, None)
+    r64, e64 = ctx.midpoint_dd(v)                # r64 = RN64 of the midpoint
+    r = metrics.correctly_rounded(r64, e64, fmt)
+    rr = np.where(np.isfinite(r), r, 0.0)[None]
+    rad = np.zeros(np.shape(r)) if v.rad is None else v.rad
+    with np.errstate(all="ignore"):
+        a = np.abs(r)
+        m, e = np.frexp(a)                       # a = m 2^e, m in [0.5, 1)
+        # (frexp(0) = (0, 0): zero's gap is the smallest subnormal's, exponent emin)
+        expo = np.where(a == 0, fmt.emin, np.maximum(e - 1, fmt.emin))
+        ulp = np.ldexp(1.0, expo - fmt.man_bits)
+        # half the gap to each neighbour: ulp/2, but toward zero from a power of two
+        # (above the subnormal range) the gap is half as wide
+        h_tz = ulp * np.where((m == 0.5) & (e - 1 > fmt.emin), 0.25, 0.5)
+        h_up = np.where(r < 0, h_tz, 0.5 * ulp)
+        h_dn = np.where(r > 0, h_tz, 0.5 * ulp)
+        uniform = np.isfinite(r) & (a < fmt.max_finite) & (
+            (a >= fmt.min_normal) | bool(fmt.subnormals))
+        # |mid - r| + rad < half, as two exact margins: half -+ (mid - r) - rad > 0 (a
+        # float64 |mid - r| would round away the distances that matter: 10^-36 at 2^-24)
+        ok = uniform & _positive(np.concatenate([h_up[None], -v.mid, rr, -rad[None]])) \
+            & _positive(np.concatenate([h_dn[None], v.mid, -rr, -rad[None]]))
+        M, err = MF.renorm(np.concatenate([v.mid, -rr]), 1)
+    # an exact midpoint equal to r (no radius), also where the gap test cannot speak
+    exact = (M[0] == 0) & (err == 0) & (rad == 0) & np.isfinite(r)
+    ok |= exact
+    lo_e, hi_e = ctx.ends(v)
+    by_ends = settled_entries(lo_e, hi_e, fmt) & ~ok
+    val = np.where(by_ends, settled_value(lo_e, fmt), r)
+    return (ok | by_ends).reshape(n, -1), val.reshape(n, -1)
+
+
+def _ball_pass(case, x, ctx, fmts, report):
+    """One ball evaluation of the samples ``x``: per node the midpoint double-double
+    ``(hi, lo)`` with ``hi`` the float64 rounding, per sample whether every reported entry
+    is settled in every format (``ok``) and whether the midpoints alone would be
+    (``near``: False means a rounding boundary within the midpoint's precision), the
+    settled masks per format and reported node, and the per-node relative radius."""
+    import scalarlab.graph as G
+    n = batch_size(x)
+    vals = G.denote_all(case.graph, case.payload, x, ctx)
+    ok = np.ones(n, dtype=bool)
+    tight = np.ones(n, dtype=bool)
+    per_fmt = {}
+    for name, f in fmts.items():
+        per_fmt[name] = []
+        for i in report:
+            s, val = ball_settled(ctx, vals[i], f, n)
+            # the rows read the midpoint's rounding: it must be the proven value
+            cr = metrics.correctly_rounded(*ctx.midpoint_dd(vals[i]), f).reshape(n, -1)
+            s = s & ((cr == val) | (np.isnan(cr) & np.isnan(val)))
+            per_fmt[name].append(s)
+            ok &= np.all(s, axis=1)
+            t, _ = ball_settled(ctx, vals[i], f, n, exact_mid=True)
+            tight &= np.all(t | s, axis=1)
+    dd, rel = [], []
+    for v in vals:
+        dd.append(ctx.midpoint_dd(v))
+        rad = ctx.radius(v).reshape(n, -1)
+        with np.errstate(all="ignore"):
+            r = np.where(rad == 0, 0.0, rad / np.abs(dd[-1][0].reshape(n, -1)))
+        rel.append(np.max(r, axis=1) if r.shape[1] else np.zeros(n))
+    return dd, ok, tight, per_fmt, np.stack(rel, axis=1)
+
+
+def _evaluate_balls(case, x, k, fmts, report, *, quiet=True, desc=None):
+    """The ball pass over all samples of ``x`` at ``k`` components, chunked; a chunk the
+    context refuses is evaluated sample by sample, and a sample it still refuses is
+    marked ``failed`` (with the first reason).  Returns a dict of per-sample arrays."""
+    from scalarlab.scalars.errors import ScalarLabError
+    ctx = scalars.get(f"ball:{k}")
+    n = batch_size(x)
+    step = ball_chunk(case, k, n)
+    out = {"dd": [[] for _ in case.nodes], "ok": [], "tight": [], "failed": [], "rel": [],
+           "per_fmt": {name: [[] for _ in report] for name in fmts}, "why": ""}
+    starts = range(0, n, step)
+
+    def take(res, m):
+        dd, ok, tight, per_fmt, rel = res
+        for i, p in enumerate(dd):
+            out["dd"][i].append(p)
+        out["ok"].append(ok); out["tight"].append(tight)
+        out["failed"].append(np.zeros(m, dtype=bool)); out["rel"].append(rel)
+        for name in fmts:
+            for j, s in enumerate(per_fmt[name]):
+                out["per_fmt"][name][j].append(s)
+
+    def failed(xs, m, why):
+        # a refused sample: NaN values (never read: it goes to the oracle), not settled
+        shapes = [tuple(nd.out_shape) for nd in case.nodes]
+        for i, sh in enumerate(shapes):
+            z = np.full((m,) + sh, np.nan)
+            out["dd"][i].append((z, z))
+        out["ok"].append(np.zeros(m, dtype=bool)); out["tight"].append(np.ones(m, dtype=bool))
+        out["failed"].append(np.ones(m, dtype=bool))
+        out["rel"].append(np.full((m, len(shapes)), np.inf))
+        for name in fmts:
+            for j, i in enumerate(report):
+                e = int(np.prod(shapes[i]))
+                out["per_fmt"][name][j].append(np.zeros((m, e), dtype=bool))
+        out["why"] = out["why"] or why
+
+    errors = (ScalarLabError, ArithmeticError, ValueError, TypeError)
+    for s in progress(starts, total=len(starts), desc=desc or ctx.name,
+                      quiet=quiet or len(starts) < 2):
+        xs = batch_take(x, slice(s, s + step))
+        m = batch_size(xs)
+        try:
+            take(_ball_pass(case, xs, ctx, fmts, report), m)
+            continue
+        except errors as exc:
+            if m == 1:
+                failed(xs, 1, _first_line(exc))
+                continue
+        for j in range(m):                      # isolate the samples the ball refuses
+            xj = batch_take(xs, slice(j, j + 1))
+            try:
+                take(_ball_pass(case, xj, ctx, fmts, report), 1)
+            except errors as exc:
+                failed(xj, 1, _first_line(exc))
+    cat = np.concatenate
+    return {"dd": [(cat([a for a, _ in p]), cat([b for _, b in p])) for p in out["dd"]],
+            "ok": cat(out["ok"]), "tight": cat(out["tight"]), "failed": cat(out["failed"]),
+            "rel": cat(out["rel"]),
+            "per_fmt": {name: [cat(v) for v in lst] for name, lst in out["per_fmt"].items()},
+            "why": out["why"]}
+
+
+def _first_line(exc) -> str:
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+
+
+def _merge(into, sel, part):
+    """Write the per-sample results ``part`` (for samples ``sel``) over ``into``."""
+    for i, (h, l) in enumerate(part["dd"]):
+        into["dd"][i][0][sel] = h
+        into["dd"][i][1][sel] = l
+    for key in ("ok", "tight", "failed", "rel"):
+        into[key][sel] = part[key]
+    for name, lst in part["per_fmt"].items():
+        for j, s in enumerate(lst):
+            into["per_fmt"][name][j][sel] = s
+    into["why"] = into["why"] or part["why"]
+
+
+def ball_reference(case, x, oracle, contexts, fallback, *, nodes=None, quiet=True):
+    """``((name, label, values, check), "")`` from the ball enclosure -- ``fallback(case,
+    x_sub)`` gives the oracle's Reference on the samples it does not settle -- or
+    ``(None, why)`` when it cannot be used (see the module docstring)."""
+    why = ball_ineligible(contexts)
+    if why:
+        return None, f"enclosure not used: {why}"
+    fmts = {c.name: metrics.format_of(c) for c in contexts}
+    report = [case.output_id] if nodes is None else [int(i) for i in nodes]
+    n = batch_size(x)
+    k = BALL_K
+    # The pilot: a network the balls cannot settle even at BALL_K_MAX sends the run to
+    # the oracle before the pass over the whole batch.
+    p = min(n, PILOT)
+    res = _evaluate_balls(case, batch_take(x, slice(0, p)), k, fmts, report, quiet=True)
+    esc_p = np.flatnonzero(~res["ok"] & (res["tight"] | res["failed"]))
+    pilot_up = None
+    if esc_p.size:
+        pilot_up = _evaluate_balls(case, batch_take(x, esc_p), BALL_K_MAX, fmts, report,
+                                   quiet=True)
+    proven_p = int(np.count_nonzero(res["ok"])) + (
+        0 if pilot_up is None else int(np.count_nonzero(pilot_up["ok"])))
+    if n > p and proven_p == 0:
+        rel = res["rel"][:, report[0]]
+        return None, (f"enclosure not used: ball:{BALL_K} and ball:{BALL_K_MAX} proved none "
+                      f"of the first {p} samples (relative radius up to "
+                      f"{float(np.max(rel)) if rel.size else 0.0:.2g} at node {report[0]}"
+                      + (f"; {res['why']}" if res["why"] else "") + ")")
+    # most of the pilot needed the wider precision: run the rest there directly
+    if pilot_up is not None and esc_p.size * 2 > p and np.count_nonzero(pilot_up["ok"]):
+        k = BALL_K_MAX
+    if n > p:
+        rest = _evaluate_balls(case, batch_take(x, slice(p, n)), k, fmts, report,
+                               quiet=quiet, desc=f"reference ball:{k}")
+        res = {"dd": [(np.concatenate([a[0], b[0]]), np.concatenate([a[1], b[1]]))
+                      for a, b in zip(res["dd"], rest["dd"])],
+               **{key: np.concatenate([res[key], rest[key]])
+                  for key in ("ok", "tight", "failed", "rel")},
+               "per_fmt": {name: [np.concatenate([a, b]) for a, b in
+                                  zip(res["per_fmt"][name], rest["per_fmt"][name])]
+                           for name in fmts},
+               "why": res["why"] or rest["why"]}
+    by_k = np.full(n, BALL_K)
+    by_k[p:] = k
+    # escalation of the rest (the pilot's already done), then the pilot's results merged
+    if k < BALL_K_MAX:
+        esc = np.flatnonzero(~res["ok"] & (res["tight"] | res["failed"]))
+        esc = esc[esc >= p]
+        if esc.size:
+            up = _evaluate_balls(case, batch_take(x, esc), BALL_K_MAX, fmts, report,
+                                 quiet=quiet, desc=f"reference ball:{BALL_K_MAX}")
+            _merge(res, esc, up)
+            by_k[esc] = BALL_K_MAX
+    if pilot_up is not None:
+        _merge(res, esc_p, pilot_up)
+        by_k[esc_p] = BALL_K_MAX
+    ok = res["ok"]
+    values = list(res["dd"])             # the oracle's samples are replaced below
+    sel = np.flatnonzero(~ok)
+    reasons = {"boundary": int(np.count_nonzero(~ok & ~res["tight"] & ~res["failed"])),
+               "radius": int(np.count_nonzero(~ok & res["tight"] & ~res["failed"])),
+               "refused": int(np.count_nonzero(~ok & res["failed"]))}
+    by_ball = {f"ball:{kk}": int(np.count_nonzero(ok & (by_k == kk)))
+               for kk in sorted({BALL_K, BALL_K_MAX})}
+    check: dict = {"enclosure": "ball", "samples_by_enclosure": int(n - sel.size),
+                   "samples_by_ball": by_ball, "samples_by_oracle": int(sel.size),
+                   "oracle_reasons": reasons}
+    if res["why"]:
+        check["ball_refused"] = res["why"]
+    sub_label = ""
+    contradicted = 0
+    if sel.size:
+        sub = fallback(case, batch_take(x, sel))
+        sub_label = sub.label
+        for i, (rh, rl) in enumerate(sub.values):
+            mh, ml = values[i]
+            mh, ml = mh.copy(), ml.copy()
+            mh[sel], ml[sel] = rh, rl
+            values[i] = (mh, ml)
+        # entries the balls settled inside a sample that went to the oracle: the oracle
+        # must round them the same way (a disagreement would be a bug; it is counted)
+        for name, f in fmts.items():
+            for j, i in enumerate(report):
+                s = res["per_fmt"][name][j][sel]
+                a = metrics.correctly_rounded(sub.values[i][0], sub.values[i][1], f)
+                a = a.reshape(sel.size, -1)
+                b = _ball_values(res, i, f, n)[sel]
+                contradicted += int(np.count_nonzero(s & (a != b) & ~(np.isnan(a) &
+                                                                      np.isnan(b))))
+    settled = {}
+    for name in fmts:
+        by_enc = sum(int(np.count_nonzero(s)) for s in res["per_fmt"][name])
+        total = sum(int(s.size) for s in res["per_fmt"][name])
+        settled[name] = {"enclosure": by_enc, "oracle": total - by_enc, "unsettled": 0}
+    check["settled"] = settled
+    check["oracle_contradicted"] = contradicted
+    rel = res["rel"][ok]
+    radius = [float(np.max(rel[:, i])) if rel.shape[0] else 0.0 for i in range(len(values))]
+    check["node_max_rel_radius"] = radius
+    check["max_rel_radius"] = max(radius[i] for i in report)
+    where = ("output" if nodes is None else
+             "every node's" if len(report) == len(case.nodes) > 1 else
+             "node" + ("s " if len(report) > 1 else " ") + ", ".join(map(str, report)))
+    by_format = {}
+    for name, v in settled.items():
+        by_format.setdefault(fmts[name].name, v)
+    figures = ", ".join(f"{f} {v['enclosure']}/{v['enclosure'] + v['oracle']}"
+                        for f, v in by_format.items())
+    parts = ", ".join(f"{v} at {kk}" for kk, v in by_ball.items() if v)
+    label = (f"ball enclosure, proven on {n - sel.size} of {n} samples ("
+             + (f"{parts}; " if parts else "") + f"{where} entries settled: {figures})")
+    if sel.size:
+        why_o = ", ".join(f"{v} {r}" for r, v in reasons.items() if v)
+        label += f"; {sel.size} by {sub_label} ({why_o})"
+    if contradicted:
+        label += f"; WARNING: the oracle contradicts {contradicted} proven entries"
+    # the oracle's own name (it may have been raised, mpmath:728 for tiny inputs); the
+    # oracle's alone when the balls proved no sample
+    name = (f"ball:{BALL_K}" if not sel.size else sub.name if sel.size == n
+            else f"ball:{BALL_K}+{sub.name}")
+    return (name, label, values, check), ""
+
+
+def _ball_values(res, i, f, n):
+    """The format values the balls' midpoints round to at node ``i`` (``(n, entries)``):
+    where an entry is settled, the proven value (checked equal in :func:`_ball_pass`)."""
+    return metrics.correctly_rounded(*res["dd"][i], f).reshape(n, -1)

@@ -1,9 +1,11 @@
 """The reference a discrepancy table measures against: which oracle, at what precision.
 
-The default, ``enclosure``, evaluates the graph once in ``interval:float64`` and proves the
-correctly rounded values it can (:mod:`experiments.enclosure_reference`); the samples it
-does not settle, and every run that compares a context it cannot settle (float64, or a
-context without a binary format), go to the ``mpmath:200`` oracle as below.
+The default, ``enclosure``, evaluates the graph in the ball context ``ball:3`` (``ball:6``
+for the samples whose radius is too wide) and proves the correctly rounded values it can,
+float64's included (:mod:`experiments.enclosure_reference`); the samples it does not
+settle, and every run that compares a context without a binary format, go to the
+``mpmath:200`` oracle as below.  ``interval`` is the previous default: one
+``interval:float64`` pass, which cannot settle float64 (those runs take the oracle).
 
 An explicit oracle (``--reference mpmath:200``): the oracle context evaluates every sample, or -- on large batches of cheap formats -- a
 float64 reference replaces it once a check shows the two give the same correctly rounded
@@ -25,7 +27,8 @@ from .cases import (batch_size, batch_take, check_point_context, evaluate_split,
 # The default reference (the float64 enclosure, the oracle where it does not settle), the
 # oracle behind it, and the oracle limit and its check: defined in experiments/defaults.py.
 from .defaults import (DEFAULT_CHECK_SAMPLES, DEFAULT_ORACLE,  # noqa: E402,F401
-                       DEFAULT_ORACLE_LIMIT, DEFAULT_REFERENCE, ENCLOSURE)
+                       DEFAULT_ORACLE_LIMIT, DEFAULT_REFERENCE, ENCLOSURE,
+                       INTERVAL_ENCLOSURE)
 #: The cheap float64 reference is only allowed for formats with at most this many
 #: significand bits (it then carries >= 27 spare bits beyond the format's precision).
 CHEAP_REFERENCE_MAX_PRECISION = 26
@@ -70,14 +73,16 @@ def compute_reference(case, x, oracle_name, contexts, *, oracle_limit=DEFAULT_OR
     or declines, the oracle runs on everything (:func:`oracle_reference`) and the label
     says why.
 
-    ``oracle_name`` ``"enclosure"`` (the default): the interval enclosure settles what it
-    can and the samples it leaves go through this function with ``mpmath:200``
-    (:func:`experiments.enclosure_reference.enclosure_reference`).
+    ``oracle_name`` ``"enclosure"`` (the default): the ball enclosure settles what it can
+    and the samples it leaves go through this function with ``mpmath:200``
+    (:func:`experiments.enclosure_reference.ball_reference`); ``"interval"``: the same
+    with the interval:float64 enclosure (:func:`~experiments.enclosure_reference.
+    enclosure_reference`).
     """
-    if oracle_name == ENCLOSURE:
+    if oracle_name in (ENCLOSURE, INTERVAL_ENCLOSURE):
         return _enclosure_then_oracle(case, x, contexts, oracle_limit=oracle_limit,
                                       check_samples=check_samples, seed=seed, quiet=quiet,
-                                      nodes=nodes)
+                                      nodes=nodes, method=oracle_name)
     oracle = scalars.get(oracle_name)
     check_point_context(oracle, "--reference")
     oracle, raised = _oracle_for_inputs(oracle, x)
@@ -101,15 +106,17 @@ def compute_reference(case, x, oracle_name, contexts, *, oracle_limit=DEFAULT_OR
     return oracle_reference(case, x, oracle, why, quiet=quiet)
 
 
-def _enclosure_then_oracle(case, x, contexts, **kw) -> Reference:
-    """The enclosure reference, the oracle on the samples it does not settle; the oracle
-    on all samples (label says why) when the enclosure cannot be used."""
-    from .enclosure_reference import enclosure_reference
+def _enclosure_then_oracle(case, x, contexts, *, method=ENCLOSURE, **kw) -> Reference:
+    """The enclosure reference (balls, or ``method`` ``interval``: interval:float64), the
+    oracle on the samples it does not settle; the oracle on all samples (label says why)
+    when the enclosure cannot be used."""
+    from .enclosure_reference import ball_reference, enclosure_reference
 
     def fallback(case_, xs):
         return compute_reference(case_, xs, DEFAULT_ORACLE, contexts, **kw)
-    got, why = enclosure_reference(case, x, DEFAULT_ORACLE, contexts, fallback,
-                                   nodes=kw.get("nodes"), quiet=kw.get("quiet", True))
+    run = ball_reference if method == ENCLOSURE else enclosure_reference
+    got, why = run(case, x, DEFAULT_ORACLE, contexts, fallback,
+                   nodes=kw.get("nodes"), quiet=kw.get("quiet", True))
     if got is not None:
         name, label, values, check = got
         return Reference(name, DEFAULT_ORACLE, label, values, check)

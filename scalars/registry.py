@@ -34,7 +34,7 @@ from .errors import ContextError
 
 # The context modules, in the order their names are listed by names().
 CONTEXT_MODULES = ("float64", "binary", "mixed", "exact", "fp32_real", "mpmath_ctx", "complex128",
-                   "interval", "dual")
+                   "interval", "dual", "ball")
 
 #: other libraries' names for the lab's formats -> the canonical context name
 ALIASES = {"float32": "binary32", "fp32": "binary32", "single": "binary32",

@@ -1,5 +1,5 @@
-"""The value types of the structured contexts: :class:`Interval` (interval contexts) and
-:class:`Dual` (dual contexts).
+"""The value types of the structured contexts: :class:`Interval` (interval contexts),
+:class:`Dual` (dual contexts) and :class:`Ball` (ball contexts).
 
 Plain pairs of base-context arrays with no arithmetic of their own, kept apart from the
 contexts so that graph, IBP and tape code can recognise and build values without
@@ -43,3 +43,23 @@ class Dual:
 
     def __repr__(self) -> str:
         return f"Dual(primal={self.primal!r}, tangent={self.tangent!r})"
+
+
+class Ball:
+    """A midpoint-radius enclosure: ``mid`` is a multi-float64 array of shape
+    ``(c,) + shape`` whose value is the exact sum of its ``c`` components, ``rad`` a
+    float64 array of ``shape`` (an upper bound of the distance to the exact real value)
+    or ``None`` when the midpoint is the value itself (a converted weight)."""
+
+    __slots__ = ("mid", "rad")
+
+    def __init__(self, mid, rad):
+        self.mid = mid
+        self.rad = rad
+
+    @property
+    def shape(self) -> tuple:
+        return tuple(self.mid.shape[1:])
+
+    def __repr__(self) -> str:
+        return f"Ball(mid={self.mid!r}, rad={self.rad!r})"

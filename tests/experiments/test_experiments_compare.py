@@ -96,7 +96,9 @@ def test_default_run_at_x0_header_and_seed_values(six, capsys):
     assert main(["compare", "--quiet"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("scalarlab compare: graph six-node (6 nodes, output node 5)")
-    assert "reference  : mpmath:200 (oracle, all samples)" in out
+    # the ball enclosure proves float64's figures too (the interval one sent them to the oracle)
+    assert "reference  : ball enclosure, proven on 1 of 1 samples (1 at ball:3; output " \
+        "entries settled: binary64 1/1, binary32 1/1, bfloat16 1/1, binary16 1/1, e4m3 1/1)" in out
     assert "contexts   : float64, binary32, bfloat16, binary16, e4m3" in out
     assert "binary32=sequential" in out and "float64=native" in out
     assert "x0 = (0.3, -0.2, 0.1, 0.4)" in out and "samples    : 1" in out

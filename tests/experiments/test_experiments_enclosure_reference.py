@@ -1,10 +1,12 @@
-"""The enclosure reference (the default of compare and gaps) against the mpmath:200 oracle.
+"""The enclosure references (``enclosure``: balls, the default of compare and gaps;
+``interval``: interval:float64) against the mpmath:200 oracle.
 
-Where the interval:float64 enclosure settles a sample, its correctly rounded output values
-must be the oracle's in every compared format and the reported figures (ULPs, bits) equal;
-a value on a rounding boundary is not settled and goes to the oracle (labelled); an op the
-enclosure has no rule for sends the whole run to the old path; float64 runs take the
-oracle on every sample.  Exact ties are built from rationals by hand.
+Where an enclosure settles a sample, its correctly rounded output values must be the
+oracle's in every compared format and the reported figures (ULPs, bits) equal; a value on
+a rounding boundary is not settled and goes to the oracle (labelled); an op the interval
+enclosure has no rule for sends the whole run to the old path; with ``interval``, float64
+runs take the oracle on every sample, the balls settle them.  Exact ties are built from
+rationals by hand.  The ball reference's own decisions: test_experiments_ball_reference.py.
 """
 import numpy as np
 import pytest
@@ -46,8 +48,10 @@ def _same_rounding(ref, oracle, node, fmt):
     return np.array_equal(a, b)
 
 
+@pytest.mark.parametrize("method, name", [("interval", "interval:float64"),
+                                          ("enclosure", "ball:3")])
 @pytest.mark.parametrize("which", ["six-node", "cnn"])
-def test_settled_outputs_are_the_oracles(which):
+def test_settled_outputs_are_the_oracles(which, method, name):
     """Every sample settled by the enclosure; the output's correctly rounded values equal
     the oracle's in each low format, and compare's ULP/bits figures at the output too."""
     case = CS.load_case("six-node") if which == "six-node" else _cnn()
@@ -56,10 +60,10 @@ def test_settled_outputs_are_the_oracles(which):
         np.random.default_rng(1).normal(0, 1, (1, 1, 6, 6))
     x = CS.box_samples(center, 0.05, n, seed=3)
     ctxs = CS.parse_contexts(",".join(LOW))
-    ref = RF.compute_reference(case, x, "enclosure", ctxs)
+    ref = RF.compute_reference(case, x, method, ctxs)
     oracle = RF.compute_reference(case, x, "mpmath:200", ctxs)
     assert ref.check["samples_by_enclosure"] == n and ref.check["samples_by_oracle"] == 0
-    assert ref.name == "interval:float64" and "proven" in ref.label
+    assert ref.name == name and "proven" in ref.label
     out = case.output_id
     for c in ctxs:
         assert _same_rounding(ref, oracle, out, metrics.format_of(c)), c.name
@@ -69,7 +73,7 @@ def test_settled_outputs_are_the_oracles(which):
         d = np.abs((mh - oh) + (ml - ol))
         assert np.all(d <= ref.check["node_max_rel_radius"][i] * np.abs(mh) * (1 + 1e-9)
                       + 1e-300), i
-    new = C.compare(case, ctxs, x).rows
+    new = C.compare(case, ctxs, x, reference=method).rows
     old = C.compare(case, ctxs, x, reference="mpmath:200").rows
     at = new["node"] == out
     cols = ["max_ulps", "mean_ulps", "max_bits", "mean_bits"]
@@ -79,15 +83,20 @@ def test_settled_outputs_are_the_oracles(which):
 
 
 def test_float64_takes_the_oracle_and_says_so():
+    """interval: float64 is beyond a float64 enclosure, the oracle runs; the balls settle
+    float64 too, with the oracle's correctly rounded values."""
     case = CS.load_case("six-node")
     x = CS.box_samples(CS.center_of(case, None), 0.05, 5, seed=1)
     ctxs = CS.parse_contexts("float64,binary32")
-    ref = RF.compute_reference(case, x, "enclosure", ctxs)
+    ref = RF.compute_reference(case, x, "interval", ctxs)
     oracle = RF.compute_reference(case, x, "mpmath:200", ctxs)
     assert ref.name == "mpmath:200"
     assert "enclosure not used: float64 has 53 significand bits" in ref.label
     for (a, b), (c, d) in zip(ref.values, oracle.values):
         assert np.array_equal(a, c) and np.array_equal(b, d)
+    ball = RF.compute_reference(case, x, "enclosure", ctxs)
+    assert ball.name == "ball:3" and ball.check["settled"]["float64"]["enclosure"] == 5
+    assert _same_rounding(ball, oracle, case.output_id, metrics.format_of(ctxs[0]))
 
 
 def _tie_case():
@@ -110,13 +119,18 @@ def test_boundary_value_falls_back_and_is_labelled():
     enc = ER.evaluate_enclosure(case, x)
     lo, hi = enc[1]
     assert not ER.settled_entries(lo, hi, metrics.format_of(ctxs[0]))[0, 0]
-    ref = RF.compute_reference(case, x, "enclosure", ctxs)
+    ref = RF.compute_reference(case, x, "interval", ctxs)
     assert ref.check["samples_by_oracle"] == 1 and ref.check["samples_by_enclosure"] == 1
     assert ref.check["settled"]["binary32"] == {"enclosure": 1, "oracle": 1, "unsettled": 0}
     assert "proven on 1 of 2 samples" in ref.label and "; 1 by mpmath:200 (oracle" in ref.label
     assert ref.check["oracle_contradicted"] == 0
     r = metrics.correctly_rounded(*ref.values[1], metrics.format_of(ctxs[0])).reshape(-1)
     assert r.tolist() == [1 + 2.0 ** -23, 1.0]      # 1 + 2^-30 rounds to 1 in binary32
+    # the balls hold the decimal input to ~2^-159: both samples settle, same values
+    ball = RF.compute_reference(case, x, "enclosure", ctxs)
+    assert ball.check["samples_by_ball"]["ball:3"] == 2 and ball.check["samples_by_oracle"] == 0
+    assert metrics.correctly_rounded(*ball.values[1], metrics.format_of(ctxs[0])) \
+        .reshape(-1).tolist() == [1 + 2.0 ** -23, 1.0]
 
 
 def test_cancellation_falls_back(cancel_graph):
@@ -131,15 +145,19 @@ def test_cancellation_falls_back(cancel_graph):
     dt = rng.uniform(1e-3, 2e-3, 40)
     x = np.stack([t0, dt], axis=1)
     ctxs = CS.parse_contexts("binary16")
-    new = RF.compute_reference(case, x, "enclosure", ctxs)
+    new = RF.compute_reference(case, x, "interval", ctxs)
     old = RF.compute_reference(case, x, "mpmath:200", ctxs)
     assert new.name == "mpmath:200"
     assert "enclosure not used: it proved none of the first 32 samples" in new.label
     assert np.array_equal(new.values[2][0], old.values[2][0])
-    few = RF.compute_reference(case, x[:8], "enclosure", ctxs)
+    few = RF.compute_reference(case, x[:8], "interval", ctxs)
     assert few.check["samples_by_oracle"] == 8 and few.check["oracle_contradicted"] == 0
     assert np.array_equal(few.values[2][0], old.values[2][0][:8])
     assert np.array_equal(few.values[2][0].reshape(-1), dt[:8])     # the oracle's exact dt
+    # the balls carry (t0 + dt) - t0 exactly: every sample settles, the oracle's values
+    ball = RF.compute_reference(case, x, "enclosure", ctxs)
+    assert ball.check["samples_by_ball"]["ball:3"] == 40
+    assert np.array_equal(ball.values[2][0], old.values[2][0])
     ctx = scalars.get("binary16")
     g = G.gaps(case, ctx, x=x[:8])
     assert np.array_equal(g.ulps, G.gaps(case, ctx, x=x[:8], reference="mpmath:200").ulps)
@@ -156,11 +174,15 @@ def test_enclosure_that_cannot_evaluate_uses_the_old_path():
                                       "b": np.array(["0"], dtype=object)}}})
     case = CS.GraphCase("log-cancel", g, p)
     x = np.array([["1", "0.99999999999999999999"]], dtype=object)
-    ref = RF.compute_reference(case, x, "enclosure", CS.parse_contexts("binary32"))
+    ref = RF.compute_reference(case, x, "interval", CS.parse_contexts("binary32"))
     assert ref.name == "mpmath:200"
     assert "enclosure not used: interval:float64 cannot evaluate" in ref.label
     assert "log" in ref.check["enclosure_not_used"]
     assert abs(ref.values[2][0][0, 0] + 48.35428695287496) < 1e-12
+    # a ball of the argument (10^-21 +/- ~10^-50) stays positive: proven, same value
+    ball = RF.compute_reference(case, x, "enclosure", CS.parse_contexts("binary32"))
+    assert ball.name == "ball:3" and ball.check["samples_by_oracle"] == 0
+    assert abs(ball.values[2][0][0, 0] + 48.35428695287496) < 1e-12
 
 
 def test_cli_default_and_explicit_reference(capsys):
@@ -172,8 +194,11 @@ def test_cli_default_and_explicit_reference(capsys):
         "binary32": {"enclosure": 20, "oracle": 0, "unsettled": 0}}
     assert main(["gaps", "--samples", "20", "--quiet"]) == 0
     out = capsys.readouterr().out
-    assert "reference  : interval:float64 enclosure, proven on 20 of 20 samples (node 5 " \
+    assert "reference  : ball enclosure, proven on 20 of 20 samples (20 at ball:3; node 5 " \
         "entries settled: binary32 20/20)" in out
+    assert main(["gaps", "--samples", "20", "--quiet", "--reference", "interval"]) == 0
+    assert "reference  : interval:float64 enclosure, proven on 20 of 20 samples (node 5 " \
+        "entries settled: binary32 20/20)" in capsys.readouterr().out
     assert main(["gaps", "--samples", "20", "--quiet", "--reference", "mpmath:200"]) == 0
     assert "reference  : mpmath:200 (oracle, all samples)" in capsys.readouterr().out
 
@@ -186,7 +211,7 @@ def test_reduction_order_settles_every_node():
     x = CS.box_samples(CS.center_of(case, None), 0.05, 30, seed=4)
     new = R.reduction_order(case, x, formats=("bfloat16",))
     old = R.reduction_order(case, x, formats=("bfloat16",), reference="mpmath:200")
-    assert "proven on 30 of 30 samples (every node's entries settled: bfloat16 570/570)" \
-        in new.reference
+    assert "proven on 30 of 30 samples (30 at ball:3; every node's entries settled: " \
+        "bfloat16 570/570)" in new.reference
     cols = ["max_ulps_vs_reference", "mean_ulps_vs_reference", "max_bits_vs_reference"]
     assert np.array_equal(new.rows[cols].to_numpy(), old.rows[cols].to_numpy())

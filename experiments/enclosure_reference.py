@@ -374,10 +374,12 @@ def _ball_pass(case, x, ctx, fmts, report):
     return dd, ok, tight, per_fmt, np.stack(rel, axis=1)
 
 
-def _evaluate_balls(case, x, k, fmts, report, *, quiet=True, desc=None):
+def _evaluate_balls(case, x, k, fmts, report, *, quiet=True, desc=None, keep=None):
     """The ball pass over all samples of ``x`` at ``k`` components, chunked; a chunk the
     context refuses is evaluated sample by sample, and a sample it still refuses is
-    marked ``failed`` (with the first reason).  Returns a dict of per-sample arrays."""
+    marked ``failed`` (with the first reason).  Returns a dict of per-sample arrays.
+    ``keep``: the nodes whose midpoints are kept (default all); the others' are read-only
+    NaN views that take no memory (``gaps`` reads one node of 2000 samples)."""
     from scalarlab.scalars.errors import ScalarLabError
     ctx = scalars.get(f"ball:{k}")
     n = batch_size(x)
@@ -389,7 +391,8 @@ def _evaluate_balls(case, x, k, fmts, report, *, quiet=True, desc=None):
     def take(res, m):
         dd, ok, tight, per_fmt, rel = res
         for i, p in enumerate(dd):
-            out["dd"][i].append(p)
+            if keep is None or i in keep:
+                out["dd"][i].append(p)
         out["ok"].append(ok); out["tight"].append(tight)
         out["failed"].append(np.zeros(m, dtype=bool)); out["rel"].append(rel)
         for name in fmts:
@@ -400,8 +403,9 @@ def _evaluate_balls(case, x, k, fmts, report, *, quiet=True, desc=None):
         # a refused sample: NaN values (never read: it goes to the oracle), not settled
         shapes = [tuple(nd.out_shape) for nd in case.nodes]
         for i, sh in enumerate(shapes):
-            z = np.full((m,) + sh, np.nan)
-            out["dd"][i].append((z, z))
+            if keep is None or i in keep:
+                z = np.full((m,) + sh, np.nan)
+                out["dd"][i].append((z, z))
         out["ok"].append(np.zeros(m, dtype=bool)); out["tight"].append(np.ones(m, dtype=bool))
         out["failed"].append(np.ones(m, dtype=bool))
         out["rel"].append(np.full((m, len(shapes)), np.inf))
@@ -430,7 +434,13 @@ def _evaluate_balls(case, x, k, fmts, report, *, quiet=True, desc=None):
             except errors as exc:
                 failed(xj, 1, _first_line(exc))
     cat = np.concatenate
-    return {"dd": [(cat([a for a, _ in p]), cat([b for _, b in p])) for p in out["dd"]],
+
+    def joined(i, p):
+        if p:
+            return cat([a for a, _ in p]), cat([b for _, b in p])
+        z = np.broadcast_to(np.nan, (n,) + tuple(case.nodes[i].out_shape))
+        return z, z
+    return {"dd": [joined(i, p) for i, p in enumerate(out["dd"])],
             "ok": cat(out["ok"]), "tight": cat(out["tight"]), "failed": cat(out["failed"]),
             "rel": cat(out["rel"]),
             "per_fmt": {name: [cat(v) for v in lst] for name, lst in out["per_fmt"].items()},
@@ -444,6 +454,8 @@ def _first_line(exc) -> str:
 def _merge(into, sel, part):
     """Write the per-sample results ``part`` (for samples ``sel``) over ``into``."""
     for i, (h, l) in enumerate(part["dd"]):
+        if not into["dd"][i][0].flags.writeable:     # a node whose values are not kept
+            continue
         into["dd"][i][0][sel] = h
         into["dd"][i][1][sel] = l
     for key in ("ok", "tight", "failed", "rel"):
@@ -465,15 +477,17 @@ def ball_reference(case, x, oracle, contexts, fallback, *, nodes=None, quiet=Tru
     report = [case.output_id] if nodes is None else [int(i) for i in nodes]
     n = batch_size(x)
     k = BALL_K
+    keep = None if nodes is None else set(report)
     # The pilot: a network the balls cannot settle even at BALL_K_MAX sends the run to
     # the oracle before the pass over the whole batch.
     p = min(n, PILOT)
-    res = _evaluate_balls(case, batch_take(x, slice(0, p)), k, fmts, report, quiet=True)
+    res = _evaluate_balls(case, batch_take(x, slice(0, p)), k, fmts, report, quiet=True,
+                          keep=keep)
     esc_p = np.flatnonzero(~res["ok"] & (res["tight"] | res["failed"]))
     pilot_up = None
     if esc_p.size:
         pilot_up = _evaluate_balls(case, batch_take(x, esc_p), BALL_K_MAX, fmts, report,
-                                   quiet=True)
+                                   quiet=True, keep=keep)
     proven_p = int(np.count_nonzero(res["ok"])) + (
         0 if pilot_up is None else int(np.count_nonzero(pilot_up["ok"])))
     if n > p and proven_p == 0:
@@ -487,9 +501,13 @@ def ball_reference(case, x, oracle, contexts, fallback, *, nodes=None, quiet=Tru
         k = BALL_K_MAX
     if n > p:
         rest = _evaluate_balls(case, batch_take(x, slice(p, n)), k, fmts, report,
-                               quiet=quiet, desc=f"reference ball:{k}")
-        res = {"dd": [(np.concatenate([a[0], b[0]]), np.concatenate([a[1], b[1]]))
-                      for a, b in zip(res["dd"], rest["dd"])],
+                               quiet=quiet, desc=f"reference ball:{k}", keep=keep)
+        def joined(a, b):
+            if not a[0].flags.writeable:          # a node whose values are not kept
+                z = np.broadcast_to(np.nan, (n,) + a[0].shape[1:])
+                return z, z
+            return np.concatenate([a[0], b[0]]), np.concatenate([a[1], b[1]])
+        res = {"dd": [joined(a, b) for a, b in zip(res["dd"], rest["dd"])],
                **{key: np.concatenate([res[key], rest[key]])
                   for key in ("ok", "tight", "failed", "rel")},
                "per_fmt": {name: [np.concatenate([a, b]) for a, b in
@@ -504,7 +522,7 @@ def ball_reference(case, x, oracle, contexts, fallback, *, nodes=None, quiet=Tru
         esc = esc[esc >= p]
         if esc.size:
             up = _evaluate_balls(case, batch_take(x, esc), BALL_K_MAX, fmts, report,
-                                 quiet=quiet, desc=f"reference ball:{BALL_K_MAX}")
+                                 quiet=quiet, desc=f"reference ball:{BALL_K_MAX}", keep=keep)
             _merge(res, esc, up)
             by_k[esc] = BALL_K_MAX
     if pilot_up is not None:
@@ -530,6 +548,8 @@ def ball_reference(case, x, oracle, contexts, fallback, *, nodes=None, quiet=Tru
         sub_label = sub.label
         for i, (rh, rl) in enumerate(sub.values):
             mh, ml = values[i]
+            if not mh.flags.writeable:            # a node whose values are not kept
+                continue
             mh, ml = mh.copy(), ml.copy()
             mh[sel], ml[sel] = rh, rl
             values[i] = (mh, ml)

@@ -184,3 +184,18 @@ def test_settled_rule_at_a_power_of_two():
             b = Ball(np.zeros((3, 1)), np.array([rad]))
             ok, val = ER.ball_settled(ctx, b, fmt, 1)
             assert bool(ok[0, 0]) is want, (fmt.name, rad)
+
+
+def test_reported_nodes_only_keep_their_values():
+    """gaps asks for one node: the others' midpoints are NaN views taking no memory (2000
+    samples of every node of mobilenet would be 2.4 GB); the node's own values are the
+    full reference's, and a sample sent to the oracle still gets the oracle's there."""
+    case = _scale_case()
+    x = np.array([["0.75"], [TIE]], dtype=object)
+    ctxs = CS.parse_contexts("float64")
+    full = RF.compute_reference(case, x, "enclosure", ctxs)
+    one = RF.compute_reference(case, x, "enclosure", ctxs, nodes=[2])
+    assert np.array_equal(one.values[2][0], full.values[2][0])
+    assert one.check["samples_by_oracle"] == 1
+    assert not one.values[1][0].flags.writeable and np.isnan(one.values[1][0]).all()
+    assert one.values[1][0].strides == (0, 0)

@@ -168,32 +168,11 @@ def enclosure_reference(case, x, oracle, contexts, fallback, *, nodes=None, quie
     sel = np.flatnonzero(~ok)
     check: dict = {"enclosure": ENCLOSURE_CONTEXT, "samples_by_enclosure": int(n - sel.size),
                    "samples_by_oracle": int(sel.size)}
-    sub_label = ""
-    contradicted = 0
-    if sel.size:
-        sub = fallback(case, batch_take(x, sel))
-        sub_label = sub.label
-        for i, (rh, rl) in enumerate(sub.values):
-            mh, ml = values[i]
-            mh, ml = mh.copy(), ml.copy()
-            mh[sel], ml[sel] = rh, rl
-            values[i] = (mh, ml)
-        # Cross-check: where the enclosure settled an entry of a fallback sample, the
-        # oracle's value must round to the same format value.
-        for name, f in fmts.items():
-            for k, i in enumerate(report):
-                s = per_fmt[name][k][sel]
-                a = metrics.correctly_rounded(sub.values[i][0], sub.values[i][1], f)
-                b = settled_value(enc[i][0], f)
-                a = a.reshape(sel.size, -1)
-                b = b.reshape(n, -1)[sel]
-                contradicted += int(np.count_nonzero(s & (a != b) & ~(np.isnan(a) & np.isnan(b))))
-    settled = {}
-    for name in fmts:
-        by_enc = sum(int(np.count_nonzero(s)) for s in per_fmt[name])
-        total = sum(int(s.size) for s in per_fmt[name])
-        settled[name] = {"enclosure": by_enc, "oracle": total - by_enc, "unsettled": 0}
-    check["settled"] = settled
+    sub, contradicted = _oracle_fill(
+        case, x, sel, values, fallback, fmts, report, per_fmt,
+        lambda i, f: settled_value(enc[i][0], f).reshape(n, -1))
+    sub_label = sub.label if sub is not None else ""
+    check["settled"] = _settled_counts(fmts, per_fmt)
     check["oracle_contradicted"] = contradicted
     # Relative radius of the midpoints the rows are measured against, per node, over the
     # samples the enclosure settled (the oracle's samples carry the oracle's values).
@@ -210,7 +189,7 @@ def enclosure_reference(case, x, oracle, contexts, fallback, *, nodes=None, quie
              "every node's" if len(report) == len(case.nodes) > 1 else
              "node" + ("s " if len(report) > 1 else " ") + ", ".join(map(str, report)))
     by_format = {}                  # contexts of one format have the same counts
-    for name, v in settled.items():
+    for name, v in check["settled"].items():
         by_format.setdefault(fmts[name].name, v)
     figures = ", ".join(f"{f} {v['enclosure']}/{v['enclosure'] + v['oracle']}"
                         for f, v in by_format.items())
@@ -541,34 +520,11 @@ def ball_reference(case, x, oracle, contexts, fallback, *, nodes=None, quiet=Tru
                    "oracle_reasons": reasons}
     if res["why"]:
         check["ball_refused"] = res["why"]
-    sub_label = ""
-    contradicted = 0
-    if sel.size:
-        sub = fallback(case, batch_take(x, sel))
-        sub_label = sub.label
-        for i, (rh, rl) in enumerate(sub.values):
-            mh, ml = values[i]
-            if not mh.flags.writeable:            # a node whose values are not kept
-                continue
-            mh, ml = mh.copy(), ml.copy()
-            mh[sel], ml[sel] = rh, rl
-            values[i] = (mh, ml)
-        # entries the balls settled inside a sample that went to the oracle: the oracle
-        # must round them the same way (a disagreement would be a bug; it is counted)
-        for name, f in fmts.items():
-            for j, i in enumerate(report):
-                s = res["per_fmt"][name][j][sel]
-                a = metrics.correctly_rounded(sub.values[i][0], sub.values[i][1], f)
-                a = a.reshape(sel.size, -1)
-                b = _ball_values(res, i, f, n)[sel]
-                contradicted += int(np.count_nonzero(s & (a != b) & ~(np.isnan(a) &
-                                                                      np.isnan(b))))
-    settled = {}
-    for name in fmts:
-        by_enc = sum(int(np.count_nonzero(s)) for s in res["per_fmt"][name])
-        total = sum(int(s.size) for s in res["per_fmt"][name])
-        settled[name] = {"enclosure": by_enc, "oracle": total - by_enc, "unsettled": 0}
-    check["settled"] = settled
+    sub, contradicted = _oracle_fill(
+        case, x, sel, values, fallback, fmts, report, res["per_fmt"],
+        lambda i, f: _ball_values(res, i, f, n))
+    sub_label = sub.label if sub is not None else ""
+    check["settled"] = _settled_counts(fmts, res["per_fmt"])
     check["oracle_contradicted"] = contradicted
     rel = res["rel"][ok]
     radius = [float(np.max(rel[:, i])) if rel.shape[0] else 0.0 for i in range(len(values))]
@@ -578,7 +534,7 @@ def ball_reference(case, x, oracle, contexts, fallback, *, nodes=None, quiet=Tru
              "every node's" if len(report) == len(case.nodes) > 1 else
              "node" + ("s " if len(report) > 1 else " ") + ", ".join(map(str, report)))
     by_format = {}
-    for name, v in settled.items():
+    for name, v in check["settled"].items():
         by_format.setdefault(fmts[name].name, v)
     figures = ", ".join(f"{f} {v['enclosure']}/{v['enclosure'] + v['oracle']}"
                         for f, v in by_format.items())
@@ -601,3 +557,41 @@ def _ball_values(res, i, f, n):
     """The format values the balls' midpoints round to at node ``i`` (``(n, entries)``):
     where an entry is settled, the proven value (checked equal in :func:`_ball_pass`)."""
     return metrics.correctly_rounded(*res["dd"][i], f).reshape(n, -1)
+
+
+def _oracle_fill(case, x, sel, values, fallback, fmts, report, per_fmt, enclosed):
+    """Run the oracle on the samples ``sel``, put its values in place of the enclosure's
+    midpoints (``values``, per node, updated in place; a node whose values are not kept is
+    skipped) and cross-check: where the enclosure settled an entry of such a sample, the
+    oracle must round it the same way (``enclosed(i, f)``: the enclosure's settled values
+    of node i in format f, one row per sample).  Returns (the oracle's result or None,
+    disagreements)."""
+    if not sel.size:
+        return None, 0
+    sub = fallback(case, batch_take(x, sel))
+    for i, (rh, rl) in enumerate(sub.values):
+        mh, ml = values[i]
+        if not mh.flags.writeable:            # a node whose values are not kept
+            continue
+        mh, ml = mh.copy(), ml.copy()
+        mh[sel], ml[sel] = rh, rl
+        values[i] = (mh, ml)
+    contradicted = 0
+    for name, f in fmts.items():
+        for j, i in enumerate(report):
+            s = per_fmt[name][j][sel]
+            a = metrics.correctly_rounded(sub.values[i][0], sub.values[i][1], f)
+            a = a.reshape(sel.size, -1)
+            b = enclosed(i, f)[sel]
+            contradicted += int(np.count_nonzero(s & (a != b) & ~(np.isnan(a) & np.isnan(b))))
+    return sub, contradicted
+
+
+def _settled_counts(fmts, per_fmt) -> dict:
+    """Entries of the reported nodes settled by the enclosure and left to the oracle."""
+    out = {}
+    for name in fmts:
+        by_enc = sum(int(np.count_nonzero(s)) for s in per_fmt[name])
+        total = sum(int(s.size) for s in per_fmt[name])
+        out[name] = {"enclosure": by_enc, "oracle": total - by_enc, "unsettled": 0}
+    return out

@@ -54,7 +54,8 @@ from typing import Any
 
 import numpy as np
 
-from .base import BINARY_TRANSCENDENTAL, VOCABULARY, Context, check_broadcast, to_fraction
+from .base import (BINARY_TRANSCENDENTAL, VOCABULARY, Context, check_broadcast,
+                   check_where_condition, reduction_axes, to_fraction)
 from .errors import ContextError
 from .functions import FUNCTIONS
 from .kernels import multifloat as MF
@@ -551,13 +552,7 @@ class BallContext(Context):
         return np.array(yes)
 
     def where(self, cond, a, b):
-        if isinstance(cond, (Ball, Interval)):
-            raise ContextError(f"context {self.name}: where: the condition must be a boolean "
-                               f"array, got a {type(cond).__name__}")
-        cond = np.asarray(cond)
-        if cond.dtype != bool:
-            raise ContextError(f"context {self.name}: where: the condition must be a boolean "
-                               f"array, got dtype {cond.dtype}")
+        cond = check_where_condition(self, cond, (Ball, Interval))
         a, b, shape = self._pair(a, b, "where")
         shape = tuple(check_broadcast(self, "where", cond.shape, shape))
         c = max(a.mid.shape[0], b.mid.shape[0])
@@ -651,18 +646,7 @@ class BallContext(Context):
 
     # ------------------------------------------------------------- reductions
     def _axes(self, a: Ball, axis, op):
-        nd = len(a.shape)
-        if axis is None:
-            return tuple(range(nd))
-        axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
-        out = []
-        for ax in axes:
-            ax = int(ax)
-            if not -nd <= ax < nd:
-                raise ContextError(f"context {self.name}: {op}: axis {ax} out of range for "
-                                   f"shape {list(a.shape)}")
-            out.append(ax % nd)
-        return tuple(sorted(set(out)))
+        return reduction_axes(self, a.shape, axis, op)
 
     def _kept_shape(self, shape, axes, keepdims):
         return tuple(1 if i in axes else s for i, s in enumerate(shape)) if keepdims else \

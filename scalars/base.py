@@ -273,6 +273,41 @@ def object_result(r) -> np.ndarray:
     return out
 
 
+def reduction_axes(ctx: Context, shape, axis, op: str) -> tuple:
+    """The sorted, non-negative axes a reduction over ``axis`` (None: all) of ``shape`` covers,
+    or a ContextError naming op, context and shape for an axis out of range or repeated."""
+    nd = len(shape)
+    if axis is None:
+        return tuple(range(nd))
+    if isinstance(axis, (int, np.integer)):
+        axis = (int(axis),)
+    out = []
+    for ax in axis:
+        ax = int(ax)
+        if not -nd <= ax < nd:
+            raise ContextError(f"context {ctx.name}: {op}: axis {ax} out of range for "
+                               f"shape {list(shape)}")
+        out.append(ax % nd)
+    if len(set(out)) != len(out):
+        raise ContextError(f"context {ctx.name}: {op}: repeated axis in {list(axis)}")
+    return tuple(sorted(out))
+
+
+def check_where_condition(ctx: Context, cond, value_types: tuple) -> np.ndarray:
+    """``where``'s condition as a boolean array; an enclosure value (``value_types``) or a
+    non-boolean array is a ContextError naming the context."""
+    if isinstance(cond, value_types):
+        name = type(cond).__name__
+        article = "an" if name[:1].lower() in "aeiou" else "a"
+        raise ContextError(f"context {ctx.name}: where: the condition must be a boolean "
+                           f"array, got {article} {name}")
+    cond = np.asarray(cond)
+    if cond.dtype != bool:
+        raise ContextError(f"context {ctx.name}: where: the condition must be a boolean "
+                           f"array, got dtype {cond.dtype}")
+    return cond
+
+
 def check_broadcast(ctx: Context, op: str, *shapes: Iterable[int]) -> tuple:
     """Broadcast shapes or raise a ContextError naming op, context and all shapes."""
     if len(shapes) == 2 and shapes[0] == shapes[1]:

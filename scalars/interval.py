@@ -50,7 +50,7 @@ from .kernels import interval_f64 as IK
 from .kernels import interval_affine as IA
 from .kernels import grid as GK
 from .arrayshape import ArrayShapeOps
-from .base import Context, check_broadcast, object_result as _obj
+from .base import Context, check_broadcast, check_where_condition, object_result as _obj
 from .errors import ContextError
 from .formats import binary64
 from .functions import FUNCTIONS
@@ -532,13 +532,7 @@ class IntervalContext(IntervalFunctions, IntervalLinalg, Context):
                            f"not determined by intervals")
 
     def where(self, cond, a, b):
-        if isinstance(cond, Interval):
-            raise ContextError(f"context {self.name}: where: the condition must be a boolean "
-                               f"array, got an Interval")
-        cond = np.asarray(cond)
-        if cond.dtype != bool:
-            raise ContextError(f"context {self.name}: where: the condition must be a boolean "
-                               f"array, got dtype {cond.dtype}")
+        cond = check_where_condition(self, cond, (Interval,))
         a, b, shape = self._pair(a, b, "where")
         check_broadcast(self, "where", cond.shape, shape)
         return self._box(np.where(cond, a.lo, b.lo), np.where(cond, a.hi, b.hi))

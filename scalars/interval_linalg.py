@@ -10,6 +10,7 @@ from .kernels import directed as D
 from .kernels import interval_f64 as IK
 from .kernels import interval_affine as IA
 from .kernels import grid as GK
+from .base import reduction_axes
 from .errors import ContextError
 from .kernels.f64_matmul import product as _product
 from .interval_ends import _obj
@@ -22,21 +23,7 @@ class IntervalLinalg:
 
     # ---------------------------------------------------------------- reductions
     def _axes(self, shape, axis, op):
-        nd = len(shape)
-        if axis is None:
-            return tuple(range(nd))
-        if isinstance(axis, (int, np.integer)):
-            axis = (int(axis),)
-        out = []
-        for ax in axis:
-            ax = int(ax)
-            if not -nd <= ax < nd:
-                raise ContextError(f"context {self.name}: {op}: axis {ax} out of range for "
-                                   f"shape {list(shape)}")
-            out.append(ax % nd)
-        if len(set(out)) != len(out):
-            raise ContextError(f"context {self.name}: {op}: repeated axis in {list(axis)}")
-        return tuple(sorted(out))
+        return reduction_axes(self, shape, axis, op)
 
     def _reduce_layout(self, x, axes, op):
         """Move the reduced axes last and merge them: (..., n)."""

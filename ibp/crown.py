@@ -259,6 +259,9 @@ def run_crown(graph, payload, box: Box, ctx="interval:float64", method: str = "c
     return [None if b is None else _tag(b, guarantee) for b in res]
 
 
+#: combine="crown": above this fraction of unstable coordinates every row of a node is
+#: bounded by CROWN (auto_LiRPA 0.7.1's default ``minimum_sparsity``)
+AUTOLIRPA_SPARSITY = 0.9
 #: default ceiling of one backward pass's estimated memory (bytes)
 DEFAULT_MEMORY_LIMIT = 4 * 2 ** 30
 #: interval arrays of Lambda's size alive at once in a backward pass: Lambda, its
@@ -404,14 +407,23 @@ def _crown_one(graph, payload, box, ictx, method, out, ibp, errs, opts) -> list:
         if not (seed is not None and i == out) and need[i] and dep[i] and kinds[i] is not None and (
                 method != "crown" or kinds[i] not in ("relaxed", "maxpool")):
             try:
-                sel = _unstable(st, i, out, anc, cands, ibp_iv[i])
+                sel = _unstable(st, i, out, anc, cands,
+                                None if opts["combine"] == "crown" and cands else ibp_iv[i])
+                if opts["combine"] == "crown" and sel is not None and (
+                        np.count_nonzero(sel) > AUTOLIRPA_SPARSITY * sel.size):
+                    # auto_LiRPA bounds only the unstable rows when they are at most 90%
+                    # of the node ('minimum_sparsity'), else every row, kept as CROWN
+                    sel = None
                 crown_v = _backward(st, vals, i, select=sel)
             except (ContextError, OpDataError, _NoBox):
                 pass
-        keep = opts["combine"] == "crown" and crown_v is not None
+        plain = opts["combine"] == "crown"
+        keep = plain and crown_v is not None
         if crown_v is not None and not keep:
             cands.append(crown_v)
-        if ibp_iv[i] is not None:
+        # combine="crown": auto_LiRPA's reference box is IBP on the parents' current
+        # boxes (our rule box), not IBP from the input; that one only where no rule box is
+        if ibp_iv[i] is not None and not (plain and cands):
             cands.append(ibp_iv[i])
         if cands:
             v = cands[0]

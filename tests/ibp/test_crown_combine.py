@@ -6,8 +6,10 @@ lower slope (1 if u > -l else 0) and the upper chord depend on those boxes, so o
 residual net (the rule box of an ``add`` is often tighter than either branch's CROWN
 bound) the final bounds differ, in either direction.  ``combine="crown"`` with
 ``rows="all"`` is plain CROWN: it must equal a dense float64 CROWN written here over the
-residual graph (no intersection anywhere) to 1e-9, and both choices must hold the exact
-values at every vertex of the box (Fractions).
+residual graph (no intersection anywhere) to 1e-9; so must ``combine="crown"`` with the
+default unstable rows where more than 90% of a node's coordinates are unstable (auto_LiRPA
+then bounds every row); both choices must hold the exact values at every vertex of the
+box (Fractions).
 """
 from __future__ import annotations
 
@@ -118,6 +120,15 @@ def test_combine_crown_is_plain_crown_and_both_choices_hold_exact_values(seed, r
         scale = max(1.0, np.max(np.abs(np.concatenate([rlo, rhi]))))
         assert np.max(np.abs(lo - rlo)) <= 1e-9 * scale, (t, lo, rlo)
         assert np.max(np.abs(hi - rhi)) <= 1e-9 * scale, (t, hi, rhi)
+    # more than 90% of the add's (and node 1's) coordinates straddle 0 here, so the
+    # auto_LiRPA mode bounds every row: plain CROWN again
+    assert np.count_nonzero((pre[6][0] < 0) & (pre[6][1] > 0)) > 0.9 * H
+    sparse = run_crown(g, p, box, guarantee="real", combine="crown")
+    for t in (6, 8):
+        rlo, rhi = pre[t] if t == 6 else (olo, ohi)
+        lo, hi = _ends(sparse[t])
+        assert np.max(np.abs(np.concatenate([lo - rlo, hi - rhi]))) <= 1e-9 * max(
+            1.0, np.max(np.abs(rhi)))
     inter = run_crown(g, p, box, guarantee="real")
     # the residual add's intersected box is tighter than its plain CROWN box, and the
     # final bounds differ (this seed: in both directions across the outputs)

@@ -23,7 +23,8 @@ bounds divided by the largest |bound| of the output.  scalarlab runs with
 ``execution`` guarantee is a separate, larger row when ``--execution`` is given).
 
 Run: ``python bench/crown_vs_autolirpa.py [--models cnn4:16,cnn4:32,cnn4:44,mlp,resnet18]
-[--methods ibp,crown-ibp,crown] [--limit 6] [--execution]``.  auto_LiRPA: fetch release
+[--methods ibp,crown-ibp,crown] [--limit 6] [--execution] [--keep DIR]
+[--combine intersect|crown]``.  auto_LiRPA: fetch release
 0.7.1's source and ``pip install --no-deps`` it plus ``appdirs``, ``graphviz`` (the
 ``bench`` extra); without it only scalarlab's rows are printed.
 """
@@ -47,7 +48,7 @@ import numpy as np
 import torch
 sys.path.insert(0, {bench!r})
 from crown_vs_autolirpa import build
-tool, net, method, limit, guarantee, out = {args!r}
+tool, net, method, limit, guarantee, out, combine = {args!r}
 model, x = build(net)
 x0 = x[0].double().numpy()
 eps = 1 / 255
@@ -67,7 +68,7 @@ if tool == "scalarlab":
     t0, c0 = time.perf_counter(), time.process_time()
     try:
         r = run_crown(g, p, Box(lo, hi), method=method, guarantee=guarantee,
-                      memory_limit=int(limit * 2 ** 30))
+                      memory_limit=int(limit * 2 ** 30), combine=combine)
         b = r[g.output]
         L, U = np.asarray(b.lo, dtype=np.float64), np.asarray(b.hi, dtype=np.float64)
     except CrownError as e:
@@ -151,9 +152,9 @@ def _torchvision():
     return torchvision_models()
 
 
-def run(tool, net, method, limit, guarantee, out):
+def run(tool, net, method, limit, guarantee, out, combine="intersect"):
     here = os.path.dirname(os.path.abspath(__file__))
-    code = CHILD.format(bench=here, args=(tool, net, method, limit, guarantee, out))
+    code = CHILD.format(bench=here, args=(tool, net, method, limit, guarantee, out, combine))
     return run_json_child(code, ("seconds", "cpu", "setup", "peak_gib", "estimate"))
 
 
@@ -167,6 +168,9 @@ def main():
     ap.add_argument("--keep", metavar="DIR",
                     help="keep each auto_LiRPA row (record + bounds) in DIR and reuse it on a "
                          "later run instead of recomputing it (its minutes of CPU)")
+    ap.add_argument("--combine", choices=("intersect", "crown"), default="intersect",
+                    help="scalarlab's run_crown(combine=): 'crown' keeps intermediate CROWN "
+                         "rows un-intersected, as auto_LiRPA does (its bounds to ~1e-12)")
     a = ap.parse_args()
     try:
         import auto_LiRPA  # noqa: F401
@@ -198,7 +202,7 @@ def main():
                     out = kept + ".npy"
                     r["status"] = "kept from an earlier run"
                 else:
-                    r = run(tool, net, method, a.limit, guarantee, out)
+                    r = run(tool, net, method, a.limit, guarantee, out, a.combine)
                     if kept and r["status"] == "ok" and os.path.exists(out):
                         shutil.copyfile(out, kept + ".npy")
                         with open(kept + ".json", "w") as f:

@@ -132,7 +132,7 @@ def run_crown(graph, payload, box: Box, ctx="interval:float64", method: str = "c
               output_id: Optional[int] = None, guarantee: str = "execution", *,
               spec=None, intermediate: Optional[str] = None,
               memory_limit: Optional[int] = None, jacobian: str = "operator",
-              rows: str = "unstable"):
+              rows: str = "unstable", combine: str = "intersect"):
     """One :class:`Box` per node: CROWN bounds at the output and (``method="crown"``) at
     every input of a nonlinearity, the op's interval rule on its parents' boxes
     everywhere, intersected (see the module doc: never looser than IBP); ``None`` for
@@ -171,6 +171,13 @@ def run_crown(graph, payload, box: Box, ctx="interval:float64", method: str = "c
     elsewhere the relu's relaxation is exact whatever the bound, so the other bounds are
     the same and that coordinate keeps the IBP box.  ``"all"``: every coordinate.
 
+    ``combine="intersect"`` (default): a node's CROWN rows are intersected with its rule
+    and IBP boxes (never looser than IBP).  ``"crown"``: the CROWN rows are kept as they
+    are and only the coordinates without a row take the rule/IBP box, as auto_LiRPA
+    0.7.1's CROWN does; equally sound, but CROWN-Ada's lower slope (1 if u > -l) depends
+    on the intermediate boxes, so the two choices give different final bounds (neither
+    is always tighter) on residual nets; this one reproduces auto_LiRPA's.
+
     ``jacobian="operator"`` (default) applies affine ops to Lambda as operators: linear,
     conv2d, batchnorm and elementwise affine ops by the float64 midpoint-radius kernels
     of :mod:`ibp.crown_ops` (interval:float64 work, float64 weights), any other op
@@ -197,6 +204,8 @@ def run_crown(graph, payload, box: Box, ctx="interval:float64", method: str = "c
                        f"'dense'")
     if rows not in ("unstable", "all"):
         raise IBPError(f"run_crown: unknown rows {rows!r}; use 'unstable' or 'all'")
+    if combine not in ("intersect", "crown"):
+        raise IBPError(f"run_crown: unknown combine {combine!r}; use 'intersect' or 'crown'")
     limit = _memory_limit(memory_limit)
     _ESTIMATE[0] = 0
     if guarantee not in GUARANTEES:
@@ -225,7 +234,7 @@ def run_crown(graph, payload, box: Box, ctx="interval:float64", method: str = "c
     seed = None if spec is None else _spec_matrix(spec, tuple(graph.nodes[out].out_shape))
     errs = PointErrors(ictx) if guarantee == "execution" else None
     opts = {"limit": limit, "dense": jacobian == "dense", "seed": seed,
-            "generic": jacobian == "vjp", "rows": rows}
+            "generic": jacobian == "vjp", "rows": rows, "combine": combine}
     # the whole batch in one fold; for the execution guarantee an IBP box is used only
     # where it says it holds the executed values (the fold's boxes carry both today)
     ibp = run_ibp(graph, payload, box, ictx, guarantee=guarantee)
@@ -250,6 +259,9 @@ def run_crown(graph, payload, box: Box, ctx="interval:float64", method: str = "c
     return [None if b is None else _tag(b, guarantee) for b in res]
 
 
+#: combine="crown": above this fraction of unstable coordinates every row of a node is
+#: bounded by CROWN (auto_LiRPA 0.7.1's default ``minimum_sparsity``)
+AUTOLIRPA_SPARSITY = 0.9
 #: default ceiling of one backward pass's estimated memory (bytes)
 DEFAULT_MEMORY_LIMIT = 4 * 2 ** 30
 #: interval arrays of Lambda's size alive at once in a backward pass: Lambda, its
@@ -391,23 +403,47 @@ def _crown_one(graph, payload, box, ictx, method, out, ibp, errs, opts) -> list:
                     spec_box = _backward(st, vals, i, seed)
                 except (ContextError, OpDataError, _NoBox):
                     pass
-        elif need[i] and dep[i] and kinds[i] is not None and (
+        crown_v = sel = None
+        if not (seed is not None and i == out) and need[i] and dep[i] and kinds[i] is not None and (
                 method != "crown" or kinds[i] not in ("relaxed", "maxpool")):
             try:
-                cands.append(_backward(st, vals, i, select=_unstable(st, i, out, anc, cands,
-                                                                     ibp_iv[i])))
+                sel = _unstable(st, i, out, anc, cands,
+                                None if opts["combine"] == "crown" and cands else ibp_iv[i])
+                if opts["combine"] == "crown" and sel is not None and (
+                        np.count_nonzero(sel) > AUTOLIRPA_SPARSITY * sel.size):
+                    # auto_LiRPA bounds only the unstable rows when they are at most 90%
+                    # of the node ('minimum_sparsity'), else every row, kept as CROWN
+                    sel = None
+                crown_v = _backward(st, vals, i, select=sel)
             except (ContextError, OpDataError, _NoBox):
                 pass
-        if ibp_iv[i] is not None:
+        plain = opts["combine"] == "crown"
+        keep = plain and crown_v is not None
+        if crown_v is not None and not keep:
+            cands.append(crown_v)
+        # combine="crown": auto_LiRPA's reference box is IBP on the parents' current
+        # boxes (our rule box), not IBP from the input; that one only where no rule box is
+        if ibp_iv[i] is not None and not (plain and cands):
             cands.append(ibp_iv[i])
         if cands:
             v = cands[0]
             for w in cands[1:]:
                 v = _intersect(ictx, v, w, i)
             vals[i] = v
+        if keep:
+            vals[i] = crown_v if not cands else _crown_rows(ictx, crown_v, vals[i], sel)
     if seed is not None:
         return _spec_result(st, seed, vals[out], spec_box, out)
     return [None if v is None else Box.from_interval(ictx, v) for v in vals]
+
+
+def _crown_rows(ictx, crown_v: Interval, rest: Interval, sel) -> Interval:
+    """``combine="crown"``: CROWN's rows as they are (auto_LiRPA's choice), the other
+    coordinates (no row: ``sel`` False) from the rule/IBP intersection ``rest``."""
+    if sel is None:
+        return crown_v
+    m = np.asarray(sel).reshape(np.shape(crown_v.lo))
+    return ictx.make(np.where(m, crown_v.lo, rest.lo), np.where(m, crown_v.hi, rest.hi))
 
 
 def _unstable(st, i, out, anc, cands, ibp_box):

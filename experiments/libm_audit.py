@@ -612,12 +612,12 @@ def _run_dask(tasks, record, bar, *, scheduler, workers, timeout, timing=None):
         # that imported all of it once, the workers start ready and close at once.
         from distributed.utils import get_mp_context
         conf["distributed.worker.multiprocessing-method"] = "forkserver"
-        # housekeeping of a cluster whose tasks are equal, long and CPU-bound: no work
-        # stealing (queued tasks go to the worker that frees up), and the event-loop tick
-        # (20 ms), system monitor (0.5 s) and memory monitor (0.1 s) polled less often:
-        # 40 one-second tasks on 2 workers cost 1.9-2.1 s of CPU around them, now 0.9-1.0
-        conf.update({"distributed.scheduler.work-stealing": False,
-                     "distributed.admin.tick.interval": "1s",
+        # housekeeping of a cluster whose tasks are equal, long and CPU-bound: the
+        # event-loop tick (20 ms), system monitor (0.5 s) and memory monitor (0.1 s)
+        # polled less often.  Work stealing stays on: every chunk depends on the shared
+        # task, which lives on one worker, and without stealing the scheduler kept every
+        # chunk there (exhaustive exp: one core busy, 2.25x the two processes' wall time)
+        conf.update({"distributed.admin.tick.interval": "1s",
                      "distributed.admin.system-monitor.interval": "5s",
                      "distributed.worker.memory.monitor-interval": "1s"})
         with dask.config.set(conf):

@@ -156,10 +156,7 @@ def test_combine_crown_on_a_conv_residual_net_holds_exact_and_binary32_runs():
     """The auto_LiRPA mode on a conv residual net (batchnorm, max-pool, add): real boxes
     hold mpmath runs at vertices and interior points, execution boxes in binary32 hold
     the lab's binary32 runs."""
-    from scalarlab import scalars
-    from scalarlab.graph import denote_all
-
-    from test_crown_window import _residual_net
+    from test_crown_window import _assert_holds_binary32_runs, _residual_net
     from test_ibp_crown import _check_sound
     g, p = _residual_net(3)
     rng = np.random.default_rng(4)
@@ -168,13 +165,4 @@ def test_combine_crown_on_a_conv_residual_net_holds_exact_and_binary32_runs():
     real = run_crown(g, p, box, guarantee="real", combine="crown")
     assert _check_sound(g, p, box.lo, box.hi, real, n_random=3, seed=5, max_vertices=3) > 0
     boxes = run_crown(g, p, box, "interval:binary32", combine="crown")
-    b32 = scalars.get("binary32")
-    pts = np.clip(x + rng.uniform(-1, 1, (6,) + x.shape) * 2.0 ** -4, box.lo, box.hi)
-    pts = np.clip(pts.astype(np.float32).astype(np.float64), box.lo, box.hi)
-    vals = denote_all(g, p, b32.convert(pts), b32)
-    for i, b in enumerate(boxes):
-        if b is None or i == 0:
-            continue
-        v = b32.to_float64(vals[i])
-        lo, hi = _ends(b)
-        assert np.all(v >= lo) and np.all(v <= hi), i
+    _assert_holds_binary32_runs(g, p, box, boxes, rng, 6)

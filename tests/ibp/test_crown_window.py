@@ -158,8 +158,13 @@ def test_windowed_crown_holds_binary32_runs(monkeypatch):
     box = Box(x - 2.0 ** -5, x + 2.0 ** -5)
     monkeypatch.setattr(crown_window, "TILE_ROWS", 2)
     boxes = run_crown(g, p, box, "interval:binary32", method="crown")
+    _assert_holds_binary32_runs(g, p, box, boxes, rng, 16)
+
+
+def _assert_holds_binary32_runs(g, p, box, boxes, rng, n):
+    """Every node's box holds the binary32 runs of n random binary32 points of ``box``."""
     b32 = scalars.get("binary32")
-    pts = np.clip(x + rng.uniform(-1, 1, (16,) + x.shape) * 2.0 ** -5, box.lo, box.hi)
+    pts = rng.uniform(box.lo, box.hi, (n,) + box.lo.shape)
     pts = np.clip(pts.astype(np.float32).astype(np.float64), box.lo, box.hi)
     vals = denote_all(g, p, b32.convert(pts), b32)
     for i, b in enumerate(boxes):

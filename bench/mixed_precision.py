@@ -11,7 +11,7 @@ share of outputs equal to the lab's ``bfloat16@binary32`` (matmul, sum, conv2d a
 with and without a bias: torch's float32 accumulation, the bias added in float32, one
 rounding).  Each agreement is printed twice: "before", the mixed context with its bias
 added after the rounding, in bfloat16 (the lab's linear/conv up to issue 31, kept here as
-a :class:`MixedContext` whose ``bias_in_accumulator`` is off), and "after", the bias
+a :class:`MixedContext` whose ``matmul_add`` is the base composition), and "after", the bias
 handed to the accumulator as torch does.
 
     python bench/mixed_precision.py [--batch 16]
@@ -40,7 +40,8 @@ def contexts():
     from scalarlab import scalars
     from scalarlab.scalars.mixed import MixedContext
     before = MixedContext("bfloat16", "binary32")
-    before.bias_in_accumulator = False       # the bias added after the rounding, in bfloat16
+    # the bias added after the product's rounding, in bfloat16 (the base Context.matmul_add)
+    before.matmul_add = lambda a, b, c: before.add(before.matmul(a, b), c)
     return {"bfloat16": scalars.get("bfloat16"), "mixed, bias after (before)": before,
             "bfloat16@binary32": scalars.get("bfloat16@binary32")}
 

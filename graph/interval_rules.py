@@ -682,8 +682,11 @@ class _EndpointProducts:
     def matmul(self, a, b):
         return self._ctx.matmul_endpoint(a, b)
 
+    def matmul_add(self, a, b, c):
+        return self._ctx.add(self.matmul(a, b), c)
+
     def affine(self, x, W, b, x_prep=None):
-        return self._ctx.add(self.matmul(x, self._ctx.transpose(W)), b)
+        return self.matmul_add(x, self._ctx.transpose(W), b)
 
 
 #: a coarse format (unit roundoff >= 2^-12: binary16, bfloat16, fp8) with sequential point

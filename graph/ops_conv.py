@@ -231,15 +231,14 @@ def _wmat(ctx, w, q):
 
 def _conv_core(ctx, x, w, q, nb, bias=None):
     """The convolution as one product of im2col columns and the weight matrix; ``bias``
-    (only for a context with ``bias_in_accumulator``) is handed to that product, which
-    adds it before its rounding."""
+    goes to the context with that product (``Context.matmul_add``: a mixed-precision
+    context adds it inside its accumulator, the others after the product's rounding)."""
     cols, B, _ = _conv_cols(ctx, x, q, nb)
     if bias is None:
         y = ctx.matmul(cols, _wmat(ctx, w, q))                   # [N, G, P, O/G]
     else:
         G = q["G"]
-        y = ctx.matmul(cols, _wmat(ctx, w, q),
-                       bias=ctx.reshape(bias, (G, 1, q["OC"] // G)))
+        y = ctx.matmul_add(cols, _wmat(ctx, w, q), ctx.reshape(bias, (G, 1, q["OC"] // G)))
     y = ctx.transpose(y, (0, 1, 3, 2))
     return ctx.reshape(y, B + (q["OC"],) + q["O"])
 
@@ -266,9 +265,7 @@ def _conv_record(d):
     def forward(ctx, args, attrs, nb):
         x, w, b = args
         q = geom_of(ctx, x, w, attrs, nb)
-        if ctx.bias_in_accumulator:     # mixed precision: b joins the accumulated sums
-            return _conv_core(ctx, x, w, q, nb, bias=b)
-        return ctx.add(_conv_core(ctx, x, w, q, nb), _bias_b(ctx, b, d))
+        return _conv_core(ctx, x, w, q, nb, bias=b)
 
     def vjp(ctx, g, args, y, attrs, nb, needs=None):
         x, w, b = args

@@ -139,12 +139,9 @@ def _linear_check(in_shapes, attrs, out_shape, given):
 
 def _linear_forward(ctx, args, attrs, nb):
     x, W, b = args
-    if ctx.bias_in_accumulator:             # mixed precision: b joins the accumulated sum
-        return ctx.matmul(x, ctx.transpose(W), bias=b)
-    affine = getattr(ctx, "affine", None)   # a context's fused x W^T + b (same values)
-    if affine is not None:
-        return affine(x, W, b)
-    return ctx.add(ctx.matmul(x, ctx.transpose(W)), b)
+    # the context decides where b is added (Context.matmul_add: after the product's
+    # rounding, or inside a mixed-precision accumulator) and may fuse the two
+    return ctx.affine(x, W, b)
 
 
 def _rows(ctx, v):

@@ -62,11 +62,6 @@ class Context:
     ``mp``                 the ``mpmath.MPContext`` of an mpmath-valued context, else ``None``
     ``accumulation``       the :class:`Format` sums and dot products accumulate in before one
                            rounding to ``fmt`` (mixed precision ``STORAGE@ACCUM``), else ``None``
-    ``bias_in_accumulator`` ``matmul(a, b, bias=c)`` adds ``c`` (broadcast onto the product)
-                           in the accumulator before the product's one rounding, as torch,
-                           oneDNN and cuBLAS add a layer's bias; the linear and conv rules
-                           hand their bias to it.  False: ``matmul`` takes no ``bias`` and the
-                           rules add it with ``add`` (a rounding of its own)
 
     Interval contexts add ``endpoint_kind``, ``endpoint_format``, ``float64_endpoints`` and
     ``has_base(ctx)`` (``ctx`` is the base whose point runs the boxes also enclose).
@@ -84,7 +79,6 @@ class Context:
     exact_strings: bool = False
     mp = None
     accumulation = None
-    bias_in_accumulator: bool = False
     description: str = ""
 
     # ------------------------------------------------------------------ helpers
@@ -164,6 +158,18 @@ class Context:
     # matmul follows numpy.matmul's shape rules (batched, 1-d promotion); dot products
     # round each product and each addition (sequential) unless ``fma_dot``.
     def matmul(self, a, b): raise self.unsupported("matmul")
+
+    # A layer's product and bias.  The linear and conv rules call these, so a context
+    # decides where a bias is added: here, after the product's rounding, with an ``add`` of
+    # its own; a mixed-precision context adds it inside the accumulator before the one
+    # rounding to storage, as torch, oneDNN and cuBLAS do (scalars/mixed.py).
+    def matmul_add(self, a, b, c):
+        """``a @ b + c``, ``c`` broadcast onto the product."""
+        return self.add(self.matmul(a, b), c)
+
+    def affine(self, x, W, b):
+        """A dense layer ``x W^T + b`` (``W`` is [out, in])."""
+        return self.matmul_add(x, self.transpose(W), b)
 
     # Shape operations: never round, work on every value representation.
     def shape(self, v) -> tuple: raise self.unsupported("shape")

@@ -22,8 +22,8 @@ Semantics, exactly:
   the addition rounded to ACCUM; ``STORAGE@ACCUM+fma``: one ACCUM rounding per
   multiply-add), then one nearest-even rounding onto STORAGE.  A product of two bfloat16
   or binary16 values is exact in binary32, so for those pairs only the additions round.
-* the bias of ``linear`` (ONNX Gemm) and ``conv``: ``matmul(a, b, bias=c)``
-  (``bias_in_accumulator``) adds it to each ACCUM dot product, one more ACCUM rounding,
+* the bias of ``linear`` (ONNX Gemm) and ``conv``: ``matmul_add(a, b, c)`` (which the
+  two rules call for every context) adds it to each ACCUM dot product, one more ACCUM rounding,
   before the one rounding onto STORAGE -- torch CPU (oneDNN) and cuBLAS do the same
   (measured: torch's bfloat16 ``Linear``/``Conv2d`` with a bias equal
   ``(x.float() @ W.float().T + b.float()).bfloat16()`` on every entry; adding it after the
@@ -106,28 +106,34 @@ class MixedContext(BinaryContext):
         return self._to_storage(self.acc.sum(self.acc.convert(a), axis=axis,
                                              keepdims=keepdims))
 
-    bias_in_accumulator = True
-
-    def matmul(self, a, b, bias=None):
-        """``a @ b`` (+ ``bias``, broadcast onto the product): each dot product accumulated
-        in ACCUM, the bias added to it there (one ACCUM rounding), then one rounding onto
+    def matmul(self, a, b):
+        """``a @ b``: each dot product accumulated in ACCUM, then one rounding onto
         STORAGE."""
-        a = self._val(a, "matmul", "first operand")
-        b = self._val(b, "matmul", "second operand")
+        return self._accumulated_product(a, b, None, "matmul")
+
+    def matmul_add(self, a, b, c):
+        """``a @ b + c`` (``c`` broadcast onto the product): each dot product accumulated
+        in ACCUM, ``c`` added to it there (one ACCUM rounding), then one rounding onto
+        STORAGE."""
+        return self._accumulated_product(a, b, c, "matmul_add")
+
+    def _accumulated_product(self, a, b, c, op: str):
+        a = self._val(a, op, "first operand")
+        b = self._val(b, op, "second operand")
         try:
             r = self.acc.matmul(self.acc.convert(a), self.acc.convert(b))
         except ContextError as exc:      # shape errors: name this context, not ACCUM's
             raise ContextError(str(exc).replace(f"context {self.acc.name}:",
                                                 f"context {self.name}:", 1)) from None
-        if bias is not None:
-            c = self._val(bias, "matmul", "bias")
+        if c is not None:
+            c = self._val(c, op, "bias")
             shape = np.shape(r)
             try:
                 fits = np.broadcast_shapes(shape, c.shape) == shape
             except ValueError:
                 fits = False
             if not fits:
-                raise ContextError(f"context {self.name}: matmul: bias of shape "
+                raise ContextError(f"context {self.name}: {op}: bias of shape "
                                    f"{list(c.shape)} does not broadcast onto the product's "
                                    f"shape {list(shape)}")
             # STORAGE values are ACCUM values: convert is exact; add rounds once in ACCUM

@@ -102,13 +102,15 @@ def test_linear_adds_its_bias_in_the_accumulator(name, fused):
     want = np.array([[_oracle_dot_bias(x[i], W[j], b[j], sfmt, afmt, fused)
                       for j in range(5)] for i in range(3)])
     np.testing.assert_array_equal(got, want)
-    np.testing.assert_array_equal(ctx.matmul(x, W.T, bias=b), want)
+    np.testing.assert_array_equal(ctx.matmul_add(x, W.T, b), want)
     plain = scalars.get(sfmt.name)
-    assert not plain.bias_in_accumulator
     p64 = plain.to_float64
+    # a plain context adds a bias after the product's rounding (the base matmul_add)
+    after = p64(plain.add(plain.matmul(plain.convert(x), plain.convert(W.T)), plain.convert(b)))
     np.testing.assert_array_equal(
-        p64(denote(g, {1: {"linear": {"W": W, "b": b}}}, x, plain)),
-        p64(plain.add(plain.matmul(plain.convert(x), plain.convert(W.T)), plain.convert(b))))
+        p64(plain.matmul_add(plain.convert(x), plain.convert(W.T), plain.convert(b))), after)
+    np.testing.assert_array_equal(
+        p64(denote(g, {1: {"linear": {"W": W, "b": b}}}, x, plain)), after)
     if sfmt != formats.binary32:
         # rounding the product onto STORAGE before the bias add gives other values here
         assert not np.array_equal(ctx.add(ctx.matmul(x, W.T), b), want)
@@ -139,12 +141,12 @@ def test_conv_adds_its_bias_in_the_accumulator():
 
 def test_matmul_bias_refuses_what_does_not_broadcast():
     ctx = scalars.get("bfloat16@binary32")
-    with pytest.raises(ContextError, match=r"bfloat16@binary32: matmul: bias of shape \[3\] "
+    with pytest.raises(ContextError, match=r"bfloat16@binary32: matmul_add: bias of shape \[3\] "
                                            r"does not broadcast onto the product's shape \[2, 4\]"):
-        ctx.matmul(np.zeros((2, 3)), np.zeros((3, 4)), bias=np.zeros(3))
-    with pytest.raises(ContextError, match=r"bfloat16@binary32: matmul: bias holds 0.1 at "
+        ctx.matmul_add(np.zeros((2, 3)), np.zeros((3, 4)), np.zeros(3))
+    with pytest.raises(ContextError, match=r"bfloat16@binary32: matmul_add: bias holds 0.1 at "
                                            r"index \(0,\), which is not a bfloat16 value"):
-        ctx.matmul(np.zeros((2, 3)), np.zeros((3, 4)), bias=np.full(4, 0.1))
+        ctx.matmul_add(np.zeros((2, 3)), np.zeros((3, 4)), np.full(4, 0.1))
 
 
 def test_double_rounding_is_torch_s_not_the_correct_rounding():
@@ -273,7 +275,8 @@ def test_interval_boxes_hold_the_bias_in_the_accumulator(name):
         assert rep.first_counterexample() is None and not rep.violations and not rep.failures
     from scalarlab.scalars.mixed import MixedContext
     old = MixedContext(ctx.fmt.name, ctx.accumulation.name)
-    old.bias_in_accumulator = False          # the rules' composition: add after the product
+    # the composition before the bias went into the accumulator: add after the product
+    old.matmul_add = lambda a, b, c: old.add(old.matmul(a, b), c)
     y, y_old = (c.to_float64(denote(g, p, x, c, output_id=1)) for c in (ctx, old))
     assert not np.array_equal(y, y_old)
 

@@ -148,13 +148,14 @@ def round_to_odd_f64(hi: np.ndarray, lo: np.ndarray) -> np.ndarray:
     at most 51 significand bits gives the correctly rounded value of ``hi + lo``
     (Boldo & Melquiond: round-to-odd with two extra bits makes double rounding safe).
     """
+    from scalarlab.scalars.kernels.flat import flat_f64
+    from scalarlab.scalars.kernels.ordinal import round_to_odd_flat
     hi = np.asarray(hi, dtype=np.float64)
     lo = np.asarray(lo, dtype=np.float64)
-    bits = np.ascontiguousarray(hi).reshape(-1).view(np.int64).reshape(hi.shape)
-    even = (bits & 1) == 0
-    move = (lo != 0) & even & np.isfinite(hi)
-    toward = np.where(lo > 0, np.inf, -np.inf)
-    return np.where(move, np.nextafter(hi, toward), hi)
+    shape = np.broadcast_shapes(hi.shape, lo.shape)
+    out = np.empty(shape)
+    round_to_odd_flat(flat_f64(hi, shape), flat_f64(lo, shape), out.reshape(-1))
+    return out
 
 
 def _binary64():

@@ -158,3 +158,20 @@ def entry_errors_flat(v_hi, v_lo, r_hi, r_lo, target, abs_err, rel, ulps, use_ul
             d = np.inf
         ulps[i] = d
     return broken_n, bad_v, bad_t, worst_n
+
+
+@numba.njit(cache=True, nogil=True)
+def round_to_odd_flat(hi, lo, out):
+    """``out`` = the double-double ``hi + lo`` (``hi`` its nearest float64) rounded to
+    float64 with round-to-odd: where ``lo != 0`` (NaN included) and ``hi`` is finite with
+    an even last bit, its neighbour toward ``lo``'s side (the exact value lies between
+    the two, and that neighbour is the odd one); ``hi`` elsewhere."""
+    hb = hi.view(np.uint64)
+    for i in range(hi.size):
+        h = hi[i]
+        lw = lo[i]
+        if lw != 0.0 and (hb[i] & np.uint64(1)) == np.uint64(0) and abs(h) != np.inf \
+                and h == h:
+            out[i] = np.nextafter(h, np.inf if lw > 0.0 else -np.inf)
+        else:
+            out[i] = h

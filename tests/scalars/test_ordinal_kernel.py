@@ -121,3 +121,27 @@ def test_entry_errors_against_exact_rationals_and_gmpy2(fmt):
     e2 = metrics.entry_errors(w, np.zeros_like(w), r_hi, r_lo, fmt)
     assert e2.fmt is None and e2.ulps is None and e2.bits is None
     assert len(K.entry_errors_flat.signatures) == 1
+
+
+def test_round_to_odd_against_mpfr_toward_zero():
+    """Round-to-odd of a double-double = MPFR's toward-zero rounding at 53 bits with the
+    last bit set where inexact (float64 subnormals included); lo = 0 and non-finite hi
+    pass through."""
+    rng = np.random.default_rng(2)
+    hi = rng.standard_normal(300) * np.ldexp(1.0, rng.integers(-1070, 60, 300))
+    ulp = np.spacing(np.abs(hi))
+    lo = ulp * rng.uniform(-0.5, 0.5, hi.size) * rng.choice([0.0, 1.0, 1.0], hi.size)
+    lo = np.where(np.abs(lo) < 5e-324, 0.0, lo)
+    hi[:3], lo[:3] = [np.inf, -np.inf, np.nan], [1.0, -1.0, 1.0]
+    got = metrics.round_to_odd_f64(hi, lo)
+    assert np.isinf(got[:2]).all() and np.isnan(got[2])
+    ctx = gmpy2.context(precision=53, emin=-1073, emax=1024, subnormalize=True,
+                        round=gmpy2.RoundToZero)
+    for h, low, g in zip(hi[3:].tolist(), lo[3:].tolist(), got[3:].tolist()):
+        exact = Fraction(h) + Fraction(low)
+        with gmpy2.context(ctx):
+            z = float(gmpy2.mpfr(gmpy2.mpq(exact)) * 1)
+        if Fraction(z) != exact:                       # inexact: the last bit set
+            z = float((np.array([z]).view(np.int64) | 1).view(np.float64)[0])
+        assert g == z
+    assert len(K.round_to_odd_flat.signatures) == 1

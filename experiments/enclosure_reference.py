@@ -511,6 +511,10 @@ def ball_reference(case, x, oracle, contexts, fallback, *, nodes=None, quiet=Tru
     if pilot_up is not None:
         _merge(res, esc_p, pilot_up)
         by_k[esc_p] = BALL_K_MAX
+    for kk in {BALL_K, k, BALL_K_MAX}:
+        # the passes are done: the weights' slices need not outlive them (the contexts'
+        # folds and the rows come next)
+        scalars.get(f"ball:{kk}").clear_cache()
     ok = res["ok"]
     values = list(res["dd"])             # the oracle's samples are replaced below
     sel = np.flatnonzero(~ok)

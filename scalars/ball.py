@@ -810,6 +810,11 @@ class BallContext(Context):
         except ValueError as exc:
             raise ContextError(f"context {self.name}: {op}: {exc}") from None
 
+    def clear_cache(self) -> None:
+        """Drop the cached weight slices (about 6x the weights: 0.56 GB for resnet18), for
+        a caller done with a graph's ball passes."""
+        self._slice_cache.clear()
+
     def _slices(self, W, split):
         """A weight's Ozaki slices, cached: the same weight meets every chunk of samples.
         Keyed by the array's memory, shape and strides (the cache holds the array, so the

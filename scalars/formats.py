@@ -662,10 +662,12 @@ def ulp_distance(a, b, fmt) -> np.ndarray:
     except ValueError:
         raise ContextError(f"ulp_distance in {fmt.name}: shapes {aa.shape} and {bb.shape} "
                            f"do not broadcast")
-    aa, bb = np.broadcast_to(aa, shape), np.broadcast_to(bb, shape)
-    out = np.empty(aa.size, dtype=np.uint64)
-    bad = ulp_distance_flat(flat_f64(aa), flat_f64(bb), out, *_ordinal_params(fmt))
+    out = np.empty(math.prod(shape), dtype=np.uint64)
+    # flat_f64 broadcasts (a copy) only an operand whose shape differs
+    bad = ulp_distance_flat(flat_f64(aa, shape), flat_f64(bb, shape), out,
+                            *_ordinal_params(fmt))
     if bad:
+        aa, bb = np.broadcast_to(aa, shape), np.broadcast_to(bb, shape)
         # name the first offending entry, as round-first advice
         if not fmt.has_inf:
             for arr, nm in ((aa, "a"), (bb, "b")):
@@ -676,7 +678,7 @@ def ulp_distance(a, b, fmt) -> np.ndarray:
         _repr_check(bb, fmt, f"ulp_distance in {fmt.name} (b)")
         raise ContextError(f"ulp_distance in {fmt.name}: {bad} entries are not "
                            f"{fmt.name} values; round them to the format first")
-    d = out.reshape(aa.shape)
+    d = out.reshape(shape)
     if fmt.exp_bits == 11 and fmt.man_bits == 52:
         return d
     return d.view(np.int64)

@@ -382,8 +382,10 @@ def split_values(ctx, v):
         return metrics.exact_split(arr)
     if arr.dtype.kind == "c":
         raise ExperimentError(f"context {ctx.name} produced complex values")
-    hi = arr.astype(np.float64)
-    return hi, np.zeros_like(hi)
+    # no copy of a float64 fold's values; np.zeros maps untouched zero pages (no memory
+    # until written), where zeros_like writes every page of a tensor that is only read
+    hi = np.asarray(arr, dtype=np.float64)
+    return hi, np.zeros(hi.shape)
 
 
 def is_array_context(ctx) -> bool:

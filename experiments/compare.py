@@ -51,6 +51,7 @@ def compare(case: GraphCase, contexts, x, *, reference=DEFAULT_REFERENCE,
         rows.extend(ctx_rows)
         verdicts[ctx.name] = verdict(case, ctx, ctx_rows, first, threshold, failed, reason,
                                      divergence_ulps)
+        del vals            # every node of the batch: freed before the next context's fold
     df = pd.DataFrame(rows, columns=list(ROW_COLUMNS))
     return CompareResult(case, list(contexts), ref, batch_size(x), input_desc, threshold,
                          df, verdicts, divergence_ulps)

@@ -419,7 +419,11 @@ def _evaluate_balls(case, x, k, fmts, report, *, quiet=True, desc=None, keep=Non
             return cat([a for a, _ in p]), cat([b for _, b in p])
         z = np.broadcast_to(np.nan, (n,) + tuple(case.nodes[i].out_shape))
         return z, z
-    return {"dd": [joined(i, p) for i, p in enumerate(out["dd"])],
+    dd = []
+    for i, p in enumerate(out["dd"]):
+        dd.append(joined(i, p))
+        p.clear()           # the chunks' pieces go as their node is joined: one copy alive
+    return {"dd": dd,
             "ok": cat(out["ok"]), "tight": cat(out["tight"]), "failed": cat(out["failed"]),
             "rel": cat(out["rel"]),
             "per_fmt": {name: [cat(v) for v in lst] for name, lst in out["per_fmt"].items()},
@@ -507,6 +511,10 @@ def ball_reference(case, x, oracle, contexts, fallback, *, nodes=None, quiet=Tru
     if pilot_up is not None:
         _merge(res, esc_p, pilot_up)
         by_k[esc_p] = BALL_K_MAX
+    for kk in {BALL_K, k, BALL_K_MAX}:
+        # the passes are done: the weights' slices need not outlive them (the contexts'
+        # folds and the rows come next)
+        scalars.get(f"ball:{kk}").clear_cache()
     ok = res["ok"]
     values = list(res["dd"])             # the oracle's samples are replaced below
     sel = np.flatnonzero(~ok)

@@ -148,13 +148,14 @@ def round_to_odd_f64(hi: np.ndarray, lo: np.ndarray) -> np.ndarray:
     at most 51 significand bits gives the correctly rounded value of ``hi + lo``
     (Boldo & Melquiond: round-to-odd with two extra bits makes double rounding safe).
     """
+    from scalarlab.scalars.kernels.flat import flat_f64
+    from scalarlab.scalars.kernels.ordinal import round_to_odd_flat
     hi = np.asarray(hi, dtype=np.float64)
     lo = np.asarray(lo, dtype=np.float64)
-    bits = np.ascontiguousarray(hi).reshape(-1).view(np.int64).reshape(hi.shape)
-    even = (bits & 1) == 0
-    move = (lo != 0) & even & np.isfinite(hi)
-    toward = np.where(lo > 0, np.inf, -np.inf)
-    return np.where(move, np.nextafter(hi, toward), hi)
+    shape = np.broadcast_shapes(hi.shape, lo.shape)
+    out = np.empty(shape)
+    round_to_odd_flat(flat_f64(hi, shape), flat_f64(lo, shape), out.reshape(-1))
+    return out
 
 
 def _binary64():
@@ -202,20 +203,6 @@ def format_of(ctx):
     return _binary64() if _point_dtype(ctx) == np.float64 else None
 
 
-def representable(v_hi, v_lo, fmt) -> bool:
-    """True when every value is a value of ``fmt`` (or inf/NaN): ULPs are defined."""
-    from scalarlab.scalars import formats
-    if np.any(np.asarray(v_lo) != 0):
-        return False
-    fin = np.isfinite(v_hi)
-    if not fmt.has_inf and np.any(np.isinf(v_hi)):
-        return False
-    # Any mode keeps format values and moves the rest; nearest-even is the kernel the
-    # binary contexts compiled already (toward-zero compiled one more, ~2 s cold).
-    r = formats.round_to_format(np.where(fin, v_hi, 0.0), fmt)
-    return bool(np.all(r == np.where(fin, v_hi, 0.0)))
-
-
 @dataclass
 class EntryErrors:
     """Per-entry errors of one value array (flattened over samples and elements)."""
@@ -232,48 +219,51 @@ def entry_errors(v_hi, v_lo, ref_hi, ref_lo, fmt) -> EntryErrors:
     """Absolute, relative, ULP and bits-of-error arrays of ``v`` against the reference.
 
     ``v`` and the reference are double-double pairs (``v_lo`` is 0 for binary formats).
-    ``fmt`` is the context's format (None: no ULP metrics).
+    ``fmt`` is the context's format (None: no ULP metrics; also none when some value of
+    ``v`` is not a value of ``fmt``, e.g. fp32-real: binary32 precision but unbounded
+    exponent).  Per entry, with ``diff = (v_hi - r_hi) + (v_lo - r_lo)`` (0 where the
+    pairs are equal, inf included): ``abs_err = |diff|``, ``rel = abs_err / |r_hi + r_lo|``
+    (0/0 = 0, x/0 = inf), both 0 where both sides are NaN and inf where exactly one side is
+    NaN or infinite; ``ulps`` the ordinal distance in ``fmt`` from ``v_hi`` to the reference
+    correctly rounded into ``fmt`` (0 for NaN vs NaN, inf for NaN vs a number).  One
+    compiled pass (:func:`scalars.kernels.ordinal.entry_errors_flat`) computes them without
+    a temporary array per step: the rows of ``compare`` run it on every node's full value
+    tensor, once per context.
     """
-    v_hi = np.asarray(v_hi, dtype=np.float64).reshape(-1)
-    v_lo = np.asarray(v_lo, dtype=np.float64).reshape(-1)
-    r_hi = np.asarray(ref_hi, dtype=np.float64).reshape(-1)
-    r_lo = np.asarray(ref_lo, dtype=np.float64).reshape(-1)
-    with np.errstate(all="ignore"):
-        # v_hi - r_hi is exact whenever the two are within a factor of 2 (Sterbenz) and
-        # otherwise carries a relative error of 2^-53 of the error itself: enough for a
-        # metric.  Adding the low parts recovers differences below one float64 ulp.
-        diff = (v_hi - r_hi) + (v_lo - r_lo)
-        same = (v_hi == r_hi) & (v_lo == r_lo)            # also true for inf == inf
-        diff = np.where(same, 0.0, diff)
-        v_nan, r_nan = np.isnan(v_hi), np.isnan(r_hi)
-        broken = (v_nan != r_nan) | (np.isinf(v_hi) & ~np.isinf(r_hi)) | \
-                 (~np.isinf(v_hi) & np.isinf(r_hi) & ~v_nan)
-        both_nan = v_nan & r_nan
-        abs_err = np.abs(diff)
-        abs_err = np.where(both_nan, 0.0, np.where(broken, np.inf, abs_err))
-        r_abs = np.abs(r_hi + r_lo)
-        rel = np.where(r_abs == 0, np.where(abs_err == 0, 0.0, np.inf), abs_err / r_abs)
-        rel = np.where(both_nan, 0.0, np.where(broken, np.inf, rel))
-    ulps = bits = target = None
-    if fmt is not None and not representable(v_hi, v_lo, fmt):
-        fmt = None          # e.g. fp32-real: binary32 precision but unbounded exponent
+    from scalarlab.scalars import formats
+    from scalarlab.scalars.kernels.flat import flat_f64
+    from scalarlab.scalars.kernels.ordinal import entry_errors_flat
+    v_hi, v_lo = flat_f64(v_hi), flat_f64(v_lo)
+    r_hi, r_lo = flat_f64(ref_hi), flat_f64(ref_lo)
+    n = v_hi.size
+    abs_err, rel = np.empty(n), np.empty(n)
     if fmt is not None:
-        from scalarlab.scalars import formats
-        target = correctly_rounded(r_hi, r_lo, fmt)
-        finite_pair = ~(v_nan | r_nan)
-        d = np.zeros(v_hi.shape)
-        if finite_pair.any():
-            d[finite_pair] = np.asarray(
-                formats.ulp_distance(v_hi[finite_pair], target[finite_pair], fmt),
-                dtype=np.float64)
-        d = np.where(both_nan, 0.0, np.where(v_nan != r_nan, np.inf, d))
+        target = flat_f64(correctly_rounded(r_hi, r_lo, fmt))
+        d = np.empty(n)
+        params = formats._ordinal_params(fmt)
+    else:
+        target, d = r_hi, np.empty(0)
+        params = formats._ordinal_params(_binary64())      # unused without ULPs
+    nonfinite, bad_v, bad_t, worst = entry_errors_flat(
+        v_hi, v_lo, r_hi, r_lo, target, abs_err, rel, d, fmt is not None, *params)
+    if fmt is not None and bad_v:
+        fmt = None          # e.g. fp32-real: binary32 precision but unbounded exponent
+    ulps = bits = None
+    if fmt is None:
+        target = None
+    else:
+        if bad_t:           # the rounding gave a non-value: ulp_distance names it
+            fin = ~(np.isnan(v_hi) | np.isnan(r_hi))
+            formats.ulp_distance(v_hi[fin], target[fin], fmt)
         ulps = d
         width = float(fmt.exp_bits + fmt.man_bits + 1)
-        worst = ~np.isfinite(v_hi) & np.isfinite(r_hi)  # NaN / inf for a finite value
         with np.errstate(all="ignore"):
-            bits = np.minimum(np.log2(1.0 + d), width)     # Herbie: bits of error
-        bits = np.where(worst, width, bits)
-    return EntryErrors(abs_err, rel, ulps, bits, int(np.count_nonzero(broken)), fmt, target)
+            bits = np.add(d, 1.0)                               # Herbie: bits of error
+            np.log2(bits, out=bits)
+            np.minimum(bits, width, out=bits)
+        if worst:           # NaN / inf for a finite value: the format's width
+            bits[~np.isfinite(v_hi) & np.isfinite(r_hi)] = width
+    return EntryErrors(abs_err, rel, ulps, bits, int(nonfinite), fmt, target)
 
 
 def _max(a):

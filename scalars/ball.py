@@ -497,13 +497,16 @@ class BallContext(Context):
             first, second = (a_ge, b_ge) if op == "maximum" else (b_ge, a_ge)
             pick_a[und] = first
             pick_b[und] = second & ~first
+        ra, rb = self._rad(a, shape), self._rad(b, shape)
+        if (pick_a | pick_b).all():
+            # every entry decided (a ReLU of a tight ball, nearly always): no hull to build
+            return self._check(op, np.where(pick_a, ma, mb), np.where(pick_a, ra, rb))
         if op == "maximum":
             hm, hr = self._hull(np.maximum(la, lb), np.maximum(ha, hb))
         else:
             hm, hr = self._hull(np.minimum(la, lb), np.minimum(ha, hb))
         hm = self._pad(hm, c)
         mid = np.where(pick_a, ma, np.where(pick_b, mb, hm))
-        ra, rb = self._rad(a, shape), self._rad(b, shape)
         rad = np.where(pick_a, ra, np.where(pick_b, rb, hr))
         return self._check(op, mid, rad)
 
@@ -806,6 +809,11 @@ class BallContext(Context):
                 return f(*args, **kw)
         except ValueError as exc:
             raise ContextError(f"context {self.name}: {op}: {exc}") from None
+
+    def clear_cache(self) -> None:
+        """Drop the cached weight slices (about 6x the weights: 0.56 GB for resnet18), for
+        a caller done with a graph's ball passes."""
+        self._slice_cache.clear()
 
     def _slices(self, W, split):
         """A weight's Ozaki slices, cached: the same weight meets every chunk of samples.

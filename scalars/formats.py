@@ -619,36 +619,25 @@ def next_down(x, fmt) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------- ordinals, error
-def _ordinal_magnitude(a: np.ndarray, fmt: Format) -> np.ndarray:
-    """Index of |x| among the format's non-negative values (0 -> 0), as uint64.
-
-    Values >= min_normal map through their float64 bit pattern (which is linear in the
-    format's significand steps), subnormals through x / min_subnormal; +inf is one past
-    max_finite.
-    """
-    M = fmt.man_bits
-    fin = np.isfinite(a)
-    av = np.where(fin, a, fmt.max_finite)
-    bits = av.view(np.uint64)
-    mn_bits = np.uint64(_bits(fmt.min_normal))
-    normal = av >= fmt.min_normal
-    first_normal = np.uint64(1 << M) if fmt.subnormals else np.uint64(1)
-    nb = np.where(normal, bits, mn_bits)
-    idx_normal = ((nb - mn_bits) >> np.uint64(52 - M)) + first_normal
-    if fmt.subnormals:
-        idx_small = (np.where(normal, 0.0, av) / fmt.min_subnormal).astype(np.uint64)
-    else:
-        idx_small = np.zeros(av.shape, dtype=np.uint64)
-    idx = np.where(normal, idx_normal, idx_small)
-    return np.where(fin, idx, idx + np.uint64(1))  # inf: one past max_finite
-
-
 def _ordinal_top(fmt: Format) -> int:
     """Ordinal of the largest non-NaN value (+inf if the format has it, else max_finite)."""
     M = fmt.man_bits
     first_normal = (1 << M) if fmt.subnormals else 1
     top = (_bits(fmt.max_finite) - _bits(fmt.min_normal)) >> (52 - M)
     return top + first_normal + (1 if fmt.has_inf else 0)
+
+
+@functools.lru_cache(maxsize=64)
+def _ordinal_params(fmt: Format) -> tuple:
+    """The per-format constants of :func:`kernels.ordinal.ulp_distance_flat`, typed so
+    that every format shares its one compiled signature."""
+    M = fmt.man_bits
+    first_normal = (1 << M) if fmt.subnormals else 1
+    inf_ord = ((_bits(fmt.max_finite) - _bits(fmt.min_normal)) >> (52 - M)) + first_normal + 1
+    return (np.int64(52 - M), float(fmt.min_normal), np.uint64(_bits(fmt.min_normal)),
+            float(fmt.max_finite), np.uint64(first_normal), float(fmt.min_subnormal),
+            bool(fmt.subnormals), bool(fmt.has_inf), np.uint64(inf_ord),
+            np.uint64(2 * _ordinal_top(fmt) + 1))
 
 
 def ulp_distance(a, b, fmt) -> np.ndarray:
@@ -660,34 +649,39 @@ def ulp_distance(a, b, fmt) -> np.ndarray:
     the size of the whole ordinal range (2 * top + 1, one more than the -inf..+inf
     distance), so bits_of_error is maximal there.  The result dtype is int64, except for
     formats with 11 exponent bits and 52 significand bits (binary64), whose ordinal range
-    needs uint64.
+    needs uint64.  One compiled pass (:mod:`scalars.kernels.ordinal`) numbers, checks and
+    subtracts, without a temporary array per step.
     """
+    from .kernels.flat import flat_f64
+    from .kernels.ordinal import ulp_distance_flat
     fmt = get(fmt)
     aa = _as_float64(a, f"ulp_distance in {fmt.name}")
     bb = _as_float64(b, f"ulp_distance in {fmt.name}")
     try:
-        aa, bb = np.broadcast_arrays(aa, bb)
+        shape = np.broadcast_shapes(aa.shape, bb.shape)
     except ValueError:
         raise ContextError(f"ulp_distance in {fmt.name}: shapes {aa.shape} and {bb.shape} "
                            f"do not broadcast")
-    if not fmt.has_inf:
-        for arr, nm in ((aa, "a"), (bb, "b")):
-            if np.isinf(arr).any():
-                raise ContextError(f"ulp_distance in {fmt.name}: {nm} holds an infinity, "
-                                   f"which is not a {fmt.name} value")
-    _repr_check(aa, fmt, f"ulp_distance in {fmt.name} (a)")
-    _repr_check(bb, fmt, f"ulp_distance in {fmt.name} (b)")
-    ia = _ordinal_magnitude(np.abs(aa), fmt)
-    ib = _ordinal_magnitude(np.abs(bb), fmt)
-    same_side = np.signbit(aa) == np.signbit(bb)
-    # Same sign: |ia - ib|; opposite signs: ia + ib (each < 2^63, so uint64 never wraps).
-    d = np.where(same_side, np.maximum(ia, ib) - np.minimum(ia, ib), ia + ib)
-    na, nb = np.isnan(aa), np.isnan(bb)
-    full = np.uint64(2 * _ordinal_top(fmt) + 1)
-    d = np.where(na & nb, np.uint64(0), np.where(na | nb, full, d))
+    out = np.empty(math.prod(shape), dtype=np.uint64)
+    # flat_f64 broadcasts (a copy) only an operand whose shape differs
+    bad = ulp_distance_flat(flat_f64(aa, shape), flat_f64(bb, shape), out,
+                            *_ordinal_params(fmt))
+    if bad:
+        aa, bb = np.broadcast_to(aa, shape), np.broadcast_to(bb, shape)
+        # name the first offending entry, as round-first advice
+        if not fmt.has_inf:
+            for arr, nm in ((aa, "a"), (bb, "b")):
+                if np.isinf(arr).any():
+                    raise ContextError(f"ulp_distance in {fmt.name}: {nm} holds an infinity, "
+                                       f"which is not a {fmt.name} value")
+        _repr_check(aa, fmt, f"ulp_distance in {fmt.name} (a)")
+        _repr_check(bb, fmt, f"ulp_distance in {fmt.name} (b)")
+        raise ContextError(f"ulp_distance in {fmt.name}: {bad} entries are not "
+                           f"{fmt.name} values; round them to the format first")
+    d = out.reshape(shape)
     if fmt.exp_bits == 11 and fmt.man_bits == 52:
         return d
-    return d.astype(np.int64)
+    return d.view(np.int64)
 
 
 def bits_of_error(a, b, fmt) -> np.ndarray:

@@ -154,6 +154,10 @@ def test_matmul(ctx, side):
     _holds(r, ex)
     scale = np.abs(X).max() * np.abs(W).max() * 5
     assert np.all(r.rad <= 2.0 ** -140 * scale)
+    if side == "weight right":       # the weight's slices split again after clear_cache
+        ctx.clear_cache()
+        again = ctx.matmul(Xb, ctx.convert(W))
+        assert np.array_equal(again.mid, r.mid) and np.array_equal(again.rad, r.rad)
 
 
 S61 = "0." + "3" * 61          # 1/3 - S61 = 10^-61 / 3: inside a 159-bit ball of 1/3
@@ -175,6 +179,20 @@ def test_relu_kinks_and_lattice(ctx):
     _holds(mn, [F(0), F(-1, 3), F(0), F(0)])
     ab = ctx.abs(x)
     _holds(ab, [F(1, 3), F(1, 3), F(1, 3) - F(S61), F(0)])
+
+
+def test_lattice_every_entry_decided_keeps_the_operands(ctx):
+    """Where the ends decide every entry (no hull), max/min return the chosen operand's
+    components and radius unchanged."""
+    x = ctx.div(ctx.convert(np.array([1.0, -1.0, 2.0])), ctx.convert(3.0))
+    z = ctx.zeros(())
+    r, m = ctx.maximum(x, z), ctx.minimum(x, z)
+    c = x.mid.shape[0]
+    for out, keep in ((r, [True, False, True]), (m, [False, True, False])):
+        for j, k in enumerate(keep):
+            want_mid = x.mid[:, j] if k else np.zeros(c)
+            assert np.array_equal(out.mid[:, j], want_mid)
+            assert out.rad[j] == (x.rad[j] if k else 0.0)
 
 
 def test_amax_argmax_less(ctx):

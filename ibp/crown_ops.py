@@ -226,6 +226,11 @@ def fast_affine(st, node, vals, lam: Interval, offset=None, win=None):
     W = _exact_param(args[1])
     if W is None:
         return None
+    if getattr(st, "collapse", False) and vals[u] is not None and (
+            lam.lo is lam.hi or np.array_equal(lam.lo, lam.hi)):
+        pt = _point_affine(st, node, vals, u, lam, W, args, attrs, offset, win)
+        if pt is not None:
+            return done(*pt)
     mr = _midrad(lam)
     if mr is None:
         return None
@@ -257,6 +262,75 @@ def fast_affine(st, node, vals, lam: Interval, offset=None, win=None):
     cb = None if offset is None else matvec(None, offset, mr)
     n_out = n_u if win is None else shp_u[0] * (win_u[1] - win_u[0]) * (win_u[3] - win_u[2])
     return done(Interval(lo.reshape(R, n_out), hi.reshape(R, n_out)), cb, win_u)
+
+
+def _point_affine(st, node, vals, u, lam: Interval, W, args, attrs, offset, win):
+    """(Lambda_u, charge + Lambda b, win_u) for a float (point) Lambda through linear or
+    conv2d: one float product ``P = fl(Lambda M)`` is Lambda_u (a point again), and its
+    rounding is charged to the offset over the parent's box instead of carried as a
+    radius: ``|Lambda M - P| <= gamma_N |Lambda| |M| + N eta`` entrywise (N the products
+    per entry, any order), so for z_u in its box (|z_u| <= m)
+    ``|(Lambda M - P) z_u| <= gamma_N |Lambda| (|M| m) + N eta sum(m)``, where ``|M| m``
+    is bounded once per node by the width of the op's interval image of [0, m] (the
+    exact width is sum_j |M_ij| m_j).  Half the work of the midpoint-radius product (no
+    second product with |M|).  None where a value is not finite (the caller falls back)."""
+    graph, w, op = st.graph, st.wctx, node.kind.op
+    R = np.shape(lam.lo)[0]
+    shp_u, shp_v = tuple(graph.nodes[u].out_shape), tuple(node.out_shape)
+    L = np.asarray(lam.lo, dtype=np.float64)
+    key = ("absimg", node.id)
+    if key not in st.off:
+        box = st.w(vals[u])
+        m = np.maximum(np.abs(np.asarray(box.lo, dtype=np.float64)),
+                       np.abs(np.asarray(box.hi, dtype=np.float64))).reshape(shp_u)
+        if not np.all(np.isfinite(m)):
+            st.off[key] = None
+        else:
+            local = [None if v is None else st.w(v) for v in vals]
+            local[u] = w.make(np.zeros(shp_u), m)
+            a2, at2 = node_args(graph, st.payload, w, node, local)
+            Y = w.to_float64(OPS[op].forward(w, a2, at2, 0))
+            with np.errstate(all="ignore"):
+                width = _up(np.asarray(Y.hi, dtype=np.float64).reshape(-1)
+                            - np.asarray(Y.lo, dtype=np.float64).reshape(-1))
+                msum = _up(float(np.sum(m)) * _up(1.0 + 2.0 * _gamma(m.size)))
+            st.off[key] = (width, msum) if np.all(np.isfinite(width)) else None
+    if st.off[key] is None:
+        return None
+    width, msum = st.off[key]
+    win_u = None
+    with np.errstate(all="ignore"):
+        if op == "linear":
+            n_terms = int(W.shape[0])
+            P = L @ W
+        else:
+            n_terms = int(W.shape[0] * W.shape[2] * W.shape[3])
+            q = _conv_geom(op, 2, [shp_u], dict(attrs, out_channels=W.shape[0]))
+            wv = (0, q["O"][0], 0, q["O"][1]) if win is None else win
+            win_u = conv2d_input_window(q, wv)
+            shp_w = (shp_v[0], wv[1] - wv[0], wv[3] - wv[2])
+            P = _conv2d_transposed(L.reshape((R,) + shp_w), W, q, wv, win_u)
+            if win is None:
+                P = _embed(P, (shp_u[0], win_u), shp_u)
+        if win is not None:
+            width = width[window_index(shp_v, win)]
+        g = _gamma(n_terms)
+        t = np.abs(L) @ width                 # n_v non-negative terms per row
+        t = _up(t * _up(1.0 + 2.0 * _gamma(width.size)))
+        charge = _up(_up(g * t) + _up(n_terms * _ETA * msum))
+    if not (np.all(np.isfinite(P)) and np.all(np.isfinite(charge))):
+        return None
+    P = P.reshape(R, -1)
+    cb = Interval(-charge, charge)
+    if offset is not None:
+        if win is not None:
+            k = window_index(shp_v, win)
+            offset = Interval(np.asarray(offset.lo)[k], np.asarray(offset.hi)[k])
+        ob = matvec(lam, offset)
+        if ob is None:
+            return None
+        cb = Interval(_dn(ob.lo - charge), _up(ob.hi + charge))
+    return Interval(P, P), cb, win_u
 
 
 def window_index(shape, win) -> np.ndarray:

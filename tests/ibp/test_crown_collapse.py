@@ -12,11 +12,13 @@ from __future__ import annotations
 from fractions import Fraction
 
 import numpy as np
+import pytest
 from gmpy2 import mpq
 
 from scalarlab.ibp import Box
 from scalarlab.ibp import crown as CR
 from scalarlab.ibp.crown_kernels import collapse_rows
+from scalarlab.scalars.values import Interval
 
 from test_ibp_crown import mlp_graph, random_mlp, ref_crown  # noqa: E402
 
@@ -83,3 +85,63 @@ def test_deep_mlp_equals_float64_crown_and_stays_sound(monkeypatch):
     old = CR.run_crown(g, payload, Box(lo0, hi0), method="crown", guarantee="real")[-1]
     assert np.all(old.lo <= out.lo) and np.all(old.hi >= out.hi)
     assert max(np.max(out.lo - old.lo), np.max(old.hi - out.hi)) / scale > 1e-9
+
+
+@pytest.mark.parametrize("win", [None, (1, 3, 0, 2)])
+def test_point_lambda_through_conv_charges_its_rounding(win):
+    """A float Lambda through conv2d: one float product P is the new Lambda, and the
+    charge (plus Lambda b) holds the exact remainder Lambda (M z + b) - P z at vertices
+    of the input box (rationals), whole layout and a spatial window."""
+    from scalarlab import scalars
+    from scalarlab.graph import Graph, Node, OpKind
+    from scalarlab.graph.fold import node_args
+    from scalarlab.graph.payload import as_payload
+    from scalarlab.ibp import crown_ops
+
+    from test_crown_ops import _exact_conv_adjoint  # noqa: E402
+
+    rng = np.random.default_rng(11)
+    g = Graph([Node(0, [], "input", [2, 5, 5]),
+               Node(1, [0], OpKind("conv2d", kernel_size=3, padding=1), [3, 5, 5])])
+    W, b = rng.normal(0, 1, (3, 2, 3, 3)), rng.normal(0, 1, 3)
+    payload = as_payload({1: {"conv2d": {"weight": W, "bias": b}}})
+    ictx = scalars.get("interval:float64")
+    st = CR._State(g, payload, ictx, [True, True], [None, "affine"], [None, None], None)
+    st.collapse = True
+    x0 = rng.normal(0, 1, (2, 5, 5))
+    vals = [Box(x0 - 0.25, x0 + 0.25).to_interval(ictx), None]
+    y0, y1, x0_, x1 = (0, 5, 0, 5) if win is None else win
+    G = np.zeros((2, 3, 5, 5))
+    G[:, :, y0:y1, x0_:x1] = rng.normal(0, 1, (2, 3, y1 - y0, x1 - x0_))
+    L = G[:, :, y0:y1, x0_:x1].reshape(2, -1)
+    local = list(vals)
+    local[0] = None
+    args, attrs = node_args(g, payload, ictx, g.nodes[1], local)
+    offset = Interval(np.repeat(b, 25), np.repeat(b, 25))
+    lam_u, cb, win_u = crown_ops._point_affine(st, g.nodes[1], vals, 0, Interval(L, L), W,
+                                               args, attrs, offset, win)
+    lam0, ch, _ = crown_ops._point_affine(st, g.nodes[1], vals, 0, Interval(L, L), W,
+                                          args, attrs, None, win)
+    assert np.array_equal(lam_u.lo, lam_u.hi) and np.array_equal(lam0.lo, lam_u.lo)
+    assert np.all(ch.lo == -ch.hi) and np.all(ch.hi < 1e-10)   # the charge alone: tiny
+    a0, a1, b0, b1 = (0, 5, 0, 5) if win_u is None else win_u
+    q = crown_ops._conv_geom("conv2d", 2, [(2, 5, 5)],
+                             dict(kernel_size=3, out_channels=3, stride=1, padding=1,
+                                  dilation=1, groups=1, auto_pad="NOTSET"))
+    exact_LM = _exact_conv_adjoint(G, W, q)
+    exact_Lb = [sum(Fraction(G[r, o, y, x]) * Fraction(b[o]) for o in range(3)
+                    for y in range(5) for x in range(5)) for r in range(2)]
+    P = lam_u.lo.reshape(2, 2, a1 - a0, b1 - b0)
+    lo_box, hi_box = np.asarray(vals[0].lo), np.asarray(vals[0].hi)
+    rounded = 0
+    for _ in range(6):
+        z = np.where(rng.random((2, 5, 5)) < 0.5, lo_box, hi_box)
+        for r in range(2):
+            exact = sum(exact_LM[r][c][y][x] * Fraction(z[c, y, x])
+                        for c in range(2) for y in range(5) for x in range(5))
+            got = sum(Fraction(P[r, c, y - a0, x - b0]) * Fraction(z[c, y, x])
+                      for c in range(2) for y in range(a0, a1) for x in range(b0, b1))
+            rounded += exact != got                 # P is not the exact product ...
+            assert abs(exact - got) <= Fraction(ch.hi[r])   # ... the charge covers it
+            assert Fraction(cb.lo[r]) <= exact + exact_Lb[r] - got <= Fraction(cb.hi[r])
+    assert rounded

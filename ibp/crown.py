@@ -33,6 +33,18 @@ same relaxation choices:
 So the returned bounds enclose the exact range of z_t over the box (tested against
 sampling and vertices), and they differ from a plain float64 CROWN only by rounding.
 
+Rounding enters additively, not through Lambda's radius (operator path, float64 work):
+an interval Lambda's radius is multiplied by |M| at each affine node while its midpoint
+is multiplied by M, so over many layers the radius outgrows the cancelling midpoint
+(wrapping: a resnet18-shaped net of width 32 came out 5e-5 of the scale wider than
+float64 CROWN, torchvision resnet18 1.7e-3).  So at every node z crossed Lambda is
+collapsed to a float matrix P, and ``(Lambda - P) z`` is charged to the offset over z's
+box (|rad| |z|, rounded up); a float Lambda crosses linear/conv2d by one float product
+whose a-priori error ``gamma_N |Lambda| |M| |z_u|`` is charged the same way over the
+parent's box.  Each node's rounding then costs about ``N u |Lambda| |M| |z|`` once, and
+the bounds stay within ~1e-10 of float64 CROWN on those nets (``COLLAPSE = False``
+keeps interval Lambda throughout, for comparison).
+
 Guarantees (``guarantee=``).  ``"real"``: the boxes hold the exact real-valued results
 over the input box.  ``"execution"`` (default): they also hold every result that the
 point context of the interval's base format (``interval:bfloat16`` -> ``bfloat16``)

@@ -15,11 +15,16 @@ import numpy as np
 import pytest
 from gmpy2 import mpq
 
-from scalarlab.ibp import Box
+from scalarlab import scalars
+from scalarlab.graph import Graph, Node, OpKind
+from scalarlab.graph.fold import node_args
+from scalarlab.graph.payload import as_payload
+from scalarlab.ibp import Box, crown_ops
 from scalarlab.ibp import crown as CR
 from scalarlab.ibp.crown_kernels import collapse_rows
 from scalarlab.scalars.values import Interval
 
+from test_crown_ops import _exact_conv_adjoint  # noqa: E402  (tests/ibp on sys.path)
 from test_ibp_crown import mlp_graph, random_mlp, ref_crown  # noqa: E402
 
 
@@ -92,14 +97,6 @@ def test_point_lambda_through_conv_charges_its_rounding(win):
     """A float Lambda through conv2d: one float product P is the new Lambda, and the
     charge (plus Lambda b) holds the exact remainder Lambda (M z + b) - P z at vertices
     of the input box (rationals), whole layout and a spatial window."""
-    from scalarlab import scalars
-    from scalarlab.graph import Graph, Node, OpKind
-    from scalarlab.graph.fold import node_args
-    from scalarlab.graph.payload import as_payload
-    from scalarlab.ibp import crown_ops
-
-    from test_crown_ops import _exact_conv_adjoint  # noqa: E402
-
     rng = np.random.default_rng(11)
     g = Graph([Node(0, [], "input", [2, 5, 5]),
                Node(1, [0], OpKind("conv2d", kernel_size=3, padding=1), [3, 5, 5])])

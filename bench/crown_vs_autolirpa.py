@@ -6,7 +6,9 @@ CROWN-IBP and CROWN.  Models: ``cnn4`` (conv 3->16 k3 p1, relu, conv 16->32 k4 s
 relu, linear -> 100, relu, linear -> 10) at sides 16/32/44, ``mlp`` (3x8x8 -> 64 -> 64
 -> 10, relu) and torchvision's ``resnet18`` (num_classes=10) at 32x32; ``resnet18mp2`` is
 that network with its stem max-pool 3x3/2 replaced by 2x2/2 (same sizes), because
-auto_LiRPA's CROWN refuses a max-pool whose stride differs from its kernel.
+auto_LiRPA's CROWN refuses a max-pool whose stride differs from its kernel;
+``resnet18wN`` (e.g. ``resnet18w32:32``) is resnet18's layout with every stage N
+channels wide (the depth of resnet18 in seconds to a minute).
 
 Each (tool, model, method) runs in a fresh process: its peak RSS (``resource.getrusage``
 of that child, imports included: torch alone is ~0.3 GB) and the seconds of the bound
@@ -24,7 +26,7 @@ bounds divided by the largest |bound| of the output.  scalarlab runs with
 
 Run: ``python bench/crown_vs_autolirpa.py [--models cnn4:16,cnn4:32,cnn4:44,mlp,resnet18]
 [--methods ibp,crown-ibp,crown] [--limit 6] [--execution] [--keep DIR]
-[--combine intersect|crown]``.  auto_LiRPA: fetch release
+[--combine intersect|crown] [--interval-lambda]``.  auto_LiRPA: fetch release
 0.7.1's source and ``pip install --no-deps`` it plus ``appdirs``, ``graphviz`` (the
 ``bench`` extra); without it only scalarlab's rows are printed.
 """
@@ -48,7 +50,7 @@ import numpy as np
 import torch
 sys.path.insert(0, {bench!r})
 from crown_vs_autolirpa import build
-tool, net, method, limit, guarantee, out, combine = {args!r}
+tool, net, method, limit, guarantee, out, combine, collapse = {args!r}
 model, x = build(net)
 x0 = x[0].double().numpy()
 eps = 1 / 255
@@ -58,6 +60,8 @@ if tool == "scalarlab":
     from scalarlab.graph.importers.torch_fx import from_torch
     from scalarlab.ibp import Box
     from scalarlab.ibp.crown import run_crown, CrownError
+    from scalarlab.ibp import crown as C
+    C.COLLAPSE = collapse
     t0 = time.perf_counter()
     g, p = from_torch(model, x, batch_dims=1)
     # the lab's one-time loads (context registry, Numba's cached interval kernels) are
@@ -131,6 +135,9 @@ def build(net):
             # output size) is what both tools can bound
             model.maxpool = nn.MaxPool2d(2, 2)
         shape = (3, side, side)
+    elif name.startswith("resnet18w") and name[9:].isdigit():
+        model = _narrow_resnet18(int(name[9:]))
+        shape = (3, side, side)
     else:
         raise SystemExit(f"crown_vs_autolirpa: unknown model {net!r}")
     with torch.no_grad():
@@ -143,6 +150,35 @@ def build(net):
     return model.eval(), torch.randn((1,) + shape) * 0.5
 
 
+def _narrow_resnet18(width):
+    """resnet18's layout (7x7/2 stem, batchnorm, relu, 2x2/2 max-pool, 8 basic blocks with
+    1x1/2 downsamples, global average pool, linear -> 10) with every stage ``width``
+    channels wide: the depth of resnet18 at a fraction of its cost."""
+    import torch
+    nn = torch.nn
+
+    class Block(nn.Module):
+        def __init__(self, c, stride):
+            super().__init__()
+            self.c1 = nn.Conv2d(c, c, 3, stride, 1, bias=False)
+            self.b1 = nn.BatchNorm2d(c)
+            self.c2 = nn.Conv2d(c, c, 3, 1, 1, bias=False)
+            self.b2 = nn.BatchNorm2d(c)
+            self.ds = (nn.Sequential(nn.Conv2d(c, c, 1, stride=2, bias=False),
+                                     nn.BatchNorm2d(c)) if stride == 2 else None)
+
+        def forward(self, x):
+            idt = x if self.ds is None else self.ds(x)
+            return torch.relu(self.b2(self.c2(torch.relu(self.b1(self.c1(x))))) + idt)
+
+    w = width
+    return nn.Sequential(nn.Conv2d(3, w, 7, stride=2, padding=3, bias=False),
+                         nn.BatchNorm2d(w), nn.ReLU(), nn.MaxPool2d(2, 2),
+                         Block(w, 1), Block(w, 1), Block(w, 2), Block(w, 1), Block(w, 2),
+                         Block(w, 1), Block(w, 2), Block(w, 1), nn.AdaptiveAvgPool2d(1),
+                         nn.Flatten(), nn.Linear(w, 10))
+
+
 def _torchvision():
     """torchvision.models beside the CPU torch (the tests' shim: its compiled ops are a
     CUDA build that does not load; the model constructors are plain Python)."""
@@ -152,9 +188,10 @@ def _torchvision():
     return torchvision_models()
 
 
-def run(tool, net, method, limit, guarantee, out, combine="intersect"):
+def run(tool, net, method, limit, guarantee, out, combine="intersect", collapse=True):
     here = os.path.dirname(os.path.abspath(__file__))
-    code = CHILD.format(bench=here, args=(tool, net, method, limit, guarantee, out, combine))
+    code = CHILD.format(bench=here, args=(tool, net, method, limit, guarantee, out, combine,
+                                          collapse))
     return run_json_child(code, ("seconds", "cpu", "setup", "peak_gib", "estimate"))
 
 
@@ -171,6 +208,9 @@ def main():
     ap.add_argument("--combine", choices=("intersect", "crown"), default="intersect",
                     help="scalarlab's run_crown(combine=): 'crown' keeps intermediate CROWN "
                          "rows un-intersected, as auto_LiRPA does (its bounds to ~1e-12)")
+    ap.add_argument("--interval-lambda", action="store_true",
+                    help="scalarlab with interval Lambda throughout (crown.COLLAPSE = False, "
+                         "the pass before issue 31's fix: wider on deep nets)")
     a = ap.parse_args()
     try:
         import auto_LiRPA  # noqa: F401
@@ -202,7 +242,8 @@ def main():
                     out = kept + ".npy"
                     r["status"] = "kept from an earlier run"
                 else:
-                    r = run(tool, net, method, a.limit, guarantee, out, a.combine)
+                    r = run(tool, net, method, a.limit, guarantee, out, a.combine,
+                            not a.interval_lambda)
                     if kept and r["status"] == "ok" and os.path.exists(out):
                         shutil.copyfile(out, kept + ".npy")
                         with open(kept + ".json", "w") as f:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["midrad", "apply_z", "apply_ends", "scale_diag", "relax_rows"]
+__all__ = ["midrad", "apply_z", "apply_ends", "scale_diag", "relax_rows", "collapse_rows"]
 
 _ETA = 2.0 ** -1074
 _ULP = 2.0 ** -52
@@ -136,3 +136,39 @@ def relax_rows(lo, hi, al_lo, al_hi, au_lo, au_hi, bl_lo, bl_hi, bu_lo, bu_hi):
         if not (np.isfinite(slo) and np.isfinite(shi)):
             ok = False
     return olo, ohi, clo, chi, ok
+
+
+@numba.njit(cache=True)
+def collapse_rows(lo, hi, mag):
+    """An interval Lambda (rows, n) as a float matrix P and a per-row charge s with
+    ``|(Lambda - P) z| <= s`` for every exact Lambda in [lo, hi] and |z| <= mag
+    (crown._collapse): P = fl(lo/2 + hi/2) (lo itself where lo == hi, radius 0), the
+    radius ``up(max(hi - P, P - lo))`` and ``s = sum_k rad_k mag_k`` with every product
+    and sum rounded up; ok False on a non-finite value."""
+    R, n = lo.shape
+    P = np.empty((R, n))
+    s = np.zeros(R)
+    ok = True
+    for k in range(n):
+        if not np.isfinite(mag[k]):
+            ok = False
+    for r in range(R):
+        acc = 0.0
+        for k in range(n):
+            a, b = lo[r, k], hi[r, k]
+            if a == b:
+                P[r, k] = a
+                if not np.isfinite(a):
+                    ok = False
+                continue
+            m = 0.5 * a + 0.5 * b
+            P[r, k] = m
+            rad = _up(max(b - m, m - a))
+            if mag[k] != 0.0:
+                acc = _up(acc + _up(rad * mag[k]))
+            if not (np.isfinite(m) and np.isfinite(rad)):
+                ok = False
+        s[r] = acc
+        if not np.isfinite(acc):
+            ok = False
+    return P, s, ok

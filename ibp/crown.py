@@ -52,8 +52,9 @@ computes for inputs in the box.  That run's node k is ``f_k(executed inputs) + e
 with ``|e_k| <= err_k``, the a-priori rounding-error bound of the op's evaluation in that
 format (:mod:`ibp.crown_rounding`: u |y| + eta for a correctly rounded op, the declared
 ulps of float64's libm functions, ``((1+u)^n - 1)(|M| |x| + |b|) + n eta`` for sums of
-products in any order, a running-error bound for linear's sequential dot products); the backward pass adds ``Lambda [-err_k, err_k]`` at every node
-it crosses, and the relaxations are taken over execution-sound boxes.
+products in any order, a running-error bound for linear's sequential dot products); the
+backward pass adds ``Lambda [-err_k, err_k]`` at every node it crosses, and the
+relaxations are taken over execution-sound boxes.
 
 Never looser than IBP.  Every node's box is the intersection of (a) its op's interval
 rule on its parents' final boxes -- for the execution guarantee widened by ``err_k``
@@ -416,8 +417,9 @@ def _crown_one(graph, payload, box, ictx, method, out, ibp, errs, opts) -> list:
                 except (ContextError, OpDataError, _NoBox):
                     pass
         crown_v = sel = None
-        if not (seed is not None and i == out) and need[i] and dep[i] and kinds[i] is not None and (
-                method != "crown" or kinds[i] not in ("relaxed", "maxpool")):
+        if not (seed is not None and i == out) and need[i] and dep[i] \
+                and kinds[i] is not None \
+                and (method != "crown" or kinds[i] not in ("relaxed", "maxpool")):
             try:
                 sel = _unstable(st, i, out, anc, cands,
                                 None if opts["combine"] == "crown" and cands else ibp_iv[i])

@@ -212,12 +212,16 @@ def _close(client, cluster) -> None:
 
 def run_tasks(client, where: str, fn, shared, arg_lists: list, *, retries: int =
               DEFAULT_RETRIES, progress=None, wait_for_worker: float = 10.0,
-              on_result=None) -> list:
+              on_result=None, inline_shared: bool = False) -> list:
     """``[fn(shared, *args) for args in arg_lists]`` on the cluster, in order.
 
-    ``shared`` travels once, as the result of a task (recomputed if its worker dies).  A
-    task's own exception is raised as it is; Dask faults are one-line ExperimentErrors.
-    ``on_result(i, result)`` sees each result as it arrives (a resume file records it)."""
+    ``shared`` travels once, as the result of a task (recomputed if its worker dies);
+    with ``inline_shared`` it travels inside every task instead, for a few hundred bytes
+    of arguments: then no task depends on another, and the scheduler hands them to
+    whichever worker is free (a shared task lives on one worker, and Dask places its
+    dependants there unless work stealing moves them).  A task's own exception is
+    raised as it is; Dask faults are one-line ExperimentErrors.  ``on_result(i,
+    result)`` sees each result as it arrives (a resume file records it)."""
     from distributed import as_completed
     # toolz (a dependency of dask) is importable on every scheduler and worker, whatever
     # version of this lab they run: the scheduler unpickles the task graph
@@ -226,9 +230,12 @@ def run_tasks(client, where: str, fn, shared, arg_lists: list, *, retries: int =
 
     total = len(arg_lists)
     try:
-        doc = client.submit(identity, shared, pure=False, retries=retries)
-        futures = [client.submit(fn, doc, *args, pure=False, retries=retries)
-                   for args in arg_lists]
+        doc = shared if inline_shared else client.submit(identity, shared, pure=False,
+                                                         retries=retries)
+        # one map call: one graph update for all tasks (a loop of submits sent them one
+        # by one, the first few placed before the group looked like a batch of roots)
+        futures = client.map(fn, [doc] * total, *zip(*arg_lists), pure=False,
+                             retries=retries) if arg_lists else []
     except (OSError, TimeoutError) as exc:
         raise ExperimentError(f"{where}: lost the scheduler while submitting: "
                               f"{' '.join(str(exc).split())[:200]}") from None

@@ -232,8 +232,7 @@ def run_tasks(client, where: str, fn, shared, arg_lists: list, *, retries: int =
     try:
         doc = shared if inline_shared else client.submit(identity, shared, pure=False,
                                                          retries=retries)
-        # one map call: one graph update for all tasks (a loop of submits sent them one
-        # by one, the first few placed before the group looked like a batch of roots)
+        # one map call: one graph update for all the tasks, not one per task
         futures = client.map(fn, [doc] * total, *zip(*arg_lists), pure=False,
                              retries=retries) if arg_lists else []
     except (OSError, TimeoutError) as exc:

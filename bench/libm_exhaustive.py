@@ -64,9 +64,11 @@ def rates(funcs, libs, n, chunks, seed=0):
 
 
 def _tree_cpu(root: int, seen: dict) -> None:
-    """Add the CPU seconds so far of ``root`` and its descendants to ``seen`` (by pid).
-    The workers are the forkserver's children and the forkserver is not waited for, so
-    the command's own rusage misses them: /proc is read instead."""
+    """Record the CPU seconds so far of ``root`` and its descendants in ``seen`` (pid ->
+    (depth below root, user + system)).  The workers are the forkserver's children and
+    the forkserver is not waited for, so the command's own rusage misses them: /proc is
+    read instead.  Depth 0 is the command (with a local Dask cluster: client, scheduler
+    and nannies), 1 the forkserver and resource tracker, 2 the workers."""
     parent, cpu = {}, {}
     tick = os.sysconf("SC_CLK_TCK")
     for d in os.listdir("/proc"):
@@ -80,11 +82,11 @@ def _tree_cpu(root: int, seen: dict) -> None:
         parent[int(d)] = int(st[1])
         cpu[int(d)] = (int(st[11]) + int(st[12])) / tick
     for pid, c in cpu.items():
-        p = pid
+        p, depth = pid, 0
         while p and p != root:
-            p = parent.get(p, 0)
+            p, depth = parent.get(p, 0), depth + 1
         if p == root:
-            seen[pid] = max(seen.get(pid, 0.0), c)
+            seen[pid] = (depth, max(seen.get(pid, (0, 0.0))[1], c))
 
 
 def _cli_run(argv):
@@ -111,7 +113,8 @@ def _cli_run(argv):
     if proc.returncode:
         raise SystemExit(f"libm {' '.join(argv)}: exit {proc.returncode}: "
                          f"{err.strip().splitlines()[-1:]}")
-    return wall, sum(seen.values()), json.loads(out)["meta"]
+    by_depth = [sum(c for d, c in seen.values() if d == k) for k in range(3)]
+    return wall, sum(c for _, c in seen.values()), by_depth, json.loads(out)["meta"]
 
 
 def dask_vs_processes(a):
@@ -124,15 +127,19 @@ def dask_vs_processes(a):
     for _ in range(a.dask_rounds):
         for how in ("processes", "dask"):
             load = os.getloadavg()[0]
-            wall, cpu, meta = _cli_run(argv + (["--dask"] if how == "dask" else []))
+            wall, cpu, depth, meta = _cli_run(argv + (["--dask"] if how == "dask" else []))
             start = meta.get("cluster_start_s", 0.0)
+            chunks = meta.get("chunks_cpu_s", [0.0, 0.0])
             runs[how].append(dict(wall=wall, cpu=cpu, seconds=meta["seconds"], start=start,
-                                  close=meta.get("cluster_close_s", 0.0), load=load))
-            print(f"  {how:9s} wall {wall:6.1f} s, CPU {cpu:6.1f} s, audit "
-                  f"{meta['seconds']:6.1f} s"
+                                  close=meta.get("cluster_close_s", 0.0), load=load,
+                                  chunks=sum(chunks)))
+            print(f"  {how:9s} wall {wall:6.1f} s, CPU {cpu:6.1f} s (command "
+                  f"{depth[0]:.1f}, forkserver {depth[1]:.1f}, workers {depth[2]:.1f}; the "
+                  f"chunks in their threads {chunks[0]:.1f} user + {chunks[1]:.1f} system), "
+                  f"audit {meta['seconds']:6.1f} s"
                   + (f" (cluster start {start:.1f} s, close {meta['cluster_close_s']:.2f} s)"
-                     if how == "dask" else "") + f", load average {load:.1f} at its start",
-                  flush=True)
+                     if how == "dask" else "") + f", load average {load:.1f} at its start, "
+                  f"{os.getloadavg()[0]:.1f} at its end", flush=True)
     p, d = (min(runs[k], key=lambda r: r["wall"]) for k in ("processes", "dask"))
     print(f"{a.dask_func} of {a.dask_libs}, exhaustive binary32"
           + (f" over [{a.dask_range}]" if a.dask_range else "")
@@ -143,7 +150,8 @@ def dask_vs_processes(a):
           f"which includes their pool start) {d['seconds'] - d['start']:.1f} s vs "
           f"{p['seconds']:.1f} s, ratio {(d['seconds'] - d['start']) / p['seconds']:.2f}; "
           f"CPU of the process trees {d['cpu']:.1f} s vs {p['cpu']:.1f} s, ratio "
-          f"{d['cpu'] / p['cpu']:.2f}")
+          f"{d['cpu'] / p['cpu']:.2f}; CPU of the chunks alone {d['chunks']:.1f} s vs "
+          f"{p['chunks']:.1f} s, ratio {d['chunks'] / max(p['chunks'], 1e-9):.2f}")
 
 
 def main() -> None:

@@ -9,7 +9,8 @@ hard deadline, before any ``Client`` exists: a Dask scheduler sends its handshak
 (an 8-byte frame-block length, then msgpack frames naming ``python`` and ``compression``).
 
 :func:`run_tasks` submits with ``retries`` and watches the run: a task whose worker died
-is retried by Dask (on the workers that remain, or on one that joins); the shared input
+is retried by Dask (on the workers that remain, or on one that joins), a finished one whose
+result left with its worker and came back "cancelled" is submitted again; the shared input
 is a task, not scattered data, so the scheduler recomputes it when the worker holding it
 dies; with no worker left for ``wait_for_worker`` seconds, or with the scheduler gone,
 the run ends with a one-line :class:`ExperimentError` saying how far it got.
@@ -212,12 +213,16 @@ def _close(client, cluster) -> None:
 
 def run_tasks(client, where: str, fn, shared, arg_lists: list, *, retries: int =
               DEFAULT_RETRIES, progress=None, wait_for_worker: float = 10.0,
-              on_result=None) -> list:
+              on_result=None, inline_shared: bool = False) -> list:
     """``[fn(shared, *args) for args in arg_lists]`` on the cluster, in order.
 
-    ``shared`` travels once, as the result of a task (recomputed if its worker dies).  A
-    task's own exception is raised as it is; Dask faults are one-line ExperimentErrors.
-    ``on_result(i, result)`` sees each result as it arrives (a resume file records it)."""
+    ``shared`` travels once, as the result of a task (recomputed if its worker dies);
+    with ``inline_shared`` it travels inside every task instead, for a few hundred bytes
+    of arguments: then no task depends on another, and the scheduler hands them to
+    whichever worker is free (a shared task lives on one worker, and Dask places its
+    dependants there unless work stealing moves them).  A task's own exception is
+    raised as it is; Dask faults are one-line ExperimentErrors.  ``on_result(i,
+    result)`` sees each result as it arrives (a resume file records it)."""
     from distributed import as_completed
     # toolz (a dependency of dask) is importable on every scheduler and worker, whatever
     # version of this lab they run: the scheduler unpickles the task graph
@@ -226,9 +231,11 @@ def run_tasks(client, where: str, fn, shared, arg_lists: list, *, retries: int =
 
     total = len(arg_lists)
     try:
-        doc = client.submit(identity, shared, pure=False, retries=retries)
-        futures = [client.submit(fn, doc, *args, pure=False, retries=retries)
-                   for args in arg_lists]
+        doc = shared if inline_shared else client.submit(identity, shared, pure=False,
+                                                         retries=retries)
+        # one map call: one graph update for all the tasks, not one per task
+        futures = client.map(fn, [doc] * total, *zip(*arg_lists), pure=False,
+                             retries=retries) if arg_lists else []
     except (OSError, TimeoutError) as exc:
         raise ExperimentError(f"{where}: lost the scheduler while submitting: "
                               f"{' '.join(str(exc).split())[:200]}") from None
@@ -240,12 +247,14 @@ def run_tasks(client, where: str, fn, shared, arg_lists: list, *, retries: int =
     queue = as_completed(futures, with_results=True, raise_errors=False)
     pending = total
     done = 0
+    resubmitted = [0] * total
     workerless_since = None
     next_check = time.monotonic()
     while pending:
         finished = queue.next_batch(block=False)
         if not finished:
             time.sleep(POLL_SECONDS / 10)
+        cancelled = []
         for f, res in finished:
             pending -= 1
             if f.status == "finished":
@@ -264,9 +273,28 @@ def run_tasks(client, where: str, fn, shared, arg_lists: list, *, retries: int =
                         f"died while running it ({done} of {total} tasks done)") from None
                 if isinstance(exc, BaseException):
                     raise exc
-            raise ExperimentError(_lost(client, where, done, total,
-                                        str(getattr(res, "reason", "") or ""),
-                                        wait_for_worker))
+                raise ExperimentError(_lost(client, where, done, total,
+                                            str(getattr(res, "reason", "") or ""),
+                                            wait_for_worker))
+            cancelled.append((index[f.key], str(getattr(res, "reason", "") or "")))
+        if cancelled:
+            # A worker that leaves takes the results it holds; the scheduler recomputes
+            # them, but a future whose result had not reached the client yet can end
+            # "cancelled" (SIGTERM of one of two workers under load).  While the client is
+            # connected and a worker is there, such tasks are submitted again, at most
+            # `retries` times each; otherwise the cause is named.
+            reason = cancelled[0][1]
+            if all(resubmitted[i] < retries for i, _ in cancelled) \
+                    and _still_up(client, reason, wait_for_worker):
+                for i, _ in cancelled:
+                    resubmitted[i] += 1
+                    f = client.submit(fn, doc, *arg_lists[i], pure=False, retries=retries)
+                    index[f.key] = i
+                    queue.add(f)
+                    pending += 1
+            else:
+                raise ExperimentError(_lost(client, where, done, total, reason,
+                                            wait_for_worker))
         if pending and time.monotonic() >= next_check:
             next_check = time.monotonic() + 2 * POLL_SECONDS
             if client.status != "running":
@@ -304,6 +332,18 @@ def _lost(client, where, done, total, reason="", wait_for_worker=None) -> str:
                 f"scheduler cancelled the run's tasks; {done} of {total} tasks done{why})")
     return (f"{where}: the scheduler cancelled the run's tasks ({done} of {total} tasks "
             f"done{why})")
+
+
+def _still_up(client, reason: str, wait_for_worker: float) -> bool:
+    """Whether cancelled tasks can be submitted again: the client is still connected (a
+    dead scheduler's futures are cancelled a moment before the client notices: that moment
+    is waited for) and a worker is there or joins within ``wait_for_worker`` seconds."""
+    if "connection-lost" in reason:
+        return False
+    deadline = time.monotonic() + 2.0
+    while client.status == "running" and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return client.status == "running" and not _workerless_for(client, wait_for_worker)
 
 
 def _workerless_for(client, seconds: float) -> bool:

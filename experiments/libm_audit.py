@@ -60,6 +60,13 @@ def _fast():
 GUARD_BITS = 40
 #: Chunk of an exhaustive binary32 run (2^32 / 2^22 = 1024 chunks).
 CHUNK = 1 << 22
+#: A chunk is scored in blocks of this many inputs.  A block's arrays (1 MB in binary32,
+#: 2 MB in float64) are reused from malloc's heap block after block; a whole chunk's
+#: (16 and 32 MB) were fresh pages from the kernel each time, and their page faults were
+#: over half of the chunk's CPU (exhaustive numpy exp: 61.5 s user + 73.7 s system in
+#: 2^22 blocks at load 7-10; 12 such chunks 1.2-1.3 s user + 1.5-1.8 s system, in 2^18
+#: blocks 0.5-0.6 s user and no system time).
+BLOCK = 1 << 18
 #: Per chunk, this many worst candidates (by the float64 estimate) are recomputed in MPFR.
 CANDIDATES = 8
 #: Bins of the error-vs-input envelope over the run's inputs (by ordinal) for the plot.
@@ -67,6 +74,10 @@ BINS = 2048
 #: An exhaustive run rewrites its resume file at most this often (seconds), and when it
 #: ends or is interrupted: the file stays small and a killed run loses seconds of work.
 RESUME_EVERY = 5.0
+#: Chunks per Dask task at most.  Each task cost the cluster 10-16 ms of CPU (scheduler,
+#: client, the worker's bookkeeping) and a chunk of exhaustive exp now costs 30 ms on
+#: average: with one chunk per task the run spent 1.30-1.43x the processes' CPU.
+DASK_CHUNKS_PER_TASK = 8
 #: Special-value examples kept per (library, function, kind).
 EXAMPLES = 3
 
@@ -454,10 +465,40 @@ def check_block(lib: str, func: str, fmt: str, x: np.ndarray, ref=None, *,
 
 
 # ------------------------------------------------------------------------- chunked runs
+def _thread_cpu() -> tuple:
+    """(user, system) CPU seconds of the calling thread (the process's where Linux's
+    per-thread figure is missing): a Dask worker's task thread, not its event loop."""
+    try:
+        import resource
+    except ImportError:                  # pragma: no cover - not Unix: no split
+        return time.thread_time(), 0.0
+    who = getattr(resource, "RUSAGE_THREAD", resource.RUSAGE_SELF)
+    r = resource.getrusage(who)
+    return r.ru_utime, r.ru_stime
+
+
 def _chunk_task(task):
     """One chunk of an exhaustive run: ordinals [a, b) of every audited pair; ``span``
-    is the run's ordinal range (the plot's bins)."""
+    is the run's ordinal range (the plot's bins).  Returns ``(span, scores, cpu)``,
+    ``cpu`` the (user, system) seconds the chunk took in its thread: the runners'
+    overheads are what the run's CPU has beyond their sum (bench/libm_exhaustive.py)."""
+    u0, s0 = _thread_cpu()
+    span_, scores = _chunk_scores(task)
+    u1, s1 = _thread_cpu()
+    return span_, scores, (u1 - u0, s1 - s0)
+
+
+def _chunk_scores(task):
     libs, funcs, fmt, a, b, span = task
+    if b - a <= BLOCK:
+        return (a, b), _block_scores(libs, funcs, fmt, a, b, span)
+    res: dict = {}
+    for c in range(a, b, BLOCK):     # in order: ties keep the first input, as in one block
+        _merge(res, _block_scores(libs, funcs, fmt, c, min(c + BLOCK, b), span))
+    return (a, b), res
+
+
+def _block_scores(libs, funcs, fmt, a, b, span):
     x = ordinal_span(fmt, a, b)
     res = {}
     for func in funcs:
@@ -466,13 +507,14 @@ def _chunk_task(task):
             if library_function(lib, func, fmt) is not None:
                 res[f"{lib}|{func}"] = check_block(lib, func, fmt, x, ref, first=a,
                                                    span=span)
-    return (a, b), res
+    return res
 
 
-def _dask_chunk(shared, a, b):
-    """A Dask task: one chunk (the run's libraries, functions, format, span shared)."""
+def _dask_chunks(shared, spans):
+    """A Dask task: consecutive chunks (the run's libraries, functions, format and span
+    shared), one ``_chunk_task`` result each."""
     libs, funcs, fmt, span = shared
-    return _chunk_task((libs, funcs, fmt, a, b, tuple(span)))
+    return [_chunk_task((libs, funcs, fmt, a, b, tuple(span))) for a, b in spans]
 
 
 def _merge(total: dict, part: dict) -> None:
@@ -535,8 +577,12 @@ def _run_exhaustive(libs, funcs, fmt, lo, hi, *, workers, resume, quiet, chunk,
                                                    "total": total}), flag="--resume")
             last_write[0], unsaved[0] = time.monotonic(), False
 
-    def record(span, part):
+    def record(span, part, cpu=None):
         _merge(total, part)
+        if cpu is not None and timing is not None:
+            # CPU of the chunks themselves, in their threads (user, system)
+            c = timing.setdefault("chunks_cpu_s", [0.0, 0.0])
+            c[0], c[1] = c[0] + cpu[0], c[1] + cpu[1]
         done.add(index[tuple(span)])
         unsaved[0] = True
         if time.monotonic() - last_write[0] >= RESUME_EVERY:
@@ -565,7 +611,9 @@ def _worker_modules(libs) -> list:
     """The modules a chunk needs, imported once by the forkserver that forks the workers
     (process pool and local Dask cluster alike): otherwise every worker imports numpy,
     pandas, Numba and torch itself, about 3-6 s of CPU each before its first chunk."""
-    mods = [__name__, f"{__package__}.libm_fast"]
+    # libm_worker fixes malloc's thresholds in the forkserver, so that the workers keep
+    # the memory of one block for the next (no page faults: see that module)
+    mods = [__name__, f"{__package__}.libm_fast", f"{__package__}.libm_worker"]
     return mods + (["torch"] if "torch" in libs else [])
 
 
@@ -584,8 +632,8 @@ def _run_processes(tasks, record, bar, workers):
     pool = ProcessPoolExecutor(max_workers=workers,
                                mp_context=_forkserver(_worker_modules(tasks[0][0])))
     try:
-        for span, part in pool.map(_chunk_task, tasks):
-            record(span, part)
+        for res in pool.map(_chunk_task, tasks):
+            record(*res)
             bar.update(1)
     except BaseException:
         pool.shutdown(wait=False, cancel_futures=True)   # Ctrl-C: don't finish the queue
@@ -614,12 +662,19 @@ def _run_dask(tasks, record, bar, *, scheduler, workers, timeout, timing=None):
         conf["distributed.worker.multiprocessing-method"] = "forkserver"
         # housekeeping of a cluster whose tasks are equal, long and CPU-bound: the
         # event-loop tick (20 ms), system monitor (0.5 s) and memory monitor (0.1 s)
-        # polled less often.  Work stealing stays on: every chunk depends on the shared
-        # task, which lives on one worker, and without stealing the scheduler kept every
-        # chunk there (exhaustive exp: one core busy, 2.25x the two processes' wall time)
+        # polled less often
         conf.update({"distributed.admin.tick.interval": "1s",
                      "distributed.admin.system-monitor.interval": "5s",
                      "distributed.worker.memory.monitor-interval": "1s"})
+        # Dask's nannies put MALLOC_TRIM_THRESHOLD_=65536 in the workers' environment
+        # (to hand memory back to the OS).  Setting it also fixes glibc's mmap threshold
+        # at 128 kB, so every block's 1-2 MB arrays became fresh pages from the kernel:
+        # 12 chunks of exhaustive exp cost 1.5 s user + 1.5 s system with it, 0.6 s user
+        # and no system time without (blocks of 2^18, libm_audit.BLOCK).  The workers
+        # keep the single-thread settings.
+        conf["distributed.nanny.pre-spawn-environ"] = {
+            k: v for k, v in dask.config.get("distributed.nanny.pre-spawn-environ").items()
+            if k != "MALLOC_TRIM_THRESHOLD_"}
         with dask.config.set(conf):
             get_mp_context()           # Dask sets its own preload once; ours replaces it
         _forkserver(["distributed", *_worker_modules(libs)])
@@ -628,10 +683,26 @@ def _run_dask(tasks, record, bar, *, scheduler, workers, timeout, timing=None):
             dask_cluster.client_for(scheduler=scheduler, workers=workers,
                                     timeout=timeout) as (client, where):
         t1 = time.perf_counter()
-        dask_cluster.run_tasks(client, where, _dask_chunk, shared,
-                               [(t[3], t[4]) for t in tasks], progress=bar.update,
-                               wait_for_worker=timeout,
-                               on_result=lambda i, res: record(*res))
+        # the shared arguments (a few hundred bytes) ride in every task: as a task of
+        # their own they lived on one worker and every chunk depended on them, so the
+        # scheduler put the chunks there and only work stealing fed the other worker
+        # (exhaustive exp: with stealing off one core busy, 2.25x the two processes'
+        # wall time; with it 1.63x)
+        # several chunks per task while every thread still gets 8 tasks or more
+        try:
+            threads = max(sum(client.nthreads().values()), 1)
+        except Exception:                   # noqa: BLE001 -- run_tasks names the fault
+            threads = 1
+        per = max(1, min(DASK_CHUNKS_PER_TASK, len(tasks) // (8 * threads)))
+        groups = [[(t[3], t[4]) for t in tasks[i:i + per]]
+                  for i in range(0, len(tasks), per)]
+
+        def got(i, results):
+            for res in results:
+                record(*res)
+            bar.update(len(results))
+        dask_cluster.run_tasks(client, where, _dask_chunks, shared, [(g,) for g in groups],
+                               wait_for_worker=timeout, inline_shared=True, on_result=got)
         t2 = time.perf_counter()
     if timing is not None:
         timing.update(cluster_start_s=round(t1 - t0, 2),
@@ -750,6 +821,8 @@ def libm_audit(funcs=DEFAULT_FUNCS, libs=("numpy", "torch", "libm"), fmt="binary
                                 resume=resume, quiet=quiet, chunk=chunk,
                                 scheduler=scheduler, dask=dask,
                                 connect_timeout=connect_timeout, timing=timing)
+        if "chunks_cpu_s" in timing:
+            timing["chunks_cpu_s"] = [round(v, 2) for v in timing["chunks_cpu_s"]]
         # the ordinals cover -0 only through +0: score the Annex F inputs as well (a run
         # restricted by a range keeps to it)
         if range is None:

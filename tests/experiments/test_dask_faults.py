@@ -331,3 +331,36 @@ def test_tls_scheduler_works_with_dask_tls_settings(tmp_path, capsys, monkeypatc
         monkeypatch.undo()
         import dask
         dask.config.refresh()
+
+
+def _slow_square(shared, i):
+    time.sleep(0.3)
+    return shared + i * i
+
+
+@pytest.mark.slow   # an in-process cluster: ~2 s
+def test_a_task_that_comes_back_cancelled_is_submitted_again():
+    """A future that ends "cancelled" while the client and a worker are up (what a worker
+    leaving with a finished result can give, SIGTERM above) is submitted again; the run's
+    results are whole."""
+    from distributed import Client, Future, LocalCluster
+
+    from scalarlab.experiments import dask_cluster as D
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                      dashboard_address=None) as cluster, Client(cluster) as c:
+        hit = []
+
+        def cancel_one():
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and not hit:
+                keys = sorted(str(k) for k in c.futures if str(k).startswith("_slow_square"))
+                if len(keys) == 4:
+                    hit.append(keys[-1])
+                    c.cancel([Future(keys[-1], c)])
+                time.sleep(0.01)
+        t = threading.Thread(target=cancel_one)
+        t.start()
+        out = D.run_tasks(c, "test", _slow_square, 10, [(i,) for i in range(4)],
+                          inline_shared=True, wait_for_worker=5)
+        t.join()
+    assert hit and out == [10, 11, 14, 19]

@@ -238,6 +238,29 @@ def _strip(df):
     return df.drop(columns=[]).to_dict("records")
 
 
+def _everything(df):
+    # NaN worst inputs (every result correctly rounded) compare equal as strings
+    rows = [{k: "nan" if v != v else v for k, v in r.items()}
+            for r in df.to_dict("records")]
+    return rows, df.attrs["specials"].to_dict("records"), df.attrs["curves"]
+
+
+@pytest.mark.parametrize("args,kw", [
+    ((["exp", "sin"], ["numpy"], "binary16"), {}),
+    # many results not correctly rounded: candidates and plot bins merged across blocks
+    ((["exp"], ["wrong"], "binary32"), {"range": (1.0, 1.002)}),
+])
+def test_a_chunk_scored_in_blocks_gives_the_figures_of_one_block(args, kw, wrong,
+                                                                  monkeypatch):
+    """Blocks of a chunk (libm_audit.BLOCK, there to reuse memory) change no figure, worst
+    input, count, special-value example or plot bin: ties keep the first input."""
+    one = L.libm_audit(*args, exhaustive=True, chunk=1 << 14, **kw)
+    monkeypatch.setattr(L, "BLOCK", 1000)
+    blocks = L.libm_audit(*args, exhaustive=True, chunk=1 << 14, **kw)
+    assert _everything(blocks) == _everything(one)
+    assert one["not_cr"].sum() > 0 and any(one.attrs["curves"].values())
+
+
 @pytest.mark.slow   # two forkserver workers: ~4 s CPU in fresh interpreters
 def test_processes_agree_with_one_process():
     one = L.libm_audit(["exp"], ["numpy"], "binary16", exhaustive=True, chunk=16384)
@@ -420,14 +443,15 @@ def test_dask_flags_need_exhaustive(capsys):
 @pytest.mark.slow
 def test_local_dask_workers_agree_with_processes(tmp_path):
     """A local Dask cluster of two workers gives the rows of two processes, and records
-    its chunks in the resume file."""
+    its chunks in the resume file (62 chunks: 3 per Dask task)."""
     args = (["exp", "tanh"], ["numpy", "torch"], "binary16")
-    par = L.libm_audit(*args, exhaustive=True, chunk=8192, workers=2)
+    par = L.libm_audit(*args, exhaustive=True, chunk=1024, workers=2)
     resume = tmp_path / "dask.json"
-    dsk = L.libm_audit(*args, exhaustive=True, chunk=8192, workers=2, dask=True,
+    dsk = L.libm_audit(*args, exhaustive=True, chunk=1024, workers=2, dask=True,
                        resume=resume)
     assert dsk.equals(par)                # NaN worst inputs (all correctly rounded) equal
-    n = len(L._chunks("binary16", *L.ordinal_range("binary16"), 8192))
+    assert _everything(dsk) == _everything(par)
+    n = len(L._chunks("binary16", *L.ordinal_range("binary16"), 1024))
     assert json.loads(resume.read_text())["done"] == [[0, n - 1]]
     assert dsk.attrs["meta"]["execution"] == "local dask, 2 workers"
 

@@ -503,6 +503,8 @@ class BinaryContext(ArrayShapeOps):
             o = np.empty((nb, M, N), dtype=np.float32)     # binary32 storage is float32
             b3 = b3.reshape(nb, Kb, N)
             bt = np.swapaxes(b3, 1, 2)
+            if not bt.flags.writeable and bt.flags.c_contiguous:
+                bt = bt.copy()           # one array type for the kernels (scalars.kernels.flat)
             if pairwise:         # scalars.kernels.binary32_pairwise: the same tree per output
                 tr = not b3.flags.c_contiguous and bt.flags.c_contiguous
                 PW.matmul32_pairwise(_c3(a3.reshape(nb, M, Ka)), bt if tr else _c3(b3), o, tr)

@@ -35,6 +35,7 @@ import math
 import numpy as np
 
 from .kernels import binary32_hw as H
+from .kernels.flat import writable
 from .base import check_broadcast
 from .errors import ContextError
 
@@ -174,7 +175,7 @@ class Float32Storage:
         if isinstance(x, _ND) and x.dtype == _F64 and not H.ftz():
             # the cast float64 -> float32 rounds once, nearest-even, with gradual
             # underflow and overflow to inf: the format's rounding (NaN: truncated payload)
-            return H.narrow_rn(np.ascontiguousarray(x).reshape(-1)).reshape(x.shape)
+            return H.narrow_rn(writable(np.ascontiguousarray(x).reshape(-1))).reshape(x.shape)
         return self._out(super().convert(x))
 
     def to_float64(self, v):

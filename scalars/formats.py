@@ -52,6 +52,7 @@ import numpy as np
 
 from .kernels import literals as _literals
 from .kernels import rounding as _k
+from .kernels.flat import writable as _writable
 from .errors import ContextError, FormatError
 
 MODES = ("nearest_even", "nearest_away", "toward_zero", "down", "up", "odd", "stochastic")
@@ -322,7 +323,8 @@ def round_to_format(x, fmt, mode: str = "nearest_even", rng=None, *,
     fmt = get(fmt)
     code = _check_mode(mode)
     arr = _as_float64(x, f"round_to_format to {fmt.name}")
-    flat = np.ascontiguousarray(arr).reshape(-1)
+    # a read-only input is copied: the kernels take one array type (scalars.kernels.flat)
+    flat = _writable(np.ascontiguousarray(arr).reshape(-1))
     xb = flat.view(np.int64)
     out = np.empty_like(xb)
     params = _kernel_params(fmt, code)

@@ -30,7 +30,7 @@ import numba
 import numpy as np
 
 from .eft import f2i, i2f, two_prod, two_sum
-from .flat import flat_f64
+from .flat import flat_f64, writable
 from ..formats import Format, binary64
 
 DBL_MAX = float(np.finfo(np.float64).max)
@@ -506,7 +506,7 @@ def abs_scan(X, axis: int, key: str | None = None):
     out = np.empty(Y.shape) if key is None else scratch(key, Y.shape)
     # reducing over axis 1 of Y leaves one flag per row of Y, over axis 0 one per column
     mask = np.empty(Y.shape[0] if ax == 1 else Y.shape[1], dtype=np.bool_)
-    fin = _abs_scan_kernel(Y, out, mask, ax == 1)
+    fin = _abs_scan_kernel(writable(Y), out, mask, ax == 1)
     return (out.T if transposed else out), mask, bool(fin)
 
 

@@ -38,6 +38,7 @@ from .directed import (DBL_MAX, _SAFE_HI, _down_bits, _finite, _midrad_cols_kern
                        _midrad_one, _midrad_rows_kernel, _up_bits, recycled_empty, scratch)
 from .eft import f2i, i2f, two_sum
 from .f64_matmul import product as _product
+from .flat import writable
 
 __all__ = ["prep_rows", "midrad_prep_fast", "weight_abs", "point_snapshot", "finish_bias",
            "relu_pair", "affine_midrad", "clear_weight_cache"]
@@ -72,8 +73,8 @@ def prep_rows(lo, hi, gamma: float, key: str):
     """(m, g, mask, all finite, lo == hi) of (P, Q) interval endpoints contracted over
     axis 1 (see :func:`_prep_rows_kernel`); m and g are :func:`directed.scratch` arrays
     named after ``key`` (temporaries of one call)."""
-    lo = np.ascontiguousarray(lo, dtype=np.float64)
-    hi = np.ascontiguousarray(hi, dtype=np.float64)
+    lo = writable(np.ascontiguousarray(lo, dtype=np.float64))     # one array type
+    hi = writable(np.ascontiguousarray(hi, dtype=np.float64))
     m = scratch(f"{key}.m", lo.shape)
     g = scratch(f"{key}.g", lo.shape)
     mask = np.empty(lo.shape[0], dtype=np.bool_)

@@ -84,8 +84,13 @@ def _widths_inside(crown, ibp):
         assert np.all(c.lo_float() >= b.lo_float()) and np.all(c.hi_float() <= b.hi_float()), k
 
 
-@pytest.mark.parametrize("act", ["tanh", "sigmoid", "relu", "max_pool2d"])
-@pytest.mark.parametrize("ctx", ["interval:float64", "interval:binary32", "interval:bfloat16"])
+# the default run: every activation in interval:binary32, tanh (the issue's) in the other
+# two contexts; -m slow: every activation in every context
+@pytest.mark.parametrize("ctx, act", [
+    pytest.param(ctx, act, id=f"{ctx}-{act}",
+                 marks=() if act == "tanh" or ctx == "interval:binary32" else pytest.mark.slow)
+    for ctx in ("interval:float64", "interval:binary32", "interval:bfloat16")
+    for act in ("tanh", "sigmoid", "relu", "max_pool2d")])
 def test_one_neuron_never_looser_than_ibp(act, ctx):
     g, p, x0 = _one_neuron(act)
     for r in RADII:

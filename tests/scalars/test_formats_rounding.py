@@ -48,7 +48,11 @@ def test_all_midpoints_and_their_neighbours(fmt):
     check_against_mpfr(midpoint_cases(fmt), fmt)
 
 
-@pytest.mark.parametrize("fmt", [F.bfloat16, F.tf32, F.Format(3, 2), F.Format(11, 3),
+# -m slow adds tf32 and binary(11,3) (wide exponent, narrow mantissa), whose paths the
+# default's bfloat16 and binary(3,2) take
+@pytest.mark.parametrize("fmt", [F.bfloat16, pytest.param(F.tf32, marks=pytest.mark.slow),
+                                 F.Format(3, 2),
+                                 pytest.param(F.Format(11, 3), marks=pytest.mark.slow),
                                  F.binary16], ids=lambda f: f.name)
 def test_midpoints_sampled_codes(fmt):
     """Midpoints next to 20,000 random codes (and the extremes) of further formats."""

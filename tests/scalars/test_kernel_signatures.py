@@ -11,7 +11,9 @@ from scalarlab.scalars import formats as F
 from scalarlab.scalars.kernels import directed as DK
 from scalarlab.scalars.kernels import f64_endpoints as FE
 from scalarlab.scalars.kernels import grid as GK
+from scalarlab.scalars.kernels import interval_affine as IA
 from scalarlab.scalars.kernels import interval_f64 as IK
+from scalarlab.scalars.kernels import rounding as RK
 from scalarlab.scalars.kernels.flat import flat_f64
 
 
@@ -29,6 +31,13 @@ CALLS = {
     "interval_f64.div": (lambda a, b, c, d: IK.div_f64(a, b, c, d, a.shape), IK.div_kernel),
     "directed.add_pair": (lambda a, b, c, d: DK.add_pair_dir(a, b, c, d, a.shape),
                           DK._add_pair_kernel),
+    "directed.abs_scan": (lambda a, b, c, d: DK.abs_scan(a, 1)[:2], DK._abs_scan_kernel),
+    "formats.round_to_format": (lambda a, b, c, d: (F.round_to_format(a, F.binary16),),
+                                RK.kernels().round_bits_nearest_even_float),
+    # prep_rows writes into per-key scratch arrays: copies, so a later call keeps them
+    "interval_affine.prep_rows": (lambda a, b, c, d: [np.copy(v) for v in
+                                                      IA.prep_rows(a, b, 2.0 ** -50, "sig")[:3]],
+                                  IA._prep_rows_kernel),
 }
 
 

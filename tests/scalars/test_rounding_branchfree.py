@@ -58,6 +58,10 @@ def test_branch_free_equals_the_scalar_reference(fmt):
                                f"x={x[bad[0]]!r}: {got[bad[0]]:#x} vs {want[bad[0]]:#x}")
 
 
+# -m slow: compiling the parallel=True kernel is ~8 s of CPU on a cold cache, all of this
+# test's cost, and nothing else in the lab calls it (an opt-in of round_to_format, used by
+# bench/rounding.py); its loop body is the serial kernels' (checked here bit for bit)
+@pytest.mark.slow
 def test_parallel_path_equals_serial():
     rng = np.random.default_rng(5)
     x = rng.standard_normal(300_000) * 10.0 ** rng.uniform(-8, 8, 300_000)

@@ -41,6 +41,15 @@ def _number(v, vb, shift, mask, mn, mn_bits, maxf, first_normal, min_sub, subnor
     return np.uint64(0), 0 if av == 0.0 else 1
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _apart(ix, iy, xbits, ybits):
+    """How many format values apart two numbered values are: the difference of their
+    numbers on one side of zero (sign bits ``xbits``/``ybits`` equal), the sum across it."""
+    if (xbits >> np.uint64(63)) == (ybits >> np.uint64(63)):
+        return ix - iy if ix >= iy else iy - ix
+    return ix + iy
+
+
 @numba.njit(cache=True, nogil=True)
 def ulp_distance_flat(a, b, out, shift, mn, mn_bits, maxf, first_normal, min_sub,
                       subnormals, has_inf, inf_ord, full):
@@ -65,10 +74,7 @@ def ulp_distance_flat(a, b, out, shift, mn, mn_bits, maxf, first_normal, min_sub
         iy, ey = _number(y, bb[i] & _ABS, shift, mask, mn, mn_bits, maxf, first_normal,
                          min_sub, subnormals, has_inf, inf_ord)
         bad += ex + ey
-        if (ab[i] >> np.uint64(63)) == (bb[i] >> np.uint64(63)):
-            out[i] = ix - iy if ix >= iy else iy - ix
-        else:
-            out[i] = ix + iy
+        out[i] = _apart(ix, iy, ab[i], bb[i])
     return bad
 
 
@@ -148,10 +154,7 @@ def entry_errors_flat(v_hi, v_lo, r_hi, r_lo, target, abs_err, rel, ulps, use_ul
                     it, et = _number(t, tb[i] & _ABS, shift, mask, mn, mn_bits, maxf,
                                      first_normal, min_sub, subnormals, has_inf, inf_ord)
                     bad_t += et
-                    if (vb[i] >> np.uint64(63)) == (tb[i] >> np.uint64(63)):
-                        d = float(iv - it if iv >= it else it - iv)
-                    else:
-                        d = float(iv + it)
+                    d = float(_apart(iv, it, vb[i], tb[i]))
         if both:
             d = 0.0
         elif vn != rn:
